@@ -1,0 +1,5 @@
+/**
+ * Placeholder until its issue lands.
+ * @module
+ */
+export {};

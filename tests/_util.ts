@@ -1,0 +1,82 @@
+/**
+ * Shared test helpers: real temp directories and real servers on 127.0.0.1 port 0.
+ * @module
+ */
+
+import { join } from "node:path";
+import { type ServerHandle, type ServerOptions, startServer } from "../server.ts";
+
+/** A temporary directory removed when disposed. */
+export interface TempDir extends AsyncDisposable {
+  path: string;
+}
+
+/** Creates a real temporary directory; `await using` removes it afterwards. */
+export async function tempDir(prefix = "obs-telemetry-test-"): Promise<TempDir> {
+  const path = await Deno.makeTempDir({ prefix });
+  return {
+    path,
+    async [Symbol.asyncDispose]() {
+      await Deno.remove(path, { recursive: true }).catch(() => {});
+    },
+  };
+}
+
+/** Starts a real server on 127.0.0.1 with a free port, in UTC unless told otherwise. */
+export function testServer(
+  options: Partial<ServerOptions> & { siteDir: string },
+): Promise<ServerHandle> {
+  return startServer({ hostname: "127.0.0.1", port: 0, timeZone: "UTC", ...options });
+}
+
+/** POSTs JSON and returns status and parsed body. */
+export async function postJson(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: unknown; headers: Headers }> {
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : undefined, headers: res.headers };
+}
+
+/** GETs a path and returns status and parsed body. */
+export async function getJson(
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: unknown; headers: Headers }> {
+  const res = await fetch(url, { headers });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : undefined, headers: res.headers };
+}
+
+/** Reads an NDJSON file as its lines (without the final empty string); [] if missing. */
+export async function readLines(path: string): Promise<string[]> {
+  try {
+    const text = await Deno.readTextFile(path);
+    return text === "" ? [] : text.replace(/\n$/, "").split("\n");
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return [];
+    throw err;
+  }
+}
+
+/** The site files of a directory, sorted by name. */
+export async function siteFiles(dir: string): Promise<string[]> {
+  const names: string[] = [];
+  for await (const e of Deno.readDir(dir)) {
+    if (/^site_\d{8}\.ndjson$/.test(e.name)) names.push(e.name);
+  }
+  return names.sort();
+}
+
+/** All lines of all site files of a directory, in file order. */
+export async function readSiteLines(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const name of await siteFiles(dir)) out.push(...await readLines(join(dir, name)));
+  return out;
+}
