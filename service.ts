@@ -161,6 +161,8 @@ interface PreparedEvent {
 interface EventOp {
   kind: "events";
   items: PreparedEvent[];
+  /** Name the item index in errors (a batch request). */
+  batch: boolean;
   resolve: (events: CommittedEvent[]) => void;
   reject: (err: unknown) => void;
 }
@@ -373,6 +375,8 @@ export class TelemetryService implements AsyncDisposable {
    * Validates event requests (CONTRACT 2.4) and records them in order, all or nothing.
    *
    * @param items Parsed request bodies: `{type, data, meta?, ts?, store_permanently?, make_current?}`.
+   * @param options `batch: true` names the 0-based index of a bad item in the error even when
+   *   there is only one item (`POST /events`); by default only lists of two or more do.
    * @returns One {@linkcode CommittedEvent} per item, in order.
    * @throws {ServiceError} 400 naming the first bad item (nothing is recorded), 503 when closing,
    *   507 when the disk is full, 500 when another write error happened.
@@ -382,17 +386,25 @@ export class TelemetryService implements AsyncDisposable {
    * const [event] = await service.record([{ type: "weather", data: { wind_mps: 2.1 } }]);
    * ```
    */
-  record(items: readonly unknown[]): Promise<CommittedEvent[]> {
+  record(
+    items: readonly unknown[],
+    options: { batch?: boolean } = {},
+  ): Promise<CommittedEvent[]> {
     if (this.#closing) return Promise.reject(shuttingDown());
     const receivedAt = this.#clock();
     const prepared: PreparedEvent[] = [];
-    const batch = items.length > 1;
-    for (let i = 0; i < items.length; i++) {
-      prepared.push(prepareEvent(items[i], receivedAt, batch ? i : undefined));
+    const batch = options.batch ?? items.length > 1;
+    try {
+      for (let i = 0; i < items.length; i++) {
+        prepared.push(prepareEvent(items[i], receivedAt, batch ? i : undefined));
+      }
+    } catch (err) {
+      // A Promise-returning method reports validation errors as a rejection, never a throw.
+      return Promise.reject(err);
     }
     if (prepared.length === 0) return Promise.resolve([]);
     return new Promise((resolve, reject) => {
-      this.#enqueue({ kind: "events", items: prepared, resolve, reject });
+      this.#enqueue({ kind: "events", items: prepared, batch, resolve, reject });
     });
   }
 
@@ -666,7 +678,7 @@ export class TelemetryService implements AsyncDisposable {
     const added: string[] = [];
     for (let i = 0; i < op.items.length; i++) {
       const item = op.items[i]!;
-      const where = op.items.length > 1 ? `Item ${i}: ` : "";
+      const where = op.batch ? `Item ${i}: ` : "";
       if (item.callerRunId !== undefined && item.callerRunId !== run?.record.run_id) {
         return new ServiceError(
           400,
@@ -935,8 +947,8 @@ function withRunId(metaJson: string, runId: string): string {
 
 function isStrictlyInside(path: string, root: string): boolean {
   const rel = relative(root, path);
-  return rel !== "" && !rel.startsWith("..") && !isAbsolute(rel) &&
-    !rel.split(sep).includes("..");
+  // Not `rel.startsWith("..")`: that also refuses a child named like "..2026".
+  return rel !== "" && !isAbsolute(rel) && !rel.split(sep).includes("..");
 }
 
 /** The real path of `path`, resolving symlinks through its nearest existing ancestor. */
@@ -980,14 +992,16 @@ async function resumeSiteStream(
   if (moved > 0) warn(`Moved a torn last line (${moved} bytes) of ${newest} to ${newest}.torn.`);
   const scan = await scanStream(newest);
   if (scan.lastSeq > 0) return scan;
-  // The newest file is empty (a rolled-back first write): seq must still continue.
-  let lastSeq = 0;
+  // The newest file is empty (a rolled-back first write): seq must still continue, and the
+  // snapshot comes from the file that holds the last seq.
+  let best = scan;
   for await (const entry of Deno.readDir(siteDir)) {
     if (/^site_\d{8}\.ndjson$/.test(entry.name)) {
-      lastSeq = Math.max(lastSeq, (await scanStream(join(siteDir, entry.name))).lastSeq);
+      const other = await scanStream(join(siteDir, entry.name));
+      if (other.lastSeq > best.lastSeq) best = other;
     }
   }
-  return { lastSeq, latest: scan.latest };
+  return best;
 }
 
 interface RunStartRequest {
