@@ -1,5 +1,1593 @@
 /**
- * Placeholder until its issue lands.
+ * Fetch-based client for the telemetry service. Web APIs only (`fetch`, `URL`, `AbortSignal`,
+ * streams): the same module runs on Deno, Node >= 20 and in browsers.
+ *
+ * {@linkcode TelemetryClient} has one method per operation of the Python client (SPEC 4.3,
+ * CONTRACT 5), in camelCase, plus {@linkcode TelemetryClient.follow} for the live event stream.
+ * Two error classes tell failures apart: {@linkcode TelemetryConnectionError} when no server
+ * answers (refused, unknown host, timeout) and {@linkcode TelemetryHttpError} when one answers
+ * with an error or with something that is not the telemetry API.
+ *
+ * Node users import the same module as `@obs-utils/telemetry/client` (for example through
+ * `npx jsr add @obs-utils/telemetry`).
+ *
+ * On Deno, reading the `OBS_TELEMETRY_*` defaults needs `--allow-env` (without it the defaults
+ * `localhost:6562` apply, without a prompt) and every call needs `--allow-net=<host>:<port>`.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { TelemetryClient } from "@obs-utils/telemetry/client";
+ *
+ * const client = new TelemetryClient(); // OBS_TELEMETRY_HOST/PORT, else localhost:6562
+ * const event = await client.postEvent("weather", { wind_mps: 2.1 });
+ * console.log(event.seq, event._id, JSON.stringify(event));
+ * console.log((await client.getCurrent("weather"))?.data);
+ * ```
+ *
  * @module
  */
-export {};
+
+import {
+  checkEventType,
+  describe,
+  isJsonObject,
+  type JsonObject,
+  type RunRecord,
+  TelemetryEvent,
+} from "./event.ts";
+
+/** The default port of the service (SPEC 4.6). */
+export const DEFAULT_CLIENT_PORT = 6562;
+/** The default host of the service (SPEC 4.6). */
+export const DEFAULT_CLIENT_HOST = "localhost";
+/** The default per-request timeout in milliseconds. */
+export const DEFAULT_TIMEOUT_MS = 5000;
+
+/** How many characters of a response body an error keeps. */
+const BODY_PREVIEW = 512;
+
+/**
+ * A `fetch`-compatible function, for {@linkcode ClientOptions.fetch}. The global `fetch`
+ * satisfies it.
+ */
+export type FetchFunction = (
+  input: string | URL | Request,
+  init?: RequestInit,
+) => Promise<Response>;
+
+/** Options of the {@linkcode TelemetryClient} constructor. */
+export interface ClientOptions {
+  /**
+   * Base address of the service, for example `"http://127.0.0.1:6562"`. When given, `host` and
+   * `port` are ignored. A path prefix (a reverse proxy) is kept.
+   */
+  baseUrl?: string | URL;
+  /**
+   * Host of the service when `baseUrl` is not given; IPv6 addresses may omit the brackets.
+   * @default {OBS_TELEMETRY_HOST, else "localhost"}
+   */
+  host?: string;
+  /**
+   * Port of the service when `baseUrl` is not given.
+   * @default {OBS_TELEMETRY_PORT, else 6562}
+   */
+  port?: number;
+  /**
+   * Bearer token sent as `Authorization: Bearer <token>` (CONTRACT 2.8).
+   * @default {OBS_TELEMETRY_TOKEN, else none}
+   */
+  token?: string;
+  /**
+   * Milliseconds a call may take before it fails with {@linkcode TelemetryConnectionError};
+   * `Infinity` disables the limit. For {@linkcode TelemetryClient.follow} it limits connecting.
+   * @default {5000}
+   */
+  timeoutMs?: number;
+  /**
+   * The `fetch` to use instead of the global one (called unbound, as browsers require).
+   * @default {globalThis.fetch}
+   */
+  fetch?: FetchFunction;
+}
+
+/** Per-call options shared by the client's methods. */
+export interface RequestOptions {
+  /**
+   * Aborts the call. The call then rejects with the signal's `reason`, not with a
+   * {@linkcode TelemetryConnectionError}.
+   */
+  signal?: AbortSignal;
+}
+
+/** Options of {@linkcode TelemetryClient.postEvent}. */
+export interface PostEventOptions extends RequestOptions {
+  /**
+   * Caller metadata copied into the envelope; the server adds `run_id` during a run.
+   * @default {{}}
+   */
+  meta?: JsonObject;
+  /**
+   * When the reading was taken: an ISO 8601 date-time with `Z` or an offset, or a `Date`.
+   * @default {the server's receive time}
+   */
+  ts?: string | Date;
+  /**
+   * `false` updates only the in-memory snapshot; nothing is written to disk.
+   * @default {true}
+   */
+  storePermanently?: boolean;
+  /**
+   * `false` writes the event without updating the snapshot (the legacy `insert`).
+   * @default {true}
+   */
+  makeCurrent?: boolean;
+}
+
+/** One item of {@linkcode TelemetryClient.postEvents}: an event type, its data and its options. */
+export interface EventInput {
+  /** Event type, for example `"weather"`. */
+  type: string;
+  /** Payload: a plain JSON object. */
+  data: JsonObject;
+  /** See {@linkcode PostEventOptions.meta}. */
+  meta?: JsonObject;
+  /** See {@linkcode PostEventOptions.ts}. */
+  ts?: string | Date;
+  /** See {@linkcode PostEventOptions.storePermanently}. */
+  storePermanently?: boolean;
+  /** See {@linkcode PostEventOptions.makeCurrent}. */
+  makeCurrent?: boolean;
+}
+
+/** Options of {@linkcode TelemetryClient.startRun}; all optional (SPEC 4.4). */
+export interface StartRunOptions extends RequestOptions {
+  /** Run identifier, one safe path segment such as `"m31-1"`; derived when omitted. */
+  runId?: string;
+  /** Run directory; a relative value is resolved under the site directory. */
+  runDir?: string;
+  /** Metadata stored with the run record as given. */
+  meta?: JsonObject;
+}
+
+/**
+ * A run record as the service sends it (CONTRACT 2.3). The client keeps the wire's snake_case
+ * field names, as the envelope's `meta.run_id` does, so a record can be logged or compared with
+ * `GET /run` output unchanged.
+ */
+export type RunInfo = RunRecord;
+
+/** The answer of `GET /ready` (CONTRACT 2.2), field names as on the wire. */
+export interface ReadyInfo {
+  /** Always `true` when the server answers. */
+  ready: boolean;
+  /** Whether a run is active. */
+  run_active: boolean;
+  /** The active run's id, or `null`. */
+  run_id: string | null;
+  /** The server's package version. */
+  version: string;
+}
+
+/** The answer of `GET /health` (CONTRACT 2.2). */
+export interface HealthInfo {
+  /** `true` when the server is alive. */
+  ok: boolean;
+}
+
+/** Options of {@linkcode TelemetryClient.follow}. */
+export interface FollowOptions {
+  /** Only these event types (`GET /stream?type=a,b`); types may not contain a comma. */
+  types?: readonly string[];
+  /** Ends the iteration cleanly (no error) when aborted. */
+  signal?: AbortSignal;
+  /**
+   * First reconnection delay in milliseconds (at least 10); doubles after each failed attempt
+   * in a row. A `retry:` field sent by the server replaces it.
+   * @default {500}
+   */
+  retryMs?: number;
+  /**
+   * Longest reconnection delay in milliseconds.
+   * @default {30000}
+   */
+  maxRetryMs?: number;
+  /**
+   * A connection that delivers nothing (not even the server's 15 s keepalive comment) for this
+   * many milliseconds is considered dead and is reopened.
+   * @default {45000}
+   */
+  idleTimeoutMs?: number;
+}
+
+/** A `snapshot` message of {@linkcode TelemetryClient.follow}: sent on every (re)connect. */
+export interface SnapshotMessage {
+  /** Discriminant. */
+  kind: "snapshot";
+  /** The latest event per type, as {@linkcode TelemetryClient.current} returns it. */
+  current: Record<string, TelemetryEvent>;
+}
+
+/** A `telemetry` message of {@linkcode TelemetryClient.follow}: one accepted event. */
+export interface TelemetryMessage {
+  /** Discriminant. */
+  kind: "telemetry";
+  /** The event. */
+  event: TelemetryEvent;
+  /** The SSE id: `site:<seq>` or `run:<run_id>:<seq>`, for example `"site:42"`. */
+  id: string;
+}
+
+/** A `run` message of {@linkcode TelemetryClient.follow}: a run started or stopped. */
+export interface RunMessage {
+  /** Discriminant. */
+  kind: "run";
+  /** The run record; `stopped_at` is `null` for a start. */
+  run: RunInfo;
+}
+
+/**
+ * A `disconnected` message of {@linkcode TelemetryClient.follow}: the stream dropped or could
+ * not be opened, and the client reconnects after `retryMs`. The next message after a successful
+ * reconnection is a fresh `snapshot`, which replaces anything missed in between.
+ */
+export interface DisconnectedMessage {
+  /** Discriminant. */
+  kind: "disconnected";
+  /** Why: a {@linkcode TelemetryConnectionError}, or a 5xx {@linkcode TelemetryHttpError}. */
+  error: TelemetryConnectionError | TelemetryHttpError;
+  /** Failed attempts in a row, starting at 1. */
+  attempt: number;
+  /** Milliseconds until the next attempt. */
+  retryMs: number;
+}
+
+/** What {@linkcode TelemetryClient.follow} yields. */
+export type FollowMessage = SnapshotMessage | TelemetryMessage | RunMessage | DisconnectedMessage;
+
+/**
+ * Raised when the service cannot be reached: connection refused, unknown host, network failure,
+ * or no complete answer within the timeout (SPEC 7).
+ *
+ * @example Usage
+ * ```ts
+ * import { TelemetryConnectionError } from "@obs-utils/telemetry/client";
+ * import assert from "node:assert/strict";
+ *
+ * const err = new TelemetryConnectionError("Cannot reach http://localhost:6562: refused", {
+ *   url: "http://localhost:6562/health",
+ * });
+ * assert.equal(err.name, "TelemetryConnectionError");
+ * ```
+ */
+export class TelemetryConnectionError extends Error {
+  /** The URL of the request that failed. */
+  readonly url: string;
+
+  /**
+   * Creates the error.
+   *
+   * @param message What failed and how to fix it.
+   * @param options The URL and the underlying error.
+   */
+  constructor(message: string, options: { url: string; cause?: unknown }) {
+    super(message, { cause: options.cause });
+    this.name = "TelemetryConnectionError";
+    this.url = options.url;
+  }
+}
+
+/** Fields of {@linkcode TelemetryHttpError}. */
+export interface TelemetryHttpErrorOptions {
+  /** HTTP status of the answer. */
+  status: number;
+  /** The server's `detail` sentence, or the client's explanation for a body that has none. */
+  detail: string;
+  /** The start of the raw response body. */
+  body: string;
+  /** The URL of the request. */
+  url: string;
+  /** The underlying error, if any. */
+  cause?: unknown;
+}
+
+/**
+ * Raised when the service answers with an error status, or with a body that is not what the
+ * API promises (not JSON, or the wrong shape; then `status` may be 2xx).
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { TelemetryClient, TelemetryHttpError } from "@obs-utils/telemetry/client";
+ *
+ * try {
+ *   await new TelemetryClient().stopRun();
+ * } catch (err) {
+ *   if (!(err instanceof TelemetryHttpError) || err.status !== 409) throw err;
+ *   console.log(err.detail); // "No run is active; ..."
+ * }
+ * ```
+ */
+export class TelemetryHttpError extends Error {
+  /** HTTP status of the answer. */
+  readonly status: number;
+  /** The server's `detail` sentence (RFC 9457), or the client's explanation. */
+  readonly detail: string;
+  /** The start of the raw response body (at most 512 characters). */
+  readonly body: string;
+  /** The URL of the request. */
+  readonly url: string;
+
+  /**
+   * Creates the error.
+   *
+   * @param message The full message.
+   * @param options Status, detail, body, URL and cause.
+   */
+  constructor(message: string, options: TelemetryHttpErrorOptions) {
+    super(message, { cause: options.cause });
+    this.name = "TelemetryHttpError";
+    this.status = options.status;
+    this.detail = options.detail;
+    this.body = options.body;
+    this.url = options.url;
+  }
+}
+
+/**
+ * One message decoded from a Server-Sent Events stream by
+ * {@linkcode ServerSentEventParserStream}.
+ */
+export interface ParsedServerSentEvent {
+  /** The `event:` field, `"message"` when absent. */
+  event: string;
+  /** The `data:` lines joined with `\n`. */
+  data: string;
+  /** The last event id seen so far (it persists across messages), `""` when none. */
+  id: string;
+}
+
+/**
+ * Decodes a Server-Sent Events text stream into messages, following the WHATWG HTML rules:
+ * lines end in `\r\n`, `\n` or `\r` (also across chunk boundaries), `data:` lines accumulate,
+ * lines starting with `:` are comments, `retry:` sets {@linkcode ServerSentEventParserStream.retry},
+ * and an unterminated last message is discarded. Pipe bytes through `TextDecoderStream` first
+ * (it also removes a byte-order mark).
+ *
+ * @example Usage
+ * ```ts
+ * import { ServerSentEventParserStream } from "@obs-utils/telemetry/client";
+ * import assert from "node:assert/strict";
+ *
+ * const messages = await Array.fromAsync(
+ *   ReadableStream.from(["event: run\r\ndata: {\"a\"", ":1}\r\n\r", "\n: keepalive\n\n"])
+ *     .pipeThrough(new ServerSentEventParserStream()),
+ * );
+ * assert.deepEqual(messages, [{ event: "run", data: '{"a":1}', id: "" }]);
+ * ```
+ */
+export class ServerSentEventParserStream extends TransformStream<string, ParsedServerSentEvent> {
+  #parser: SseParser;
+
+  /** Creates a parser with no last event id. */
+  constructor() {
+    const parser = new SseParser();
+    super({
+      transform: (chunk, controller) => parser.push(chunk, (m) => controller.enqueue(m)),
+      flush: (controller) => parser.end((m) => controller.enqueue(m)),
+    });
+    this.#parser = parser;
+  }
+
+  /** The last event id seen (`id:` field), `""` when none. */
+  get lastEventId(): string {
+    return this.#parser.lastEventId;
+  }
+
+  /** The reconnection time in milliseconds from the last valid `retry:` field, if any. */
+  get retry(): number | undefined {
+    return this.#parser.retry;
+  }
+}
+
+/** The WHATWG event-stream interpretation, fed line by line. */
+class SseParser {
+  lastEventId = "";
+  retry: number | undefined;
+  #pending = "";
+  #skipLf = false;
+  #data: string[] = [];
+  #event = "";
+
+  push(chunk: string, emit: (m: ParsedServerSentEvent) => void): void {
+    if (chunk === "") return;
+    let start = 0;
+    // A "\r" ended the previous chunk: a "\n" opening this one belongs to the same line break.
+    if (this.#skipLf && chunk.charCodeAt(0) === 10) start = 1;
+    this.#skipLf = false;
+    for (let i = start; i < chunk.length; i++) {
+      const c = chunk.charCodeAt(i);
+      if (c !== 10 && c !== 13) continue;
+      const line = this.#pending + chunk.slice(start, i);
+      this.#pending = "";
+      if (c === 13) {
+        if (i + 1 === chunk.length) this.#skipLf = true;
+        else if (chunk.charCodeAt(i + 1) === 10) i++;
+      }
+      start = i + 1;
+      this.#line(line, emit);
+    }
+    this.#pending += chunk.slice(start);
+  }
+
+  end(_emit: (m: ParsedServerSentEvent) => void): void {
+    // WHATWG: at end of stream, an incomplete message (no blank line yet) is discarded.
+    this.#pending = "";
+    this.#data = [];
+    this.#event = "";
+  }
+
+  #line(line: string, emit: (m: ParsedServerSentEvent) => void): void {
+    if (line === "") {
+      if (this.#data.length > 0) {
+        emit({
+          event: this.#event || "message",
+          data: this.#data.join("\n"),
+          id: this.lastEventId,
+        });
+      }
+      this.#data = [];
+      this.#event = "";
+      return;
+    }
+    if (line.charCodeAt(0) === 58) return; // ":" comment, such as the keepalive
+    const colon = line.indexOf(":");
+    const field = colon === -1 ? line : line.slice(0, colon);
+    let value = colon === -1 ? "" : line.slice(colon + 1);
+    if (value.charCodeAt(0) === 32) value = value.slice(1);
+    switch (field) {
+      case "event":
+        this.#event = value;
+        break;
+      case "data":
+        this.#data.push(value);
+        break;
+      case "id":
+        if (!value.includes("\0")) this.lastEventId = value;
+        break;
+      case "retry":
+        if (/^\d+$/.test(value)) this.retry = Number(value);
+        break;
+    }
+  }
+}
+
+/** The slice of the Deno and Node globals the client may use, all optional. */
+interface RuntimeGlobals {
+  Deno?: {
+    env?: { get(name: string): string | undefined };
+    permissions?: { querySync?(desc: { name: "env"; variable: string }): { state: string } };
+  };
+  process?: { env?: Record<string, string | undefined> };
+}
+
+/** Reads an environment variable on Deno or Node; `undefined` elsewhere or without permission. */
+function readEnv(name: string): string | undefined {
+  const g = globalThis as RuntimeGlobals;
+  const deno = g.Deno;
+  if (deno) {
+    // A missing --allow-env must neither throw nor prompt, so ask before reading.
+    const state = deno.permissions?.querySync?.({ name: "env", variable: name }).state;
+    return state === "granted" ? deno.env?.get(name) : undefined;
+  }
+  return g.process?.env?.[name];
+}
+
+function resolveBaseUrl(options: ClientOptions): string {
+  if (options.baseUrl !== undefined) {
+    const raw = String(options.baseUrl);
+    let url: URL;
+    try {
+      url = new URL(raw);
+    } catch (err) {
+      throw new TypeError(
+        `Cannot use baseUrl "${raw}": not an absolute URL; pass something like "http://127.0.0.1:6562"`,
+        { cause: err },
+      );
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:") {
+      throw new TypeError(`Cannot use baseUrl "${raw}": the scheme must be http: or https:`);
+    }
+    return `${url.origin}${url.pathname.replace(/\/+$/, "")}`;
+  }
+  let host = options.host;
+  if (host !== undefined && (typeof host !== "string" || host === "")) {
+    throw new TypeError(`Cannot use host ${JSON.stringify(host)}: expected a non-empty string`);
+  }
+  host ??= readEnv("OBS_TELEMETRY_HOST") || DEFAULT_CLIENT_HOST;
+  let port: number;
+  if (options.port !== undefined) {
+    port = checkPort(options.port, "port");
+  } else {
+    const fromEnv = readEnv("OBS_TELEMETRY_PORT");
+    port = fromEnv
+      ? checkPort(Number(fromEnv), `OBS_TELEMETRY_PORT "${fromEnv}"`)
+      : DEFAULT_CLIENT_PORT;
+  }
+  if (host.includes(":") && !host.startsWith("[")) host = `[${host}]`;
+  const url = `http://${host}:${port}`;
+  try {
+    return new URL(url).origin;
+  } catch (err) {
+    throw new TypeError(`Cannot use host "${host}": "${url}" is not a valid URL`, { cause: err });
+  }
+}
+
+function checkPort(port: unknown, what: string): number {
+  if (typeof port !== "number" || !Number.isInteger(port) || port < 1 || port > 65535) {
+    throw new RangeError(
+      `Cannot use ${
+        what === "port" ? `port ${String(port)}` : what
+      } as a port: expected an integer from 1 to 65535`,
+    );
+  }
+  return port;
+}
+
+function preview(text: string): string {
+  return text.length > BODY_PREVIEW ? text.slice(0, BODY_PREVIEW) : text;
+}
+
+function noPeriod(sentence: string): string {
+  return sentence.replace(/\.$/, "");
+}
+
+/** Builds the wire body of one event, throwing TypeError for bad arguments. */
+function toWire(
+  type: unknown,
+  data: unknown,
+  options: Omit<PostEventOptions, "signal">,
+  action: string,
+): JsonObject {
+  const typeProblem = checkEventType(type);
+  if (typeProblem) throw new TypeError(`${action}: ${noPeriod(typeProblem)}`);
+  if (!isJsonObject(data)) {
+    throw new TypeError(
+      `${action}: "data" must be a plain JSON object such as {"wind_mps": 2.1}, not ${
+        describe(data)
+      }`,
+    );
+  }
+  const body: JsonObject = { type, data };
+  const { meta, ts, storePermanently, makeCurrent } = options;
+  if (meta !== undefined) {
+    if (!isJsonObject(meta)) {
+      throw new TypeError(`${action}: "meta" must be a plain JSON object, not ${describe(meta)}`);
+    }
+    body.meta = meta;
+  }
+  if (ts !== undefined) {
+    if (ts instanceof Date) {
+      if (Number.isNaN(ts.getTime())) {
+        throw new RangeError(`${action}: "ts" is an invalid Date; pass a valid Date or string`);
+      }
+      body.ts = ts.toISOString();
+    } else if (typeof ts === "string") {
+      body.ts = ts;
+    } else {
+      throw new TypeError(
+        `${action}: "ts" must be an ISO 8601 string or a Date, not ${describe(ts)}`,
+      );
+    }
+  }
+  if (storePermanently !== undefined) {
+    if (typeof storePermanently !== "boolean") {
+      throw new TypeError(
+        `${action}: "storePermanently" must be a boolean, not ${describe(storePermanently)}`,
+      );
+    }
+    body.store_permanently = storePermanently;
+  }
+  if (makeCurrent !== undefined) {
+    if (typeof makeCurrent !== "boolean") {
+      throw new TypeError(
+        `${action}: "makeCurrent" must be a boolean, not ${describe(makeCurrent)}`,
+      );
+    }
+    body.make_current = makeCurrent;
+  }
+  return body;
+}
+
+function stringifyBody(value: unknown, action: string): string {
+  try {
+    return JSON.stringify(value);
+  } catch (err) {
+    // JSON.stringify throws TypeError for BigInt values and cycles.
+    if (err instanceof TypeError) {
+      throw new TypeError(`${action}: the value cannot be serialised as JSON (${err.message})`, {
+        cause: err,
+      });
+    }
+    throw err;
+  }
+}
+
+function checkOptionsObject(options: unknown, action: string): void {
+  if (options !== undefined && (typeof options !== "object" || options === null)) {
+    throw new TypeError(`${action}: the options must be an object, not ${describe(options)}`);
+  }
+}
+
+function checkSignal(signal: unknown, action: string): AbortSignal | undefined {
+  if (signal === undefined) return undefined;
+  if (!(signal instanceof AbortSignal)) {
+    throw new TypeError(`${action}: "signal" must be an AbortSignal, not ${describe(signal)}`);
+  }
+  return signal;
+}
+
+function checkType(type: unknown, action: string, argument: string): string {
+  const problem = checkEventType(type);
+  if (problem) throw new TypeError(`${action}: ${noPeriod(problem).replace(/^"type"/, argument)}`);
+  return type as string;
+}
+
+function checkDelay(value: unknown, name: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== "number" || Number.isNaN(value) || value < 0) {
+    throw new RangeError(
+      `Cannot follow the event stream: "${name}" must be a non-negative number of milliseconds, not ${
+        String(value)
+      }`,
+    );
+  }
+  return value;
+}
+
+/** The state of one HTTP exchange: its abort controller, timer and the way failures read. */
+class Exchange {
+  readonly controller = new AbortController();
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #timedOut = false;
+  #callerSignal: AbortSignal | undefined;
+  #onCallerAbort: () => void;
+
+  constructor(timeoutMs: number, callerSignal: AbortSignal | undefined) {
+    this.#callerSignal = callerSignal;
+    this.#onCallerAbort = () => this.controller.abort(callerSignal?.reason);
+    if (callerSignal?.aborted) this.controller.abort(callerSignal.reason);
+    else callerSignal?.addEventListener("abort", this.#onCallerAbort, { once: true });
+    if (Number.isFinite(timeoutMs)) {
+      this.#timer = setTimeout(() => {
+        this.#timedOut = true;
+        this.controller.abort(new DOMException("The request timed out", "TimeoutError"));
+      }, timeoutMs);
+    }
+  }
+
+  /** Stops the timeout clock (a stream keeps running after its headers). */
+  stopClock(): void {
+    clearTimeout(this.#timer);
+  }
+
+  get timedOut(): boolean {
+    return this.#timedOut;
+  }
+
+  get callerAborted(): boolean {
+    return this.#callerSignal?.aborted === true;
+  }
+
+  /** Turns a failure of `fetch` or of reading the body into what the caller should see. */
+  translate(err: unknown, what: string, url: string, baseUrl: string, timeoutMs: number): unknown {
+    if (this.callerAborted) return this.#callerSignal!.reason;
+    if (this.#timedOut) {
+      return new TelemetryConnectionError(
+        `Cannot ${what} at ${baseUrl}: no complete answer within ${timeoutMs} ms; check that the server is running and responsive, or raise timeoutMs`,
+        { url, cause: err },
+      );
+    }
+    // fetch reports refused connections, DNS failures and resets as TypeError on every runtime.
+    if (err instanceof TypeError) {
+      return new TelemetryConnectionError(
+        `Cannot ${what} at ${baseUrl}: ${
+          causeText(err)
+        }; start the server with "obs-utils telemetry run", or point the client at it with baseUrl or OBS_TELEMETRY_HOST/OBS_TELEMETRY_PORT`,
+        { url, cause: err },
+      );
+    }
+    return err;
+  }
+
+  dispose(): void {
+    clearTimeout(this.#timer);
+    this.#callerSignal?.removeEventListener("abort", this.#onCallerAbort);
+  }
+}
+
+/** The most specific message of an error chain (Node's fetch says only "fetch failed"). */
+function causeText(err: Error): string {
+  let text = err.message;
+  let cause: unknown = err.cause;
+  for (let depth = 0; depth < 4 && cause instanceof Error; depth++) {
+    const code = (cause as { code?: unknown }).code;
+    text = typeof code === "string" && !cause.message.includes(code)
+      ? `${cause.message} (${code})`
+      : cause.message || text;
+    cause = cause.cause;
+  }
+  return text;
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = (): void => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}
+
+interface CallOptions {
+  body?: string;
+  signal?: AbortSignal | undefined;
+  /** Answer `undefined` instead of throwing on 404. */
+  nullOn404?: boolean;
+}
+
+/**
+ * A client for the telemetry service (SPEC 4.3, CONTRACT 5). Every method that talks to the
+ * server throws {@linkcode TelemetryConnectionError} when no server answers in time and
+ * {@linkcode TelemetryHttpError} when it answers with an error; argument errors are thrown as
+ * `TypeError` (or `RangeError`) before any request is made.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { TelemetryClient } from "@obs-utils/telemetry/client";
+ *
+ * const client = new TelemetryClient({ baseUrl: "http://127.0.0.1:6562" });
+ * await client.startRun({ runId: "m31-1", meta: { target: "M31" } });
+ * await client.postEvent("status", { dome: "open" });
+ * const run = await client.stopRun();
+ * console.log(`${run.events} events in ${run.run_dir}`);
+ * ```
+ */
+export class TelemetryClient {
+  /** The resolved base address, for example `"http://localhost:6562"`, without trailing `/`. */
+  readonly baseUrl: string;
+  #token: string | undefined;
+  #timeoutMs: number;
+  #fetch: FetchFunction | undefined;
+
+  /**
+   * Creates a client. Resolution: `baseUrl`, else `host`/`port`, else the environment variables
+   * `OBS_TELEMETRY_HOST`/`OBS_TELEMETRY_PORT` (read only when the runtime allows it without a
+   * prompt), else `localhost:6562`. No request is made.
+   *
+   * @param options Address, token, timeout and `fetch`.
+   * @throws {TypeError} If `baseUrl`, `host`, `token` or `fetch` is malformed.
+   * @throws {RangeError} If `port`, `OBS_TELEMETRY_PORT` or `timeoutMs` is out of range.
+   */
+  constructor(options: ClientOptions = {}) {
+    checkOptionsObject(options, "Cannot create a TelemetryClient");
+    this.baseUrl = resolveBaseUrl(options);
+    const token = options.token ?? (readEnv("OBS_TELEMETRY_TOKEN") || undefined);
+    // A header value fetch refuses would surface as a TypeError that reads like a network error.
+    if (token !== undefined && (typeof token !== "string" || !/^[\x21-\x7e]+$/.test(token))) {
+      throw new TypeError(
+        `Cannot create a TelemetryClient: "token" must be a non-empty string of printable ASCII without spaces`,
+      );
+    }
+    this.#token = token;
+    const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    if (typeof timeoutMs !== "number" || Number.isNaN(timeoutMs) || timeoutMs <= 0) {
+      throw new RangeError(
+        `Cannot create a TelemetryClient: "timeoutMs" must be a positive number (Infinity for no limit), not ${
+          String(timeoutMs)
+        }`,
+      );
+    }
+    this.#timeoutMs = timeoutMs;
+    if (options.fetch !== undefined && typeof options.fetch !== "function") {
+      throw new TypeError(
+        `Cannot create a TelemetryClient: "fetch" must be a function, not ${
+          describe(options.fetch)
+        }`,
+      );
+    }
+    this.#fetch = options.fetch;
+  }
+
+  /**
+   * Checks that the server is alive (`GET /health`).
+   *
+   * @param options An optional abort signal.
+   * @returns `{ ok: true }`.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} If the answer is an error or not `{ "ok": boolean }`.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * console.log(await new TelemetryClient().health()); // { ok: true }
+   * ```
+   */
+  async health(options: RequestOptions = {}): Promise<HealthInfo> {
+    const signal = this.#requestSignal(options, "Cannot check health");
+    const { value, res } = await this.#call("GET", "/health", { signal });
+    if (!isJsonObject(value) || typeof value.ok !== "boolean") {
+      throw this.#shapeError(res, value, "/health", 'an object {"ok": boolean}');
+    }
+    return { ok: value.ok };
+  }
+
+  /**
+   * Reads readiness and run state (`GET /ready`).
+   *
+   * @param options An optional abort signal.
+   * @returns Readiness, whether a run is active, its id and the server version.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} If the answer is an error or has the wrong shape.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const { run_active, run_id } = await new TelemetryClient().ready();
+   * ```
+   */
+  async ready(options: RequestOptions = {}): Promise<ReadyInfo> {
+    const signal = this.#requestSignal(options, "Cannot check readiness");
+    const { value, res } = await this.#call("GET", "/ready", { signal });
+    if (
+      !isJsonObject(value) || typeof value.ready !== "boolean" ||
+      typeof value.run_active !== "boolean" ||
+      !(value.run_id === null || typeof value.run_id === "string") ||
+      typeof value.version !== "string"
+    ) {
+      throw this.#shapeError(res, value, "/ready", "a readiness object");
+    }
+    return {
+      ready: value.ready,
+      run_active: value.run_active,
+      run_id: value.run_id,
+      version: value.version,
+    };
+  }
+
+  /**
+   * Reads the active run's record (`GET /run`).
+   *
+   * @param options An optional abort signal.
+   * @returns The run record with a live `events` count, or `null` when no run is active.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} If the answer is an error other than 404, or not a run record.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const run = await new TelemetryClient().getRun();
+   * console.log(run ? `run ${run.run_id}: ${run.events} events` : "no run");
+   * ```
+   */
+  async getRun(options: RequestOptions = {}): Promise<RunInfo | null> {
+    const signal = this.#requestSignal(options, "Cannot read the run");
+    const answer = await this.#call("GET", "/run", { signal, nullOn404: true });
+    return answer ? this.#toRun(answer, "/run") : null;
+  }
+
+  /**
+   * Starts a run (`POST /run/start`, SPEC 4.4). With no `runId` and no `runDir` the server
+   * derives the next numeric run directory (`001`, `002`, ...). Starting the run that is already
+   * active returns its record (an idempotent retry).
+   *
+   * @param options `runId`, `runDir`, `meta` and an optional abort signal.
+   * @returns The run record.
+   * @throws {TypeError} If an option has the wrong type; no request is made.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} 409 if a different run is active, 400 for a bad id or directory.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const run = await new TelemetryClient().startRun({ runId: "m31-1", meta: { target: "M31" } });
+   * console.log(run.run_dir);
+   * ```
+   */
+  async startRun(options: StartRunOptions = {}): Promise<RunInfo> {
+    const action = "Cannot start a run";
+    const signal = this.#requestSignal(options, action);
+    const body: JsonObject = {};
+    const { runId, runDir, meta } = options;
+    if (runId !== undefined) {
+      if (typeof runId !== "string") {
+        throw new TypeError(`${action}: "runId" must be a string, not ${describe(runId)}`);
+      }
+      body.run_id = runId;
+    }
+    if (runDir !== undefined) {
+      if (typeof runDir !== "string") {
+        throw new TypeError(`${action}: "runDir" must be a string, not ${describe(runDir)}`);
+      }
+      body.run_dir = runDir;
+    }
+    if (meta !== undefined) {
+      if (!isJsonObject(meta)) {
+        throw new TypeError(`${action}: "meta" must be a plain JSON object, not ${describe(meta)}`);
+      }
+      body.meta = meta;
+    }
+    const json = stringifyBody(body, action);
+    const answer = await this.#call("POST", "/run/start", { signal, body: json });
+    return this.#toRun(answer, "/run/start");
+  }
+
+  /**
+   * Stops the active run (`POST /run/stop`); later events go to the site stream.
+   *
+   * @param options An optional abort signal.
+   * @returns The final run record, with `stopped_at` and `events` filled.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} 409 when no run is active.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const run = await new TelemetryClient().stopRun();
+   * console.log(`${run.run_id}: ${run.events} events`);
+   * ```
+   */
+  async stopRun(options: RequestOptions = {}): Promise<RunInfo> {
+    const signal = this.#requestSignal(options, "Cannot stop the run");
+    const answer = await this.#call("POST", "/run/stop", { signal });
+    return this.#toRun(answer, "/run/stop");
+  }
+
+  /**
+   * Records one event (`POST /event`) in the current context: the run stream while a run is
+   * active (with `meta.run_id`), else the site stream.
+   *
+   * @param type Event type, for example `"weather"`: 1 to 128 characters, no control characters.
+   * @param data Payload; a plain JSON object.
+   * @param options `meta`, `ts`, `storePermanently`, `makeCurrent` and an abort signal.
+   * @returns The envelope exactly as the server wrote it to disk.
+   * @throws {TypeError} If an argument has the wrong type; no request is made.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} If the server refuses the event; `detail` says what to fix.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const event = await new TelemetryClient().postEvent("weather", { wind_mps: 2.1 });
+   * console.log(event.seq, event.meta.run_id);
+   * ```
+   */
+  async postEvent(
+    type: string,
+    data: JsonObject,
+    options: PostEventOptions = {},
+  ): Promise<TelemetryEvent> {
+    const action = `Cannot post an event of type ${
+      typeof type === "string" ? JSON.stringify(type.slice(0, 60)) : "?"
+    }`;
+    const signal = this.#requestSignal(options, action);
+    const body = stringifyBody(toWire(type, data, options, action), action);
+    const answer = await this.#call("POST", "/event", { signal, body });
+    return this.#toEvent(answer, "/event");
+  }
+
+  /**
+   * Records several events in one request (`POST /events`, CONTRACT 2.5): all or nothing, in
+   * order.
+   *
+   * @param items The events; each is validated before anything is sent.
+   * @param options An optional abort signal.
+   * @returns The envelopes as written, in the order of `items`.
+   * @throws {TypeError} If `items` is not an array or an item is malformed (the message names its
+   * index); no request is made.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} If the server refuses the batch; `detail` names the bad item.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const events = await new TelemetryClient().postEvents([
+   *   { type: "weather", data: { wind_mps: 2.1 } },
+   *   { type: "environment", data: { humidity: 41 }, storePermanently: false },
+   * ]);
+   * ```
+   */
+  async postEvents(
+    items: readonly EventInput[],
+    options: RequestOptions = {},
+  ): Promise<TelemetryEvent[]> {
+    const action = "Cannot post events";
+    const signal = this.#requestSignal(options, action);
+    if (!Array.isArray(items)) {
+      throw new TypeError(`${action}: "items" must be an array of events, not ${describe(items)}`);
+    }
+    const wire = items.map((item: unknown, i) => {
+      const where = `${action}: items[${i}]`;
+      if (!isJsonObject(item)) {
+        throw new TypeError(`${where} must be an object {type, data}, not ${describe(item)}`);
+      }
+      return toWire(item.type, item.data, item as Omit<PostEventOptions, "signal">, where);
+    });
+    const body = stringifyBody(wire, action);
+    const { value, res } = await this.#call("POST", "/events", { signal, body });
+    if (!isJsonObject(value) || !Array.isArray(value.events)) {
+      throw this.#shapeError(res, value, "/events", 'an object {"accepted": n, "events": [...]}');
+    }
+    return value.events.map((e: unknown) => this.#toEvent({ value: e, res }, "/events"));
+  }
+
+  /**
+   * Reads the latest event of every type (`GET /current`).
+   *
+   * @param options An optional abort signal.
+   * @returns An object keyed by event type; `{}` when nothing was posted yet.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} If the answer is an error or not an object of envelopes.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * for (const [type, event] of Object.entries(await new TelemetryClient().current())) {
+   *   console.log(type, event.ts, event.data);
+   * }
+   * ```
+   */
+  async current(options: RequestOptions = {}): Promise<Record<string, TelemetryEvent>> {
+    const signal = this.#requestSignal(options, "Cannot read the current snapshot");
+    const { value, res } = await this.#call("GET", "/current", { signal });
+    return this.#toSnapshot(value, res, "/current");
+  }
+
+  /**
+   * Reads the latest event of one type (`GET /current/{type}`).
+   *
+   * @param type The event type.
+   * @param options An optional abort signal.
+   * @returns The full envelope, `meta` included.
+   * @throws {TypeError} If `type` is not a valid event type; no request is made.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} 404 when no event of that type was posted (see
+   * {@linkcode TelemetryClient.getCurrent} for a `null` instead).
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const weather = await new TelemetryClient().currentEvent("weather");
+   * ```
+   */
+  async currentEvent(type: string, options: RequestOptions = {}): Promise<TelemetryEvent> {
+    const action = "Cannot read the current event";
+    const signal = this.#requestSignal(options, action);
+    checkType(type, action, '"type"');
+    const path = `/current/${encodeURIComponent(type)}`;
+    const answer = await this.#call("GET", path, { signal });
+    return this.#toEvent(answer, path);
+  }
+
+  /**
+   * Reads the latest event of one type, or `null` when there is none (SPEC 4.3 `get_current`).
+   *
+   * @param col The event type (the legacy "collection").
+   * @param options An optional abort signal.
+   * @returns The full envelope, `meta` included, or `null`.
+   * @throws {TypeError} If `col` is not a valid event type; no request is made.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} If the server answers an error other than 404.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const weather = await new TelemetryClient().getCurrent("weather");
+   * console.log(weather?.data.wind_mps ?? "no weather yet");
+   * ```
+   */
+  async getCurrent(col: string, options: RequestOptions = {}): Promise<TelemetryEvent | null> {
+    const action = "Cannot read the current event";
+    const signal = this.#requestSignal(options, action);
+    checkType(col, action, '"col"');
+    const path = `/current/${encodeURIComponent(col)}`;
+    const answer = await this.#call("GET", path, { signal, nullOn404: true });
+    return answer ? this.#toEvent(answer, path) : null;
+  }
+
+  /**
+   * Legacy-compatible: posts an event that becomes the current one (SPEC 4.3 `insert_current`).
+   *
+   * @param type The event type.
+   * @param data Payload; a plain JSON object.
+   * @param storePermanently `false` updates only the in-memory snapshot, without a file write.
+   * @returns The event's seq as a string (its legacy `_id`).
+   * @throws {TypeError} If an argument has the wrong type; no request is made.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} If the server refuses the event.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const id = await new TelemetryClient().insertCurrent("status", { mount: "tracking" }, false);
+   * ```
+   */
+  async insertCurrent(type: string, data: JsonObject, storePermanently = true): Promise<string> {
+    if (typeof storePermanently !== "boolean") {
+      throw new TypeError(
+        `Cannot insert the current event: "storePermanently" must be a boolean, not ${
+          describe(storePermanently)
+        }`,
+      );
+    }
+    const event = await this.postEvent(type, data, { storePermanently });
+    return event._id;
+  }
+
+  /**
+   * Legacy-compatible insert: writes the event to disk without making it the current one
+   * (`make_current: false`).
+   *
+   * @param type The event type.
+   * @param data Payload; a plain JSON object.
+   * @returns The event's seq as a string (its legacy `_id`).
+   * @throws {TypeError} If an argument has the wrong type; no request is made.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} If the server refuses the event.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const id = await new TelemetryClient().insert("observations", { exptime: 120 });
+   * ```
+   */
+  async insert(type: string, data: JsonObject): Promise<string> {
+    const event = await this.postEvent(type, data, { makeCurrent: false });
+    return event._id;
+  }
+
+  /**
+   * Legacy-compatible lookup: always `null`, because the service keeps no history (SPEC 4.3);
+   * read the NDJSON files instead. Makes no request.
+   *
+   * @param _col The legacy collection (ignored).
+   * @param _id The legacy record id (ignored).
+   * @returns `null`.
+   *
+   * @example Usage
+   * ```ts
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * import assert from "node:assert/strict";
+   *
+   * assert.equal(await new TelemetryClient().find("weather", "42"), null);
+   * ```
+   */
+  find(_col: string, _id: string): Promise<null> {
+    return Promise.resolve(null);
+  }
+
+  /**
+   * Legacy-compatible no-op: the server manages its own snapshot (SPEC 4.3). Makes no request.
+   *
+   * @param _type The event type (ignored).
+   * @returns A promise that resolves when nothing has been done.
+   *
+   * @example Usage
+   * ```ts
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * await new TelemetryClient().clearCurrent("weather");
+   * ```
+   */
+  clearCurrent(_type: string): Promise<void> {
+    return Promise.resolve();
+  }
+
+  /**
+   * Asks the server to exit gracefully (`POST /shutdown`, answered 202 before it drains). Does
+   * not wait for the exit.
+   *
+   * @param options An optional abort signal.
+   * @returns A promise that resolves once the server accepted the request.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} 403 from a non-loopback peer, 503 if it is already stopping.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * await new TelemetryClient().shutdown();
+   * ```
+   */
+  async shutdown(options: RequestOptions = {}): Promise<void> {
+    const signal = this.#requestSignal(options, "Cannot shut the server down");
+    await this.#call("POST", "/shutdown", { signal });
+  }
+
+  /**
+   * Follows the live event stream (`GET /stream`, CONTRACT 2.6) as an async iterator: a
+   * `snapshot` first, then `telemetry` and `run` messages as they happen. When the connection
+   * drops (or cannot be opened, or a 5xx answers) it yields a `disconnected` message and
+   * reconnects after a capped exponential back-off (`retryMs`, doubled per failed attempt, at
+   * most `maxRetryMs`); a successful reconnection starts with a fresh `snapshot`. Aborting
+   * `signal`, or leaving the `for await` loop, closes the connection and ends the iteration
+   * without an error.
+   *
+   * @param options `types` filter, abort `signal` and the reconnection timings.
+   * @returns An async generator of {@linkcode FollowMessage}s.
+   * @throws {TypeError} If an option has the wrong type (when iteration starts; no request).
+   * @throws {TelemetryHttpError} For a 4xx answer (bad token, unknown filter, no `/stream`
+   * endpoint) or a message whose data is not what the API promises; retrying would not help.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   *
+   * const controller = new AbortController();
+   * for await (const message of new TelemetryClient().follow({ types: ["weather"], signal: controller.signal })) {
+   *   if (message.kind === "telemetry") console.log(message.event.data);
+   *   if (message.kind === "disconnected") console.warn(`reconnecting in ${message.retryMs} ms`);
+   * }
+   * ```
+   */
+  async *follow(options: FollowOptions = {}): AsyncGenerator<FollowMessage, void, undefined> {
+    const action = "Cannot follow the event stream";
+    checkOptionsObject(options, action);
+    const signal = checkSignal(options.signal, action);
+    const retryMs = checkDelay(options.retryMs, "retryMs", 500);
+    const maxRetryMs = checkDelay(options.maxRetryMs, "maxRetryMs", 30_000);
+    const idleTimeoutMs = checkDelay(options.idleTimeoutMs, "idleTimeoutMs", 45_000);
+    let path = "/stream";
+    if (options.types !== undefined) {
+      if (!Array.isArray(options.types)) {
+        throw new TypeError(
+          `${action}: "types" must be an array of event types, not ${describe(options.types)}`,
+        );
+      }
+      for (const [i, type] of options.types.entries()) {
+        checkType(type, action, `"types[${i}]"`);
+        if (type.includes(",")) {
+          throw new TypeError(
+            `${action}: "types[${i}]" ${
+              JSON.stringify(type)
+            } contains a comma, which the ?type= filter cannot carry; follow all types and filter in your code`,
+          );
+        }
+      }
+      if (options.types.length > 0) {
+        path += `?type=${options.types.map((t) => encodeURIComponent(t)).join(",")}`;
+      }
+    }
+
+    let lastEventId = "";
+    let serverRetry: number | undefined;
+    let attempt = 0;
+    while (!signal?.aborted) {
+      const exchange = new Exchange(this.#timeoutMs, signal);
+      let idleTimer: ReturnType<typeof setTimeout> | undefined;
+      let idle = false;
+      let failure: TelemetryConnectionError | TelemetryHttpError;
+      try {
+        let res: Response | undefined;
+        try {
+          res = await this.#open(path, exchange, lastEventId);
+        } catch (err) {
+          if (signal?.aborted) return;
+          if (err instanceof TelemetryHttpError && err.status < 500) throw err;
+          if (!(err instanceof TelemetryConnectionError || err instanceof TelemetryHttpError)) {
+            throw err;
+          }
+          failure = err;
+        }
+        if (res) {
+          exchange.stopClock();
+          attempt = 0;
+          const url = this.#url(path);
+          const touch = (): void => {
+            clearTimeout(idleTimer);
+            if (Number.isFinite(idleTimeoutMs)) {
+              idleTimer = setTimeout(() => {
+                idle = true;
+                exchange.controller.abort(new DOMException("The stream went idle", "TimeoutError"));
+              }, idleTimeoutMs);
+            }
+          };
+          touch();
+          const parser = new ServerSentEventParserStream();
+          const reader = res.body!
+            .pipeThrough(new TextDecoderStream())
+            .pipeThrough(
+              new TransformStream<string, string>({
+                transform(chunk, controller) {
+                  touch();
+                  controller.enqueue(chunk);
+                },
+              }),
+            )
+            .pipeThrough(parser)
+            .getReader();
+          try {
+            while (true) {
+              let next: ReadableStreamReadResult<ParsedServerSentEvent>;
+              try {
+                next = await reader.read();
+              } catch (err) {
+                // The body fails in runtime-specific ways when the connection drops (TypeError
+                // on Deno and Node, AbortError after our idle timer): all mean "reconnect".
+                if (signal?.aborted) return;
+                failure = new TelemetryConnectionError(
+                  idle
+                    ? `${action} at ${this.baseUrl}: nothing arrived for ${idleTimeoutMs} ms, not even a keepalive; reconnecting`
+                    : `${action} at ${this.baseUrl}: the connection dropped (${
+                      err instanceof Error ? causeText(err) : String(err)
+                    }); reconnecting`,
+                  { url, cause: err },
+                );
+                break;
+              }
+              if (next.done) {
+                failure = new TelemetryConnectionError(
+                  `${action} at ${this.baseUrl}: the server closed the stream; reconnecting`,
+                  { url },
+                );
+                break;
+              }
+              lastEventId = parser.lastEventId;
+              serverRetry = parser.retry ?? serverRetry;
+              const message = this.#toFollowMessage(next.value, url, res.status);
+              if (message) yield message;
+            }
+          } finally {
+            reader.cancel().catch(() => {});
+          }
+        }
+      } finally {
+        clearTimeout(idleTimer);
+        exchange.controller.abort();
+        exchange.dispose();
+      }
+      if (signal?.aborted) return;
+      attempt++;
+      // At least 10 ms, so that `retry: 0` from a server that then refuses cannot spin a core.
+      const base = Math.max(10, serverRetry ?? retryMs);
+      const delay = Math.min(maxRetryMs, base * 2 ** (attempt - 1));
+      yield { kind: "disconnected", error: failure!, attempt, retryMs: delay };
+      await sleep(delay, signal);
+    }
+  }
+
+  #url(path: string): string {
+    return `${this.baseUrl}${path}`;
+  }
+
+  #requestSignal(options: RequestOptions, action: string): AbortSignal | undefined {
+    checkOptionsObject(options, action);
+    return checkSignal(options.signal, action);
+  }
+
+  #headers(accept: string, hasBody: boolean, lastEventId = ""): Record<string, string> {
+    const headers: Record<string, string> = { accept };
+    if (hasBody) headers["content-type"] = "application/json";
+    if (this.#token !== undefined) headers.authorization = `Bearer ${this.#token}`;
+    if (lastEventId !== "") headers["last-event-id"] = lastEventId;
+    return headers;
+  }
+
+  /** Sends one request and reads the whole answer as JSON; 2xx only (and 404 if allowed). */
+  async #call(
+    method: "GET" | "POST",
+    path: string,
+    options: CallOptions,
+  ): Promise<{ value: unknown; res: Response }>;
+  async #call(
+    method: "GET" | "POST",
+    path: string,
+    options: CallOptions & { nullOn404: true },
+  ): Promise<{ value: unknown; res: Response } | undefined>;
+  async #call(
+    method: "GET" | "POST",
+    path: string,
+    options: CallOptions,
+  ): Promise<{ value: unknown; res: Response } | undefined> {
+    const url = this.#url(path);
+    const what = `${method} ${path}`;
+    const exchange = new Exchange(this.#timeoutMs, options.signal);
+    try {
+      const doFetch = this.#fetch ?? globalThis.fetch;
+      let res: Response;
+      let text: string;
+      try {
+        const init: RequestInit = {
+          method,
+          headers: this.#headers("application/json", options.body !== undefined),
+          signal: exchange.controller.signal,
+        };
+        if (options.body !== undefined) init.body = options.body;
+        res = await doFetch(url, init);
+        text = await res.text();
+      } catch (err) {
+        throw exchange.translate(err, what, url, this.baseUrl, this.#timeoutMs);
+      }
+      if (res.status === 404 && options.nullOn404) return undefined;
+      if (!res.ok) throw httpError(res, text, what, url);
+      try {
+        return { value: JSON.parse(text), res };
+      } catch (err) {
+        throw new TelemetryHttpError(
+          `${what} failed: the server answered ${res.status} with a body that is not JSON; is ${this.baseUrl} a telemetry server?`,
+          {
+            status: res.status,
+            detail: `The answer is not JSON (content type ${
+              JSON.stringify(res.headers.get("content-type") ?? "none")
+            }).`,
+            body: preview(text),
+            url,
+            cause: err,
+          },
+        );
+      }
+    } finally {
+      exchange.dispose();
+    }
+  }
+
+  /** Opens the event stream; resolves with the 2xx response whose body is the stream. */
+  async #open(path: string, exchange: Exchange, lastEventId: string): Promise<Response> {
+    const url = this.#url(path);
+    const what = `GET ${path}`;
+    const doFetch = this.#fetch ?? globalThis.fetch;
+    let res: Response;
+    try {
+      res = await doFetch(url, {
+        headers: this.#headers("text/event-stream", false, lastEventId),
+        signal: exchange.controller.signal,
+      });
+    } catch (err) {
+      throw exchange.translate(err, what, url, this.baseUrl, this.#timeoutMs);
+    }
+    const contentType = res.headers.get("content-type") ?? "";
+    if (res.ok && res.body && /^text\/event-stream\s*(?:;|$)/i.test(contentType)) return res;
+    let text: string;
+    try {
+      text = await res.text();
+    } catch (err) {
+      throw exchange.translate(err, what, url, this.baseUrl, this.#timeoutMs);
+    }
+    if (!res.ok) throw httpError(res, text, what, url);
+    throw new TelemetryHttpError(
+      `${what} failed: the server answered ${res.status} with ${
+        JSON.stringify(contentType || "no content type")
+      } instead of text/event-stream; is ${this.baseUrl} a telemetry server of version 0.3 or later?`,
+      {
+        status: res.status,
+        detail: "The answer is not an event stream.",
+        body: preview(text),
+        url,
+      },
+    );
+  }
+
+  #toFollowMessage(
+    message: ParsedServerSentEvent,
+    url: string,
+    status: number,
+  ): FollowMessage | undefined {
+    // Event names this client does not know are skipped, so a newer server can add some.
+    if (!["snapshot", "telemetry", "run"].includes(message.event)) return undefined;
+    const fail = (what: string, cause?: unknown): TelemetryHttpError =>
+      new TelemetryHttpError(
+        `GET /stream failed: a "${message.event}" message is not ${what}; the server does not follow the telemetry API`,
+        {
+          status,
+          detail: `The "${message.event}" message data is not ${what}.`,
+          body: preview(message.data),
+          url,
+          cause,
+        },
+      );
+    let value: unknown;
+    try {
+      value = JSON.parse(message.data);
+    } catch (err) {
+      throw fail("JSON", err);
+    }
+    if (message.event === "telemetry") {
+      try {
+        return { kind: "telemetry", event: TelemetryEvent.fromJSON(value), id: message.id };
+      } catch (err) {
+        throw fail("an event envelope", err);
+      }
+    }
+    if (message.event === "run") {
+      if (!isRunRecord(value)) throw fail("a run record");
+      return { kind: "run", run: value };
+    }
+    if (!isJsonObject(value)) throw fail("an object keyed by event type");
+    try {
+      return { kind: "snapshot", current: toSnapshot(value) };
+    } catch (err) {
+      throw fail("an object of event envelopes", err);
+    }
+  }
+
+  #toEvent(answer: { value: unknown; res: Response }, path: string): TelemetryEvent {
+    try {
+      return TelemetryEvent.fromJSON(answer.value);
+    } catch (err) {
+      if (!(err instanceof TypeError)) throw err;
+      throw this.#shapeError(answer.res, answer.value, path, "an event envelope", err);
+    }
+  }
+
+  #toRun(answer: { value: unknown; res: Response }, path: string): RunInfo {
+    if (!isRunRecord(answer.value)) {
+      throw this.#shapeError(answer.res, answer.value, path, "a run record");
+    }
+    return answer.value;
+  }
+
+  #toSnapshot(value: unknown, res: Response, path: string): Record<string, TelemetryEvent> {
+    if (!isJsonObject(value)) {
+      throw this.#shapeError(res, value, path, "an object keyed by event type");
+    }
+    try {
+      return toSnapshot(value);
+    } catch (err) {
+      if (!(err instanceof TypeError)) throw err;
+      throw this.#shapeError(res, value, path, "an object of event envelopes", err);
+    }
+  }
+
+  #shapeError(
+    res: Response,
+    value: unknown,
+    path: string,
+    expected: string,
+    cause?: unknown,
+  ): TelemetryHttpError {
+    const why = cause instanceof Error ? ` (${cause.message})` : "";
+    return new TelemetryHttpError(
+      `${path} answered ${res.status} with JSON that is not ${expected}${why}; is ${this.baseUrl} a telemetry server?`,
+      {
+        status: res.status,
+        detail: `The answer is not ${expected}${why}.`,
+        body: preview(JSON.stringify(value) ?? ""),
+        url: this.#url(path),
+        cause,
+      },
+    );
+  }
+}
+
+function toSnapshot(value: JsonObject): Record<string, TelemetryEvent> {
+  // fromEntries defines own properties, so a type named "__proto__" stays an ordinary key.
+  return Object.fromEntries(
+    Object.entries(value).map(([type, envelope]) => [type, TelemetryEvent.fromJSON(envelope)]),
+  );
+}
+
+function isRunRecord(value: unknown): value is RunRecord {
+  return isJsonObject(value) && typeof value.run_id === "string" &&
+    typeof value.run_dir === "string" && typeof value.started_at === "string" &&
+    (value.stopped_at === null || typeof value.stopped_at === "string") &&
+    typeof value.events === "number" && isJsonObject(value.meta);
+}
+
+/** Builds the error for a non-2xx answer, preferring the problem+json `detail` (CONTRACT 2.1). */
+function httpError(res: Response, text: string, what: string, url: string): TelemetryHttpError {
+  let detail: string | undefined;
+  try {
+    const value: unknown = JSON.parse(text);
+    if (isJsonObject(value) && typeof value.detail === "string") detail = value.detail;
+  } catch {
+    // Not JSON (a proxy's HTML page, say): the body preview below carries what there is.
+  }
+  const reason = res.statusText ? ` ${res.statusText}` : "";
+  detail ??= `The server answered ${res.status}${reason} without a problem-details body.`;
+  return new TelemetryHttpError(`${what} failed with ${res.status}${reason}: ${detail}`, {
+    status: res.status,
+    detail,
+    body: preview(text),
+    url,
+  });
+}

@@ -86,13 +86,16 @@ export interface RunRecord {
 /** The longest event type the service accepts, in UTF-16 code units (CONTRACT 2.4). */
 export const MAX_TYPE_LENGTH = 128;
 
-/** Field names of the envelope, in canonical order. */
-const ENVELOPE_KEYS = ["seq", "ts", "type", "data", "meta"] as const;
-/** Legacy aliases kept for code written against the old file database (SPEC 2.1). */
-const ALIAS_KEYS = ["_id", "date"] as const;
+/**
+ * Any field name {@linkcode TelemetryEvent.get} answers for: the five envelope fields and the
+ * legacy aliases `_id` and `date`.
+ */
+export type TelemetryEventField = "seq" | "ts" | "type" | "data" | "meta" | "_id" | "date";
 
-/** Any field name {@linkcode TelemetryEvent.get} answers for. */
-export type TelemetryEventField = typeof ENVELOPE_KEYS[number] | typeof ALIAS_KEYS[number];
+/** Field names of the envelope, in canonical order. */
+const ENVELOPE_KEYS: readonly TelemetryEventField[] = ["seq", "ts", "type", "data", "meta"];
+/** Legacy aliases kept for code written against the old file database (SPEC 2.1). */
+const ALIAS_KEYS: readonly TelemetryEventField[] = ["_id", "date"];
 
 // Unicode Cc: C0 controls, DEL and C1 controls.
 // deno-lint-ignore no-control-regex
@@ -458,6 +461,8 @@ export class TelemetryEvent implements Envelope {
 }
 
 function checkEnvelope(e: Envelope): string | undefined {
+  // The constructor is reachable from untyped JavaScript, so `e` may be anything.
+  if (!isJsonObject(e)) return `expected an envelope object, not ${describe(e)}`;
   if (!Number.isSafeInteger(e.seq) || e.seq < 0) {
     return `"seq" must be a non-negative integer, not ${describe(e.seq)}`;
   }
