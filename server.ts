@@ -25,6 +25,9 @@ import {
   TelemetryService,
 } from "./service.ts";
 import { errorText } from "./storage.ts";
+import { dashboardResponse } from "./dashboard.ts";
+import { metricsResponse } from "./metrics.ts";
+import { StreamHub } from "./stream.ts";
 
 export {
   type CommittedEvent,
@@ -40,6 +43,30 @@ export {
   TelemetryService,
 } from "./service.ts";
 export {
+  DEFAULT_KEEPALIVE_MS,
+  DEFAULT_STREAM_QUEUE_BYTES,
+  type OpenStreamOptions,
+  type ServerSentEventMessage,
+  ServerSentEventStream,
+  StreamHub,
+  type StreamHubOptions,
+} from "./stream.ts";
+export {
+  escapeLabelValue,
+  METRICS_CONTENT_TYPE,
+  metricsResponse,
+  renderMetrics,
+  type RenderMetricsOptions,
+} from "./metrics.ts";
+export { dashboardResponse, renderDashboard } from "./dashboard.ts";
+export {
+  permissionFlags,
+  SERVER_ENV_VARS,
+  type SpawnedServer,
+  type SpawnOptions,
+  spawnServer,
+} from "./_spawn.ts";
+export {
   checkTimeZone,
   dayKey,
   DayKeyer,
@@ -54,6 +81,8 @@ export {
 export const VERSION: string = denoJson.version;
 /** Default request body limit: 1 MiB (CONTRACT 2.1). */
 export const DEFAULT_MAX_BODY = 1024 * 1024;
+/** How long a graceful shutdown waits for in-flight requests, in milliseconds. */
+export const DEFAULT_SHUTDOWN_GRACE_MS = 5000;
 /** Default port (SPEC 4). */
 export const DEFAULT_PORT = 6562;
 /** Default host (SPEC 4). */
@@ -80,6 +109,21 @@ export interface HandlerOptions {
   isShuttingDown?: () => boolean;
   /** Receives unexpected errors (answered with 500). */
   onError?: (err: unknown) => void;
+  /**
+   * Milliseconds between `: keepalive` comments on `GET /stream`.
+   * @default {15000}
+   */
+  keepaliveMs?: number;
+  /**
+   * How much event text may wait for one `GET /stream` client before it is dropped.
+   * @default {1048576}
+   */
+  streamQueueBytes?: number;
+  /**
+   * Ends every open `GET /stream` response when aborted; `startServer` aborts it before it
+   * waits for in-flight requests, which open streams would otherwise hold forever.
+   */
+  signal?: AbortSignal;
 }
 
 /** A request handler for `Deno.serve`, or for calling directly with a `Request`. */
@@ -189,6 +233,9 @@ async function readBody(req: Request, maxBody: number): Promise<Uint8Array> {
     throw tooLarge(maxBody);
   }
   if (!req.body) return new Uint8Array(0);
+  // With a declared length the HTTP layer delivers exactly that many bytes, so the native
+  // whole-body read is safe and much cheaper than iterating the stream.
+  if (declared !== null) return await req.bytes();
   const chunks: Uint8Array[] = [];
   let total = 0;
   for await (const chunk of req.body) {
@@ -296,10 +343,16 @@ export function createHandler(
   const { token, maxBody = DEFAULT_MAX_BODY, onShutdown, isShuttingDown, onError } = options;
   const guardHost = isLoopback(options.hostname ?? DEFAULT_HOST);
   let shutdownRequested = false;
+  const streams = new StreamHub(service, {
+    ...(options.keepaliveMs !== undefined ? { keepaliveMs: options.keepaliveMs } : {}),
+    ...(options.streamQueueBytes !== undefined ? { maxQueueBytes: options.streamQueueBytes } : {}),
+    ...(options.signal ? { signal: options.signal } : {}),
+  });
 
   const eventResponse = (e: CommittedEvent) => json(200, e.line);
 
   const routes = new Map<string, Record<string, Route>>([
+    ["/", { GET: () => dashboardResponse() }],
     ["/health", { GET: () => json(200, '{"ok":true}') }],
     ["/ready", {
       GET: () => {
@@ -361,7 +414,7 @@ export function createHandler(
             "A batch must be a JSON array of events, or NDJSON (one event per line) sent as application/x-ndjson.",
           );
         }
-        const events = await service.record(items);
+        const events = await service.record(items, { batch: true });
         return json(
           200,
           `{"accepted":${events.length},"events":[${events.map((e) => e.line).join(",")}]}`,
@@ -369,6 +422,8 @@ export function createHandler(
       },
     }],
     ["/current", { GET: () => json(200, service.currentJson()) }],
+    ["/stream", { GET: (req) => streams.response(new URL(req.url)) }],
+    ["/metrics", { GET: () => metricsResponse(service, { streams }) }],
     ["/current/", {
       GET: (_req, _info, rawType) => {
         let type: string;
@@ -458,7 +513,7 @@ export function createHandler(
     if (!methods) {
       throw new HttpError(
         404,
-        `No endpoint at ${path}; the API has /health, /ready, /run, /run/start, /run/stop, /event, /events, /current and /shutdown.`,
+        `No endpoint at ${path}; the API has / (dashboard), /health, /ready, /run, /run/start, /run/stop, /event, /events, /current, /stream, /metrics and /shutdown.`,
       );
     }
     const method = req.method === "HEAD" ? "GET" : req.method;
@@ -513,6 +568,11 @@ export interface ServerOptions extends ServiceOptions {
   maxBody?: number;
   /** Receives unexpected request errors. */
   onError?: (err: unknown) => void;
+  /**
+   * Longest wait, on shutdown, for in-flight requests before the files are closed anyway.
+   * @default {5000}
+   */
+  shutdownGraceMs?: number;
 }
 
 /** A running server from {@linkcode startServer}. */
@@ -534,7 +594,11 @@ export interface ServerHandle extends AsyncDisposable {
 
 /** Raised by {@linkcode startServer} for a configuration that must not run. */
 export class ConfigError extends Error {
-  /** @param message What is wrong and which option fixes it. */
+  /**
+   * Creates the error.
+   *
+   * @param message What is wrong and which option fixes it.
+   */
   constructor(message: string) {
     super(message);
     this.name = "ConfigError";
@@ -570,7 +634,9 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   }
   const service = await TelemetryService.open(options);
   let stopping: Promise<void> | undefined;
+  const streamsEnd = new AbortController();
   const handler = createHandler(service, {
+    signal: streamsEnd.signal,
     hostname,
     token: options.token,
     maxBody: options.maxBody ?? DEFAULT_MAX_BODY,
@@ -585,19 +651,38 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
     await service.close();
     throw err;
   }
+  const graceMs = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
+  // Settles when shutdown() has closed the service, however the shutdown was started.
+  const done = Promise.withResolvers<void>();
   function shutdown(): Promise<void> {
-    stopping ??= (async () => {
+    if (stopping) return stopping;
+    stopping = (async () => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
       try {
-        await server.shutdown();
+        // Open GET /stream responses never finish by themselves; end them first.
+        streamsEnd.abort();
+        // A peer that stopped reading holds its connection (and so server.shutdown()) forever;
+        // after the grace period the files are closed anyway and the caller may exit.
+        await Promise.race([
+          server.shutdown(),
+          new Promise<void>((resolve) => timer = setTimeout(resolve, graceMs)),
+        ]);
       } finally {
+        clearTimeout(timer);
         await service.close();
       }
     })();
+    stopping.then(done.resolve, done.reject);
     return stopping;
   }
-  const finished = server.finished.then(() => shutdown());
+  server.finished.then(shutdown, shutdown).catch(() => {}); // failures surface via `finished`
+  // Callers that never await `finished` must not crash on a failed close; those who do see it.
+  done.promise.catch(() => {});
+  const finished = done.promise;
   const addr = server.addr;
-  const urlHost = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
+  // Keep the name the operator chose; "localhost" reads better than the address it resolved to.
+  const shown = hostname === "localhost" ? hostname : addr.hostname;
+  const urlHost = shown.includes(":") ? `[${shown}]` : shown;
   return {
     addr,
     url: `http://${urlHost}:${addr.port}`,

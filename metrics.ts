@@ -1,0 +1,175 @@
+/**
+ * `GET /metrics` (CONTRACT 2.7): the service's counters and the latest numeric snapshot values
+ * in the Prometheus text exposition format 0.0.4.
+ *
+ * @example Usage
+ * ```ts
+ * import { escapeLabelValue } from "@obs-utils/telemetry";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(escapeLabelValue('say "hi"\n'), 'say \\"hi\\"\\n');
+ * ```
+ *
+ * @module
+ */
+
+import type { TelemetryService } from "./service.ts";
+import type { StreamHub } from "./stream.ts";
+
+/** The `Content-Type` of the Prometheus text format 0.0.4. */
+export const METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
+
+/**
+ * Escapes a label value for the Prometheus text format: backslash, double quote and newline.
+ *
+ * @param value The raw label value.
+ * @returns The text to put between the quotes.
+ *
+ * @example Usage
+ * ```ts
+ * import { escapeLabelValue } from "@obs-utils/telemetry";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(escapeLabelValue("a\\b"), "a\\\\b");
+ * ```
+ */
+export function escapeLabelValue(value: string): string {
+  return value.replace(/[\\"\n]/g, (c) => c === "\n" ? "\\n" : "\\" + c);
+}
+
+/** Options of {@linkcode renderMetrics}. */
+export interface RenderMetricsOptions {
+  /** When given, adds `telemetry_stream_clients` and `telemetry_stream_dropped_total`. */
+  streams?: StreamHub;
+}
+
+function formatValue(value: number): string {
+  if (Number.isNaN(value)) return "NaN";
+  if (value === Infinity) return "+Inf";
+  if (value === -Infinity) return "-Inf";
+  return String(value); // JS number text ("1e+21", "2.1") parses as a Go float
+}
+
+function labels(pairs: Record<string, string>): string {
+  const parts = Object.entries(pairs).map(([k, v]) => `${k}="${escapeLabelValue(v)}"`);
+  return parts.length === 0 ? "" : `{${parts.join(",")}}`;
+}
+
+class Exposition {
+  text = "";
+  family(name: string, type: "counter" | "gauge" | "histogram", help: string): void {
+    this.text += `# HELP ${name} ${help}\n# TYPE ${name} ${type}\n`;
+  }
+  sample(name: string, value: number, pairs: Record<string, string> = {}): void {
+    this.text += `${name}${labels(pairs)} ${formatValue(value)}\n`;
+  }
+}
+
+/**
+ * Renders the service's metrics as Prometheus text format 0.0.4: events per stream and type,
+ * write errors, bytes written, the write-duration histogram, whether a run is active, and
+ * `telemetry_value{type,field}` for every top-level finite number or boolean (as 1/0) in the
+ * latest `data` of each type.
+ *
+ * @param service The service to describe.
+ * @param options Optionally the stream hub, for client gauges.
+ * @returns The exposition text, ending in a newline; serve it as {@linkcode METRICS_CONTENT_TYPE}.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { renderMetrics, TelemetryService } from "@obs-utils/telemetry";
+ *
+ * await using service = await TelemetryService.open({ siteDir: "./telemetry" });
+ * console.log(renderMetrics(service));
+ * ```
+ */
+export function renderMetrics(
+  service: TelemetryService,
+  options: RenderMetricsOptions = {},
+): string {
+  const out = new Exposition();
+  const stats = service.stats;
+
+  out.family("telemetry_events_total", "counter", "Events accepted, per stream copy and type.");
+  const keys = [...stats.eventsTotal.keys()].sort();
+  for (const key of keys) {
+    const cut = key.indexOf("\u0000");
+    out.sample("telemetry_events_total", stats.eventsTotal.get(key)!, {
+      stream: key.slice(0, cut),
+      type: key.slice(cut + 1),
+    });
+  }
+
+  out.family("telemetry_write_errors_total", "counter", "Batch writes that failed.");
+  out.sample("telemetry_write_errors_total", stats.writeErrors);
+
+  out.family("telemetry_bytes_written_total", "counter", "Bytes appended to NDJSON files.");
+  out.sample("telemetry_bytes_written_total", stats.bytesWritten);
+
+  const hist = stats.writeSeconds;
+  out.family("telemetry_write_seconds", "histogram", "Duration of one batch write in seconds.");
+  let cumulative = 0;
+  for (let i = 0; i < hist.bounds.length; i++) {
+    cumulative += hist.counts[i] ?? 0;
+    out.sample("telemetry_write_seconds_bucket", cumulative, { le: formatValue(hist.bounds[i]!) });
+  }
+  out.sample("telemetry_write_seconds_bucket", hist.count, { le: "+Inf" });
+  out.sample("telemetry_write_seconds_sum", hist.sum);
+  out.sample("telemetry_write_seconds_count", hist.count);
+
+  out.family("telemetry_run_active", "gauge", "1 while a run is active, else 0.");
+  out.sample("telemetry_run_active", service.run ? 1 : 0);
+
+  if (options.streams) {
+    out.family("telemetry_stream_clients", "gauge", "Open GET /stream connections.");
+    out.sample("telemetry_stream_clients", options.streams.clients);
+    out.family(
+      "telemetry_stream_dropped_total",
+      "counter",
+      "GET /stream clients dropped for falling too far behind.",
+    );
+    out.sample("telemetry_stream_dropped_total", options.streams.dropped);
+  }
+
+  out.family(
+    "telemetry_value",
+    "gauge",
+    "Latest top-level numeric or boolean (1/0) data field of each event type.",
+  );
+  for (const [type, data] of service.currentData()) {
+    for (const [field, value] of Object.entries(data)) {
+      if (typeof value === "boolean") {
+        out.sample("telemetry_value", value ? 1 : 0, { type, field });
+      } else if (typeof value === "number" && Number.isFinite(value)) {
+        out.sample("telemetry_value", value, { type, field });
+      }
+    }
+  }
+  return out.text;
+}
+
+/**
+ * The `GET /metrics` response.
+ *
+ * @param service The service to describe.
+ * @param options Optionally the stream hub, for client gauges.
+ * @returns A `200` response in the Prometheus text format 0.0.4, `cache-control: no-store`.
+ *
+ * @example Usage
+ * ```ts ignore
+ * const res = metricsResponse(service);
+ * console.log(res.headers.get("content-type")); // text/plain; version=0.0.4; charset=utf-8
+ * ```
+ */
+export function metricsResponse(
+  service: TelemetryService,
+  options: RenderMetricsOptions = {},
+): Response {
+  return new Response(renderMetrics(service, options), {
+    headers: {
+      "content-type": METRICS_CONTENT_TYPE,
+      "cache-control": "no-store",
+      "x-content-type-options": "nosniff",
+    },
+  });
+}

@@ -1,0 +1,194 @@
+import assert from "node:assert/strict";
+import { escapeLabelValue, METRICS_CONTENT_TYPE } from "../metrics.ts";
+import { postJson, tempDir, testServer } from "./_util.ts";
+
+/** Why the promtool test cannot run here, or `undefined` when it can. */
+function promtoolMissing(): string | undefined {
+  try {
+    const out = new Deno.Command("promtool", {
+      args: ["--version"],
+      stdout: "null",
+      stderr: "null",
+    })
+      .outputSync();
+    return out.success ? undefined : "`promtool --version` failed";
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) {
+      return "promtool is not installed (apt-get install -y prometheus)";
+    }
+    throw err;
+  }
+}
+
+async function scrape(url: string): Promise<string> {
+  const res = await fetch(`${url}/metrics`);
+  assert.equal(res.status, 200);
+  return await res.text();
+}
+
+/** The samples of one metric name, as `labels -> value` text. */
+function samples(text: string, name: string): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const line of text.split("\n")) {
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})? (\S+)$/.exec(line);
+    if (m && m[1] === name) out.set(m[2] ?? "", m[3]!);
+  }
+  return out;
+}
+
+const skipPromtool = promtoolMissing();
+if (skipPromtool) {
+  // deno-lint-ignore no-console
+  console.log(`skipping "GET /metrics passes promtool check metrics": ${skipPromtool}`);
+}
+
+Deno.test({
+  name: "GET /metrics passes promtool check metrics",
+  ignore: skipPromtool !== undefined,
+  async fn() {
+    await using tmp = await tempDir();
+    await using server = await testServer({ siteDir: tmp.path });
+    await postJson(`${server.url}/event`, {
+      type: 'odd "type" \\ here',
+      data: { "field\nwith newline": 1, ok: true, text: "ignored" },
+    });
+    await postJson(`${server.url}/run/start`, { run_id: "r1" });
+    await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 2.1, t: -3e-7 } });
+    const body = await scrape(server.url);
+    const child = new Deno.Command("promtool", {
+      args: ["check", "metrics"],
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const writer = child.stdin.getWriter();
+    await writer.write(new TextEncoder().encode(body));
+    await writer.close();
+    const { success, stdout, stderr } = await child.output();
+    const report = new TextDecoder().decode(stdout) + new TextDecoder().decode(stderr);
+    assert.ok(success, `promtool check metrics failed:\n${report}\n--- body ---\n${body}`);
+    assert.equal(report.trim(), "", `promtool reported lint problems:\n${report}`);
+  },
+});
+
+Deno.test("GET /metrics answers in text format 0.0.4 with no-store", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  const res = await fetch(`${server.url}/metrics`);
+  await res.body?.cancel();
+  assert.equal(res.headers.get("content-type"), METRICS_CONTENT_TYPE);
+  assert.equal(METRICS_CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
+  assert.equal(res.headers.get("cache-control"), "no-store");
+});
+
+Deno.test("GET /metrics has HELP and TYPE lines for every family", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  const text = await scrape(server.url);
+  for (
+    const [name, type] of [
+      ["telemetry_events_total", "counter"],
+      ["telemetry_write_errors_total", "counter"],
+      ["telemetry_bytes_written_total", "counter"],
+      ["telemetry_write_seconds", "histogram"],
+      ["telemetry_run_active", "gauge"],
+      ["telemetry_value", "gauge"],
+    ]
+  ) {
+    assert.match(text, new RegExp(`^# HELP ${name} \\S`, "m"), `HELP for ${name}`);
+    assert.match(text, new RegExp(`^# TYPE ${name} ${type}$`, "m"), `TYPE for ${name}`);
+  }
+});
+
+Deno.test("GET /metrics counts events per stream and type", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 1 } });
+  await postJson(`${server.url}/run/start`, { run_id: "r1" });
+  // weather is a site type: during a run it is written to both streams.
+  await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 2 } });
+  await postJson(`${server.url}/events`, [{ type: "status", data: {} }, {
+    type: "status",
+    data: {},
+  }]);
+  const events = samples(await scrape(server.url), "telemetry_events_total");
+  assert.deepEqual(
+    events,
+    new Map([
+      ['{stream="run",type="status"}', "2"],
+      ['{stream="run",type="weather"}', "1"],
+      ['{stream="site",type="weather"}', "2"],
+    ]),
+  );
+});
+
+Deno.test("GET /metrics counts bytes written to the NDJSON files", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  const { body } = await postJson(`${server.url}/event`, { type: "status", data: { n: 1 } });
+  const bytes = samples(await scrape(server.url), "telemetry_bytes_written_total").get("");
+  assert.equal(bytes, String(new TextEncoder().encode(JSON.stringify(body) + "\n").length));
+});
+
+Deno.test("GET /metrics exports the latest top-level finite numbers and booleans", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 9 } });
+  await postJson(`${server.url}/event`, {
+    type: "weather",
+    data: { wind_mps: 2.1, raining: true, dry: false, big: 1e21, label: "x", nested: { a: 1 } },
+  });
+  assert.deepEqual(
+    samples(await scrape(server.url), "telemetry_value"),
+    new Map([
+      ['{type="weather",field="wind_mps"}', "2.1"],
+      ['{type="weather",field="raining"}', "1"],
+      ['{type="weather",field="dry"}', "0"],
+      ['{type="weather",field="big"}', "1e+21"],
+    ]),
+  );
+});
+
+Deno.test("GET /metrics escapes a quote, backslash and newline in label values", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  await postJson(`${server.url}/event`, { type: 'we"ath\\er', data: { "a\nb": 1 } });
+  const text = await scrape(server.url);
+  assert.ok(
+    text.includes('telemetry_value{type="we\\"ath\\\\er",field="a\\nb"} 1\n'),
+    `no escaped telemetry_value line in:\n${text}`,
+  );
+  assert.ok(text.includes('telemetry_events_total{stream="site",type="we\\"ath\\\\er"} 1\n'));
+});
+
+Deno.test("GET /metrics renders telemetry_write_seconds as a cumulative histogram", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  for (let i = 0; i < 3; i++) {
+    await postJson(`${server.url}/event`, { type: "status", data: { i } });
+  }
+  const text = await scrape(server.url);
+  const buckets = [...samples(text, "telemetry_write_seconds_bucket")];
+  assert.equal(buckets.at(-1)?.[0], '{le="+Inf"}');
+  const counts = buckets.map(([, v]) => Number(v));
+  for (let i = 1; i < counts.length; i++) {
+    assert.ok(counts[i]! >= counts[i - 1]!, `bucket ${buckets[i]![0]} decreased: ${counts}`);
+  }
+  const count = Number(samples(text, "telemetry_write_seconds_count").get(""));
+  assert.equal(count, 3);
+  assert.equal(counts.at(-1), count);
+  assert.ok(Number(samples(text, "telemetry_write_seconds_sum").get("")) > 0);
+});
+
+Deno.test("GET /metrics reports telemetry_run_active 1 during a run and 0 after", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  await postJson(`${server.url}/run/start`, { run_id: "r1" });
+  assert.equal(samples(await scrape(server.url), "telemetry_run_active").get(""), "1");
+  await postJson(`${server.url}/run/stop`, undefined);
+  assert.equal(samples(await scrape(server.url), "telemetry_run_active").get(""), "0");
+});
+
+Deno.test("escapeLabelValue() escapes backslash, double quote and newline only", () => {
+  assert.equal(escapeLabelValue('a\\b"c\nd\te'), 'a\\\\b\\"c\\nd\te');
+});

@@ -1,0 +1,258 @@
+import assert from "node:assert/strict";
+import { createHandler } from "../server.ts";
+import { TelemetryService } from "../service.ts";
+import { type ServerSentEventMessage, ServerSentEventStream } from "../stream.ts";
+import { getJson, postJson, tempDir, testServer } from "./_util.ts";
+
+/** One parsed Server-Sent Event (or comment block). */
+interface Sse {
+  event?: string;
+  data?: string;
+  id?: string;
+  comment?: string;
+}
+
+/** Reads SSE messages from a response body, one block at a time. */
+class SseReader implements AsyncDisposable {
+  #reader: ReadableStreamDefaultReader<string>;
+  #buffer = "";
+  constructor(body: ReadableStream<Uint8Array>) {
+    this.#reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  }
+  /** The next message, or `undefined` when the stream ended. */
+  async next(): Promise<Sse | undefined> {
+    while (!this.#buffer.includes("\n\n")) {
+      const { value, done } = await this.#reader.read();
+      if (done) return undefined;
+      this.#buffer += value;
+    }
+    const cut = this.#buffer.indexOf("\n\n");
+    const block = this.#buffer.slice(0, cut);
+    this.#buffer = this.#buffer.slice(cut + 2);
+    const out: Sse = {};
+    for (const line of block.split("\n")) {
+      const m = /^([^:]*): ?(.*)$/.exec(line);
+      if (!m) continue;
+      const [, field, value] = m as unknown as [string, string, string];
+      if (field === "") out.comment = value;
+      else if (field === "data") {
+        out.data = out.data === undefined ? value : `${out.data}\n${value}`;
+      } else if (field === "event" || field === "id") out[field] = value;
+    }
+    return out;
+  }
+  /** The next message that is not a comment. */
+  async nextEvent(): Promise<Sse | undefined> {
+    for (;;) {
+      const m = await this.next();
+      if (m === undefined || m.comment === undefined) return m;
+    }
+  }
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.#reader.cancel().catch(() => {});
+  }
+}
+
+async function openStream(
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<{ res: Response; sse: SseReader }> {
+  const res = await fetch(url, { headers });
+  assert.equal(res.status, 200, `GET ${url} answered ${res.status}`);
+  return { res, sse: new SseReader(res.body!) };
+}
+
+async function encode(messages: ServerSentEventMessage[]): Promise<string> {
+  const chunks = await Array.fromAsync(
+    ReadableStream.from(messages).pipeThrough(new ServerSentEventStream()).pipeThrough(
+      new TextDecoderStream(),
+    ),
+  );
+  return chunks.join("");
+}
+
+async function metric(url: string, name: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const line = text.split("\n").find((l) => l.startsWith(`${name} `));
+  assert.ok(line, `metric ${name} missing from /metrics`);
+  return Number(line.slice(name.length + 1));
+}
+
+Deno.test("ServerSentEventStream encodes event, data and id as one message", async () => {
+  assert.equal(
+    await encode([{ event: "telemetry", data: '{"a":1}', id: "site:7" }, { comment: "keepalive" }]),
+    'event: telemetry\ndata: {"a":1}\nid: site:7\n\n: keepalive\n\n',
+  );
+});
+
+Deno.test("ServerSentEventStream splits multi-line data into one data line per line", async () => {
+  assert.equal(await encode([{ data: "a\nb\r\nc\rd" }]), "data: a\ndata: b\ndata: c\ndata: d\n\n");
+});
+
+Deno.test("ServerSentEventStream rejects a newline in event", async () => {
+  await assert.rejects(encode([{ event: "a\nb", data: "x" }]), SyntaxError);
+});
+
+Deno.test("ServerSentEventStream rejects a newline in id", async () => {
+  await assert.rejects(encode([{ id: "site:1\r", data: "x" }]), SyntaxError);
+});
+
+Deno.test("GET /stream sends the snapshot first", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 2.1 } });
+  await postJson(`${server.url}/event`, { type: "status", data: { dome: "open" } });
+  const current = (await getJson(`${server.url}/current`)).body;
+  const { res, sse } = await openStream(`${server.url}/stream`);
+  await using _ = sse;
+  assert.equal(res.headers.get("content-type"), "text/event-stream; charset=utf-8");
+  assert.equal(res.headers.get("cache-control"), "no-store");
+  const first = await sse.next();
+  assert.equal(first?.event, "snapshot");
+  assert.deepEqual(JSON.parse(first!.data!), current);
+});
+
+Deno.test("GET /stream sends each accepted event with id <stream>:<seq>", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  const { sse } = await openStream(`${server.url}/stream`);
+  await using _ = sse;
+  assert.equal((await sse.next())?.event, "snapshot");
+  const site = (await postJson(`${server.url}/event`, { type: "status", data: { n: 1 } })).body;
+  await postJson(`${server.url}/run/start`, { run_id: "night-1" });
+  const inRun = (await postJson(`${server.url}/event`, { type: "status", data: { n: 2 } })).body;
+  const siteMsg = await sse.nextEvent();
+  assert.deepEqual(siteMsg, { event: "telemetry", id: "site:1", data: JSON.stringify(site) });
+  assert.equal((await sse.nextEvent())?.event, "run");
+  const runMsg = await sse.nextEvent();
+  assert.deepEqual(runMsg, {
+    event: "telemetry",
+    id: "run:night-1:1",
+    data: JSON.stringify(inRun),
+  });
+});
+
+Deno.test("GET /stream sends the run record on run start and stop", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  const { sse } = await openStream(`${server.url}/stream`);
+  await using _ = sse;
+  await sse.next();
+  const started = (await postJson(`${server.url}/run/start`, { run_id: "r1" })).body;
+  const stopped = (await postJson(`${server.url}/run/stop`, undefined)).body;
+  const a = await sse.nextEvent(), b = await sse.nextEvent();
+  assert.deepEqual([a?.event, JSON.parse(a!.data!)], ["run", started]);
+  assert.deepEqual([b?.event, JSON.parse(b!.data!)], ["run", stopped]);
+});
+
+Deno.test("GET /stream?type= filters the snapshot and telemetry but not run events", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 1 } });
+  await postJson(`${server.url}/event`, { type: "status", data: { dome: "open" } });
+  await postJson(`${server.url}/event`, { type: "camera", data: { t: -10 } });
+  const { sse } = await openStream(`${server.url}/stream?type=weather,camera`);
+  await using _ = sse;
+  assert.deepEqual(Object.keys(JSON.parse((await sse.next())!.data!)), ["weather", "camera"]);
+  await postJson(`${server.url}/event`, { type: "status", data: { dome: "closed" } });
+  await postJson(`${server.url}/run/start`, { run_id: "r1" });
+  await postJson(`${server.url}/event`, { type: "camera", data: { t: -11 } });
+  const events = [await sse.nextEvent(), await sse.nextEvent()];
+  assert.deepEqual(events.map((e) => e?.event), ["run", "telemetry"]);
+  assert.equal(JSON.parse(events[1]!.data!).type, "camera");
+});
+
+Deno.test("GET /stream sends a keepalive comment every keepaliveMs", async () => {
+  await using tmp = await tempDir();
+  await using service = await TelemetryService.open({ siteDir: tmp.path, timeZone: "UTC" });
+  await using server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    createHandler(service, { keepaliveMs: 50 }),
+  );
+  const { sse } = await openStream(`http://127.0.0.1:${server.addr.port}/stream`);
+  await using _ = sse;
+  assert.equal((await sse.next())?.event, "snapshot");
+  assert.deepEqual(await sse.next(), { comment: "keepalive" });
+  assert.deepEqual(await sse.next(), { comment: "keepalive" });
+});
+
+Deno.test("GET /stream ignores Last-Event-ID and starts with a fresh snapshot", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  await postJson(`${server.url}/event`, { type: "status", data: { n: 1 } });
+  await postJson(`${server.url}/event`, { type: "status", data: { n: 2 } });
+  const { sse } = await openStream(`${server.url}/stream`, { "last-event-id": "site:1" });
+  await using _ = sse;
+  const first = await sse.next();
+  assert.equal(first?.event, "snapshot");
+  assert.equal(JSON.parse(first!.data!).status.seq, 2);
+  await postJson(`${server.url}/event`, { type: "status", data: { n: 3 } });
+  assert.equal((await sse.nextEvent())?.id, "site:3"); // no replay of site:2
+});
+
+Deno.test("GET /stream unsubscribes a client that disconnects", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  const { sse } = await openStream(`${server.url}/stream`);
+  await sse.next();
+  assert.equal(await metric(server.url, "telemetry_stream_clients"), 1);
+  await sse[Symbol.asyncDispose]();
+  // The server learns of the disconnect asynchronously; poll the gauge (bounded).
+  let clients = 1;
+  for (let i = 0; i < 100 && clients !== 0; i++) {
+    await new Promise((r) => setTimeout(r, 20));
+    clients = await metric(server.url, "telemetry_stream_clients");
+  }
+  assert.equal(clients, 0);
+});
+
+Deno.test("GET /stream drops a stalled client while 20,000 events are ingested", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path, fsync: "never" });
+  // This client never reads: the kernel and HTTP buffers fill, then its queue hits the bound.
+  const stalled = await fetch(`${server.url}/stream`);
+  assert.equal(stalled.status, 200);
+  const padding = "x".repeat(1000);
+  const total = 20_000, batch = 500;
+  let accepted = 0;
+  const rssBefore = Deno.memoryUsage().rss;
+  for (let i = 0; i < total; i += batch) {
+    const items = Array.from(
+      { length: batch },
+      (_, j) => ({ type: "load", data: { i: i + j, padding } }),
+    );
+    const res = await postJson(`${server.url}/events`, items);
+    assert.equal(res.status, 200);
+    accepted += (res.body as { accepted: number }).accepted;
+  }
+  const rssAfter = Deno.memoryUsage().rss;
+  // deno-lint-ignore no-console
+  console.log(
+    `  posted ${total} events (~${total * 1.05 / 1000 | 0} MB); RSS ${rssBefore >> 20} -> ${
+      rssAfter >> 20
+    } MiB`,
+  );
+  assert.equal(accepted, total);
+  assert.equal(await metric(server.url, "telemetry_stream_dropped_total"), 1);
+  assert.equal(await metric(server.url, "telemetry_stream_clients"), 0);
+  // The stalled client sees its stream end early, long before all 20 MB arrived.
+  let received = 0;
+  try {
+    for await (const chunk of stalled.body!) received += chunk.length;
+  } catch (err) {
+    if (!(err instanceof TypeError)) throw err; // body read error: connection aborted
+  }
+  assert.ok(received < total * padding.length, `the stalled client received ${received} bytes`);
+});
+
+Deno.test("startServer().shutdown() ends an open stream so finished resolves after POST /shutdown", async () => {
+  await using tmp = await tempDir();
+  const server = await testServer({ siteDir: tmp.path });
+  const { sse } = await openStream(`${server.url}/stream`);
+  await using _ = sse;
+  assert.equal((await sse.next())?.event, "snapshot");
+  const res = await postJson(`${server.url}/shutdown`, undefined);
+  assert.equal(res.status, 202);
+  await server.finished;
+  assert.equal(await sse.next(), undefined); // the stream ended cleanly
+});
