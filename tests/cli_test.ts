@@ -1,0 +1,474 @@
+/**
+ * The command line, driven as a user drives it: subprocesses of `cli.ts` with the scoped
+ * permissions of CONTRACT 6, against real servers on 127.0.0.1.
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { HELP_TEXT } from "../cli.ts";
+import { permissionFlags, spawnServer, VERSION } from "../server.ts";
+import { readSiteLines, tempDir, testServer } from "./_util.ts";
+
+const CLI = new URL("../cli.ts", import.meta.url).pathname;
+const decoder = new TextDecoder();
+
+interface Result {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `cli.ts` with the given Deno flags and program arguments. */
+async function cli(
+  args: string[],
+  options: { flags?: string[]; env?: Record<string, string>; stdin?: string } = {},
+): Promise<Result> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "--no-prompt", ...(options.flags ?? ["--allow-all"]), CLI, ...args],
+    env: { NO_COLOR: "1", ...options.env },
+    stdin: options.stdin === undefined ? "null" : "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  if (options.stdin !== undefined) {
+    const writer = child.stdin.getWriter();
+    await writer.write(new TextEncoder().encode(options.stdin));
+    await writer.close();
+  }
+  const out = await child.output();
+  return { code: out.code, stdout: decoder.decode(out.stdout), stderr: decoder.decode(out.stderr) };
+}
+
+async function freePort(): Promise<number> {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
+}
+
+/** Starts `cli.ts telemetry run` as a child and resolves once its ready line is printed. */
+async function runServer(siteDir: string, port: number, extra: string[] = [], flags?: string[]) {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--no-prompt",
+      ...(flags ?? permissionFlags({ siteDir, host: "127.0.0.1", port })),
+      CLI,
+      "telemetry",
+      "run",
+      "--site-dir",
+      siteDir,
+      "--host",
+      "127.0.0.1",
+      "--port",
+      String(port),
+      "--tz",
+      "UTC",
+      ...extra,
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let seen = "";
+  while (!seen.includes("listening on")) {
+    const { value, done } = await lines.read();
+    if (done) break;
+    seen += value;
+  }
+  const stderr = new Response(child.stderr).text();
+  return {
+    child,
+    firstOutput: seen,
+    url: `http://127.0.0.1:${port}`,
+    /** Sends SIGTERM and collects the rest of the output. */
+    async stop(): Promise<{ code: number; stdout: string; stderr: string }> {
+      try {
+        child.kill("SIGTERM");
+      } catch {
+        // already exited
+      }
+      let rest = "";
+      while (true) {
+        const { value, done } = await lines.read();
+        if (done) break;
+        rest += value;
+      }
+      const status = await child.status;
+      return { code: status.code, stdout: seen + rest, stderr: await stderr };
+    },
+  };
+}
+
+function conn(port: number): string[] {
+  return ["--host", "127.0.0.1", "--port", String(port)];
+}
+
+Deno.test("obs-utils --help prints the program help", async () => {
+  const r = await cli(["--help"]);
+  assert.equal(r.code, 0);
+  assert.equal(r.stdout, HELP_TEXT[""]!.trimEnd() + "\n");
+});
+
+Deno.test("obs-utils --version prints the package version", async () => {
+  const r = await cli(["--version"]);
+  assert.equal(r.code, 0);
+  assert.equal(r.stdout.trim(), `obs-utils ${VERSION}`);
+});
+
+Deno.test("obs-utils telemetry <command> --help prints that command's help", async () => {
+  for (const command of ["run", "stop", "current", "post", "migrate"]) {
+    const r = await cli(["telemetry", command, "--help"]);
+    assert.equal(r.code, 0, command);
+    assert.equal(r.stdout, HELP_TEXT[command]!.trimEnd() + "\n", command);
+  }
+});
+
+Deno.test("obs-utils telemetry run rejects an unknown option with exit code 2 and one line", async () => {
+  const r = await cli(["telemetry", "run", "--colour"]);
+  assert.equal(r.code, 2);
+  assert.equal(r.stdout, "");
+  assert.equal(r.stderr.trimEnd().split("\n").length, 1);
+  assert.match(r.stderr, /--colour/);
+  assert.match(r.stderr, /obs-utils telemetry run --help/);
+});
+
+Deno.test("obs-utils rejects an unknown command with exit code 2", async () => {
+  const r = await cli(["telemetry", "explode"]);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /unknown command "explode"/);
+});
+
+Deno.test("obs-utils telemetry run rejects a bad --fsync value with exit code 2", async () => {
+  const r = await cli(["telemetry", "run", "--fsync", "sometimes"]);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /--fsync must be always, interval or never/);
+});
+
+Deno.test("obs-utils telemetry run rejects an unknown time zone with exit code 2", async () => {
+  const r = await cli(["telemetry", "run", "--tz", "Mars/Olympus"]);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /Mars\/Olympus/);
+});
+
+Deno.test("obs-utils telemetry run serves under the scoped permissions and logs one ready line", async () => {
+  await using tmp = await tempDir();
+  const port = await freePort();
+  const server = await runServer(tmp.path, port);
+  assert.match(
+    server.firstOutput,
+    new RegExp(
+      `listening on http://127\\.0\\.0\\.1:${port} \\(site dir .+, zone UTC, fsync interval\\)`,
+    ),
+  );
+  const res = await fetch(`${server.url}/health`);
+  assert.deepEqual(await res.json(), { ok: true });
+  const done = await server.stop();
+  assert.equal(done.code, 0);
+  assert.equal(done.stderr, "");
+});
+
+Deno.test("obs-utils telemetry run --verbose logs one debug line per event", async () => {
+  await using tmp = await tempDir();
+  const port = await freePort();
+  const server = await runServer(tmp.path, port, ["--verbose"]);
+  for (const wind of [1, 2]) {
+    const post = await cli([
+      "telemetry",
+      "post",
+      "weather",
+      "--data",
+      `{"wind":${wind}}`,
+      ...conn(port),
+    ]);
+    assert.equal(post.code, 0, post.stderr);
+  }
+  const done = await server.stop();
+  const debug = done.stdout.split("\n").filter((l) => l.startsWith("debug event"));
+  assert.equal(debug.length, 2);
+  assert.match(debug[1]!, /site#2 weather .*"wind":2/);
+});
+
+Deno.test("obs-utils telemetry run names the flag to add when net permission is missing", async () => {
+  await using tmp = await tempDir();
+  const port = await freePort();
+  const granted = permissionFlags({
+    siteDir: tmp.path,
+    host: "127.0.0.1",
+    port: port === 1 ? 2 : 1,
+  });
+  const r = await cli(
+    ["telemetry", "run", "--site-dir", tmp.path, "--host", "127.0.0.1", "--port", String(port)],
+    { flags: granted },
+  );
+  assert.equal(r.code, 1);
+  assert.equal(r.stdout, "");
+  assert.equal(
+    r.stderr.trim(),
+    `error: Permission denied: requires net access to 127.0.0.1:${port}; add --allow-net=127.0.0.1:${port}`,
+  );
+});
+
+Deno.test("obs-utils telemetry run exits 1 with one line when the port is in use", async () => {
+  await using tmp = await tempDir();
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  try {
+    const r = await cli(
+      ["telemetry", "run", "--site-dir", tmp.path, "--host", "127.0.0.1", "--port", String(port)],
+      { flags: permissionFlags({ siteDir: tmp.path, host: "127.0.0.1", port }) },
+    );
+    assert.equal(r.code, 1);
+    assert.equal(r.stdout, "");
+    assert.equal(r.stderr.trimEnd().split("\n").length, 1);
+    assert.match(r.stderr, /the port is in use/);
+  } finally {
+    listener.close();
+  }
+});
+
+Deno.test("obs-utils telemetry run exits 1 when another server holds the site directory", async () => {
+  await using tmp = await tempDir();
+  await using _first = await testServer({ siteDir: tmp.path });
+  const port = await freePort();
+  const r = await cli(
+    ["telemetry", "run", "--site-dir", tmp.path, "--host", "127.0.0.1", "--port", String(port)],
+    { flags: permissionFlags({ siteDir: tmp.path, host: "127.0.0.1", port }) },
+  );
+  assert.equal(r.code, 1);
+  const real = await Deno.realPath(tmp.path);
+  assert.equal(
+    r.stderr.trim(),
+    `error: site directory ${real} is in use by another telemetry server`,
+  );
+});
+
+Deno.test("obs-utils telemetry run refuses a non-loopback host without a token", async () => {
+  await using tmp = await tempDir();
+  const r = await cli([
+    "telemetry",
+    "run",
+    "--site-dir",
+    tmp.path,
+    "--host",
+    "0.0.0.0",
+    "--port",
+    "0",
+  ]);
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /without a token.*--token.*--insecure/);
+});
+
+Deno.test("obs-utils telemetry post prints the envelope that was written", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  const port = server.addr.port;
+  const r = await cli([
+    "telemetry",
+    "post",
+    "weather",
+    "--data",
+    '{"wind_mps": 2.1}',
+    "--meta",
+    '{"source":"cron"}',
+    ...conn(port),
+  ]);
+  assert.equal(r.code, 0, r.stderr);
+  const lines = await readSiteLines(tmp.path);
+  assert.deepEqual([r.stdout.trim()], lines);
+  assert.deepEqual(JSON.parse(r.stdout).meta, { source: "cron" });
+});
+
+Deno.test("obs-utils telemetry post reads --data - from stdin", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  const r = await cli(["telemetry", "post", "status", "--data", "-", ...conn(server.addr.port)], {
+    stdin: '{"dome":"open"}',
+  });
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(JSON.parse(r.stdout).data, { dome: "open" });
+});
+
+Deno.test("obs-utils telemetry post rejects --data that is not a JSON object with exit code 2", async () => {
+  const r = await cli(["telemetry", "post", "weather", "--data", "[1,2]"]);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /--data must be a JSON object/);
+});
+
+Deno.test("obs-utils telemetry post reports the server's detail when it refuses the event", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  const r = await cli([
+    "telemetry",
+    "post",
+    "weather",
+    "--ts",
+    "2026-02-30T00:00:00Z",
+    ...conn(server.addr.port),
+  ]);
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /^error: The service answered 400: .*calendar date/);
+});
+
+Deno.test("obs-utils telemetry current --json prints the snapshot object", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  await server.service.record([{ type: "weather", data: { wind_mps: 2.1 } }]);
+  const r = await cli(["telemetry", "current", "--json", ...conn(server.addr.port)]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(Object.keys(JSON.parse(r.stdout)), ["weather"]);
+  assert.equal(JSON.parse(r.stdout).weather.data.wind_mps, 2.1);
+});
+
+Deno.test("obs-utils telemetry current prints an aligned table with one row per type", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  await server.service.record([
+    { type: "weather", data: { wind_mps: 2.1 } },
+    { type: "status", data: { dome: "open" } },
+  ]);
+  const r = await cli(["telemetry", "current", ...conn(server.addr.port)]);
+  assert.equal(r.code, 0, r.stderr);
+  const [header, ...rows] = r.stdout.trimEnd().split("\n");
+  assert.match(header!, /^TYPE\s+SEQ\s+TS\s+AGE\s+RUN\s+DATA$/);
+  assert.equal(rows.length, 2);
+  assert.match(rows[0]!, /^weather\s+1\s+\S+Z\s+\d+s\s+-\s+wind_mps=2\.1$/);
+  assert.match(rows[1]!, /^status\s+2\s+\S+Z\s+\d+s\s+-\s+dome=open$/);
+  assert.equal(header!.indexOf("SEQ"), rows[1]!.indexOf("2"));
+});
+
+Deno.test("obs-utils telemetry current TYPE exits 1 when that type was never recorded", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  const r = await cli(["telemetry", "current", "rain", ...conn(server.addr.port)]);
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /No event of type "rain"/);
+});
+
+Deno.test("obs-utils telemetry current exits 1 with a hint when no server answers", async () => {
+  const port = await freePort();
+  const r = await cli(["telemetry", "current", ...conn(port)]);
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /No telemetry service answers at http:\/\/127\.0\.0\.1:\d+; start it/);
+});
+
+Deno.test("obs-utils telemetry stop shuts the server down and waits for it", async () => {
+  await using tmp = await tempDir();
+  const port = await freePort();
+  const server = await runServer(tmp.path, port);
+  const r = await cli(["telemetry", "stop", ...conn(port)]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /stopped/);
+  const status = await server.child.status;
+  assert.equal(status.code, 0);
+  await server.stop();
+});
+
+Deno.test("obs-utils telemetry stop exits 1 when nothing is running", async () => {
+  const port = await freePort();
+  const r = await cli(["telemetry", "stop", ...conn(port)]);
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /nothing to stop/);
+});
+
+Deno.test("obs-utils telemetry run exits 0 on SIGTERM with every acknowledged event on disk", async () => {
+  await using tmp = await tempDir();
+  const port = await freePort();
+  const server = await runServer(tmp.path, port);
+  const posts = await Promise.all(
+    Array.from({ length: 50 }, (_, i) =>
+      fetch(`${server.url}/event`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ type: "status", data: { i } }),
+      }).then((r) => r.text())),
+  );
+  const done = await server.stop();
+  assert.equal(done.code, 0);
+  assert.deepEqual(await readSiteLines(tmp.path), posts);
+});
+
+Deno.test("obs-utils telemetry current --follow redraws when the reading changes", async () => {
+  const script = await hasScript();
+  if (!script) {
+    console.log(
+      "skipped: util-linux 'script' is not installed, so no pseudo-terminal is available",
+    );
+    return;
+  }
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  const command = [Deno.execPath(), "run", "--allow-all", CLI, "telemetry", "current", "--follow"]
+    .concat(conn(server.addr.port)).map((a) => `'${a}'`).join(" ");
+  // `script` gives the command a pseudo-terminal, as an operator's shell would.
+  const child = new Deno.Command("script", {
+    args: ["-qfec", command, "/dev/null"],
+    env: { NO_COLOR: "1", TERM: "xterm" },
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let screen = "";
+  const waitFor = async (pattern: RegExp) => {
+    const deadline = Date.now() + 10_000;
+    while (!pattern.test(screen)) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${pattern}: ${screen}`);
+      const { value, done } = await reader.read();
+      if (done) throw new Error(`follow exited early: ${screen}`);
+      screen += value;
+    }
+  };
+  try {
+    await waitFor(/live|polling/);
+    await server.service.record([{ type: "weather", data: { wind_mps: 1.5 } }]);
+    await waitFor(/wind_mps=1\.5/);
+    await server.service.record([{ type: "weather", data: { wind_mps: 7.25 } }]);
+    await waitFor(/wind_mps=7\.25/);
+    assert.match(screen, /\x1b\[2J/); // redrawn in place, not appended
+  } finally {
+    child.kill("SIGINT");
+    await reader.cancel().catch(() => {});
+    await child.stdin.close().catch(() => {});
+    await child.stderr.cancel().catch(() => {});
+    await child.status;
+  }
+});
+
+async function hasScript(): Promise<boolean> {
+  try {
+    const out = await new Deno.Command("script", {
+      args: ["--version"],
+      stdout: "null",
+      stderr: "null",
+    })
+      .output();
+    return out.success;
+  } catch {
+    return false;
+  }
+}
+
+Deno.test("spawnServer() starts a detached server with scoped permissions and stops it cleanly", async () => {
+  await using tmp = await tempDir();
+  const server = await spawnServer({
+    siteDir: tmp.path,
+    host: "127.0.0.1",
+    port: 0,
+    output: "null",
+  });
+  try {
+    const res = await fetch(`${server.url}/ready`);
+    const body = await res.json();
+    assert.equal(body.ready, true);
+    assert.ok(server.pid > 0);
+    const cmdline = await Deno.readTextFile(`/proc/${server.pid}/cmdline`);
+    const args = cmdline.split("\0");
+    assert.ok(args.includes(`--allow-write=${join(tmp.path)}`), args.join(" "));
+    assert.ok(!args.includes("--allow-all") && !args.includes("-A"));
+  } finally {
+    const status = await server.stop();
+    assert.equal(status.code, 0);
+  }
+});
