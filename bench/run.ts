@@ -1,0 +1,442 @@
+/**
+ * The ingestion benchmark (`deno task bench`). In one run, with alternating rounds on the same
+ * machine, it measures:
+ *
+ * - the floor: a bare `Deno.serve` handler that parses the body and answers an envelope;
+ * - the service with `--fsync interval` (default), `always` and `never`;
+ * - single `POST /event` over 16 keep-alive connections, and batch `POST /events` with 1,000
+ *   events per NDJSON body;
+ *
+ * and prints events/s, p50/p99 latency, the ratio to the floor, peak RSS and start-up time to the
+ * first 200 on `/ready`. After each service run it checks that the files hold exactly the
+ * acknowledged events (every line parses, seq strictly increases, no line is missing).
+ *
+ * Load comes from `wrk` when installed (`apt-get install wrk`), else from a fetch-based
+ * generator in this script (slower: the figures are then lower for every target alike).
+ *
+ * Usage: deno run -A bench/run.ts [--seconds 5] [--rounds 3] [--connections 16] [--memory]
+ * @module
+ */
+
+// deno-lint-ignore-file no-console
+import { parseArgs } from "node:util";
+import { join } from "node:path";
+
+const { values: flags } = parseArgs({
+  args: Deno.args,
+  options: {
+    seconds: { type: "string", default: "5" },
+    rounds: { type: "string", default: "3" },
+    connections: { type: "string", default: "16" },
+    "batch-size": { type: "string", default: "1000" },
+    memory: { type: "boolean", default: false },
+    "memory-events": { type: "string", default: "1000000" },
+    "no-wrk": { type: "boolean", default: false },
+  },
+  strict: true,
+});
+const SECONDS = Number(flags.seconds);
+const ROUNDS = Number(flags.rounds);
+const CONNECTIONS = Number(flags.connections);
+const BATCH = Number(flags["batch-size"]);
+const ROOT = new URL("..", import.meta.url).pathname;
+const EVENT = {
+  type: "weather",
+  data: { wind_mps: 2.1, temp_c: -3.5, humidity: 41, sky: "clear" },
+};
+const EVENT_JSON = JSON.stringify(EVENT);
+const BATCH_BODY = Array.from({ length: BATCH }, () => EVENT_JSON).join("\n") + "\n";
+
+type Target = "floor" | "interval" | "always" | "never";
+type Mode = "single" | "batch";
+
+interface Sample {
+  target: Target;
+  mode: Mode;
+  eventsPerSec: number;
+  p50Ms: number;
+  p99Ms: number;
+  acked: number;
+  errors: number;
+  startupMs: number;
+  peakRssMb: number;
+  verified: string;
+}
+
+function hasWrk(): boolean {
+  if (flags["no-wrk"]) return false;
+  try {
+    return new Deno.Command("wrk", { args: ["--version"], stdout: "null", stderr: "null" })
+      .outputSync().code <= 1;
+  } catch {
+    return false;
+  }
+}
+
+async function freePort(): Promise<number> {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
+}
+
+interface Running {
+  child: Deno.ChildProcess;
+  url: string;
+  startupMs: number;
+  siteDir: string | undefined;
+}
+
+async function start(target: Target): Promise<Running> {
+  const port = await freePort();
+  let args: string[];
+  let siteDir: string | undefined;
+  if (target === "floor") {
+    args = ["run", "--allow-net", join(ROOT, "bench/floor_server.ts"), String(port)];
+  } else {
+    siteDir = await Deno.makeTempDir({ prefix: `bench-${target}-` });
+    args = [
+      "run",
+      `--allow-net=127.0.0.1:${port}`,
+      `--allow-read=${siteDir}`,
+      `--allow-write=${siteDir}`,
+      "--allow-env",
+      join(ROOT, "cli.ts"),
+      "telemetry",
+      "run",
+      "--site-dir",
+      siteDir,
+      "--host",
+      "127.0.0.1",
+      "--port",
+      String(port),
+      "--fsync",
+      target,
+      "--tz",
+      "UTC",
+    ];
+  }
+  const t0 = performance.now();
+  const child = new Deno.Command(Deno.execPath(), { args, stdout: "null", stderr: "inherit" })
+    .spawn();
+  const url = `http://127.0.0.1:${port}`;
+  while (true) {
+    try {
+      const res = await fetch(`${url}/ready`);
+      await res.body?.cancel();
+      if (res.ok) break;
+    } catch {
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    if (performance.now() - t0 > 15_000) throw new Error(`${target} did not become ready`);
+  }
+  return { child, url, startupMs: performance.now() - t0, siteDir };
+}
+
+function peakRssMb(pid: number): number {
+  const status = Deno.readTextFileSync(`/proc/${pid}/status`);
+  const m = /VmHWM:\s+(\d+) kB/.exec(status);
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+function currentRssMb(pid: number): number {
+  const status = Deno.readTextFileSync(`/proc/${pid}/status`);
+  const m = /VmRSS:\s+(\d+) kB/.exec(status);
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+async function stop(run: Running): Promise<void> {
+  try {
+    run.child.kill("SIGTERM");
+  } catch {
+    // gone
+  }
+  await run.child.status;
+}
+
+interface LoadResult {
+  requests: number;
+  errors: number;
+  seconds: number;
+  p50Ms: number;
+  p99Ms: number;
+}
+
+const WRK_DONE = `
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('\\nRESULT {"requests":%d,"errors":%d,"duration_us":%d,"p50_us":%d,"p99_us":%d}\\n',
+    summary.requests, e.connect + e.read + e.write + e.timeout + e.status, summary.duration,
+    latency:percentile(50), latency:percentile(99)))
+end
+`;
+
+async function loadWithWrk(url: string, mode: Mode): Promise<LoadResult> {
+  const script = await Deno.makeTempFile({ suffix: ".lua" });
+  const body = mode === "single" ? EVENT_JSON : BATCH_BODY;
+  const contentType = mode === "single" ? "application/json" : "application/x-ndjson";
+  await Deno.writeTextFile(
+    script,
+    `wrk.method = "POST"\nwrk.body = ${
+      luaString(body)
+    }\nwrk.headers["Content-Type"] = "${contentType}"\n${WRK_DONE}`,
+  );
+  const connections = mode === "single" ? CONNECTIONS : 4;
+  const out = await new Deno.Command("wrk", {
+    args: [
+      "-t2",
+      `-c${connections}`,
+      `-d${SECONDS}s`,
+      "--timeout",
+      "10s",
+      "-s",
+      script,
+      `${url}${mode === "single" ? "/event" : "/events"}`,
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  await Deno.remove(script);
+  const text = new TextDecoder().decode(out.stdout);
+  const m = /RESULT (\{.*\})/.exec(text);
+  if (!m) throw new Error(`wrk failed: ${text}${new TextDecoder().decode(out.stderr)}`);
+  const r = JSON.parse(m[1]!);
+  return {
+    requests: r.requests,
+    errors: r.errors,
+    seconds: r.duration_us / 1e6,
+    p50Ms: r.p50_us / 1000,
+    p99Ms: r.p99_us / 1000,
+  };
+}
+
+function luaString(s: string): string {
+  return `"${s.replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("\n", "\\n")}"`;
+}
+
+async function loadWithFetch(url: string, mode: Mode): Promise<LoadResult> {
+  const latencies: number[] = [];
+  let requests = 0, errors = 0;
+  const end = performance.now() + SECONDS * 1000;
+  const t0 = performance.now();
+  const connections = mode === "single" ? CONNECTIONS : 4;
+  await Promise.all(Array.from({ length: connections }, async () => {
+    while (performance.now() < end) {
+      const s = performance.now();
+      try {
+        const res = await fetch(`${url}${mode === "single" ? "/event" : "/events"}`, {
+          method: "POST",
+          headers: {
+            "content-type": mode === "single" ? "application/json" : "application/x-ndjson",
+          },
+          body: mode === "single" ? EVENT_JSON : BATCH_BODY,
+        });
+        await res.arrayBuffer();
+        if (res.ok) requests++;
+        else errors++;
+      } catch {
+        errors++;
+      }
+      latencies.push(performance.now() - s);
+    }
+  }));
+  latencies.sort((a, b) => a - b);
+  const pct = (p: number) =>
+    latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? NaN;
+  return {
+    requests: requests + errors,
+    errors,
+    seconds: (performance.now() - t0) / 1000,
+    p50Ms: pct(0.5),
+    p99Ms: pct(0.99),
+  };
+}
+
+/** Every line parses, seq strictly increases, and the count matches what was acknowledged. */
+async function verify(siteDir: string, acked: number, inFlightMax: number): Promise<string> {
+  let lines = 0;
+  let last = 0;
+  for await (const entry of Deno.readDir(siteDir)) {
+    if (!entry.name.startsWith("site_")) continue;
+    const text = await Deno.readTextFile(join(siteDir, entry.name));
+    for (const line of text.split("\n")) {
+      if (line === "") continue;
+      const env = JSON.parse(line);
+      if (env.seq <= last) return `FAIL: seq ${env.seq} after ${last}`;
+      last = env.seq;
+      lines++;
+    }
+  }
+  // wrk stops with requests in flight: the server may have written up to one per connection
+  // (a batch each, for /events) that wrk never counted.
+  if (lines < acked) return `FAIL: ${lines} lines < ${acked} acknowledged`;
+  if (lines > acked + inFlightMax) {
+    return `FAIL: ${lines} lines > ${acked} acknowledged + in-flight`;
+  }
+  return lines === acked ? "ok (exact)" : `ok (+${lines - acked} in flight at stop)`;
+}
+
+async function measure(target: Target, mode: Mode, useWrk: boolean): Promise<Sample> {
+  const run = await start(target);
+  try {
+    const load = useWrk ? await loadWithWrk(run.url, mode) : await loadWithFetch(run.url, mode);
+    const perRequest = mode === "single" ? 1 : BATCH;
+    const acked = (load.requests - load.errors) * perRequest;
+    const peak = peakRssMb(run.child.pid);
+    await stop(run);
+    let verified = "n/a (no disk)";
+    if (run.siteDir) {
+      const connections = mode === "single" ? CONNECTIONS : 4;
+      verified = await verify(run.siteDir, acked, connections * perRequest);
+      await Deno.remove(run.siteDir, { recursive: true });
+    }
+    return {
+      target,
+      mode,
+      eventsPerSec: acked / load.seconds,
+      p50Ms: load.p50Ms,
+      p99Ms: load.p99Ms,
+      acked,
+      errors: load.errors,
+      startupMs: run.startupMs,
+      peakRssMb: peak,
+      verified,
+    };
+  } finally {
+    await stop(run);
+  }
+}
+
+/** One fdatasync per event, sequentially: what group commit is compared against. */
+async function fsyncPerEvent(): Promise<number> {
+  const dir = await Deno.makeTempDir({ prefix: "bench-fsync-" });
+  const file = await Deno.open(join(dir, "x.ndjson"), { append: true, create: true });
+  const line = new TextEncoder().encode(EVENT_JSON + "\n");
+  const n = 300;
+  const t0 = performance.now();
+  for (let i = 0; i < n; i++) {
+    await file.write(line);
+    await file.syncData();
+  }
+  const secs = (performance.now() - t0) / 1000;
+  file.close();
+  await Deno.remove(dir, { recursive: true });
+  return n / secs;
+}
+
+/** RSS after 10,000 events and after `total` events, posted in batches (issue 7.3). */
+async function memoryRun(total: number): Promise<{ after10k: number; afterAll: number }> {
+  const run = await start("interval");
+  try {
+    let sent = 0;
+    let after10k = NaN;
+    const body = BATCH_BODY;
+    const post = () =>
+      fetch(`${run.url}/events`, {
+        method: "POST",
+        headers: { "content-type": "application/x-ndjson" },
+        body,
+      }).then(async (r) => {
+        await r.arrayBuffer();
+        if (!r.ok) throw new Error(`batch failed: ${r.status}`);
+      });
+    while (sent < total) {
+      await Promise.all([post(), post(), post(), post()]);
+      sent += 4 * BATCH;
+      if (Number.isNaN(after10k) && sent >= 10_000) after10k = currentRssMb(run.child.pid);
+    }
+    const afterAll = currentRssMb(run.child.pid);
+    return { after10k, afterAll };
+  } finally {
+    await stop(run);
+    if (run.siteDir) await Deno.remove(run.siteDir, { recursive: true });
+  }
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)] ?? NaN;
+}
+
+const fmt = (n: number, d = 0) =>
+  Number.isFinite(n)
+    ? n.toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: d })
+    : "-";
+
+async function main() {
+  const useWrk = hasWrk();
+  const cpu = (await Deno.readTextFile("/proc/cpuinfo")).match(/model name\s*:\s*(.*)/)?.[1] ?? "?";
+  console.log(`# telemetry ingestion benchmark, ${new Date().toISOString()}`);
+  console.log(
+    `machine: ${Deno.build.target}, ${navigator.hardwareConcurrency} cores (${cpu}), deno ${Deno.version.deno}`,
+  );
+  console.log(
+    `load: ${
+      useWrk ? "wrk" : "built-in fetch generator (install wrk for higher figures)"
+    }; ${ROUNDS} rounds x ${SECONDS}s; single: ${CONNECTIONS} connections; batch: ${BATCH} events/body, 4 connections\n`,
+  );
+  const targets: Target[] = ["floor", "interval", "always", "never"];
+  const samples: Sample[] = [];
+  for (let round = 1; round <= ROUNDS; round++) {
+    for (const mode of ["single", "batch"] as Mode[]) {
+      for (const target of targets) {
+        const s = await measure(target, mode, useWrk);
+        samples.push(s);
+        console.log(
+          `round ${round} ${mode.padEnd(6)} ${target.padEnd(8)} ${
+            fmt(s.eventsPerSec).padStart(10)
+          } ev/s  p50 ${fmt(s.p50Ms, 2)} ms  p99 ${
+            fmt(s.p99Ms, 2)
+          } ms  errors ${s.errors}  files ${s.verified}`,
+        );
+      }
+    }
+  }
+  const perEventFsync = await fsyncPerEvent();
+  console.log("\n## Medians over rounds\n");
+  console.log(
+    "| mode | target | events/s | x floor | p50 ms | p99 ms | peak RSS MB | start-up ms | files |",
+  );
+  console.log("|---|---|---:|---:|---:|---:|---:|---:|---|");
+  const floor: Record<Mode, number> = { single: 0, batch: 0 };
+  for (const mode of ["single", "batch"] as Mode[]) {
+    for (const target of targets) {
+      const group = samples.filter((s) => s.target === target && s.mode === mode);
+      const eps = median(group.map((s) => s.eventsPerSec));
+      if (target === "floor") floor[mode] = eps;
+      const verified = group.every((s) => !s.verified.startsWith("FAIL")) ? "ok" : "FAIL";
+      console.log(
+        `| ${mode} | ${target} | ${fmt(eps)} | ${fmt(eps / floor[mode], 2)} | ${
+          fmt(median(group.map((s) => s.p50Ms)), 2)
+        } | ${fmt(median(group.map((s) => s.p99Ms)), 2)} | ${
+          fmt(Math.max(...group.map((s) => s.peakRssMb)), 1)
+        } | ${fmt(median(group.map((s) => s.startupMs)))} | ${verified} |`,
+      );
+    }
+  }
+  const always = median(
+    samples.filter((s) => s.target === "always" && s.mode === "single").map((s) => s.eventsPerSec),
+  );
+  console.log(
+    `\nOne fdatasync per event (sequential appends): ${
+      fmt(perEventFsync)
+    } ev/s; --fsync always with group commit: ${fmt(always)} ev/s = ${
+      fmt(always / perEventFsync, 1)
+    }x`,
+  );
+  if (flags.memory) {
+    const total = Number(flags["memory-events"]);
+    const mem = await memoryRun(total);
+    console.log(
+      `\nMemory: RSS ${fmt(mem.after10k, 1)} MB after 10,000 events, ${
+        fmt(mem.afterAll, 1)
+      } MB after ${fmt(total)} (growth ${fmt(mem.afterAll - mem.after10k, 1)} MB)`,
+    );
+  }
+  if (samples.some((s) => s.verified.startsWith("FAIL"))) {
+    console.error("\nFAIL: a run's files did not hold exactly the acknowledged events");
+    Deno.exit(1);
+  }
+}
+
+await main();
