@@ -130,6 +130,8 @@ export class ServiceError extends Error {
   /** The HTTP status code. */
   readonly status: number;
   /**
+   * Creates the error.
+   *
    * @param status HTTP status code (400, 404, 409, 500, 503, 507).
    * @param detail One full sentence saying what went wrong and how to fix it.
    * @param options The underlying error, if any.
@@ -210,12 +212,20 @@ export class Histogram {
   sum = 0;
   /** Number of observations. */
   count = 0;
-  /** @param bounds Upper bounds, ascending. */
+  /**
+   * Creates an empty histogram.
+   *
+   * @param bounds Upper bounds, ascending.
+   */
   constructor(bounds: readonly number[]) {
     this.bounds = bounds;
     this.counts = bounds.map(() => 0);
   }
-  /** @param value One observation. */
+  /**
+   * Counts one observation.
+   *
+   * @param value One observation.
+   */
   observe(value: number): void {
     this.sum += value;
     this.count++;

@@ -93,6 +93,8 @@ export class DayKeyer {
   #window: DayWindow | undefined;
 
   /**
+   * Creates a keyer for one site time zone.
+   *
    * @param timeZone IANA time zone of the site.
    * @throws {RangeError} If the zone is unknown.
    */
@@ -338,6 +340,8 @@ export class WriteError extends Error {
   /** `true` when the disk (or quota) is full: ENOSPC or EDQUOT. */
   readonly diskFull: boolean;
   /**
+   * Creates the error.
+   *
    * @param message What failed.
    * @param options `cause` and whether the disk was full.
    */
@@ -480,7 +484,11 @@ export function errorText(err: unknown): string {
 
 /** Raised when another server holds the site directory's lock. */
 export class SiteInUseError extends Error {
-  /** @param siteDir The locked site directory. */
+  /**
+   * Creates the error.
+   *
+   * @param siteDir The locked site directory.
+   */
   constructor(siteDir: string) {
     super(`site directory ${siteDir} is in use by another telemetry server`);
     this.name = "SiteInUseError";
