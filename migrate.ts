@@ -1,5 +1,1191 @@
 /**
- * Placeholder until its issue lands.
+ * Converts a legacy PanFileDB store (one `<collection>.json` NDJSON file per collection) into the
+ * service's site files `site_YYYYMMDD.ndjson` (SPEC 4.7, CONTRACT 7).
+ *
+ * {@linkcode migrate} takes a source and a destination directory and returns a
+ * {@linkcode MigrateSummary}; it never prints. How it behaves:
+ *
+ * - Every `<collection>.json` under the source, recursively, in sorted path order;
+ *   `current_*.json` snapshot files are skipped and listed in the summary.
+ * - Input is streamed line by line; memory is bounded by one output day, never by the input.
+ * - Legacy dates `YYYY-MM-DDTHH:MM:SS[.f{1,9}]`, `T` or a space, optionally ending in `Z` or
+ *   `±HH:MM`; a date without a zone is UTC. The envelope's `ts` is UTC, milliseconds, `Z`
+ *   (extra fraction digits are truncated).
+ * - A record goes to the file of the calendar date written in its `date` field, as written:
+ *   `"2026-03-05T23:30:00-05:00"` goes to `site_20260305.ndjson` although its `ts` is
+ *   `2026-03-06T04:30:00.000Z`. (The live service's noon rotation does not apply: CONTRACT 7
+ *   groups by calendar date.) Within a file lines are sorted by `ts`, ties keep input order
+ *   (sorted file path, then line number), and `seq` runs 1..n.
+ * - Each line is `{"seq","ts","type","data","meta"}` exactly as the live service writes it, with
+ *   `meta` = `{"migrated_from":"PanFileDB","original_id":<_id>}` (`null` when the record has no
+ *   `_id`). `type` comes from the record, or from the collection name when the record has none;
+ *   `data` that is not an object is kept as `{"value":<data>}`, a missing `data` becomes `{}`.
+ * - Lines that are not JSON, records that are not objects, records whose date cannot be used
+ *   and records whose `type` the service would refuse (CONTRACT 2.4) are written verbatim, with
+ *   file, line number and reason, to `migrate-rejects.ndjson` in the destination. Blank lines are
+ *   counted, not rejected. The rejects file is always written (empty when nothing was rejected).
+ * - Nothing is overwritten unless `force` is set; output is built in a temporary directory
+ *   `<dest>/.migrate-tmp-<random>/` and renamed into place, so an interrupted run never leaves a
+ *   half-written site file. A later run removes stale temporary directories.
+ * - While it writes, the migrator holds the destination's site lock (`<dest>/.lock`, CONTRACT
+ *   4.6), so it cannot run into a directory a live telemetry server is using.
+ *
+ * Needs `--allow-read=<source>,<dest>` and `--allow-write=<dest>`.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { migrate } from "@obs-utils/telemetry/migrate";
+ *
+ * const summary = await migrate("/data/legacy-db", "/data/telemetry", {
+ *   onProgress: (p) => Deno.stderr.writeSync(new TextEncoder().encode(`\r${p.records} records`)),
+ * });
+ * console.log(`${summary.records} records into ${summary.files.length} files`);
+ * ```
+ *
  * @module
  */
-export {};
+
+import { join, resolve } from "node:path";
+import { checkEventType, describe } from "./event.ts";
+import { siteFileName, SiteInUseError, SiteLock } from "./storage.ts";
+
+/** Name of the file, in the destination, that receives every input line that was not converted. */
+export const REJECTS_FILE = "migrate-rejects.ndjson";
+
+/** The value of `meta.migrated_from` on every migrated line (CONTRACT 7). */
+export const MIGRATED_FROM = "PanFileDB";
+
+const TMP_PREFIX = ".migrate-tmp-";
+const META_PREFIX = `"meta":{"migrated_from":${JSON.stringify(MIGRATED_FROM)},"original_id":`;
+const DEFAULT_CHUNK_BYTES = 1 << 20;
+const DEFAULT_BUFFER_BYTES = 4 << 20;
+const TYPE_CACHE_LIMIT = 10_000;
+
+const encoder = new TextEncoder();
+
+/** A stage of a migration, as reported to {@linkcode MigrateOptions.onProgress}. */
+export type MigratePhase = "read" | "write" | "commit";
+
+/**
+ * Progress of a running migration. `read` reports input bytes and records; `write` reports site
+ * files built in the temporary directory; `commit` reports output files renamed into place
+ * (site files, then the rejects file).
+ */
+export interface MigrateProgress {
+  /** The stage the migration is in. */
+  readonly phase: MigratePhase;
+  /** Input bytes read so far. */
+  readonly bytesRead: number;
+  /** Size of all input files together. */
+  readonly totalBytes: number;
+  /** Input lines read so far (records, rejects and blank lines). */
+  readonly lines: number;
+  /** Records converted so far. */
+  readonly records: number;
+  /** Lines sent to the rejects file so far. */
+  readonly rejects: number;
+  /** Output files done in this phase (always 0 while reading). */
+  readonly filesDone: number;
+  /** Output files of this phase (0 while reading, when it is not yet known). */
+  readonly filesTotal: number;
+}
+
+/** Options of {@linkcode migrate}. */
+export interface MigrateOptions {
+  /**
+   * Replace target files that already exist instead of failing with
+   * {@linkcode MigrateConflictError}.
+   * @default {false}
+   */
+  force?: boolean | undefined;
+  /**
+   * Read and convert everything, report what would be written, write nothing (the destination
+   * is not even created). Existing targets fail the dry run as they would fail the real one,
+   * unless `force` is set too; then {@linkcode MigrateSummary.replaced} lists them.
+   * @default {false}
+   */
+  dryRun?: boolean | undefined;
+  /**
+   * Called synchronously after every input chunk, every site file built and every file
+   * committed, for example to draw a progress line. An exception it throws aborts the run.
+   */
+  onProgress?: ((progress: MigrateProgress) => void) | undefined;
+  /** Aborts the migration; the temporary directory is removed and `signal.reason` is thrown. */
+  signal?: AbortSignal | undefined;
+  /**
+   * Bytes read from an input file at a time.
+   * @default {1048576}
+   */
+  chunkBytes?: number | undefined;
+  /**
+   * Converted text (in UTF-16 code units, about bytes for ASCII) held in memory before it is
+   * appended to the per-day spill files. Memory grows with it, and with the largest output day.
+   * @default {4194304}
+   */
+  bufferBytes?: number | undefined;
+}
+
+/** What one input file contributed, in {@linkcode MigrateSummary.inputs}. */
+export interface MigrateInputSummary {
+  /** Path relative to the source directory, with `/` separators. */
+  readonly path: string;
+  /** Collection name: the file name without `.json`. */
+  readonly collection: string;
+  /** Size in bytes. */
+  readonly bytes: number;
+  /** Lines read, blank and rejected ones included. */
+  readonly lines: number;
+  /** Records converted. */
+  readonly records: number;
+  /** Lines sent to the rejects file. */
+  readonly rejects: number;
+  /** Blank lines skipped. */
+  readonly blankLines: number;
+}
+
+/** One site file written (or, in a dry run, that would be written). */
+export interface MigrateFileSummary {
+  /** File name, `site_YYYYMMDD.ndjson`. */
+  readonly name: string;
+  /** Absolute path in the destination. */
+  readonly path: string;
+  /** Number of lines (events). */
+  readonly lines: number;
+}
+
+/** A file or directory under the source that was not read, with the reason. */
+export interface MigrateSkipped {
+  /** Path relative to the source directory, with `/` separators. */
+  readonly path: string;
+  /** Why it was not read. */
+  readonly reason: string;
+}
+
+/** The result of {@linkcode migrate}. */
+export interface MigrateSummary {
+  /** Absolute source directory. */
+  readonly source: string;
+  /** Absolute destination directory. */
+  readonly dest: string;
+  /** Whether this was a dry run (nothing written). */
+  readonly dryRun: boolean;
+  /** Records converted, all collections together. */
+  readonly records: number;
+  /** Records converted per collection name, keys in sorted order. */
+  readonly collections: Readonly<Record<string, number>>;
+  /** Every input file read, in processing order. */
+  readonly inputs: readonly MigrateInputSummary[];
+  /** Site files written, sorted by name. */
+  readonly files: readonly MigrateFileSummary[];
+  /** Lines sent to the rejects file. */
+  readonly rejects: number;
+  /** Absolute path of the rejects file (written even when empty, except in a dry run). */
+  readonly rejectsFile: string;
+  /** Blank lines skipped. */
+  readonly blankLines: number;
+  /** Files and directories under the source that were not read (`current_*.json`, ...). */
+  readonly skipped: readonly MigrateSkipped[];
+  /** Existing files replaced because of `force` (or that would be, in a dry run). */
+  readonly replaced: readonly string[];
+  /** Input bytes read. */
+  readonly bytesRead: number;
+  /** Wall-clock duration in milliseconds. */
+  readonly elapsedMs: number;
+  /** Records converted per second of `elapsedMs`. */
+  readonly recordsPerSecond: number;
+}
+
+/**
+ * A migration that cannot start or go on: the source is missing or unreadable, the destination
+ * is not a writable directory, or a telemetry server is using the destination.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { migrate, MigrateError } from "@obs-utils/telemetry/migrate";
+ *
+ * try {
+ *   await migrate("./legacy", "./telemetry");
+ * } catch (err) {
+ *   if (!(err instanceof MigrateError)) throw err;
+ *   console.error(err.message);
+ * }
+ * ```
+ */
+export class MigrateError extends Error {
+  /**
+   * Creates the error.
+   *
+   * @param message What failed and what to change.
+   * @param options `cause`: the underlying error.
+   */
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "MigrateError";
+  }
+}
+
+/**
+ * Target files already exist in the destination and `force` was not set. Nothing was written.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { migrate, MigrateConflictError } from "@obs-utils/telemetry/migrate";
+ *
+ * try {
+ *   await migrate("./legacy", "./telemetry");
+ * } catch (err) {
+ *   if (!(err instanceof MigrateConflictError)) throw err;
+ *   console.error(`already there: ${err.files.join(", ")}`);
+ * }
+ * ```
+ */
+export class MigrateConflictError extends MigrateError {
+  /** Absolute paths of the existing target files, sorted. */
+  readonly files: readonly string[];
+
+  /**
+   * Creates the error, naming the first five files in the message.
+   *
+   * @param dest The destination directory.
+   * @param files Absolute paths of the existing target files.
+   */
+  constructor(dest: string, files: readonly string[]) {
+    const shown = files.slice(0, 5).map((f) => `"${f}"`).join(", ");
+    const more = files.length > 5 ? ` and ${files.length - 5} more` : "";
+    super(
+      `Cannot migrate into "${dest}": ${files.length} target file${
+        files.length === 1 ? "" : "s"
+      } already exist${files.length === 1 ? "s" : ""} (${shown}${more}), move ${
+        files.length === 1 ? "it" : "them"
+      } away or rerun with --force (option force: true) to replace ${
+        files.length === 1 ? "it" : "them"
+      }`,
+    );
+    this.name = "MigrateConflictError";
+    this.files = files;
+  }
+}
+
+// --- legacy dates --------------------------------------------------------------------------------
+
+const LEGACY_DATE = /^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})?$/;
+
+interface DateProblem {
+  readonly syntax: boolean;
+  readonly reason: string;
+}
+
+function digits2(s: string, i: number): number {
+  return (s.charCodeAt(i) - 48) * 10 + s.charCodeAt(i + 1) - 48;
+}
+
+function daysInMonth(year: number, month: number): number {
+  if (month === 2) return (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0 ? 29 : 28;
+  return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
+}
+
+// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil).
+function daysFromCivil(year: number, month: number, day: number): number {
+  const y = month <= 2 ? year - 1 : year;
+  const era = Math.floor(y / 400);
+  const yoe = y - era * 400;
+  const doy = Math.floor((153 * (month + (month > 2 ? -3 : 9)) + 2) / 5) + day - 1;
+  const doe = yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy;
+  return era * 146097 + doe - 719468;
+}
+
+function clip(text: string, max = 80): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text;
+}
+
+// The hot path: no Temporal, no Date for zone-less and UTC dates, no exceptions.
+function convertDate(s: string): string | DateProblem {
+  if (!LEGACY_DATE.test(s)) {
+    return {
+      syntax: true,
+      reason: `date "${
+        clip(s)
+      }" is not YYYY-MM-DD[T ]HH:MM:SS[.fffffffff], optionally ending in Z or ±HH:MM`,
+    };
+  }
+  const year = digits2(s, 0) * 100 + digits2(s, 2);
+  const month = digits2(s, 5);
+  const day = digits2(s, 8);
+  if (year < 1 || month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month)) {
+    return { syntax: false, reason: `date "${s}" is not a calendar date` };
+  }
+  const hour = digits2(s, 11), minute = digits2(s, 14), second = digits2(s, 17);
+  if (hour > 23 || minute > 59 || second > 59) {
+    return { syntax: false, reason: `date "${s}" has no such time of day` };
+  }
+  let end = 19;
+  let millis = "000";
+  if (s.charCodeAt(19) === 46) {
+    end = 20;
+    while (end < s.length && s.charCodeAt(end) >= 48 && s.charCodeAt(end) <= 57) end++;
+    const fraction = s.slice(20, end);
+    millis = fraction.length >= 3 ? fraction.slice(0, 3) : fraction.padEnd(3, "0");
+  }
+  const sign = s.charCodeAt(end); // NaN (no zone), Z, + or -
+  if (sign === 43 || sign === 45) {
+    const offH = digits2(s, end + 1), offM = digits2(s, end + 4);
+    if (offH > 23 || offM > 59) {
+      return { syntax: false, reason: `date "${s}" has an impossible UTC offset` };
+    }
+    const offset = (offH * 60 + offM) * 60_000;
+    if (offset !== 0) {
+      const epoch = daysFromCivil(year, month, day) * 86_400_000 + hour * 3_600_000 +
+        minute * 60_000 + second * 1000 + Number(millis) - (sign === 45 ? -offset : offset);
+      const ts = new Date(epoch).toISOString();
+      if (ts.length !== 24 || ts < "0001") {
+        return { syntax: false, reason: `date "${s}" is outside the years 0001 to 9999 in UTC` };
+      }
+      return ts;
+    }
+  }
+  return `${s.slice(0, 10)}T${s.slice(11, 19)}.${millis}Z`;
+}
+
+/**
+ * Converts a legacy `date` string into the envelope's `ts`: UTC, milliseconds, trailing `Z`.
+ * Accepts `YYYY-MM-DDTHH:MM:SS[.f{1,9}]` with `T` or a space, optionally ending in `Z` or
+ * `±HH:MM`; a date without a zone is UTC. Extra fraction digits are truncated.
+ *
+ * @param text The legacy date, for example `"2026-03-05 22:10:00.123456"`.
+ * @returns The UTC timestamp, for example `"2026-03-05T22:10:00.123Z"`.
+ * @throws {SyntaxError} If `text` does not have the legacy date shape.
+ * @throws {RangeError} If it names a date, time of day or offset that does not exist
+ * (February 30th, 24:00, +25:00) or falls outside the years 0001 to 9999 in UTC.
+ *
+ * @example Usage
+ * ```ts
+ * import { legacyDateToTs } from "@obs-utils/telemetry/migrate";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(legacyDateToTs("2026-03-05 22:10:00.123456"), "2026-03-05T22:10:00.123Z");
+ * assert.equal(legacyDateToTs("2026-03-05T23:30:00-05:00"), "2026-03-06T04:30:00.000Z");
+ * assert.throws(() => legacyDateToTs("2026-02-30T00:00:00"), RangeError);
+ * ```
+ */
+export function legacyDateToTs(text: string): string {
+  const result = convertDate(text);
+  if (typeof result === "string") return result;
+  const message = `Cannot convert legacy ${result.reason}`;
+  throw result.syntax ? new SyntaxError(message) : new RangeError(message);
+}
+
+// --- file system helpers -------------------------------------------------------------------------
+
+async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
+  let done = 0;
+  while (done < bytes.length) done += await file.write(bytes.subarray(done));
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.lstat(path);
+    return true;
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return false;
+    throw err;
+  }
+}
+
+function isPermissionError(err: unknown): boolean {
+  return err instanceof Deno.errors.NotCapable || err instanceof Deno.errors.PermissionDenied;
+}
+
+// Turns a permission failure into a MigrateError naming the flag; anything else propagates.
+async function withPermissionHint<T>(
+  action: () => Promise<T>,
+  what: string,
+  flag: string,
+): Promise<T> {
+  try {
+    return await action();
+  } catch (err) {
+    if (!isPermissionError(err)) throw err;
+    throw new MigrateError(`Cannot ${what}: permission denied, add ${flag}`, { cause: err });
+  }
+}
+
+// --- discovery -----------------------------------------------------------------------------------
+
+interface InputFile {
+  readonly abs: string;
+  readonly rel: string;
+  readonly collection: string;
+  readonly bytes: number;
+}
+
+async function checkSource(source: string): Promise<void> {
+  let info: Deno.FileInfo;
+  try {
+    info = await Deno.stat(source);
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) {
+      throw new MigrateError(
+        `Cannot migrate from "${source}": no such directory, pass the legacy database directory with --source`,
+        { cause: err },
+      );
+    }
+    if (isPermissionError(err)) {
+      throw new MigrateError(
+        `Cannot read "${source}": permission denied, add --allow-read=${source}`,
+        { cause: err },
+      );
+    }
+    throw err;
+  }
+  if (!info.isDirectory) {
+    throw new MigrateError(
+      `Cannot migrate from "${source}": it is a file, not a directory, pass the directory that holds the <collection>.json files with --source`,
+    );
+  }
+}
+
+async function discover(
+  source: string,
+): Promise<{ inputs: InputFile[]; skipped: MigrateSkipped[] }> {
+  const inputs: InputFile[] = [];
+  const skipped: MigrateSkipped[] = [];
+  function consider(abs: string, rel: string, name: string, bytes: number): void {
+    if (!name.endsWith(".json")) return;
+    if (name.startsWith("current_")) {
+      skipped.push({ path: rel, reason: "legacy snapshot file (current_*.json), ignored" });
+      return;
+    }
+    inputs.push({ abs, rel, collection: name.slice(0, -".json".length), bytes });
+  }
+  async function walk(dir: string, prefix: string): Promise<void> {
+    const entries: Deno.DirEntry[] = [];
+    for await (const entry of Deno.readDir(dir)) entries.push(entry);
+    for (const entry of entries) {
+      const abs = join(dir, entry.name);
+      const rel = prefix === "" ? entry.name : `${prefix}/${entry.name}`;
+      if (entry.isDirectory) {
+        // A crashed run's scratch space is never input (it holds only .ndjson, but be sure).
+        if (!entry.name.startsWith(TMP_PREFIX)) await walk(abs, rel);
+      } else if (entry.isFile) {
+        if (entry.name.endsWith(".json")) {
+          consider(abs, rel, entry.name, (await Deno.stat(abs)).size);
+        }
+      } else if (entry.isSymlink) {
+        let info: Deno.FileInfo;
+        try {
+          info = await Deno.stat(abs);
+        } catch (err) {
+          if (!(err instanceof Deno.errors.NotFound)) throw err;
+          if (entry.name.endsWith(".json")) {
+            skipped.push({ path: rel, reason: "broken symbolic link" });
+          }
+          continue;
+        }
+        if (info.isDirectory) {
+          // Not followed: a link back up the tree would loop, and the target may be read twice.
+          skipped.push({ path: rel, reason: "symbolic link to a directory, not followed" });
+        } else if (info.isFile) {
+          consider(abs, rel, entry.name, info.size);
+        }
+      }
+    }
+  }
+  await withPermissionHint(
+    () => walk(source, ""),
+    `read "${source}"`,
+    `--allow-read=${source}`,
+  );
+  // Code-unit order of the relative paths: the same on every machine and file system.
+  inputs.sort((a, b) => (a.rel < b.rel ? -1 : a.rel > b.rel ? 1 : 0));
+  skipped.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+  return { inputs, skipped };
+}
+
+// --- pass 1: read, convert, spill per day --------------------------------------------------------
+
+async function appendBytes(path: string, chunks: readonly Uint8Array[]): Promise<void> {
+  const file = await Deno.open(path, { append: true, create: true });
+  try {
+    for (const chunk of chunks) await writeAll(file, chunk);
+  } finally {
+    file.close();
+  }
+}
+
+/**
+ * Converted lines on their way to one spill file. Lines are joined into a short rope and encoded
+ * every {@linkcode ENCODE_CHARS} code units: encoding a long rope once is several times cheaper
+ * than encoding each line, and short-lived ropes die young instead of growing V8's old
+ * generation (which would show as resident memory).
+ */
+interface Sink {
+  text: string;
+  chunks: Uint8Array[];
+}
+
+const ENCODE_CHARS = 1 << 16;
+
+interface Bucket extends Sink {
+  /** `YYYY-MM-DD` as written in the records' `date`. */
+  readonly date: string;
+  lines: number;
+}
+
+interface FileCounts {
+  lines: number;
+  records: number;
+  rejects: number;
+  blankLines: number;
+}
+
+/** A type's JSON text when the service accepts it, else why not. */
+type TypeVerdict = string | { readonly reason: string };
+
+/**
+ * Pass 1: converts lines into envelope tails grouped by written date, counting everything, and
+ * spills them to `spill-YYYY-MM-DD.ndjson` files (or only counts, in a dry run).
+ */
+class Collector {
+  readonly buckets: Map<string, Bucket> = new Map();
+  records = 0;
+  rejects = 0;
+  blankLines = 0;
+  lines = 0;
+  bytesRead = 0;
+  #spillDir: string | undefined;
+  #budget: number;
+  #pending = 0;
+  #rejects: Sink = { text: "", chunks: [] };
+  #types: Map<string, TypeVerdict> = new Map();
+  #lastDate = "";
+  #lastBucket: Bucket | undefined;
+  // Per input file:
+  #rel = "";
+  #collectionType: TypeVerdict = "";
+  #counts: FileCounts = { lines: 0, records: 0, rejects: 0, blankLines: 0 };
+
+  /**
+   * @param spillDir Where to spill converted lines; `undefined` to count only (dry run).
+   * @param budget UTF-16 code units of converted text held before a flush is due.
+   */
+  constructor(spillDir: string | undefined, budget: number) {
+    this.#spillDir = spillDir;
+    this.#budget = budget;
+  }
+
+  get flushDue(): boolean {
+    return this.#pending >= this.#budget;
+  }
+
+  /** Appends every day's pending text to its spill file, and the rejects to theirs. */
+  async flush(): Promise<void> {
+    const dir = this.#spillDir;
+    if (dir === undefined) return;
+    for (const bucket of this.buckets.values()) await drain(bucket, spillPath(dir, bucket.date));
+    await drain(this.#rejects, join(dir, REJECTS_FILE));
+    this.#pending = 0;
+  }
+
+  #append(sink: Sink, line: string): void {
+    sink.text += line;
+    this.#pending += line.length;
+    if (sink.text.length >= ENCODE_CHARS) {
+      sink.chunks.push(encoder.encode(sink.text));
+      sink.text = "";
+    }
+  }
+
+  startFile(input: InputFile, counts: FileCounts): void {
+    this.#rel = input.rel;
+    this.#counts = counts;
+    const problem = checkEventType(input.collection);
+    this.#collectionType = problem === undefined
+      ? JSON.stringify(input.collection)
+      : { reason: `record has no "type" and the collection name is not a usable type: ${problem}` };
+  }
+
+  line(text: string, lineNo: number): void {
+    this.lines++;
+    this.#counts.lines++;
+    const first = text.charCodeAt(0);
+    if ((first <= 32 || first === 0xfeff || Number.isNaN(first)) && text.trim() === "") {
+      this.blankLines++;
+      this.#counts.blankLines++;
+      return;
+    }
+    let rec: unknown;
+    try {
+      rec = JSON.parse(text);
+    } catch (err) {
+      if (!(err instanceof SyntaxError)) throw err;
+      this.#reject(text, lineNo, `line is not valid JSON: ${clip(err.message, 120)}`);
+      return;
+    }
+    if (typeof rec !== "object" || rec === null || Array.isArray(rec)) {
+      this.#reject(text, lineNo, `record is ${describe(rec)}, not a JSON object`);
+      return;
+    }
+    const record = rec as Record<string, unknown>;
+    const date = record.date;
+    if (typeof date !== "string") {
+      this.#reject(
+        text,
+        lineNo,
+        date === undefined ? `record has no "date"` : `"date" is ${describe(date)}, not a string`,
+      );
+      return;
+    }
+    const ts = convertDate(date);
+    if (typeof ts !== "string") {
+      this.#reject(text, lineNo, ts.reason);
+      return;
+    }
+    const type = record.type;
+    let typeJson: TypeVerdict;
+    if (type === undefined || type === null) {
+      typeJson = this.#collectionType;
+    } else if (typeof type === "string") {
+      typeJson = this.#types.get(type) ?? this.#checkType(type);
+    } else {
+      typeJson = { reason: `"type" is ${describe(type)}, not a string` };
+    }
+    if (typeof typeJson !== "string") {
+      this.#reject(text, lineNo, typeJson.reason);
+      return;
+    }
+
+    const key = date.slice(0, 10);
+    let bucket = this.#lastBucket;
+    if (key !== this.#lastDate || bucket === undefined) {
+      bucket = this.buckets.get(key);
+      if (bucket === undefined) {
+        bucket = { date: key, lines: 0, text: "", chunks: [] };
+        this.buckets.set(key, bucket);
+      }
+      this.#lastDate = key;
+      this.#lastBucket = bucket;
+    }
+    bucket.lines++;
+    this.records++;
+    this.#counts.records++;
+    if (this.#spillDir === undefined) return;
+
+    const data = record.data;
+    const dataJson = typeof data === "object" && data !== null && !Array.isArray(data)
+      ? JSON.stringify(data)
+      : data === undefined
+      ? "{}"
+      : `{"value":${JSON.stringify(data)}}`;
+    const id = record._id;
+    const idJson = id === undefined ? "null" : JSON.stringify(id);
+    // The line without its `{"seq":N,` head, which pass 2 adds after sorting. It starts with
+    // `"ts":"` so the 24-character timestamp sits at a fixed offset for the sort.
+    this.#append(
+      bucket,
+      `"ts":"${ts}","type":${typeJson},"data":${dataJson},${META_PREFIX}${idJson}}}\n`,
+    );
+  }
+
+  #checkType(type: string): TypeVerdict {
+    const problem = checkEventType(type);
+    const verdict: TypeVerdict = problem === undefined
+      ? JSON.stringify(type)
+      : { reason: `"type" cannot be used: ${problem}` };
+    if (this.#types.size < TYPE_CACHE_LIMIT) this.#types.set(type, verdict);
+    return verdict;
+  }
+
+  #reject(text: string, lineNo: number, reason: string): void {
+    this.rejects++;
+    this.#counts.rejects++;
+    if (this.#spillDir === undefined) return;
+    this.#append(
+      this.#rejects,
+      `{"file":${JSON.stringify(this.#rel)},"line":${lineNo},"reason":${
+        JSON.stringify(reason)
+      },"text":${JSON.stringify(text)}}\n`,
+    );
+  }
+}
+
+async function drain(sink: Sink, path: string): Promise<void> {
+  if (sink.text !== "") {
+    sink.chunks.push(encoder.encode(sink.text));
+    sink.text = "";
+  }
+  if (sink.chunks.length === 0) return;
+  const chunks = sink.chunks;
+  sink.chunks = [];
+  await appendBytes(path, chunks);
+}
+
+function spillPath(dir: string, date: string): string {
+  return join(dir, `spill-${date}.ndjson`);
+}
+
+function siteName(date: string): string {
+  return siteFileName(date.replaceAll("-", ""));
+}
+
+interface ReadContext {
+  readonly collector: Collector;
+  readonly buffer: Uint8Array;
+  readonly progress: () => void;
+  readonly signal: AbortSignal | undefined;
+}
+
+async function readInput(input: InputFile, ctx: ReadContext, counts: FileCounts): Promise<void> {
+  const { collector, buffer } = ctx;
+  collector.startFile(input, counts);
+  const file = await withPermissionHint(
+    () => Deno.open(input.abs, { read: true }),
+    `read "${input.abs}"`,
+    `--allow-read=${input.abs}`,
+  );
+  try {
+    // Non-fatal decoding: the legacy writer emitted ASCII-only JSON (Python's ensure_ascii), so a
+    // stray invalid byte can only sit in a line that is broken anyway.
+    const decoder = new TextDecoder();
+    let lineNo = 0;
+    let carry: string[] = [];
+    while (true) {
+      ctx.signal?.throwIfAborted();
+      const n = await file.read(buffer);
+      if (n === null) break;
+      collector.bytesRead += n;
+      const text = decoder.decode(buffer.subarray(0, n), { stream: true });
+      let start = 0;
+      let nl = text.indexOf("\n");
+      while (nl !== -1) {
+        let line = text.slice(start, nl);
+        if (carry.length > 0) {
+          carry.push(line);
+          line = carry.join("");
+          carry = [];
+        }
+        if (line.charCodeAt(line.length - 1) === 13) line = line.slice(0, -1);
+        collector.line(line, ++lineNo);
+        start = nl + 1;
+        nl = text.indexOf("\n", start);
+      }
+      // Only the new chunk is searched for a newline, so a very long line costs linear time.
+      if (start < text.length) carry.push(text.slice(start));
+      if (collector.flushDue) await collector.flush();
+      ctx.progress();
+    }
+    carry.push(decoder.decode());
+    let last = carry.join("");
+    if (last !== "") {
+      if (last.charCodeAt(last.length - 1) === 13) last = last.slice(0, -1);
+      collector.line(last, ++lineNo);
+    }
+  } finally {
+    file.close();
+  }
+}
+
+// --- pass 2: sort each day and write it ----------------------------------------------------------
+
+const SEQ_HEAD = encoder.encode(`{"seq":`);
+
+function digit(bytes: Uint8Array, i: number): number {
+  return (bytes[i] as number) - 48;
+}
+
+function twoDigits(bytes: Uint8Array, i: number): number {
+  return digit(bytes, i) * 10 + digit(bytes, i + 1);
+}
+
+/**
+ * Byte buffers reused from one day to the next: fresh ones per day would be external memory that
+ * V8 frees only lazily.
+ */
+interface DayBuffers {
+  input: Uint8Array;
+  output: Uint8Array;
+}
+
+async function readInto(path: string, buffers: DayBuffers): Promise<Uint8Array> {
+  const file = await Deno.open(path, { read: true });
+  try {
+    const size = (await file.stat()).size;
+    if (buffers.input.length < size) buffers.input = new Uint8Array(Math.ceil(size * 1.25));
+    const bytes = buffers.input.subarray(0, size);
+    let done = 0;
+    while (done < size) {
+      const n = await file.read(bytes.subarray(done));
+      if (n === null) throw new Error(`Cannot read "${path}": it shrank while being read`);
+      done += n;
+    }
+    return bytes;
+  } finally {
+    file.close();
+  }
+}
+
+/**
+ * Sorts one day's spilled lines by `ts` (stable) and writes them with `seq` 1..n to
+ * `<tmp>/site_YYYYMMDD.ndjson`, working on bytes only. Returns the open file, written but not yet
+ * synced, so the caller can overlap the fdatasync with the next day's work.
+ */
+async function writeDay(tmp: string, date: string, buffers: DayBuffers): Promise<Deno.FsFile> {
+  const spill = spillPath(tmp, date);
+  const bytes = await readInto(spill, buffers);
+  const starts: number[] = [];
+  for (let p = 0; p < bytes.length;) {
+    starts.push(p);
+    p = bytes.indexOf(10, p) + 1; // every spilled line ends in "\n"
+  }
+  const n = starts.length;
+  // Epoch milliseconds from the fixed-width `"ts":"YYYY-MM-DDTHH:MM:SS.mmmZ"` at each line's head.
+  const keys = new Float64Array(n);
+  let sorted = true;
+  for (let i = 0; i < n; i++) {
+    const s = (starts[i] as number) + 6;
+    const year = twoDigits(bytes, s) * 100 + twoDigits(bytes, s + 2);
+    const key = daysFromCivil(year, twoDigits(bytes, s + 5), twoDigits(bytes, s + 8)) * 86_400_000 +
+      twoDigits(bytes, s + 11) * 3_600_000 + twoDigits(bytes, s + 14) * 60_000 +
+      twoDigits(bytes, s + 17) * 1000 + digit(bytes, s + 20) * 100 + digit(bytes, s + 21) * 10 +
+      digit(bytes, s + 22);
+    keys[i] = key;
+    if (sorted && i > 0 && key < (keys[i - 1] as number)) sorted = false;
+  }
+  const order: number[] = new Array(n);
+  for (let i = 0; i < n; i++) order[i] = i;
+  if (!sorted) {
+    // Ties keep input order (sorted file path, then line number).
+    order.sort((a, b) => (keys[a] as number) - (keys[b] as number) || a - b);
+  }
+  const need = bytes.length + n * (SEQ_HEAD.length + 17);
+  if (buffers.output.length < need) buffers.output = new Uint8Array(Math.ceil(need * 1.25));
+  const out = buffers.output;
+  let pos = 0;
+  for (let i = 0; i < n; i++) {
+    const line = order[i] as number;
+    const start = starts[line] as number;
+    const end = line + 1 < n ? starts[line + 1] as number : bytes.length;
+    out.set(SEQ_HEAD, pos);
+    pos += SEQ_HEAD.length;
+    const seq = String(i + 1);
+    for (let d = 0; d < seq.length; d++) out[pos++] = seq.charCodeAt(d);
+    out[pos++] = 44; // ,
+    out.set(bytes.subarray(start, end), pos);
+    pos += end - start;
+  }
+  const file = await Deno.open(join(tmp, siteName(date)), { write: true, createNew: true });
+  try {
+    await writeAll(file, out.subarray(0, pos));
+  } catch (err) {
+    file.close();
+    throw err;
+  }
+  await Deno.remove(spill);
+  return file;
+}
+
+/**
+ * fdatasyncs and closes files in the background, at most `limit` at a time, so the disk flushes
+ * one day while the next is being sorted. {@linkcode Syncer.drain} rethrows the first failure.
+ */
+class Syncer {
+  #pending: Promise<void>[] = [];
+  #error: { err: unknown } | undefined;
+  #limit: number;
+
+  constructor(limit: number) {
+    this.#limit = limit;
+  }
+
+  async add(file: Deno.FsFile): Promise<void> {
+    const task = (async () => {
+      try {
+        await file.syncData();
+      } finally {
+        file.close();
+      }
+    })().catch((err) => {
+      this.#error ??= { err };
+    });
+    this.#pending.push(task);
+    if (this.#pending.length >= this.#limit) await this.#pending.shift();
+    this.#throwIfFailed();
+  }
+
+  async drain(): Promise<void> {
+    await Promise.all(this.#pending);
+    this.#pending = [];
+    this.#throwIfFailed();
+  }
+
+  #throwIfFailed(): void {
+    if (this.#error !== undefined) throw this.#error.err;
+  }
+}
+
+async function syncFile(path: string): Promise<void> {
+  const file = await Deno.open(path, { write: true });
+  try {
+    await file.syncData();
+  } finally {
+    file.close();
+  }
+}
+
+// --- destination ---------------------------------------------------------------------------------
+
+// Checks that `dest` is a directory, creating it when missing unless `create` is false.
+async function prepareDest(dest: string, create: boolean): Promise<void> {
+  let info: Deno.FileInfo | undefined;
+  try {
+    info = await Deno.stat(dest);
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) {
+      if (!create) return;
+      await withPermissionHint(
+        () => Deno.mkdir(dest, { recursive: true }),
+        `create "${dest}"`,
+        `--allow-write=${dest}`,
+      );
+      return;
+    }
+    if (isPermissionError(err)) {
+      throw new MigrateError(`Cannot read "${dest}": permission denied, add --allow-read=${dest}`, {
+        cause: err,
+      });
+    }
+    throw err;
+  }
+  if (!info.isDirectory) {
+    throw new MigrateError(
+      `Cannot migrate into "${dest}": it is a file, not a directory, pass a directory with --dest`,
+    );
+  }
+}
+
+async function lockDest(dest: string): Promise<SiteLock> {
+  try {
+    return await withPermissionHint(
+      () => SiteLock.acquire(dest),
+      `write "${dest}"`,
+      `--allow-write=${dest}`,
+    );
+  } catch (err) {
+    if (!(err instanceof SiteInUseError)) throw err;
+    throw new MigrateError(
+      `Cannot migrate into "${dest}": a telemetry server or another migration is using it, stop it (obs-utils telemetry stop) or choose another --dest`,
+      { cause: err },
+    );
+  }
+}
+
+// Runs only while holding the site lock, so no other migration can own these directories.
+async function removeStaleTemp(dest: string): Promise<void> {
+  const stale: string[] = [];
+  for await (const entry of Deno.readDir(dest)) {
+    if (entry.isDirectory && entry.name.startsWith(TMP_PREFIX)) stale.push(entry.name);
+  }
+  for (const name of stale) await Deno.remove(join(dest, name), { recursive: true });
+}
+
+async function removeTree(path: string): Promise<void> {
+  try {
+    await Deno.remove(path, { recursive: true });
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
+}
+
+function positiveInteger(value: number | undefined, fallback: number, name: string): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new RangeError(`Cannot use ${name} ${value}: expected a positive integer`);
+  }
+  return value;
+}
+
+// --- the migration -------------------------------------------------------------------------------
+
+/**
+ * Converts every legacy `<collection>.json` under `source` into `site_YYYYMMDD.ndjson` files in
+ * `dest` (SPEC 4.7, CONTRACT 7), plus `migrate-rejects.ndjson` for the lines it could not convert.
+ * See the module documentation for the exact rules. Prints nothing; report progress through
+ * `options.onProgress` and the result through the returned summary.
+ *
+ * Needs `--allow-read=<source>,<dest>` and `--allow-write=<dest>`.
+ *
+ * @param source The legacy database directory, searched recursively.
+ * @param dest The site directory to write into; created when missing (not in a dry run).
+ * @param options Force, dry run, progress callback, abort signal and buffer sizes.
+ * @returns What was read, converted, rejected and written.
+ * @throws {MigrateConflictError} If a target file (a site file this run would write, or the
+ * rejects file) already exists and `force` is not set; nothing is written.
+ * @throws {MigrateError} If `source` is missing or not a directory, `dest` is not a directory,
+ * a permission is missing, or a telemetry server holds the destination's lock.
+ * @throws {RangeError} If `chunkBytes` or `bufferBytes` is not a positive integer.
+ *
+ * @example Migrate a legacy store
+ * ```ts ignore
+ * import { migrate } from "@obs-utils/telemetry/migrate";
+ *
+ * const summary = await migrate("/data/legacy-db", "/data/telemetry");
+ * for (const file of summary.files) console.log(`${file.name}: ${file.lines} events`);
+ * if (summary.rejects > 0) console.log(`${summary.rejects} lines in ${summary.rejectsFile}`);
+ * ```
+ *
+ * @example Preview without writing
+ * ```ts ignore
+ * import { migrate } from "@obs-utils/telemetry/migrate";
+ *
+ * const preview = await migrate("/data/legacy-db", "/data/telemetry", { dryRun: true });
+ * console.log(`${preview.records} records would go to ${preview.files.length} files`);
+ * ```
+ */
+export async function migrate(
+  source: string,
+  dest: string,
+  options: MigrateOptions = {},
+): Promise<MigrateSummary> {
+  const started = performance.now();
+  const force = options.force ?? false;
+  const dryRun = options.dryRun ?? false;
+  const chunkBytes = positiveInteger(options.chunkBytes, DEFAULT_CHUNK_BYTES, "chunkBytes");
+  const bufferBytes = positiveInteger(options.bufferBytes, DEFAULT_BUFFER_BYTES, "bufferBytes");
+  const { onProgress, signal } = options;
+  const src = resolve(source);
+  const dst = resolve(dest);
+  const rejectsFile = join(dst, REJECTS_FILE);
+
+  await checkSource(src);
+  const { inputs, skipped } = await discover(src);
+  const totalBytes = inputs.reduce((sum, input) => sum + input.bytes, 0);
+
+  let lock: SiteLock | undefined;
+  let tmp: string | undefined;
+  try {
+    await prepareDest(dst, !dryRun);
+    if (!dryRun) {
+      lock = await lockDest(dst);
+      // A rejects file from an earlier run means this run must fail without force: read in
+      // counting mode only, to list every conflicting file without spilling anything.
+      const doomed = !force && await exists(rejectsFile);
+      if (!doomed) {
+        await withPermissionHint(
+          async () => {
+            await removeStaleTemp(dst);
+            tmp = join(dst, `${TMP_PREFIX}${crypto.randomUUID()}`);
+            await Deno.mkdir(tmp);
+            await Deno.writeFile(join(tmp, REJECTS_FILE), new Uint8Array());
+          },
+          `write "${dst}"`,
+          `--allow-write=${dst}`,
+        );
+      }
+    }
+
+    const collector = new Collector(tmp, bufferBytes);
+    const snapshot = (phase: MigratePhase, filesDone: number, filesTotal: number) => ({
+      phase,
+      bytesRead: collector.bytesRead,
+      totalBytes,
+      lines: collector.lines,
+      records: collector.records,
+      rejects: collector.rejects,
+      filesDone,
+      filesTotal,
+    });
+    const ctx: ReadContext = {
+      collector,
+      buffer: new Uint8Array(chunkBytes),
+      progress: () => onProgress?.(snapshot("read", 0, 0)),
+      signal,
+    };
+    const inputSummaries: MigrateInputSummary[] = [];
+    const collections = new Map<string, number>();
+    for (const input of inputs) {
+      const counts: FileCounts = { lines: 0, records: 0, rejects: 0, blankLines: 0 };
+      await readInput(input, ctx, counts);
+      inputSummaries.push({
+        path: input.rel,
+        collection: input.collection,
+        bytes: input.bytes,
+        ...counts,
+      });
+      collections.set(input.collection, (collections.get(input.collection) ?? 0) + counts.records);
+    }
+    await collector.flush();
+
+    const dates = [...collector.buckets.keys()].sort();
+    const files: MigrateFileSummary[] = dates.map((date) => ({
+      name: siteName(date),
+      path: join(dst, siteName(date)),
+      lines: (collector.buckets.get(date) as Bucket).lines,
+    }));
+    const existing: string[] = [];
+    await withPermissionHint(
+      async () => {
+        for (const path of [...files.map((f) => f.path), rejectsFile]) {
+          if (await exists(path)) existing.push(path);
+        }
+      },
+      `read "${dst}"`,
+      `--allow-read=${dst}`,
+    );
+    existing.sort();
+    if (existing.length > 0 && !force) throw new MigrateConflictError(dst, existing);
+
+    if (tmp !== undefined) {
+      const workDir: string = tmp;
+      const syncer = new Syncer(4);
+      const buffers: DayBuffers = { input: new Uint8Array(0), output: new Uint8Array(0) };
+      try {
+        for (let i = 0; i < dates.length; i++) {
+          signal?.throwIfAborted();
+          await syncer.add(await writeDay(workDir, dates[i] as string, buffers));
+          onProgress?.(snapshot("write", i + 1, dates.length));
+        }
+      } catch (err) {
+        // The first failure is the one to report; the files are closed either way.
+        await syncer.drain().catch(() => {});
+        throw err;
+      }
+      await syncer.drain();
+      await syncFile(join(workDir, REJECTS_FILE));
+      // Every file is complete before the first rename: an interrupted commit leaves each
+      // target either absent or whole (CONTRACT 7).
+      const names = [...files.map((f) => f.name), REJECTS_FILE];
+      for (let i = 0; i < names.length; i++) {
+        const name = names[i] as string;
+        await Deno.rename(join(workDir, name), join(dst, name));
+        onProgress?.(snapshot("commit", i + 1, names.length));
+      }
+    }
+
+    const elapsedMs = performance.now() - started;
+    const sortedCollections: Record<string, number> = {};
+    for (const name of [...collections.keys()].sort()) {
+      sortedCollections[name] = collections.get(name) as number;
+    }
+    return {
+      source: src,
+      dest: dst,
+      dryRun,
+      records: collector.records,
+      collections: sortedCollections,
+      inputs: inputSummaries,
+      files,
+      rejects: collector.rejects,
+      rejectsFile,
+      blankLines: collector.blankLines,
+      skipped,
+      replaced: existing,
+      bytesRead: collector.bytesRead,
+      elapsedMs,
+      recordsPerSecond: elapsedMs > 0
+        ? Math.round(collector.records / (elapsedMs / 1000))
+        : collector.records,
+    };
+  } finally {
+    if (tmp !== undefined) await removeTree(tmp);
+    await lock?.release();
+  }
+}

@@ -81,21 +81,32 @@ async function peakRssKb(): Promise<number> {
   return Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? NaN);
 }
 
+// User + system CPU seconds of this process so far (fields 14 and 15 of /proc/self/stat, in
+// clock ticks of 1/100 s): on a shared machine, records per CPU second is the steadier number.
+async function cpuSeconds(): Promise<number> {
+  const stat = await Deno.readTextFile("/proc/self/stat");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
 interface ChildResult {
   records: number;
   files: number;
   elapsedMs: number;
   recordsPerSecond: number;
+  cpuSeconds: number;
   peakRssKb: number;
 }
 
 async function child(source: string, dest: string): Promise<void> {
+  const cpuBefore = await cpuSeconds();
   const summary = await migrate(source, dest);
   const result: ChildResult = {
     records: summary.records,
     files: summary.files.length,
     elapsedMs: summary.elapsedMs,
     recordsPerSecond: summary.recordsPerSecond,
+    cpuSeconds: await cpuSeconds() - cpuBefore,
     peakRssKb: await peakRssKb(),
   };
   // deno-lint-ignore no-console
@@ -149,7 +160,9 @@ async function main(): Promise<void> {
     console.log(
       `${r.records} records (${r.mb.toFixed(0)} MB, ${r.files} days): ${
         (r.elapsedMs / 1000).toFixed(2)
-      } s, ${r.recordsPerSecond} records/s, peak RSS ${(r.peakRssKb / 1024).toFixed(0)} MiB`,
+      } s wall, ${r.recordsPerSecond} records/s; ${r.cpuSeconds.toFixed(2)} s CPU, ${
+        Math.round(r.records / r.cpuSeconds)
+      } records/CPU-s; peak RSS ${(r.peakRssKb / 1024).toFixed(0)} MiB`,
     );
   }
 }

@@ -1,0 +1,578 @@
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import {
+  legacyDateToTs,
+  migrate,
+  MigrateConflictError,
+  MigrateError,
+  type MigrateProgress,
+  REJECTS_FILE,
+} from "../migrate.ts";
+import { SiteLock } from "../storage.ts";
+import { readLines, siteFiles, tempDir } from "./_util.ts";
+
+// --- fixtures shaped like the legacy writer's output ---------------------------------------------
+
+/** `json.dumps` as the legacy Python writer called it: `", "` and `": "`, ASCII-only escapes. */
+function pyDumps(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(pyDumps).join(", ")}]`;
+  if (typeof value === "object" && value !== null) {
+    const entries = Object.entries(value).filter(([, v]) => v !== undefined);
+    return `{${entries.map(([k, v]) => `${pyDumps(k)}: ${pyDumps(v)}`).join(", ")}}`;
+  }
+  return JSON.stringify(value).replace(
+    /[\u0080-\uffff]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+  );
+}
+
+interface LegacyRecord {
+  _id?: unknown;
+  type?: unknown;
+  date?: unknown;
+  data?: unknown;
+}
+
+function reading(i: number): Record<string, unknown> {
+  return {
+    temperature: `${(i % 40) / 2} deg`,
+    wind: { speed_mps: (i % 17) / 10, direction: `${(i * 37) % 360} deg` },
+    sky: [i % 3, { cloudy: i % 2 === 0 }],
+  };
+}
+
+function legacy(date: string, options: Partial<LegacyRecord> = {}): LegacyRecord {
+  return { _id: crypto.randomUUID(), type: "weather", date, data: reading(1), ...options };
+}
+
+async function writeLegacy(
+  dir: string,
+  rel: string,
+  lines: readonly (LegacyRecord | string)[],
+  eol = "\n",
+): Promise<void> {
+  const path = join(dir, rel);
+  await Deno.mkdir(join(path, ".."), { recursive: true });
+  const text = lines.map((l) => (typeof l === "string" ? l : pyDumps(l)) + eol).join("");
+  await Deno.writeTextFile(path, text);
+}
+
+function idOf(line: string): unknown {
+  return JSON.parse(line).meta.original_id;
+}
+
+async function sha256Hex(bytes: Uint8Array): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>);
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** Every entry of a directory tree with a hash of each file, for "nothing changed" checks. */
+async function treeState(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  async function walk(path: string, rel: string): Promise<void> {
+    for await (const e of Deno.readDir(path)) {
+      const r = rel === "" ? e.name : `${rel}/${e.name}`;
+      if (e.isDirectory) {
+        out.push(`${r}/`);
+        await walk(join(path, e.name), r);
+      } else {
+        out.push(`${r} ${await sha256Hex(await Deno.readFile(join(path, e.name)))}`);
+      }
+    }
+  }
+  await walk(dir, "");
+  return out.sort();
+}
+
+/** The output files (site files and rejects) with their hashes. */
+async function outputState(dir: string): Promise<string[]> {
+  return (await treeState(dir)).filter((e) => e.startsWith("site_") || e.startsWith(REJECTS_FILE));
+}
+
+/** A small store spanning several days, with a nested collection and a broken line. */
+async function sampleStore(dir: string, days = 6, perDay = 5): Promise<void> {
+  const weather: (LegacyRecord | string)[] = [];
+  const dome: LegacyRecord[] = [];
+  for (let d = 0; d < days; d++) {
+    for (let i = 0; i < perDay; i++) {
+      const day = `2026-03-${String(d + 1).padStart(2, "0")}`;
+      const time = `${String(20 + (i % 4)).padStart(2, "0")}:${
+        String(i * 7 % 60).padStart(2, "0")
+      }`;
+      weather.push(legacy(`${day}T${time}:00.${String(i * 12345).padStart(6, "0")}`, {
+        data: reading(d * perDay + i),
+      }));
+      dome.push(legacy(`${day} ${time}:30`, { type: "dome", data: { shutter: "open °", i } }));
+    }
+  }
+  weather.splice(3, 0, "{broken");
+  await writeLegacy(dir, "weather.json", weather);
+  await writeLegacy(dir, "site/dome/dome.json", dome.reverse());
+}
+
+// --- conversion ----------------------------------------------------------------------------------
+
+Deno.test("migrate() writes each record as a live-service envelope with migration meta", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  const id = crypto.randomUUID();
+  // Written by hand as Python wrote it: spaces after separators, 45.0, ASCII escapes.
+  await writeLegacy(src, "weather.json", [
+    `{"_id": "${id}", "type": "weather", "date": "2026-03-05T22:10:00.123456", "data": {"temperature": "12.5 \\u00b0C", "humidity": 45.0, "wind": {"speed_mps": 3.2, "direction": "270 deg"}, "sky": [0.1, {"ok": true}, null]}}`,
+  ]);
+
+  await migrate(src, dst);
+
+  assert.equal(
+    await Deno.readTextFile(join(dst, "site_20260305.ndjson")),
+    `{"seq":1,"ts":"2026-03-05T22:10:00.123Z","type":"weather","data":{"temperature":"12.5 °C","humidity":45,"wind":{"speed_mps":3.2,"direction":"270 deg"},"sky":[0.1,{"ok":true},null]},"meta":{"migrated_from":"PanFileDB","original_id":"${id}"}}\n`,
+  );
+});
+
+Deno.test("migrate() accepts every legacy date form and writes UTC milliseconds", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  const cases: [string, string][] = [
+    ["2026-03-05T10:20:30.123456", "2026-03-05T10:20:30.123Z"],
+    ["2026-03-05 10:20:31", "2026-03-05T10:20:31.000Z"],
+    ["2026-03-05T10:20:32.5", "2026-03-05T10:20:32.500Z"],
+    ["2026-03-05T10:20:33.98", "2026-03-05T10:20:33.980Z"],
+    ["2026-03-05T10:20:34.123456789Z", "2026-03-05T10:20:34.123Z"],
+    ["2026-03-05T12:20:35.1+02:00", "2026-03-05T10:20:35.100Z"],
+    ["2026-03-05 05:20:36-05:00", "2026-03-05T10:20:36.000Z"],
+    ["2026-03-05T10:20:37.999999+00:00", "2026-03-05T10:20:37.999Z"],
+    ["2026-03-05T10:50:38+00:30", "2026-03-05T10:20:38.000Z"],
+    ["2024-02-29T10:20:39", "2024-02-29T10:20:39.000Z"],
+  ];
+  const records = cases.map(([date]) => legacy(date));
+  await writeLegacy(src, "weather.json", records);
+
+  const summary = await migrate(src, dst);
+
+  assert.equal(summary.rejects, 0);
+  const ts = new Map<unknown, string>();
+  for (const name of await siteFiles(dst)) {
+    for (const line of await readLines(join(dst, name))) ts.set(idOf(line), JSON.parse(line).ts);
+  }
+  assert.deepEqual(
+    records.map((r) => ts.get(r._id)),
+    cases.map(([, expected]) => expected),
+  );
+});
+
+Deno.test("migrate() sends impossible and malformed dates to the rejects file", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  const bad: [unknown, RegExp][] = [
+    ["2026-02-30T00:00:00", /not a calendar date/],
+    ["2023-02-29 12:00:00", /not a calendar date/],
+    ["2026-13-01T00:00:00", /not a calendar date/],
+    ["2026-01-01T24:00:00", /no such time of day/],
+    ["2026-01-01T00:00:00+25:00", /impossible UTC offset/],
+    ["2026-01-01", /is not YYYY-MM-DD/],
+    ["2026-01-01T00:00:00.", /is not YYYY-MM-DD/],
+    ["0001-01-01T00:30:00+01:00", /outside the years 0001 to 9999/],
+    [1767225600, /"date" is a number, not a string/],
+    [undefined, /record has no "date"/],
+  ];
+  const lines = bad.map(([date]) => pyDumps(legacy("x", { date })));
+  await writeLegacy(src, "weather.json", lines);
+
+  const summary = await migrate(src, dst);
+
+  assert.equal(summary.records, 0);
+  assert.equal(summary.rejects, bad.length);
+  const rejects = (await readLines(join(dst, REJECTS_FILE))).map((l) => JSON.parse(l));
+  assert.deepEqual(
+    rejects.map((r) => [r.file, r.line, r.text]),
+    lines.map((text, i) => ["weather.json", i + 1, text]),
+  );
+  rejects.forEach((r, i) => assert.match(r.reason, bad[i]![1]));
+  assert.deepEqual(await siteFiles(dst), []);
+});
+
+Deno.test("migrate() groups by the written calendar date and sorts each day by ts with seq 1..n", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  const late = legacy("2026-03-05T23:59:59.999");
+  const afterMidnight = legacy("2026-03-06T00:00:00.000");
+  const evening = legacy("2026-03-05T21:00:00");
+  const tieA = legacy("2026-03-05T22:00:00");
+  const tieB = legacy("2026-03-05T22:00:00.000Z", { type: "dome" });
+  // Written on the 5th in New York, already the 6th in UTC: stays in the 5th's file, sorted last.
+  const zoned = legacy("2026-03-05T23:30:00-05:00");
+  await writeLegacy(src, "a.json", [late, afterMidnight, zoned, evening, tieA]);
+  await writeLegacy(src, "b.json", [tieB]);
+
+  const summary = await migrate(src, dst);
+
+  assert.deepEqual(summary.files.map((f) => [f.name, f.lines]), [
+    ["site_20260305.ndjson", 5],
+    ["site_20260306.ndjson", 1],
+  ]);
+  const day5 = (await readLines(join(dst, "site_20260305.ndjson"))).map((l) => JSON.parse(l));
+  assert.deepEqual(day5.map((e) => e.meta.original_id), [
+    evening._id,
+    tieA._id,
+    tieB._id,
+    late._id,
+    zoned._id,
+  ]);
+  assert.deepEqual(day5.map((e) => e.seq), [1, 2, 3, 4, 5]);
+  assert.equal(day5[4].ts, "2026-03-06T04:30:00.000Z");
+  const day6 = (await readLines(join(dst, "site_20260306.ndjson"))).map((l) => JSON.parse(l));
+  assert.deepEqual(day6.map((e) => [e.seq, e.meta.original_id]), [[1, afterMidnight._id]]);
+});
+
+Deno.test("migrate() finds collections in nested subdirectories and ignores current_*.json", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  const snapshot = legacy("2026-03-05T10:00:00");
+  await writeLegacy(src, "weather.json", [legacy("2026-03-05T10:00:00")]);
+  await writeLegacy(src, "current_weather.json", [snapshot]);
+  await writeLegacy(src, "obs/2026/dome/dome.json", [
+    legacy("2026-03-05T11:00:00", { type: "dome" }),
+    legacy("2026-03-05T12:00:00", { type: "dome" }),
+  ]);
+  await writeLegacy(src, "obs/current_dome.json", [legacy("2026-03-05T13:00:00")]);
+  await Deno.writeTextFile(join(src, "notes.txt"), "not a collection\n");
+
+  const summary = await migrate(src, dst);
+
+  assert.deepEqual(summary.collections, { dome: 2, weather: 1 });
+  assert.deepEqual(summary.inputs.map((i) => i.path), ["obs/2026/dome/dome.json", "weather.json"]);
+  assert.deepEqual(summary.skipped.map((s) => s.path), [
+    "current_weather.json",
+    "obs/current_dome.json",
+  ]);
+  const ids = (await readLines(join(dst, "site_20260305.ndjson"))).map(idOf);
+  assert.equal(ids.length, 3);
+  assert.ok(!ids.includes(snapshot._id));
+});
+
+Deno.test("migrate() rejects broken lines verbatim and counts blank lines separately", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  const good = legacy("2026-03-05T10:00:00");
+  const good2 = legacy("2026-03-05T10:00:01");
+  await Deno.mkdir(src);
+  await Deno.writeTextFile(
+    join(src, "weather.json"),
+    [
+      pyDumps(good),
+      "{not json",
+      "",
+      "   \t",
+      "[1, 2]",
+      "42",
+      '{"_id": "nan", "type": "weather", "date": "2026-03-05T10:00:00", "data": {"t": NaN}}',
+      pyDumps(good2),
+      '{"_id": "torn", "type": "wea', // torn tail: no final newline
+    ].join("\n"),
+  );
+
+  const summary = await migrate(src, dst);
+
+  assert.equal(summary.records, 2);
+  assert.equal(summary.blankLines, 2);
+  assert.equal(summary.rejects, 5);
+  assert.deepEqual(summary.inputs[0], {
+    path: "weather.json",
+    collection: "weather",
+    bytes: (await Deno.stat(join(src, "weather.json"))).size,
+    lines: 9,
+    records: 2,
+    rejects: 5,
+    blankLines: 2,
+  });
+  const rejects = (await readLines(join(dst, REJECTS_FILE))).map((l) => JSON.parse(l));
+  assert.deepEqual(rejects.map((r) => [r.line, r.text]), [
+    [2, "{not json"],
+    [5, "[1, 2]"],
+    [6, "42"],
+    [7, '{"_id": "nan", "type": "weather", "date": "2026-03-05T10:00:00", "data": {"t": NaN}}'],
+    [9, '{"_id": "torn", "type": "wea'],
+  ]);
+  assert.match(rejects[0].reason, /^line is not valid JSON/);
+  assert.equal(rejects[1].reason, "record is an array, not a JSON object");
+  assert.equal(rejects[2].reason, "record is a number, not a JSON object");
+  assert.deepEqual((await readLines(join(dst, "site_20260305.ndjson"))).map(idOf), [
+    good._id,
+    good2._id,
+  ]);
+});
+
+Deno.test("migrate() wraps non-object data as value and falls back to the collection name for type", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  const records: LegacyRecord[] = [
+    { _id: "a", type: "temp", date: "2026-03-05T10:00:01", data: 21.5 },
+    { _id: "b", type: "temp", date: "2026-03-05T10:00:02", data: "12.5 deg" },
+    { _id: "c", type: "temp", date: "2026-03-05T10:00:03", data: [1, "2 deg"] },
+    { _id: "d", type: "temp", date: "2026-03-05T10:00:04", data: null },
+    { _id: "e", date: "2026-03-05T10:00:05", data: { ok: true } },
+    { _id: "f", type: null, date: "2026-03-05T10:00:06" },
+    { type: "temp", date: "2026-03-05T10:00:07", data: {} },
+  ];
+  await writeLegacy(src, "environment.json", records);
+
+  await migrate(src, dst);
+
+  const events = (await readLines(join(dst, "site_20260305.ndjson"))).map((l) => JSON.parse(l));
+  assert.deepEqual(events.map((e) => [e.type, e.data, e.meta.original_id]), [
+    ["temp", { value: 21.5 }, "a"],
+    ["temp", { value: "12.5 deg" }, "b"],
+    ["temp", { value: [1, "2 deg"] }, "c"],
+    ["temp", { value: null }, "d"],
+    ["environment", { ok: true }, "e"],
+    ["environment", {}, "f"],
+    ["temp", {}, null],
+  ]);
+});
+
+Deno.test("migrate() rejects records whose type the service would refuse", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  await writeLegacy(src, "weather.json", [
+    legacy("2026-03-05T10:00:00", { type: 42 }),
+    legacy("2026-03-05T10:00:00", { type: "" }),
+    legacy("2026-03-05T10:00:00", { type: "bad\u0007type" }),
+    legacy("2026-03-05T10:00:00", { type: "x".repeat(129) }),
+  ]);
+
+  const summary = await migrate(src, dst);
+
+  assert.equal(summary.records, 0);
+  const reasons = (await readLines(join(dst, REJECTS_FILE))).map((l) => JSON.parse(l).reason);
+  assert.deepEqual(reasons, [
+    `"type" is a number, not a string`,
+    `"type" cannot be used: "type" must be 1 to 128 characters long; it has 0.`,
+    `"type" cannot be used: "type" contains a control character; use printable characters only.`,
+    `"type" cannot be used: "type" must be 1 to 128 characters long; it has 129.`,
+  ]);
+});
+
+Deno.test("legacyDateToTs() throws SyntaxError for a malformed date and RangeError for an impossible one", () => {
+  assert.equal(legacyDateToTs("2026-03-05 22:10:00.1234"), "2026-03-05T22:10:00.123Z");
+  assert.throws(() => legacyDateToTs("05/03/2026 22:10"), SyntaxError);
+  assert.throws(() => legacyDateToTs("2026-02-30T00:00:00"), {
+    name: "RangeError",
+    message: 'Cannot convert legacy date "2026-02-30T00:00:00" is not a calendar date',
+  });
+});
+
+// --- safety --------------------------------------------------------------------------------------
+
+Deno.test("migrate() refuses to run again without force, lists every target and writes nothing", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  await sampleStore(src, 3);
+  const first = await migrate(src, dst);
+  const before = await treeState(dst);
+
+  const err = await migrate(src, dst).then(
+    () => assert.fail("the second run should have failed"),
+    (e: unknown) => e,
+  );
+
+  assert.ok(err instanceof MigrateConflictError);
+  assert.deepEqual(err.files, [first.rejectsFile, ...first.files.map((f) => f.path)].sort());
+  assert.match(err.message, /already exist .*--force/);
+  assert.deepEqual(await treeState(dst), before);
+});
+
+Deno.test("migrate() refuses when one target site file exists and removes its scratch space", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  await sampleStore(src, 3);
+  await Deno.mkdir(dst);
+  await Deno.writeTextFile(join(dst, "site_20260302.ndjson"), "live data\n");
+  await Deno.writeTextFile(join(dst, "site_20260401.ndjson"), "another day\n");
+  const before = await treeState(dst);
+
+  await assert.rejects(
+    () => migrate(src, dst),
+    (err: unknown) =>
+      err instanceof MigrateConflictError &&
+      err.files.length === 1 && err.files[0] === join(dst, "site_20260302.ndjson"),
+  );
+  // Only the site lock, which a telemetry server would create too, is new.
+  assert.deepEqual((await treeState(dst)).filter((e) => !e.startsWith(".lock ")), before);
+});
+
+Deno.test("migrate() with force replaces existing targets and reports them", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site"), ref = join(tmp.path, "ref");
+  await sampleStore(src, 3);
+  await migrate(src, ref);
+  await Deno.mkdir(dst);
+  await Deno.writeTextFile(join(dst, "site_20260302.ndjson"), "stale\n");
+  await Deno.writeTextFile(join(dst, REJECTS_FILE), "stale\n");
+
+  const summary = await migrate(src, dst, { force: true });
+
+  assert.deepEqual(summary.replaced, [join(dst, REJECTS_FILE), join(dst, "site_20260302.ndjson")]);
+  assert.deepEqual(await outputState(dst), await outputState(ref));
+});
+
+Deno.test("migrate() in a dry run reports the same files as a real run and writes nothing", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  await sampleStore(src);
+  const sourceBefore = await treeState(src);
+
+  const dry = await migrate(src, dst, { dryRun: true });
+
+  await assert.rejects(() => Deno.stat(dst), Deno.errors.NotFound);
+  assert.deepEqual(await treeState(src), sourceBefore);
+  const real = await migrate(src, dst);
+  assert.equal(dry.dryRun, true);
+  assert.deepEqual(dry.files, real.files);
+  assert.deepEqual(
+    [dry.records, dry.rejects, dry.blankLines, dry.collections],
+    [real.records, real.rejects, real.blankLines, real.collections],
+  );
+});
+
+Deno.test("migrate() output is byte-identical across runs, chunk sizes and buffer sizes", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy");
+  await sampleStore(src, 12, 20);
+  // Raw UTF-8 and CRLF line ends, so tiny chunks split characters and line ends.
+  await writeLegacy(
+    src,
+    "notes/log.json",
+    [
+      legacy("2026-03-02T01:00:00", { data: { text: "Cúpula abierta ° ✓ 🌙" } }),
+      '"a string record, rejected: ümlaut"',
+      legacy("2026-03-09T01:00:00", { type: "dome" }),
+    ],
+    "\r\n",
+  );
+  // Python wrote ASCII escapes, but a hand-edited file may hold raw UTF-8 in a record or a reject.
+  await Deno.writeTextFile(
+    join(src, "notes/raw.json"),
+    `{"_id": "r1", "type": "note", "date": "2026-03-03 02:00:00", "data": {"t": "señal 🌙"}}\n`,
+  );
+
+  const a = join(tmp.path, "a"), b = join(tmp.path, "b"), c = join(tmp.path, "c");
+  await migrate(src, a);
+  await migrate(src, b);
+  await migrate(src, c, { chunkBytes: 7, bufferBytes: 64 });
+
+  const state = await outputState(a);
+  assert.ok(state.length > 12);
+  assert.deepEqual(await outputState(b), state);
+  assert.deepEqual(await outputState(c), state);
+  const notes = (await readLines(join(a, "site_20260303.ndjson"))).map((l) => JSON.parse(l));
+  assert.deepEqual(notes.find((e) => e.meta.original_id === "r1").data, { t: "señal 🌙" });
+  const rejects = (await readLines(join(a, REJECTS_FILE))).map((l) => JSON.parse(l).text);
+  assert.ok(rejects.includes('"a string record, rejected: ümlaut"'), `${rejects}`);
+});
+
+Deno.test("migrate() throws MigrateError when the source is missing", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "nope");
+  await assert.rejects(() => migrate(src, join(tmp.path, "site")), {
+    name: "MigrateError",
+    message:
+      `Cannot migrate from "${src}": no such directory, pass the legacy database directory with --source`,
+  });
+  await assert.rejects(() => Deno.stat(join(tmp.path, "site")), Deno.errors.NotFound);
+});
+
+Deno.test("migrate() throws MigrateError when the source is a file", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "weather.json");
+  await Deno.writeTextFile(src, "");
+  await assert.rejects(() => migrate(src, join(tmp.path, "site")), (err: unknown) => {
+    assert.ok(err instanceof MigrateError);
+    assert.match(err.message, /it is a file, not a directory/);
+    return true;
+  });
+});
+
+Deno.test("migrate() refuses a destination whose site lock a telemetry server holds", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  await sampleStore(src, 1);
+  await Deno.mkdir(dst);
+  const lock = await SiteLock.acquire(dst);
+  try {
+    await assert.rejects(() => migrate(src, dst), (err: unknown) => {
+      assert.ok(err instanceof MigrateError);
+      assert.match(err.message, /a telemetry server or another migration is using it/);
+      return true;
+    });
+    assert.deepEqual(await siteFiles(dst), []);
+  } finally {
+    await lock.release();
+  }
+});
+
+Deno.test("migrate() reports progress in phase order up to the totals", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  await sampleStore(src, 4);
+  const seen: MigrateProgress[] = [];
+
+  const summary = await migrate(src, dst, { chunkBytes: 512, onProgress: (p) => seen.push(p) });
+
+  const phases = [...new Set(seen.map((p) => p.phase))];
+  assert.deepEqual(phases, ["read", "write", "commit"]);
+  const lastRead = seen.filter((p) => p.phase === "read").at(-1)!;
+  assert.equal(lastRead.bytesRead, lastRead.totalBytes);
+  assert.equal(lastRead.records, summary.records);
+  assert.deepEqual(
+    seen.filter((p) => p.phase === "write").map((p) => `${p.filesDone}/${p.filesTotal}`),
+    ["1/4", "2/4", "3/4", "4/4"],
+  );
+  assert.deepEqual(seen.at(-1), { ...seen.at(-1), phase: "commit", filesDone: 5, filesTotal: 5 });
+});
+
+// --- interruption --------------------------------------------------------------------------------
+
+Deno.test("migrate() killed mid-commit leaves each site file absent or complete", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site"), ref = join(tmp.path, "ref");
+  await sampleStore(src, 20, 50);
+  await migrate(src, ref);
+  const reference = await outputState(ref);
+  const committed = reference.filter((e) => e.startsWith("site_")).slice(0, 3);
+
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", join(import.meta.dirname!, "_migrate_child.ts"), src, dst, "commit:3"],
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  let output = "";
+  const decoder = new TextDecoder();
+  const reader = child.stdout.getReader();
+  while (!output.includes("PAUSED\n")) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    output += decoder.decode(value, { stream: true });
+  }
+  child.kill("SIGKILL");
+  const status = await child.status;
+  reader.releaseLock();
+  await child.stdout.cancel();
+  const stderr = decoder.decode(await new Response(child.stderr).arrayBuffer());
+  assert.ok(output.includes("PAUSED\n"), `the child never paused: ${output}${stderr}`);
+  assert.equal(status.signal, "SIGKILL");
+
+  // Three files were renamed into place, each one whole; the rest only exist in the scratch
+  // directory, which holds nothing else.
+  const state = await treeState(dst);
+  const outputs = state.filter((e) => e.startsWith("site_") || e.startsWith(REJECTS_FILE));
+  assert.deepEqual(outputs, committed);
+  const others = state.filter((e) => !outputs.includes(e) && !e.startsWith(".lock "));
+  assert.ok(others.length > 0 && others.every((e) => e.startsWith(".migrate-tmp-")), `${others}`);
+
+  const again = await migrate(src, dst, { force: true });
+  assert.deepEqual(again.replaced, committed.map((e) => join(dst, e.split(" ")[0]!)));
+  assert.deepEqual(
+    (await treeState(dst)).filter((e) => !e.startsWith(".lock ")),
+    reference,
+  );
+});
