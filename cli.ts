@@ -18,6 +18,7 @@
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { TelemetryClient, TelemetryConnectionError, TelemetryHttpError } from "./client.ts";
 import type { Envelope, TelemetryEvent } from "./event.ts";
+import { migrate, MigrateError, type MigrateProgress, type MigrateSummary } from "./migrate.ts";
 import {
   checkTimeZone,
   ConfigError,
@@ -740,7 +741,6 @@ async function postCommand(args: string[]): Promise<number> {
 // ---------------------------------------------------------------------------------------------
 // migrate
 
-// deno-lint-ignore require-await
 async function migrateCommand(args: string[]): Promise<number> {
   const { values } = parse("migrate", args, {
     source: { type: "string" },
@@ -750,7 +750,66 @@ async function migrateCommand(args: string[]): Promise<number> {
     help: { type: "boolean", short: "h" },
   }, false);
   if (values.help) return help("migrate");
-  throw new Failure("migrate is not wired yet");
+  if (values.source === undefined || values.dest === undefined) {
+    throw new UsageError(
+      `--source and --dest are both required, e.g. --source ./legacy-db --dest ./telemetry`,
+      "migrate",
+    );
+  }
+  const tty = Deno.stderr.isTerminal();
+  const err = (text: string) => Deno.stderr.writeSync(new TextEncoder().encode(text));
+  let lastDraw = 0;
+  const onProgress = (p: MigrateProgress) => {
+    const now = performance.now();
+    if (!tty || now - lastDraw < 200) return;
+    lastDraw = now;
+    const pct = p.phase === "read"
+      ? (p.totalBytes > 0 ? Math.floor(p.bytesRead / p.totalBytes * 100) : 100)
+      : (p.filesTotal > 0 ? Math.floor(p.filesDone / p.filesTotal * 100) : 100);
+    err(
+      `\r\x1b[K${
+        p.phase === "read" ? "reading" : p.phase === "write" ? "sorting" : "renaming"
+      } ${pct}% · ${p.records.toLocaleString("en-US")} records · ${
+        p.rejects.toLocaleString("en-US")
+      } rejects`,
+    );
+  };
+  let summary: MigrateSummary;
+  try {
+    summary = await migrate(values.source, values.dest, {
+      force: values.force ?? false,
+      dryRun: values["dry-run"] ?? false,
+      onProgress,
+    });
+  } catch (e) {
+    if (tty) err("\r\x1b[K");
+    if (e instanceof MigrateError) throw new Failure(e.message);
+    throw e;
+  }
+  if (tty) err("\r\x1b[K");
+  const n = (x: number) => x.toLocaleString("en-US");
+  const verb = summary.dryRun ? "would migrate" : "migrated";
+  console.log(
+    `${verb} ${n(summary.records)} records from ${
+      Object.keys(summary.collections).length
+    } collections into ${summary.files.length} site files in ${
+      (summary.elapsedMs / 1000).toFixed(1)
+    } s (${n(Math.round(summary.recordsPerSecond))} records/s)`,
+  );
+  for (const [collection, count] of Object.entries(summary.collections)) {
+    console.log(`  ${collection}: ${n(count)}`);
+  }
+  if (summary.files.length > 0) {
+    const first = summary.files[0]!.name, last = summary.files.at(-1)!.name;
+    console.log(`  files: ${first}${summary.files.length > 1 ? ` … ${last}` : ""}`);
+  }
+  if (summary.replaced.length > 0) console.log(`  replaced: ${summary.replaced.length} files`);
+  console.log(
+    `  rejects: ${n(summary.rejects)}${
+      summary.rejects > 0 ? ` (see ${summary.rejectsFile})` : ""
+    }; blank lines: ${n(summary.blankLines)}`,
+  );
+  return 0;
 }
 
 // ---------------------------------------------------------------------------------------------

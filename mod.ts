@@ -116,6 +116,21 @@ export {
   WriteError,
 } from "./server.ts";
 export {
+  legacyDateToTs,
+  migrate,
+  MigrateConflictError,
+  MIGRATED_FROM,
+  MigrateError,
+  type MigrateFileSummary,
+  type MigrateInputSummary,
+  type MigrateOptions,
+  type MigratePhase,
+  type MigrateProgress,
+  type MigrateSkipped,
+  type MigrateSummary,
+  REJECTS_FILE,
+} from "./migrate.ts";
+export {
   DEFAULT_SITE_DIR,
   ENV_VARS,
   formatAge,

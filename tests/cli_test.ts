@@ -472,3 +472,65 @@ Deno.test("spawnServer() starts a detached server with scoped permissions and st
     assert.equal(status.code, 0);
   }
 });
+
+/** Writes a tiny legacy store: two collections, one broken line, one snapshot file. */
+async function legacyStore(dir: string): Promise<void> {
+  await Deno.mkdir(join(dir, "sub"), { recursive: true });
+  await Deno.writeTextFile(
+    join(dir, "weather.json"),
+    [
+      '{"_id": "6f1c2d9e-1111-4c1a-9d1e-000000000001", "type": "weather", "date": "2024-03-01T22:15:03.123456", "data": {"wind": "12.5 deg"}}',
+      '{"_id": "6f1c2d9e-1111-4c1a-9d1e-000000000002", "type": "weather", "date": "2024-03-02 01:00:00", "data": {"wind": "10 deg"}}',
+      "not json",
+    ].join("\n") + "\n",
+  );
+  await Deno.writeTextFile(
+    join(dir, "sub", "status.json"),
+    '{"_id": "6f1c2d9e-1111-4c1a-9d1e-000000000003", "date": "2024-03-01T23:00:00Z", "data": 5}\n',
+  );
+  await Deno.writeTextFile(join(dir, "current_weather.json"), '{"x": 1}\n');
+}
+
+Deno.test("obs-utils telemetry migrate converts a legacy store and prints a summary", async () => {
+  await using src = await tempDir();
+  await using dest = await tempDir();
+  await legacyStore(src.path);
+  const out = join(dest.path, "out");
+  const r = await cli(["telemetry", "migrate", "--source", src.path, "--dest", out]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^migrated 3 records from 2 collections into 2 site files/);
+  assert.match(r.stdout, /rejects: 1 \(see .*migrate-rejects\.ndjson\)/);
+  const day = (await Deno.readTextFile(join(out, "site_20240301.ndjson"))).trimEnd().split("\n");
+  assert.equal(day.length, 2);
+  assert.deepEqual(JSON.parse(day[1]!).data, { value: 5 });
+});
+
+Deno.test("obs-utils telemetry migrate exits 1 naming the files it would overwrite", async () => {
+  await using src = await tempDir();
+  await using dest = await tempDir();
+  await legacyStore(src.path);
+  const first = await cli(["telemetry", "migrate", "--source", src.path, "--dest", dest.path]);
+  assert.equal(first.code, 0, first.stderr);
+  const before = await Deno.readTextFile(join(dest.path, "site_20240301.ndjson"));
+  const again = await cli(["telemetry", "migrate", "--source", src.path, "--dest", dest.path]);
+  assert.equal(again.code, 1);
+  assert.match(again.stderr, /site_20240301\.ndjson.*--force/);
+  assert.equal(await Deno.readTextFile(join(dest.path, "site_20240301.ndjson")), before);
+  const forced = await cli([
+    "telemetry",
+    "migrate",
+    "--source",
+    src.path,
+    "--dest",
+    dest.path,
+    "--force",
+  ]);
+  assert.equal(forced.code, 0, forced.stderr);
+  assert.match(forced.stdout, /replaced: 3 files/);
+});
+
+Deno.test("obs-utils telemetry migrate without --dest is a usage error", async () => {
+  const r = await cli(["telemetry", "migrate", "--source", "/nonexistent"]);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /--source and --dest are both required/);
+});
