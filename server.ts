@@ -227,6 +227,22 @@ const NDJSON_TYPE = /^application\/(?:x-)?ndjson\s*(?:;|$)/i;
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
 
 async function readBody(req: Request, maxBody: number): Promise<Uint8Array> {
+  try {
+    return await readBodyBytes(req, maxBody);
+  } catch (err) {
+    // A body that ends before its Content-Length, or a chunked body cut mid-chunk, is the
+    // client's fault: Deno reports it as BadResource, which must not become a 500.
+    if (err instanceof Deno.errors.BadResource || err instanceof Deno.errors.Http) {
+      throw new HttpError(
+        400,
+        "The request body ended before it was complete; send the whole body, with a Content-Length that matches it.",
+      );
+    }
+    throw err;
+  }
+}
+
+async function readBodyBytes(req: Request, maxBody: number): Promise<Uint8Array> {
   const declared = req.headers.get("content-length");
   if (declared !== null && Number(declared) > maxBody) {
     await req.body?.cancel();

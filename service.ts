@@ -49,6 +49,14 @@ export const DEFAULT_SITE_TYPES: readonly string[] = ["weather", "environment"];
 export const DEFAULT_MAX_TYPES = 10_000;
 /** A run id is one safe path segment (CONTRACT 2.3). */
 export const RUN_ID_PATTERN: RegExp = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+/**
+ * How many levels of objects and arrays `data` and `meta` may nest (`data` itself is level 1).
+ * Deeper values are refused with 400: whether `JSON.stringify` overflows the stack on them depends
+ * on how deep the call stack already is (a 20,000-level run `meta` failed inside the active-run
+ * write with a 500 and left files behind), and readers such as Python's `json` give up near
+ * 1,000 levels.
+ */
+const MAX_NESTING = 100;
 
 const ACTIVE_RUN_FILE = ".active-run.json";
 const RUN_FILE = "telemetry.ndjson";
@@ -1047,7 +1055,28 @@ function parseRunStart(body: unknown): RunStartRequest {
   if (!isJsonObject(meta)) {
     throw new ServiceError(400, `"meta" must be a JSON object, not ${describe(meta)}.`);
   }
+  if (nestsDeeperThan(meta, MAX_NESTING)) throw tooDeep("", "meta");
   return { runId, runDir, meta };
+}
+
+/** Whether objects and arrays nest deeper than `max` levels; iterative, so any depth is safe. */
+function nestsDeeperThan(value: unknown, max: number): boolean {
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const [current, depth] = stack.pop()!;
+    if (depth > max) return true;
+    for (const child of Array.isArray(current) ? current : Object.values(current as object)) {
+      if (typeof child === "object" && child !== null) stack.push([child, depth + 1]);
+    }
+  }
+  return false;
+}
+
+function tooDeep(where: string, key: string): ServiceError {
+  return new ServiceError(
+    400,
+    `${where}"${key}" nests objects or arrays more than ${MAX_NESTING} levels deep; flatten it.`,
+  );
 }
 
 function optionalString(body: JsonObject, key: string): string | undefined {
@@ -1090,6 +1119,8 @@ function prepareEvent(raw: unknown, receivedAt: number, index: number | undefine
   if (!isJsonObject(meta)) {
     throw new ServiceError(400, `${where}"meta" must be a JSON object, not ${describe(meta)}.`);
   }
+  if (nestsDeeperThan(raw.data, MAX_NESTING)) throw tooDeep(where, "data");
+  if (nestsDeeperThan(meta, MAX_NESTING)) throw tooDeep(where, "meta");
   let callerRunId: string | undefined;
   if (meta.run_id !== undefined) {
     if (typeof meta.run_id !== "string") {

@@ -549,14 +549,15 @@ export async function writeJsonAtomic(path: string, value: unknown): Promise<voi
   const tmp = `${path}.tmp-${crypto.randomUUID()}`;
   const file = await Deno.open(tmp, { write: true, createNew: true });
   try {
-    await writeFull(file, encoder.encode(JSON.stringify(value) + "\n"));
-    await file.syncData();
-  } finally {
-    file.close();
-  }
-  try {
+    try {
+      await writeFull(file, encoder.encode(JSON.stringify(value) + "\n"));
+      await file.syncData();
+    } finally {
+      file.close();
+    }
     await Deno.rename(tmp, path);
   } catch (err) {
+    // A full disk or a value that cannot be serialised must not leave the temporary file behind.
     await Deno.remove(tmp).catch(() => {});
     throw err;
   }
