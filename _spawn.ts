@@ -107,7 +107,7 @@ export interface SpawnedServer extends AsyncDisposable {
   stop(): Promise<Deno.CommandStatus>;
 }
 
-async function freePort(hostname: string): Promise<number> {
+function freePort(hostname: string): number {
   const listener = Deno.listen({ hostname, port: 0 });
   const port = (listener.addr as Deno.NetAddr).port;
   listener.close();
@@ -136,7 +136,7 @@ async function freePort(hostname: string): Promise<number> {
 export async function spawnServer(options: SpawnOptions): Promise<SpawnedServer> {
   const host = options.host ?? "localhost";
   const port = options.port === 0
-    ? await freePort(host === "localhost" ? "127.0.0.1" : host)
+    ? freePort(host === "localhost" ? "127.0.0.1" : host)
     : options.port ?? 6562;
   const siteDir = resolve(options.siteDir);
   const roots = (options.allowRunRoots ?? []).map((r) => resolve(r));

@@ -73,7 +73,7 @@ function hasWrk(): boolean {
   }
 }
 
-async function freePort(): Promise<number> {
+function freePort(): number {
   const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (l.addr as Deno.NetAddr).port;
   l.close();
@@ -88,7 +88,7 @@ interface Running {
 }
 
 async function start(target: Target): Promise<Running> {
-  const port = await freePort();
+  const port = freePort();
   let args: string[];
   let siteDir: string | undefined;
   if (target === "floor") {
