@@ -1097,6 +1097,17 @@ function optionalBoolean(body: JsonObject, key: string, where: string): boolean 
   return value;
 }
 
+let lastReceivedMs = NaN;
+let lastReceivedTs = "";
+/** `formatTimestamp` for receive times, which repeat within a millisecond under load. */
+function receivedTs(ms: number): string {
+  if (ms !== lastReceivedMs) {
+    lastReceivedTs = formatTimestamp(ms);
+    lastReceivedMs = ms;
+  }
+  return lastReceivedTs;
+}
+
 /** Validates one event request (CONTRACT 2.4) and serialises what does not depend on the seq. */
 function prepareEvent(raw: unknown, receivedAt: number, index: number | undefined): PreparedEvent {
   const where = index === undefined ? "" : `Item ${index}: `;
@@ -1135,7 +1146,7 @@ function prepareEvent(raw: unknown, receivedAt: number, index: number | undefine
   }
   let ts: string;
   if (raw.ts === undefined || raw.ts === null) {
-    ts = formatTimestamp(receivedAt);
+    ts = receivedTs(receivedAt);
   } else if (typeof raw.ts !== "string") {
     throw new ServiceError(
       400,
