@@ -430,7 +430,13 @@ async function stopCommand(args: string[]): Promise<number> {
     if (err instanceof TelemetryConnectionError) {
       throw new Failure(`No telemetry service answers at ${conn.baseUrl}; nothing to stop`);
     }
-    throw err;
+    if (err instanceof TelemetryHttpError && err.status === 401) {
+      throw new Failure(
+        `The service at ${conn.baseUrl} requires a token; pass --token or set OBS_TELEMETRY_TOKEN`,
+      );
+    }
+    // 503: it is already shutting down; wait for it like for our own request.
+    if (!(err instanceof TelemetryHttpError && err.status === 503)) throw clientFailure(err, conn);
   }
   const deadline = Date.now() + timeoutS * 1000;
   while (Date.now() < deadline) {
@@ -684,11 +690,13 @@ async function follow(
       }
       draw();
       await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, intervalS * 1000);
-        controller.signal.addEventListener("abort", () => {
-          clearTimeout(t);
+        const done = () => {
+          clearTimeout(timer);
+          controller.signal.removeEventListener("abort", done);
           resolve();
-        }, { once: true });
+        };
+        const timer = setTimeout(done, intervalS * 1000);
+        controller.signal.addEventListener("abort", done);
       });
     }
   } finally {

@@ -130,6 +130,10 @@ export function checkEventType(type: unknown): string | undefined {
   if (CONTROL_CHARS.test(type)) {
     return `"type" contains a control character; use printable characters only.`;
   }
+  if (type === "." || type === "..") {
+    // URLs collapse these path segments, so GET /current/{type} could never address them.
+    return `"type" cannot be "." or ".."; use a name such as "weather".`;
+  }
   return undefined;
 }
 

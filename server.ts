@@ -297,10 +297,12 @@ async function readJsonBody(req: Request, maxBody: number, allowNdjson = false):
   ndjson: string | undefined;
 }> {
   const contentType = req.headers.get("content-type") ?? "";
-  const bytes = await readBody(req, maxBody);
-  if (bytes.length === 0) return { value: undefined, ndjson: undefined };
   const isNdjson = allowNdjson && NDJSON_TYPE.test(contentType);
-  if (!isNdjson && !JSON_TYPE.test(contentType)) {
+  // Refuse a non-JSON body before reading it, so a large form post is not buffered first.
+  const declared = req.headers.get("content-length");
+  const hasBody = declared === null ? req.body !== null : Number(declared) > 0;
+  if (hasBody && !isNdjson && !JSON_TYPE.test(contentType)) {
+    await req.body?.cancel().catch(() => {});
     throw new HttpError(
       415,
       `Content-Type ${
@@ -310,6 +312,8 @@ async function readJsonBody(req: Request, maxBody: number, allowNdjson = false):
       }.`,
     );
   }
+  const bytes = await readBody(req, maxBody);
+  if (bytes.length === 0) return { value: undefined, ndjson: undefined };
   const text = decodeText(bytes);
   if (isNdjson) return { value: undefined, ndjson: text };
   return { value: parseJson(text, "The body"), ndjson: undefined };
@@ -557,6 +561,21 @@ export function createHandler(
   };
 }
 
+/** Waits for `promise`, or until the epoch-ms `deadline`, whichever comes first. */
+async function raceDeadline(promise: Promise<void>, deadline: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    await Promise.race([
+      promise,
+      new Promise<void>((resolve) =>
+        timer = setTimeout(resolve, Math.max(0, deadline - Date.now()))
+      ),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Options of {@linkcode startServer}: the service's, the handler's, and where to listen. */
 export interface ServerOptions extends ServiceOptions {
   /**
@@ -659,9 +678,20 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
     isShuttingDown: () => stopping !== undefined,
     ...(options.onError ? { onError: options.onError } : {}),
   });
+  // Requests being answered; shutdown waits for them before it closes the files.
+  let inFlight = 0;
+  let drained: PromiseWithResolvers<void> | undefined;
+  const counted: TelemetryHandler = async (req, info) => {
+    inFlight++;
+    try {
+      return await handler(req, info);
+    } finally {
+      if (--inFlight === 0) drained?.resolve();
+    }
+  };
   let server: Deno.HttpServer<Deno.NetAddr>;
   try {
-    server = Deno.serve({ hostname, port, onListen: () => {} }, handler);
+    server = Deno.serve({ hostname, port, onListen: () => {} }, counted);
   } catch (err) {
     await service.close();
     throw err;
@@ -672,19 +702,21 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   function shutdown(): Promise<void> {
     if (stopping) return stopping;
     stopping = (async () => {
-      let timer: ReturnType<typeof setTimeout> | undefined;
+      const deadline = Date.now() + graceMs;
+      // Open GET /stream responses never finish by themselves; end them first.
+      streamsEnd.abort();
+      // New requests are answered 503 from now on while the listener stays open, so whoever
+      // waits for the port to close (`obs-utils telemetry stop`) knows the lock is free.
+      if (inFlight > 0) {
+        drained = Promise.withResolvers<void>();
+        await raceDeadline(drained.promise, deadline);
+      }
       try {
-        // Open GET /stream responses never finish by themselves; end them first.
-        streamsEnd.abort();
-        // A peer that stopped reading holds its connection (and so server.shutdown()) forever;
-        // after the grace period the files are closed anyway and the caller may exit.
-        await Promise.race([
-          server.shutdown(),
-          new Promise<void>((resolve) => timer = setTimeout(resolve, graceMs)),
-        ]);
-      } finally {
-        clearTimeout(timer);
         await service.close();
+      } finally {
+        // A peer that stopped reading holds its connection (and so server.shutdown()) forever;
+        // past the grace period the caller may exit anyway: the files are already closed.
+        await raceDeadline(server.shutdown(), deadline);
       }
     })();
     stopping.then(done.resolve, done.reject);

@@ -32,15 +32,19 @@ import {
   errorText,
   type FsyncMode,
   isDiskFull,
+  latestSiteFiles,
   NdjsonWriter,
-  newestSiteFile,
   readJsonFile,
+  readSeqMark,
   recoverTornTail,
   removeIfExists,
   scanStream,
+  SITE_FILE,
   siteFileName,
   SiteLock,
+  type StreamScan,
   writeJsonAtomic,
+  writeSeqMark,
 } from "./storage.ts";
 
 /** Site-wide event types written to the site stream during a run too (CONTRACT 3). */
@@ -59,6 +63,11 @@ export const RUN_ID_PATTERN: RegExp = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 const MAX_NESTING = 100;
 
 const ACTIVE_RUN_FILE = ".active-run.json";
+/**
+ * How far past an unwritten (ephemeral) seq the persisted high-water mark reserves, so that not
+ * every ephemeral event costs a file write. After a crash, seq continues above the reservation.
+ */
+const SEQ_RESERVE = 1024;
 const RUN_FILE = "telemetry.ndjson";
 const encoder = new TextEncoder();
 
@@ -188,6 +197,10 @@ interface ActiveRun {
   record: RunRecord;
   writer: NdjsonWriter;
   lastSeq: number;
+  /** The persisted high-water mark of the run stream (0: none). */
+  mark: number;
+  /** The highest seq of the run stream that is on disk. */
+  lastWritten: number;
   /** Seq of the run stream when this start happened; persisted to count `events` on resume. */
   seqAtStart: number;
 }
@@ -282,6 +295,11 @@ export class TelemetryService implements AsyncDisposable {
   #warn: (message: string) => void;
   #keyer: DayKeyer;
   #siteSeq: number;
+  /** The persisted high-water mark of the site stream (0: none). */
+  #siteMark: number;
+  /** The highest site seq that is on disk. */
+  #siteLastWritten: number;
+  #syncingAll: Promise<void> | undefined;
   #siteWriters = new Map<string, NdjsonWriter>();
   #run: ActiveRun | undefined;
   #snapshot = new Map<string, SnapshotEntry>();
@@ -303,6 +321,8 @@ export class TelemetryService implements AsyncDisposable {
     runRoots: string[];
     warn: (message: string) => void;
     siteSeq: number;
+    siteMark: number;
+    siteLastWritten: number;
   }) {
     this.siteDir = init.siteDir;
     this.timeZone = init.timeZone;
@@ -315,6 +335,8 @@ export class TelemetryService implements AsyncDisposable {
     this.#warn = init.warn;
     this.#keyer = new DayKeyer(init.timeZone);
     this.#siteSeq = init.siteSeq;
+    this.#siteMark = init.siteMark;
+    this.#siteLastWritten = init.siteLastWritten;
   }
 
   /**
@@ -348,6 +370,7 @@ export class TelemetryService implements AsyncDisposable {
     try {
       const warn = options.onWarning ?? (() => {});
       const site = await resumeSiteStream(siteDir, warn);
+      const siteMark = await readSeqMark(siteDir);
       const service = new TelemetryService({
         siteDir,
         timeZone,
@@ -358,12 +381,17 @@ export class TelemetryService implements AsyncDisposable {
         maxTypes: options.maxTypes ?? DEFAULT_MAX_TYPES,
         runRoots,
         warn,
-        siteSeq: site.lastSeq,
+        siteSeq: Math.max(site.lastSeq, siteMark),
+        siteMark,
+        siteLastWritten: site.lastSeq,
       });
       for (const line of site.latest.values()) service.#restoreSnapshot(line);
       await service.#resumeRun();
       if (fsync === "interval") {
-        const timer = setInterval(() => void service.#syncAll(), 1000);
+        const timer = setInterval(() => {
+          // A slow disk must not pile syncs up behind each other.
+          service.#syncingAll ??= service.#syncAll().finally(() => service.#syncingAll = undefined);
+        }, 1000);
         Deno.unrefTimer(timer);
         service.#syncTimer = timer;
       }
@@ -524,7 +552,14 @@ export class TelemetryService implements AsyncDisposable {
     this.#closing = true;
     while (this.#draining) await this.#draining;
     clearInterval(this.#syncTimer);
+    await this.#syncingAll;
     const errors: unknown[] = [];
+    try {
+      await this.#settleSiteMark();
+      if (this.#run) await this.#settleRunMark(this.#run);
+    } catch (err) {
+      errors.push(err);
+    }
     for (const writer of [...this.#siteWriters.values(), this.#run?.writer]) {
       try {
         await writer?.close();
@@ -536,6 +571,24 @@ export class TelemetryService implements AsyncDisposable {
     this.#listeners.clear();
     await this.#lock.release();
     if (errors.length > 0) throw errors[0];
+  }
+
+  /**
+   * On close, records the exact site counter when seqs above the last line were handed out (or
+   * a reservation exists), so a restart neither reuses them nor skips a reservation's worth.
+   */
+  async #settleSiteMark(): Promise<void> {
+    if (this.#siteSeq > this.#siteLastWritten || this.#siteMark > this.#siteSeq) {
+      await writeSeqMark(this.siteDir, this.#siteSeq);
+      this.#siteMark = this.#siteSeq;
+    }
+  }
+
+  async #settleRunMark(run: ActiveRun): Promise<void> {
+    if (run.lastSeq > run.lastWritten || run.mark > run.lastSeq) {
+      await writeSeqMark(run.record.run_dir, run.lastSeq);
+      run.mark = run.lastSeq;
+    }
   }
 
   #control<T>(fn: () => Promise<T>): Promise<T> {
@@ -593,6 +646,8 @@ export class TelemetryService implements AsyncDisposable {
 
     let siteSeq = this.#siteSeq;
     let runSeq = run?.lastSeq ?? 0;
+    let siteWritten = this.#siteLastWritten, runWritten = run?.lastWritten ?? 0;
+    let siteUnwritten = 0, runUnwritten = 0; // highest seq handed out but not stored
     const runId = run?.record.run_id;
     const pending = new Map<NdjsonWriter | string, string[]>(); // writer, or day key to open
     const push = (target: NdjsonWriter | string, line: string) => {
@@ -612,17 +667,26 @@ export class TelemetryService implements AsyncDisposable {
         let answer: CommittedEvent;
         if (run) {
           const line = `{"seq":${++runSeq}${tail}`;
-          if (item.storePermanently) push(run.writer, line);
+          if (item.storePermanently) {
+            push(run.writer, line);
+            runWritten = runSeq;
+          } else runUnwritten = runSeq;
           answer = { line, stream: "run", seq: runSeq, type: item.type, data: item.data, runId };
           copies.push(["run", item.type]);
           if (this.#siteTypes.has(item.type)) {
             const siteLine = `{"seq":${++siteSeq}${tail}`;
-            if (item.storePermanently) push(this.#keyer.keyFor(item.receivedAt), siteLine);
+            if (item.storePermanently) {
+              push(this.#keyer.keyFor(item.receivedAt), siteLine);
+              siteWritten = siteSeq;
+            } else siteUnwritten = siteSeq;
             copies.push(["site", item.type]);
           }
         } else {
           const line = `{"seq":${++siteSeq}${tail}`;
-          if (item.storePermanently) push(this.#keyer.keyFor(item.receivedAt), line);
+          if (item.storePermanently) {
+            push(this.#keyer.keyFor(item.receivedAt), line);
+            siteWritten = siteSeq;
+          } else siteUnwritten = siteSeq;
           answer = { line, stream: "site", seq: siteSeq, type: item.type, data: item.data, runId };
           copies.push(["site", item.type]);
         }
@@ -635,6 +699,16 @@ export class TelemetryService implements AsyncDisposable {
     let bytes = 0;
     const written: [NdjsonWriter, number][] = [];
     try {
+      // Seqs that reach no file must still never be handed out again (CONTRACT 3): reserve a
+      // block above them on disk before anyone is told about them.
+      if (siteUnwritten > this.#siteMark) {
+        await writeSeqMark(this.siteDir, siteUnwritten + SEQ_RESERVE);
+        this.#siteMark = siteUnwritten + SEQ_RESERVE;
+      }
+      if (run && runUnwritten > run.mark) {
+        await writeSeqMark(run.record.run_dir, runUnwritten + SEQ_RESERVE);
+        run.mark = runUnwritten + SEQ_RESERVE;
+      }
       for (const [target, lines] of pending) {
         const writer = typeof target === "string" ? await this.#siteWriter(target) : target;
         const chunk = encoder.encode(lines.join("\n") + "\n");
@@ -661,8 +735,10 @@ export class TelemetryService implements AsyncDisposable {
     await this.#retireOldSiteWriters();
 
     this.#siteSeq = siteSeq;
+    this.#siteLastWritten = siteWritten;
     if (run) {
       run.lastSeq = runSeq;
+      run.lastWritten = runWritten;
       run.record.events += pending.get(run.writer)?.length ?? 0;
     }
     for (const [stream, type] of copies) {
@@ -833,7 +909,10 @@ export class TelemetryService implements AsyncDisposable {
       });
     }
     const path = join(runDir, RUN_FILE);
-    const scan = await scanStream(path); // resumes seq when the directory held a run before
+    // A directory that held a run before continues its seq, past any unwritten seqs too.
+    const scan = await scanStream(path);
+    const mark = await readSeqMark(runDir);
+    const lastSeq = Math.max(scan.lastSeq, mark);
     const writer = await NdjsonWriter.open(path, this.fsync);
     const record: RunRecord = {
       run_id: runId,
@@ -846,13 +925,20 @@ export class TelemetryService implements AsyncDisposable {
     try {
       await writeJsonAtomic(join(this.siteDir, ACTIVE_RUN_FILE), {
         ...record,
-        seq_at_start: scan.lastSeq,
+        seq_at_start: lastSeq,
       });
     } catch (err) {
       await writer.close();
       throw writeFailure(err);
     }
-    this.#run = { record, writer, lastSeq: scan.lastSeq, seqAtStart: scan.lastSeq };
+    this.#run = {
+      record,
+      writer,
+      lastSeq,
+      mark,
+      lastWritten: scan.lastSeq,
+      seqAtStart: lastSeq,
+    };
     this.#publish({ kind: "run", run: { ...record }, active: true });
     return { run: { ...record }, created: true };
   }
@@ -871,6 +957,9 @@ export class TelemetryService implements AsyncDisposable {
     }
     this.#run = undefined;
     active.record.stopped_at = formatTimestamp(this.#clock());
+    await this.#settleRunMark(active).catch((e) =>
+      this.#warn(`Cannot record the last seq of run ${active.record.run_id}: ${errorText(e)}`)
+    );
     await active.writer.close().catch((e) =>
       this.#warn(`Cannot close ${active.writer.path}: ${errorText(e)}`)
     );
@@ -903,7 +992,15 @@ export class TelemetryService implements AsyncDisposable {
     const file = join(runDir, RUN_FILE);
     const writer = await NdjsonWriter.open(file, this.fsync);
     const seqAtStart = typeof saved.seq_at_start === "number" ? saved.seq_at_start : 0;
-    const scan = await scanStream(file, seqAtStart);
+    let scan: Awaited<ReturnType<typeof scanStream>>;
+    let mark: number;
+    try {
+      scan = await scanStream(file, seqAtStart);
+      mark = await readSeqMark(runDir);
+    } catch (err) {
+      await writer.close();
+      throw err;
+    }
     for (const line of scan.latest.values()) this.#restoreSnapshot(line);
     this.#run = {
       record: {
@@ -915,7 +1012,9 @@ export class TelemetryService implements AsyncDisposable {
         meta: isJsonObject(saved.meta) ? saved.meta : {},
       },
       writer,
-      lastSeq: scan.lastSeq,
+      lastSeq: Math.max(scan.lastSeq, mark),
+      mark,
+      lastWritten: scan.lastSeq,
       seqAtStart,
     };
   }
@@ -1004,17 +1103,19 @@ async function resumeSiteStream(
   siteDir: string,
   warn: (message: string) => void,
 ): Promise<{ lastSeq: number; latest: Map<string, string> }> {
-  const newest = await newestSiteFile(siteDir);
-  if (newest === undefined) return { lastSeq: 0, latest: new Map() };
-  const moved = await recoverTornTail(newest);
-  if (moved > 0) warn(`Moved a torn last line (${moved} bytes) of ${newest} to ${newest}.torn.`);
-  const scan = await scanStream(newest);
-  if (scan.lastSeq > 0) return scan;
-  // The newest file is empty (a rolled-back first write): seq must still continue, and the
+  const candidates = await latestSiteFiles(siteDir);
+  let best: StreamScan = { lastSeq: 0, latest: new Map(), countedAfter: 0 };
+  for (const path of candidates) {
+    const moved = await recoverTornTail(path);
+    if (moved > 0) warn(`Moved a torn last line (${moved} bytes) of ${path} to ${path}.torn.`);
+    const scan = await scanStream(path);
+    if (scan.lastSeq > best.lastSeq) best = scan;
+  }
+  if (candidates.length === 0 || best.lastSeq > 0) return best;
+  // The newest files are empty (a rolled-back first write): seq must still continue, and the
   // snapshot comes from the file that holds the last seq.
-  let best = scan;
   for await (const entry of Deno.readDir(siteDir)) {
-    if (/^site_\d{8}\.ndjson$/.test(entry.name)) {
+    if (SITE_FILE.test(entry.name)) {
       const other = await scanStream(join(siteDir, entry.name));
       if (other.lastSeq > best.lastSeq) best = other;
     }

@@ -156,22 +156,63 @@ export function siteFileName(key: string): string {
   return `site_${key}.ndjson`;
 }
 
-const SITE_FILE = /^site_(\d{8})\.ndjson$/;
+/** Names of site-stream files. */
+export const SITE_FILE: RegExp = /^site_(\d{8})\.ndjson$/;
 
 /**
- * Finds the newest site file (the greatest day key) in a site directory.
+ * Finds the site files that may hold the site stream's last seq: the newest by day key and the
+ * most recently modified (they differ after the clock was stepped back across local noon).
  *
  * @param siteDir The site directory.
- * @returns Its path, or `undefined` when there is none.
+ * @returns One or two paths, the newest by name first; none when there is no site file.
  */
-export async function newestSiteFile(siteDir: string): Promise<string | undefined> {
-  let best: string | undefined;
+export async function latestSiteFiles(siteDir: string): Promise<string[]> {
+  let byName: string | undefined;
+  let byTime: string | undefined;
+  let newestTime = -Infinity;
   for await (const entry of Deno.readDir(siteDir)) {
-    if (entry.isFile && SITE_FILE.test(entry.name) && (best === undefined || entry.name > best)) {
-      best = entry.name;
+    if (!entry.isFile || !SITE_FILE.test(entry.name)) continue;
+    if (byName === undefined || entry.name > byName) byName = entry.name;
+    const mtime = (await Deno.stat(join(siteDir, entry.name))).mtime?.getTime() ?? -Infinity;
+    if (mtime > newestTime) {
+      newestTime = mtime;
+      byTime = entry.name;
     }
   }
-  return best === undefined ? undefined : join(siteDir, best);
+  return [...new Set([byName, byTime])].filter((n) => n !== undefined).map((n) => join(siteDir, n));
+}
+
+/**
+ * The file beside a stream's NDJSON files that records the highest seq it has handed out, for
+ * seqs that never reached a file (events posted with `store_permanently: false`).
+ */
+export const SEQ_MARK_FILE = ".seq-mark.json";
+
+/**
+ * Reads a stream's seq high-water mark.
+ *
+ * @param dir The site directory or a run directory.
+ * @returns The mark, or 0 when there is none (or it is unreadable).
+ */
+export async function readSeqMark(dir: string): Promise<number> {
+  try {
+    const value = await readJsonFile(join(dir, SEQ_MARK_FILE));
+    const seq = (value as { seq?: unknown } | undefined)?.seq;
+    return typeof seq === "number" && Number.isSafeInteger(seq) && seq > 0 ? seq : 0;
+  } catch (err) {
+    if (err instanceof SyntaxError) return 0;
+    throw err;
+  }
+}
+
+/**
+ * Records a stream's seq high-water mark atomically.
+ *
+ * @param dir The site directory or a run directory.
+ * @param seq No seq at or below it may be handed out again.
+ */
+export async function writeSeqMark(dir: string, seq: number): Promise<void> {
+  await writeJsonAtomic(join(dir, SEQ_MARK_FILE), { seq });
 }
 
 /**
@@ -239,7 +280,13 @@ async function readFull(file: Deno.FsFile, into: Uint8Array): Promise<void> {
   }
 }
 
-async function writeFull(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
+/**
+ * Writes all of `bytes`, looping over short writes.
+ *
+ * @param file An open file.
+ * @param bytes What to write.
+ */
+export async function writeFull(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
   let off = 0;
   while (off < bytes.length) off += await file.write(bytes.subarray(off));
 }
@@ -386,6 +433,8 @@ export class NdjsonWriter {
   #fsync: FsyncMode;
   #dirty = false;
   #closed = false;
+  #sizeUnknown = false;
+  #syncing: Promise<void> | undefined;
 
   private constructor(path: string, file: Deno.FsFile, size: number, fsync: FsyncMode) {
     this.path = path;
@@ -427,6 +476,11 @@ export class NdjsonWriter {
    */
   async append(bytes: Uint8Array): Promise<void> {
     if (this.#closed) throw new Error(`Cannot write to ${this.path}: the writer is closed`);
+    if (this.#sizeUnknown) {
+      // An earlier rollback failed: learn where the file really ends before writing again.
+      this.#size = (await this.#file.stat()).size;
+      this.#sizeUnknown = false;
+    }
     const before = this.#size;
     try {
       await writeFull(this.#file, bytes);
@@ -434,7 +488,9 @@ export class NdjsonWriter {
       else this.#dirty = true;
       this.#size = before + bytes.length;
     } catch (err) {
-      await this.truncate(before).catch(() => {});
+      await this.truncate(before).catch(() => {
+        this.#sizeUnknown = true;
+      });
       throw new WriteError(`Cannot write to ${this.path}: ${errorText(err)}`, {
         cause: err,
         diskFull: isDiskFull(err),
@@ -449,21 +505,40 @@ export class NdjsonWriter {
    * @param size The length to keep.
    */
   async truncate(size: number): Promise<void> {
-    await this.#file.truncate(size);
+    try {
+      await this.#file.truncate(size);
+    } catch (err) {
+      this.#sizeUnknown = true;
+      throw err;
+    }
     this.#size = size;
   }
 
-  /** fdatasyncs if anything was written since the last sync. */
-  async sync(): Promise<void> {
-    if (!this.#dirty || this.#closed) return;
-    this.#dirty = false;
-    await this.#file.syncData();
+  /**
+   * fdatasyncs if anything was written since the last sync. Concurrent calls share one sync;
+   * a failed sync leaves the writer dirty, so the next call (or close) tries again.
+   */
+  sync(): Promise<void> {
+    if (!this.#dirty || this.#closed) return this.#syncing ?? Promise.resolve();
+    this.#syncing ??= (async () => {
+      this.#dirty = false;
+      try {
+        await this.#file.syncData();
+      } catch (err) {
+        this.#dirty = true;
+        throw err;
+      } finally {
+        this.#syncing = undefined;
+      }
+    })();
+    return this.#syncing;
   }
 
   /** Syncs (unless `fsync` is `never`) and closes the file. Safe to call twice. */
   async close(): Promise<void> {
     if (this.#closed) return;
     try {
+      await this.#syncing?.catch(() => {});
       if (this.#fsync !== "never") await this.sync();
     } finally {
       this.#closed = true;
@@ -522,8 +597,14 @@ export class SiteLock {
       if (!locked) file.close();
     }
     if (!locked) throw new SiteInUseError(siteDir);
-    await file.truncate(0);
-    await writeFull(file, encoder.encode(`${Deno.pid}\n`));
+    try {
+      await file.truncate(0);
+      await writeFull(file, encoder.encode(`${Deno.pid}\n`));
+    } catch (err) {
+      await file.unlock().catch(() => {});
+      file.close();
+      throw err;
+    }
     return new SiteLock(file);
   }
 

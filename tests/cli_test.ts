@@ -535,3 +535,26 @@ Deno.test("obs-utils telemetry migrate without --dest is a usage error", async (
   assert.equal(r.code, 2);
   assert.match(r.stderr, /--source and --dest are both required/);
 });
+
+Deno.test("obs-utils telemetry stop returns only once the site directory is free again", async () => {
+  await using tmp = await tempDir();
+  const port = freePort();
+  const server = await runServer(tmp.path, port);
+  // A client stuck halfway through its upload keeps a request in flight during shutdown.
+  const stuck = await Deno.connect({ hostname: "127.0.0.1", port });
+  await stuck.write(
+    new TextEncoder().encode(
+      `POST /event HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"type":`,
+    ),
+  );
+  try {
+    const stop = await cli(["telemetry", "stop", ...conn(port)]);
+    assert.equal(stop.code, 0, stop.stderr);
+    const next = await runServer(tmp.path, freePort());
+    const done = await next.stop();
+    assert.match(next.firstOutput, /listening on/, done.stderr);
+  } finally {
+    stuck.close();
+    await server.stop();
+  }
+});

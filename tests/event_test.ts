@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { type Envelope, TelemetryEvent } from "../event.ts";
+import { checkEventType, type Envelope, parseTimestamp, TelemetryEvent } from "../event.ts";
 
 function envelope(): Envelope {
   return {
@@ -148,4 +148,15 @@ Deno.test("TelemetryEvent constructor called from untyped code with null throws 
     name: "TypeError",
     message: /expected an envelope object, not null/,
   });
+});
+
+Deno.test('checkEventType() refuses "." and "..", which no /current/{type} URL can address', () => {
+  assert.match(checkEventType(".")!, /cannot be "\." or "\.\."/);
+  assert.match(checkEventType("..")!, /cannot be "\." or "\.\."/);
+  assert.equal(checkEventType("..."), undefined);
+});
+
+Deno.test("parseTimestamp() rejects a leap second and accepts the last millisecond of a day", () => {
+  assert.throws(() => parseTimestamp("2026-06-30T23:59:60Z"), RangeError);
+  assert.equal(parseTimestamp("2026-06-30T23:59:59.999Z"), Date.UTC(2026, 5, 30, 23, 59, 59, 999));
 });

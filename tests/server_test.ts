@@ -643,6 +643,13 @@ Deno.test("POST /event answers 415 for a form post", async () => {
   await problem(res, 415);
 });
 
+Deno.test("POST /event answers 415 before reading a text/plain body larger than the limit", async () => {
+  await using dir = await tempDir();
+  await using server = await testServer({ siteDir: dir.path, maxBody: 1024 });
+  const res = await post(`${server.url}/event`, "x".repeat(4096), "text/plain");
+  assert.match((await problem(res, 415)).detail, /application\/json/);
+});
+
 Deno.test("POST /run/start answers 415 for a text/plain body", async () => {
   await using dir = await tempDir();
   await using server = await testServer({ siteDir: dir.path });

@@ -537,3 +537,55 @@ Deno.test("TelemetryService.subscribe() delivers telemetry and run messages in o
   await service.record([{ type: "a", data: {} }]);
   assert.deepEqual(kinds, ["run:true", "telemetry", "run:false"]);
 });
+
+// --- seqs that never reach a file ---------------------------------------------------------------
+
+Deno.test("TelemetryService.open() never hands out an ephemeral event's seq again after a restart", async () => {
+  await using tmp = await tempDir();
+  const first = await open(tmp.path);
+  await seqOf(first);
+  const [ephemeral] = await first.record([{ type: "status", data: {}, store_permanently: false }]);
+  await first.close();
+  await using second = await open(tmp.path);
+  assert.equal(await seqOf(second), ephemeral!.seq + 1);
+});
+
+Deno.test("TelemetryService.record() reserves an ephemeral seq on disk before acknowledging it", async () => {
+  await using tmp = await tempDir();
+  await using service = await open(tmp.path);
+  const [ephemeral] = await service.record([{
+    type: "status",
+    data: {},
+    store_permanently: false,
+  }]);
+  // What a crash right now would leave: the reservation must already cover the seq.
+  const mark = JSON.parse(await Deno.readTextFile(join(tmp.path, ".seq-mark.json")));
+  assert.ok(mark.seq >= ephemeral!.seq, `mark ${mark.seq} < seq ${ephemeral!.seq}`);
+});
+
+Deno.test("TelemetryService.startRun() continues a run directory's seq past its ephemeral events", async () => {
+  await using tmp = await tempDir();
+  await using service = await open(tmp.path);
+  await service.startRun({ run_id: "night-1" });
+  await seqOf(service);
+  const [ephemeral] = await service.record([{
+    type: "status",
+    data: {},
+    store_permanently: false,
+  }]);
+  await service.stopRun();
+  await service.startRun({ run_id: "night-1" });
+  assert.equal(await seqOf(service), ephemeral!.seq + 1);
+});
+
+Deno.test("TelemetryService.open() resumes the site seq after the clock was stepped back across noon", async () => {
+  await using tmp = await tempDir();
+  const now = { ms: Date.parse("2026-04-05T13:00:00Z") };
+  const first = await open(tmp.path, {}, now);
+  await seqOf(first); // site_20260405, seq 1
+  now.ms = Date.parse("2026-04-05T11:00:00Z"); // an NTP step back: site_20260404
+  await seqOf(first); // seq 2, in the older-named file
+  await first.close();
+  await using second = await open(tmp.path, {}, now);
+  assert.equal(await seqOf(second), 3);
+});
