@@ -300,7 +300,9 @@ async function readJsonBody(req: Request, maxBody: number, allowNdjson = false):
   const isNdjson = allowNdjson && NDJSON_TYPE.test(contentType);
   // Refuse a non-JSON body before reading it, so a large form post is not buffered first.
   const declared = req.headers.get("content-length");
-  const hasBody = declared === null ? req.body !== null : Number(declared) > 0;
+  // HTTP/1.1 has a body only with Content-Length or Transfer-Encoding (`curl -X POST` sends
+  // neither), while Deno hands every POST a body stream.
+  const hasBody = declared === null ? req.headers.has("transfer-encoding") : Number(declared) > 0;
   if (hasBody && !isNdjson && !JSON_TYPE.test(contentType)) {
     await req.body?.cancel().catch(() => {});
     throw new HttpError(

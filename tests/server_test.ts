@@ -650,6 +650,24 @@ Deno.test("POST /event answers 415 before reading a text/plain body larger than 
   assert.match((await problem(res, 415)).detail, /application\/json/);
 });
 
+Deno.test("POST /run/stop without a body or Content-Type, as curl -X POST sends it, answers 409 not 415", async () => {
+  await using dir = await tempDir();
+  await using server = await testServer({ siteDir: dir.path });
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port: server.addr.port });
+  try {
+    await conn.write(
+      new TextEncoder().encode(
+        `POST /run/stop HTTP/1.1\r\nHost: 127.0.0.1:${server.addr.port}\r\nConnection: close\r\n\r\n`,
+      ),
+    );
+    const answer = new TextDecoder().decode(await new Response(conn.readable).bytes());
+    assert.match(answer, /^HTTP\/1\.1 409 /);
+  } catch (err) {
+    conn.close();
+    throw err;
+  }
+});
+
 Deno.test("POST /run/start answers 415 for a text/plain body", async () => {
   await using dir = await tempDir();
   await using server = await testServer({ siteDir: dir.path });
