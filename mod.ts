@@ -98,6 +98,7 @@ export {
   type ServerOptions,
   type ServerSentEventMessage,
   ServerSentEventStream,
+  SERVICE_V8_FLAGS,
   ServiceError,
   type ServiceMessage,
   type ServiceOptions,

@@ -62,6 +62,7 @@ export { dashboardResponse, renderDashboard } from "./dashboard.ts";
 export {
   permissionFlags,
   SERVER_ENV_VARS,
+  SERVICE_V8_FLAGS,
   type SpawnedServer,
   type SpawnOptions,
   spawnServer,

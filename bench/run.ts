@@ -23,6 +23,7 @@
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
 import { join } from "node:path";
+import { SERVICE_V8_FLAGS } from "../server.ts";
 
 const { values: flags } = parseArgs({
   args: Deno.args.filter((a) => a !== "--"), // `deno task bench -- --seconds 2` passes the "--"
@@ -99,6 +100,7 @@ async function start(target: Target): Promise<Running> {
     siteDir = await Deno.makeTempDir({ prefix: `bench-${target}-` });
     args = [
       "run",
+      ...SERVICE_V8_FLAGS, // as `deno task start` and spawnServer() run it
       `--allow-net=127.0.0.1:${port}`,
       `--allow-read=${siteDir}`,
       `--allow-write=${siteDir}`,
