@@ -27,6 +27,7 @@ import {
   DEFAULT_PORT,
   FSYNC_MODES,
   type FsyncMode,
+  SERVER_ENV_VARS,
   type ServerHandle,
   SiteInUseError,
   startServer,
@@ -34,15 +35,7 @@ import {
 } from "./server.ts";
 
 /** Environment variables the program reads (CONTRACT 6: the only ones it may). */
-export const ENV_VARS: readonly string[] = [
-  "OBS_TELEMETRY_HOST",
-  "OBS_TELEMETRY_PORT",
-  "OBS_TELEMETRY_SITE_DIR",
-  "OBS_TELEMETRY_TZ",
-  "OBS_TELEMETRY_SITE_TYPES",
-  "OBS_TELEMETRY_TOKEN",
-  "OBS_TELEMETRY_FSYNC",
-];
+export const ENV_VARS: readonly string[] = SERVER_ENV_VARS;
 
 /** Default site directory (SPEC 4.6). */
 export const DEFAULT_SITE_DIR = "telemetry";

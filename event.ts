@@ -217,7 +217,22 @@ export function formatTimestamp(epochMs: number): string {
   return text;
 }
 
-function daysInMonth(year: number, month: number): number {
+/**
+ * Days in a month of the proleptic Gregorian calendar.
+ *
+ * @param year The year, for example 2024.
+ * @param month The month, 1 to 12.
+ * @returns 28 to 31.
+ *
+ * @example Usage
+ * ```ts
+ * import { daysInMonth } from "@obs-utils/telemetry/event";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(daysInMonth(2024, 2), 29);
+ * ```
+ */
+export function daysInMonth(year: number, month: number): number {
   if (month === 2) return (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0 ? 29 : 28;
   return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
 }

@@ -46,8 +46,8 @@
  */
 
 import { join, resolve } from "node:path";
-import { checkEventType, describe } from "./event.ts";
-import { siteFileName, SiteInUseError, SiteLock } from "./storage.ts";
+import { checkEventType, daysInMonth, describe } from "./event.ts";
+import { siteFileName, SiteInUseError, SiteLock, writeFull } from "./storage.ts";
 
 /** Name of the file, in the destination, that receives every input line that was not converted. */
 export const REJECTS_FILE = "migrate-rejects.ndjson";
@@ -279,11 +279,6 @@ function digits2(s: string, i: number): number {
   return (s.charCodeAt(i) - 48) * 10 + s.charCodeAt(i + 1) - 48;
 }
 
-function daysInMonth(year: number, month: number): number {
-  if (month === 2) return (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0 ? 29 : 28;
-  return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
-}
-
 // Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil).
 function daysFromCivil(year: number, month: number, day: number): number {
   const y = month <= 2 ? year - 1 : year;
@@ -375,11 +370,6 @@ export function legacyDateToTs(text: string): string {
 }
 
 // --- file system helpers -------------------------------------------------------------------------
-
-async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
-  let done = 0;
-  while (done < bytes.length) done += await file.write(bytes.subarray(done));
-}
 
 async function exists(path: string): Promise<boolean> {
   try {
@@ -506,7 +496,7 @@ async function discover(
 async function appendBytes(path: string, chunks: readonly Uint8Array[]): Promise<void> {
   const file = await Deno.open(path, { append: true, create: true });
   try {
-    for (const chunk of chunks) await writeAll(file, chunk);
+    for (const chunk of chunks) await writeFull(file, chunk);
   } finally {
     file.close();
   }
@@ -874,7 +864,7 @@ async function writeDay(tmp: string, date: string, buffers: DayBuffers): Promise
   }
   const file = await Deno.open(join(tmp, siteName(date)), { write: true, createNew: true });
   try {
-    await writeAll(file, out.subarray(0, pos));
+    await writeFull(file, out.subarray(0, pos));
   } catch (err) {
     file.close();
     throw err;

@@ -25,6 +25,7 @@
 
 export {
   checkEventType,
+  daysInMonth,
   describe,
   type Envelope,
   formatTimestamp,

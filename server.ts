@@ -22,6 +22,7 @@ import {
   type CommittedEvent,
   ServiceError,
   type ServiceOptions,
+  shuttingDown,
   TelemetryService,
 } from "./service.ts";
 import { errorText } from "./storage.ts";
@@ -491,7 +492,7 @@ export function createHandler(
     info: Deno.ServeHandlerInfo | undefined,
   ): Promise<Response> {
     if (shutdownRequested || isShuttingDown?.() || service.closing) {
-      throw new HttpError(503, "The server is shutting down; retry once it is back.");
+      throw shuttingDown();
     }
     if (guardHost) {
       const host = req.headers.get("host");

@@ -1036,7 +1036,12 @@ export class TelemetryService implements AsyncDisposable {
   }
 }
 
-function shuttingDown(): ServiceError {
+/**
+ * The 503 answer while the service shuts down.
+ *
+ * @returns A fresh error to throw or reject with.
+ */
+export function shuttingDown(): ServiceError {
   return new ServiceError(503, "The server is shutting down; retry once it is back.");
 }
 

@@ -29,7 +29,7 @@
  * @module
  */
 
-import { ServiceError, type ServiceMessage, type TelemetryService } from "./service.ts";
+import { type ServiceMessage, shuttingDown, type TelemetryService } from "./service.ts";
 
 /** One Server-Sent Event, as {@linkcode ServerSentEventStream} takes it. */
 export interface ServerSentEventMessage {
@@ -229,7 +229,7 @@ export class StreamHub {
    */
   open(options: OpenStreamOptions = {}): ReadableStream<Uint8Array> {
     if (this.#signal?.aborted || this.#service.closing) {
-      throw new ServiceError(503, "The server is shutting down; retry once it is back.");
+      throw shuttingDown();
     }
     const filter = options.types && options.types.length > 0 ? new Set(options.types) : undefined;
     const snapshot: ServerSentEventMessage = { event: "snapshot", data: this.#snapshot(filter) };

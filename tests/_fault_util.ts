@@ -7,9 +7,7 @@
 
 import assert from "node:assert/strict";
 import { join, relative } from "node:path";
-import { permissionFlags } from "../server.ts";
 
-const CLI = new URL("../cli.ts", import.meta.url).pathname;
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
@@ -54,12 +52,8 @@ export function seedFromEnv(fallback: number): number {
 }
 
 /** A free TCP port on 127.0.0.1 (closed again; the child binds it right after). */
-export function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (listener.addr as Deno.NetAddr).port;
-  listener.close();
-  return port;
-}
+export { freePort } from "./_util.ts";
+import { cliRunArgs } from "./_util.ts";
 
 /** `cli.ts telemetry run` as a child process. */
 export interface ChildServer extends AsyncDisposable {
@@ -86,23 +80,7 @@ export async function spawnCliServer(options: {
 }): Promise<ChildServer> {
   const { siteDir, port } = options;
   const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--no-prompt",
-      ...permissionFlags({ siteDir, host: "127.0.0.1", port }),
-      CLI,
-      "telemetry",
-      "run",
-      "--site-dir",
-      siteDir,
-      "--host",
-      "127.0.0.1",
-      "--port",
-      String(port),
-      "--tz",
-      "UTC",
-      ...(options.args ?? []),
-    ],
+    args: cliRunArgs(siteDir, port, options.args ?? []),
     stdin: "null",
     stdout: "piped",
     stderr: "piped",

@@ -4,7 +4,47 @@
  */
 
 import { join } from "node:path";
-import { type ServerHandle, type ServerOptions, startServer } from "../server.ts";
+import { permissionFlags, type ServerHandle, type ServerOptions, startServer } from "../server.ts";
+
+/** Path of the command-line entry point, for subprocess tests. */
+export const CLI = new URL("../cli.ts", import.meta.url).pathname;
+
+/** A port that was free a moment ago on 127.0.0.1 (for subprocess servers). */
+export function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  listener.close();
+  return port;
+}
+
+/**
+ * The `deno` arguments that run `cli.ts telemetry run` on 127.0.0.1 in UTC, by default under the
+ * scoped permissions of CONTRACT 6.
+ */
+export function cliRunArgs(
+  siteDir: string,
+  port: number,
+  extra: readonly string[] = [],
+  flags: readonly string[] = permissionFlags({ siteDir, host: "127.0.0.1", port }),
+): string[] {
+  return [
+    "run",
+    "--no-prompt",
+    ...flags,
+    CLI,
+    "telemetry",
+    "run",
+    "--site-dir",
+    siteDir,
+    "--host",
+    "127.0.0.1",
+    "--port",
+    String(port),
+    "--tz",
+    "UTC",
+    ...extra,
+  ];
+}
 
 /** A temporary directory removed when disposed. */
 export interface TempDir extends AsyncDisposable {

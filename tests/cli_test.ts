@@ -8,9 +8,8 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { HELP_TEXT } from "../cli.ts";
 import { permissionFlags, spawnServer, VERSION } from "../server.ts";
-import { readSiteLines, tempDir, testServer } from "./_util.ts";
+import { CLI, cliRunArgs, freePort, readSiteLines, tempDir, testServer } from "./_util.ts";
 
-const CLI = new URL("../cli.ts", import.meta.url).pathname;
 const decoder = new TextDecoder();
 
 interface Result {
@@ -40,33 +39,10 @@ async function cli(
   return { code: out.code, stdout: decoder.decode(out.stdout), stderr: decoder.decode(out.stderr) };
 }
 
-function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
-}
-
 /** Starts `cli.ts telemetry run` as a child and resolves once its ready line is printed. */
 async function runServer(siteDir: string, port: number, extra: string[] = [], flags?: string[]) {
   const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--no-prompt",
-      ...(flags ?? permissionFlags({ siteDir, host: "127.0.0.1", port })),
-      CLI,
-      "telemetry",
-      "run",
-      "--site-dir",
-      siteDir,
-      "--host",
-      "127.0.0.1",
-      "--port",
-      String(port),
-      "--tz",
-      "UTC",
-      ...extra,
-    ],
+    args: cliRunArgs(siteDir, port, extra, flags),
     stdout: "piped",
     stderr: "piped",
   }).spawn();
