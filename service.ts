@@ -63,6 +63,8 @@ export const RUN_ID_PATTERN: RegExp = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 const MAX_NESTING = 100;
 
 const ACTIVE_RUN_FILE = ".active-run.json";
+/** The snapshot as it was at the last clean shutdown, with the seqs it reflects. */
+const SNAPSHOT_FILE = ".snapshot.json";
 /**
  * How far past an unwritten (ephemeral) seq the persisted high-water mark reserves, so that not
  * every ephemeral event costs a file write. After a crash, seq continues above the reservation.
@@ -300,6 +302,8 @@ export class TelemetryService implements AsyncDisposable {
   /** The highest site seq that is on disk. */
   #siteLastWritten: number;
   #syncingAll: Promise<void> | undefined;
+  /** Types whose snapshot entry came from the saved snapshot, while restoring. */
+  #savedTypes = new Set<string>();
   #siteWriters = new Map<string, NdjsonWriter>();
   #run: ActiveRun | undefined;
   #snapshot = new Map<string, SnapshotEntry>();
@@ -385,8 +389,15 @@ export class TelemetryService implements AsyncDisposable {
         siteMark,
         siteLastWritten: site.lastSeq,
       });
-      for (const line of site.latest.values()) service.#restoreSnapshot(line);
-      await service.#resumeRun();
+      // The snapshot saved at the last clean shutdown holds what files cannot tell (events
+      // posted with store_permanently or make_current false); lines written after it win.
+      const saved = await readSavedSnapshot(siteDir, warn);
+      for (const line of saved?.current ?? []) service.#restoreSnapshot(line, { saved: true });
+      for (const line of site.latest.values()) {
+        service.#restoreSnapshot(line, { after: saved?.siteSeq ?? 0 });
+      }
+      await service.#resumeRun(saved);
+      service.#savedTypes.clear();
       if (fsync === "interval") {
         const timer = setInterval(() => {
           // A slow disk must not pile syncs up behind each other.
@@ -559,6 +570,17 @@ export class TelemetryService implements AsyncDisposable {
       if (this.#run) await this.#settleRunMark(this.#run);
     } catch (err) {
       errors.push(err);
+    }
+    try {
+      await writeJsonAtomic(join(this.siteDir, SNAPSHOT_FILE), {
+        site_seq: this.#siteSeq,
+        run_id: this.#run?.record.run_id ?? null,
+        run_seq: this.#run?.lastSeq ?? 0,
+        current: JSON.parse(this.currentJson()),
+      });
+    } catch (err) {
+      // Losing it only loses what the files cannot tell; the close itself must go on.
+      this.#warn(`Cannot save the snapshot for the next start: ${errorText(err)}`);
     }
     for (const writer of [...this.#siteWriters.values(), this.#run?.writer]) {
       try {
@@ -822,13 +844,22 @@ export class TelemetryService implements AsyncDisposable {
     this.#snapshot.set(type, entry);
   }
 
-  #restoreSnapshot(line: string): void {
+  /**
+   * Puts one stored line into the snapshot on start-up. A line from a stream file counts only if
+   * its seq is above what the saved snapshot already reflects (`after`); it then replaces a saved
+   * entry, and between the site and the run file the later `ts` wins.
+   */
+  #restoreSnapshot(line: string, options: { saved?: boolean; after?: number } = {}): void {
     try {
       const env = JSON.parse(line);
       if (!isJsonObject(env) || typeof env.type !== "string" || !isJsonObject(env.data)) return;
+      if (options.after !== undefined && !(Number(env.seq) > options.after)) return;
       const existing = this.#snapshot.get(env.type);
       const ts = String(env.ts);
-      if (existing && existing.ts > ts) return;
+      if (options.saved) this.#savedTypes.add(env.type);
+      else if (this.#savedTypes.delete(env.type)) {
+        // newer than the saved entry, whatever its ts
+      } else if (existing && existing.ts > ts) return;
       this.#snapshot.set(env.type, { line, ts, data: env.data });
     } catch {
       // A line that does not parse was never acknowledged in this form; it is skipped.
@@ -968,7 +999,7 @@ export class TelemetryService implements AsyncDisposable {
     return record;
   }
 
-  async #resumeRun(): Promise<void> {
+  async #resumeRun(snapshot: SavedSnapshot | undefined): Promise<void> {
     const path = join(this.siteDir, ACTIVE_RUN_FILE);
     let saved: unknown;
     try {
@@ -1001,7 +1032,8 @@ export class TelemetryService implements AsyncDisposable {
       await writer.close();
       throw err;
     }
-    for (const line of scan.latest.values()) this.#restoreSnapshot(line);
+    const after = snapshot?.runId === saved.run_id ? snapshot.runSeq : 0;
+    for (const line of scan.latest.values()) this.#restoreSnapshot(line, { after });
     this.#run = {
       record: {
         run_id: saved.run_id,
@@ -1102,6 +1134,40 @@ async function nextNumericRun(siteDir: string): Promise<string> {
     if (entry.isDirectory && /^\d+$/.test(entry.name)) max = Math.max(max, Number(entry.name));
   }
   return String(max + 1).padStart(3, "0");
+}
+
+interface SavedSnapshot {
+  siteSeq: number;
+  runId: string | null;
+  runSeq: number;
+  /** The saved envelopes as lines. */
+  current: string[];
+}
+
+async function readSavedSnapshot(
+  siteDir: string,
+  warn: (message: string) => void,
+): Promise<SavedSnapshot | undefined> {
+  let value: unknown;
+  try {
+    value = await readJsonFile(join(siteDir, SNAPSHOT_FILE));
+  } catch (err) {
+    if (!(err instanceof SyntaxError)) throw err;
+    warn(`The saved snapshot ${SNAPSHOT_FILE} is unreadable; rebuilding from the files alone.`);
+    return undefined;
+  }
+  if (
+    !isJsonObject(value) || typeof value.site_seq !== "number" || !isJsonObject(value.current) ||
+    typeof value.run_seq !== "number" ||
+    !(value.run_id === null || typeof value.run_id === "string")
+  ) return undefined;
+  return {
+    siteSeq: value.site_seq,
+    runId: value.run_id,
+    runSeq: value.run_seq,
+    // JSON.parse keeps key order, so re-serialising gives back the canonical line.
+    current: Object.values(value.current).map((envelope) => JSON.stringify(envelope)),
+  };
 }
 
 async function resumeSiteStream(

@@ -183,8 +183,53 @@ Deno.test("TelemetryService.open() rebuilds the snapshot from the newest site fi
     expected = JSON.parse(service.currentJson());
     delete expected.old;
   }
+  await Deno.remove(join(dir.path, ".snapshot.json")); // as after a crash: no saved snapshot
   await using service = await open(dir.path, {}, now);
   assert.deepEqual(JSON.parse(service.currentJson()), expected);
+});
+
+Deno.test("TelemetryService.open() keeps every type of the snapshot across a clean restart", async () => {
+  await using dir = await tempDir();
+  const now = { ms: Date.parse("2026-05-10T11:00:00Z") };
+  let expected: string;
+  {
+    await using service = await open(dir.path, {}, now);
+    await service.record([{ type: "old", data: { n: 1 } }]); // yesterday's site file
+    now.ms = Date.parse("2026-05-10T13:00:00Z");
+    await service.record([{ type: "dome", data: { n: 2 } }]);
+    await service.record([{ type: "status", data: { n: 3 }, store_permanently: false }]);
+    expected = service.currentJson();
+  }
+  await using service = await open(dir.path, {}, now);
+  assert.equal(service.currentJson(), expected);
+});
+
+Deno.test("TelemetryService.open() keeps a make_current false event out of the snapshot after a restart", async () => {
+  await using dir = await tempDir();
+  {
+    await using service = await open(dir.path);
+    await service.record([{ type: "weather", data: { wind: 1 } }]);
+    await service.record([{ type: "weather", data: { wind: 99 }, make_current: false }]);
+  }
+  await using service = await open(dir.path);
+  assert.deepEqual(JSON.parse(service.currentLine("weather")!).data, { wind: 1 });
+});
+
+Deno.test("TelemetryService.open() lets a line written after the saved snapshot replace its entry", async () => {
+  await using dir = await tempDir();
+  {
+    await using service = await open(dir.path);
+    await service.record([{ type: "weather", data: { wind: 1 } }]);
+  }
+  // A later session wrote seq 2 and then crashed before it could save a new snapshot.
+  const [file] = await siteFiles(dir.path);
+  await Deno.writeTextFile(
+    join(dir.path, file!),
+    '{"seq":2,"ts":"2026-05-10T13:05:00.000Z","type":"weather","data":{"wind":7},"meta":{}}\n',
+    { append: true },
+  );
+  await using service = await open(dir.path);
+  assert.deepEqual(JSON.parse(service.currentLine("weather")!).data, { wind: 7 });
 });
 
 Deno.test("TelemetryService.record() keeps the snapshot across run start and stop", async () => {
