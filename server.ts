@@ -166,6 +166,9 @@ class HttpError extends Error {
   }
 }
 
+/** The body ended early: the client's fault, unless the server cut it off while stopping. */
+class IncompleteBodyError extends HttpError {}
+
 function json(status: number, body: string): Response {
   return new Response(body, { status, headers: JSON_HEADERS });
 }
@@ -227,6 +230,20 @@ const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
 const NDJSON_TYPE = /^application\/(?:x-)?ndjson\s*(?:;|$)/i;
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
 
+/**
+ * The declared body length, or `undefined` when there is none or it is not one plain number
+ * (repeated headers arrive joined as "31, 31"): such bodies take the streamed, limited path.
+ */
+function contentLength(req: Request): number | undefined {
+  const raw = req.headers.get("content-length");
+  if (raw === null) return undefined;
+  const values = new Set(raw.split(",").map((v) => v.trim()));
+  const [only] = values;
+  return values.size === 1 && only !== undefined && /^\d{1,15}$/.test(only)
+    ? Number(only)
+    : undefined;
+}
+
 async function readBody(req: Request, maxBody: number): Promise<Uint8Array> {
   try {
     return await readBodyBytes(req, maxBody);
@@ -234,7 +251,7 @@ async function readBody(req: Request, maxBody: number): Promise<Uint8Array> {
     // A body that ends before its Content-Length, or a chunked body cut mid-chunk, is the
     // client's fault: Deno reports it as BadResource, which must not become a 500.
     if (err instanceof Deno.errors.BadResource || err instanceof Deno.errors.Http) {
-      throw new HttpError(
+      throw new IncompleteBodyError(
         400,
         "The request body ended before it was complete; send the whole body, with a Content-Length that matches it.",
       );
@@ -244,15 +261,15 @@ async function readBody(req: Request, maxBody: number): Promise<Uint8Array> {
 }
 
 async function readBodyBytes(req: Request, maxBody: number): Promise<Uint8Array> {
-  const declared = req.headers.get("content-length");
-  if (declared !== null && Number(declared) > maxBody) {
+  const declared = contentLength(req);
+  if (declared !== undefined && declared > maxBody) {
     await req.body?.cancel();
     throw tooLarge(maxBody);
   }
   if (!req.body) return new Uint8Array(0);
   // With a declared length the HTTP layer delivers exactly that many bytes, so the native
   // whole-body read is safe and much cheaper than iterating the stream.
-  if (declared !== null) return await req.bytes();
+  if (declared !== undefined) return await req.bytes();
   const chunks: Uint8Array[] = [];
   let total = 0;
   for await (const chunk of req.body) {
@@ -301,10 +318,12 @@ async function readJsonBody(req: Request, maxBody: number, allowNdjson = false):
   const contentType = req.headers.get("content-type") ?? "";
   const isNdjson = allowNdjson && NDJSON_TYPE.test(contentType);
   // Refuse a non-JSON body before reading it, so a large form post is not buffered first.
-  const declared = req.headers.get("content-length");
+  const declared = contentLength(req);
   // HTTP/1.1 has a body only with Content-Length or Transfer-Encoding (`curl -X POST` sends
   // neither), while Deno hands every POST a body stream.
-  const hasBody = declared === null ? req.headers.has("transfer-encoding") : Number(declared) > 0;
+  const hasBody = declared === undefined
+    ? req.headers.has("transfer-encoding") || req.headers.has("content-length")
+    : declared > 0;
   if (hasBody && !isNdjson && !JSON_TYPE.test(contentType)) {
     await req.body?.cancel().catch(() => {});
     throw new HttpError(
@@ -557,6 +576,11 @@ export function createHandler(
       return await dispatch(req, info);
     } catch (err) {
       await req.body?.cancel().catch(() => {});
+      const stopping = shutdownRequested || isShuttingDown?.() || service.closing;
+      if (err instanceof IncompleteBodyError && stopping) {
+        const stop = shuttingDown();
+        return problem(stop.status, stop.message);
+      }
       if (err instanceof HttpError) return problem(err.status, err.message, err.headers);
       if (err instanceof ServiceError) return problem(err.status, err.message);
       onError?.(err);

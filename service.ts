@@ -394,7 +394,10 @@ export class TelemetryService implements AsyncDisposable {
       const saved = await readSavedSnapshot(siteDir, warn);
       for (const line of saved?.current ?? []) service.#restoreSnapshot(line, { saved: true });
       for (const line of site.latest.values()) {
-        service.#restoreSnapshot(line, { after: saved?.siteSeq ?? 0 });
+        service.#restoreSnapshot(line, {
+          after: saved?.siteSeq ?? 0,
+          covered: saved !== undefined,
+        });
       }
       await service.#resumeRun(saved);
       service.#savedTypes.clear();
@@ -574,7 +577,7 @@ export class TelemetryService implements AsyncDisposable {
     try {
       await writeJsonAtomic(join(this.siteDir, SNAPSHOT_FILE), {
         site_seq: this.#siteSeq,
-        run_id: this.#run?.record.run_id ?? null,
+        run_dir: this.#run?.record.run_dir ?? null,
         run_seq: this.#run?.lastSeq ?? 0,
         current: JSON.parse(this.currentJson()),
       });
@@ -845,20 +848,23 @@ export class TelemetryService implements AsyncDisposable {
   }
 
   /**
-   * Puts one stored line into the snapshot on start-up. A line from a stream file counts only if
-   * its seq is above what the saved snapshot already reflects (`after`); it then replaces a saved
-   * entry, and between the site and the run file the later `ts` wins.
+   * Puts one stored line into the snapshot on start-up. For a stream the saved snapshot covers
+   * (`covered`), only lines with a seq above what it reflects (`after`) count, and they replace
+   * the saved entry; otherwise, and between the site and the run file, the later `ts` wins.
    */
-  #restoreSnapshot(line: string, options: { saved?: boolean; after?: number } = {}): void {
+  #restoreSnapshot(
+    line: string,
+    options: { saved?: boolean; after?: number; covered?: boolean } = {},
+  ): void {
     try {
       const env = JSON.parse(line);
       if (!isJsonObject(env) || typeof env.type !== "string" || !isJsonObject(env.data)) return;
-      if (options.after !== undefined && !(Number(env.seq) > options.after)) return;
+      if (options.covered && !(Number(env.seq) > (options.after ?? 0))) return;
       const existing = this.#snapshot.get(env.type);
       const ts = String(env.ts);
       if (options.saved) this.#savedTypes.add(env.type);
-      else if (this.#savedTypes.delete(env.type)) {
-        // newer than the saved entry, whatever its ts
+      else if (options.covered && this.#savedTypes.delete(env.type)) {
+        // written after the saved snapshot: newer whatever its ts
       } else if (existing && existing.ts > ts) return;
       this.#snapshot.set(env.type, { line, ts, data: env.data });
     } catch {
@@ -1032,8 +1038,12 @@ export class TelemetryService implements AsyncDisposable {
       await writer.close();
       throw err;
     }
-    const after = snapshot?.runId === saved.run_id ? snapshot.runSeq : 0;
-    for (const line of scan.latest.values()) this.#restoreSnapshot(line, { after });
+    // Seq counts per run directory, so the saved snapshot covers this run file only if it was
+    // saved while this same directory was the active run.
+    const covered = snapshot !== undefined && snapshot.runDir === runDir;
+    for (const line of scan.latest.values()) {
+      this.#restoreSnapshot(line, { after: covered ? snapshot.runSeq : 0, covered });
+    }
     this.#run = {
       record: {
         run_id: saved.run_id,
@@ -1138,7 +1148,8 @@ async function nextNumericRun(siteDir: string): Promise<string> {
 
 interface SavedSnapshot {
   siteSeq: number;
-  runId: string | null;
+  /** The run directory that was active when it was saved. */
+  runDir: string | null;
   runSeq: number;
   /** The saved envelopes as lines. */
   current: string[];
@@ -1159,11 +1170,11 @@ async function readSavedSnapshot(
   if (
     !isJsonObject(value) || typeof value.site_seq !== "number" || !isJsonObject(value.current) ||
     typeof value.run_seq !== "number" ||
-    !(value.run_id === null || typeof value.run_id === "string")
+    !(value.run_dir === null || typeof value.run_dir === "string")
   ) return undefined;
   return {
     siteSeq: value.site_seq,
-    runId: value.run_id,
+    runDir: value.run_dir,
     runSeq: value.run_seq,
     // JSON.parse keeps key order, so re-serialising gives back the canonical line.
     current: Object.values(value.current).map((envelope) => JSON.stringify(envelope)),

@@ -668,6 +668,21 @@ Deno.test("POST /run/stop without a body or Content-Type, as curl -X POST sends 
   }
 });
 
+Deno.test("POST /event answers 415 for a text/plain body sent with its Content-Length twice", async () => {
+  await using dir = await tempDir();
+  await using server = await testServer({ siteDir: dir.path });
+  const body = '{"type":"form","data":{}}';
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port: server.addr.port });
+  await conn.write(
+    new TextEncoder().encode(
+      `POST /event HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\nContent-Length: ${body.length}\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+    ),
+  );
+  const answer = new TextDecoder().decode(await new Response(conn.readable).bytes());
+  assert.match(answer, /^HTTP\/1\.1 415 /);
+  assert.deepEqual(await readSiteLines(dir.path), []);
+});
+
 Deno.test("POST /run/start answers 415 for a text/plain body", async () => {
   await using dir = await tempDir();
   await using server = await testServer({ siteDir: dir.path });

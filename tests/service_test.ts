@@ -634,3 +634,53 @@ Deno.test("TelemetryService.open() resumes the site seq after the clock was step
   await using second = await open(tmp.path, {}, now);
   assert.equal(await seqOf(second), 3);
 });
+
+/** Runs one service session in a child process; returns the snapshot it saw on opening. */
+async function session(dir: string, mode: "close" | "crash", ops: unknown[] = []) {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      new URL("./_session_child.ts", import.meta.url).pathname,
+      dir,
+      mode,
+      JSON.stringify(ops),
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  const first = new TextDecoder().decode(out.stdout).split("\n")[0]!;
+  return JSON.parse(first) as Record<string, Envelope>;
+}
+
+Deno.test("TelemetryService.open() restores a reused run id's new directory after a crash", async () => {
+  await using dir = await tempDir();
+  await session(dir.path, "close", [
+    { start: { run_id: "night", run_dir: "a/night" } },
+    { type: "T", data: { v: 1 } },
+    { type: "T", data: { v: 2 } },
+  ]);
+  await session(dir.path, "crash", [
+    { stop: true },
+    { start: { run_id: "night", run_dir: "b/night" } },
+    { type: "T", data: { v: "new" } },
+    { type: "U", data: {} },
+  ]);
+  const current = await session(dir.path, "close");
+  assert.deepEqual(current.T?.data, { v: "new" });
+  assert.ok(current.U);
+});
+
+Deno.test("TelemetryService.open() keeps a saved entry newer than an uncovered run file's line", async () => {
+  await using dir = await tempDir();
+  await session(dir.path, "close", [
+    { start: { run_id: "R" } },
+    { type: "T", data: { v: "old-run" } },
+    { stop: true },
+    { type: "T", data: { v: "newer-site" }, ts: "2099-01-01T00:00:00Z" },
+  ]);
+  await session(dir.path, "crash", [{ start: { run_id: "R" } }, { type: "other", data: {} }]);
+  const current = await session(dir.path, "close");
+  assert.deepEqual(current.T?.data, { v: "newer-site" });
+});
