@@ -18,7 +18,7 @@
  * @module
  */
 
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 
 /**
  * When the writers call `fdatasync`: before answering (`always`), at most once a second and on
@@ -641,6 +641,24 @@ export async function writeJsonAtomic(path: string, value: unknown): Promise<voi
     // A full disk or a value that cannot be serialised must not leave the temporary file behind.
     await Deno.remove(tmp).catch(() => {});
     throw err;
+  }
+  await syncDirectory(dirname(path));
+}
+
+/** fsyncs a directory so a rename in it survives a power cut (best effort where unsupported). */
+async function syncDirectory(dir: string): Promise<void> {
+  let handle: Deno.FsFile;
+  try {
+    handle = await Deno.open(dir, { read: true });
+  } catch {
+    return; // platforms that cannot open a directory: the rename is still atomic
+  }
+  try {
+    await handle.sync();
+  } catch {
+    // some file systems refuse fsync on a directory; nothing more can be done
+  } finally {
+    handle.close();
   }
 }
 
