@@ -266,10 +266,11 @@ async function readBodyBytes(req: Request, maxBody: number): Promise<Uint8Array>
     await req.body?.cancel();
     throw tooLarge(maxBody);
   }
-  if (!req.body) return new Uint8Array(0);
   // With a declared length the HTTP layer delivers exactly that many bytes, so the native
-  // whole-body read is safe and much cheaper than iterating the stream.
+  // whole-body read is safe. Touching `req.body` first would build a ReadableStream and push
+  // bytes() onto its slow path: about 10 µs a request.
   if (declared !== undefined) return await req.bytes();
+  if (req.body === null) return new Uint8Array(0);
   const chunks: Uint8Array[] = [];
   let total = 0;
   for await (const chunk of req.body) {

@@ -735,7 +735,9 @@ export class TelemetryService implements AsyncDisposable {
         run.mark = runUnwritten + SEQ_RESERVE;
       }
       for (const [target, lines] of pending) {
-        const writer = typeof target === "string" ? await this.#siteWriter(target) : target;
+        const writer = typeof target !== "string"
+          ? target
+          : this.#siteWriters.get(target) ?? await this.#openSiteWriter(target);
         const chunk = encoder.encode(lines.join("\n") + "\n");
         const before = writer.size;
         await writer.append(chunk); // truncates itself back on failure
@@ -757,7 +759,7 @@ export class TelemetryService implements AsyncDisposable {
       this.stats.writeSeconds.observe((performance.now() - started) / 1000);
       this.stats.bytesWritten += bytes;
     }
-    await this.#retireOldSiteWriters();
+    if (this.#siteWriters.size > 1) await this.#retireOldSiteWriters();
 
     this.#siteSeq = siteSeq;
     this.#siteLastWritten = siteWritten;
@@ -821,7 +823,7 @@ export class TelemetryService implements AsyncDisposable {
     return undefined;
   }
 
-  async #siteWriter(key: string): Promise<NdjsonWriter> {
+  async #openSiteWriter(key: string): Promise<NdjsonWriter> {
     let writer = this.#siteWriters.get(key);
     if (!writer) {
       writer = await NdjsonWriter.open(join(this.siteDir, siteFileName(key)), this.fsync);

@@ -483,7 +483,9 @@ export class NdjsonWriter {
     }
     const before = this.#size;
     try {
-      await writeFull(this.#file, bytes);
+      // One write almost always takes it all; writeFull only for the rare short write.
+      const n = await this.#file.write(bytes);
+      if (n < bytes.length) await writeFull(this.#file, bytes.subarray(n));
       if (this.#fsync === "always") await this.#file.syncData();
       else this.#dirty = true;
       this.#size = before + bytes.length;
