@@ -18,7 +18,7 @@
  * @module
  */
 
-import { dirname, join } from "node:path";
+import { basename, dirname, isAbsolute, join, relative, sep } from "node:path";
 
 /**
  * When the writers call `fdatasync`: before answering (`always`), at most once a second and on
@@ -691,4 +691,60 @@ export async function removeIfExists(path: string): Promise<void> {
   } catch (err) {
     if (!(err instanceof Deno.errors.NotFound)) throw err;
   }
+}
+
+/**
+ * Tells whether `path` lies strictly inside `root` (not `root` itself), lexically.
+ *
+ * @param path An absolute, normalised path.
+ * @param root An absolute, normalised directory.
+ * @returns `true` when `path` is below `root`.
+ */
+export function isStrictlyInside(path: string, root: string): boolean {
+  const rel = relative(root, path);
+  // Not `rel.startsWith("..")`: that also refuses a child named like "..2026".
+  return rel !== "" && !isAbsolute(rel) && !rel.split(sep).includes("..");
+}
+
+/**
+ * The real path of `path`, resolving symlinks through its nearest existing ancestor, so a
+ * symlink cannot lead a not-yet-created directory outside where it seems to be.
+ *
+ * @param path An absolute path that may not exist yet.
+ * @returns Its real path (or `path` itself where reading is not permitted).
+ */
+export async function realPathOfNearest(path: string): Promise<string> {
+  const missing: string[] = [];
+  let current = path;
+  while (true) {
+    try {
+      const real = await Deno.realPath(current);
+      return missing.length === 0 ? real : join(real, ...missing.reverse());
+    } catch (err) {
+      if (!(err instanceof Deno.errors.NotFound)) {
+        if (err instanceof Deno.errors.NotCapable || err instanceof Deno.errors.PermissionDenied) {
+          return path; // outside what we may read: the containment check rejects it lexically
+        }
+        throw err;
+      }
+      const parent = dirname(current);
+      if (parent === current) return path;
+      missing.push(basename(current));
+      current = parent;
+    }
+  }
+}
+
+/**
+ * The next derived run id: the largest all-digit directory name plus one, at least 3 digits.
+ *
+ * @param siteDir The site directory.
+ * @returns For example `"001"`, `"008"` or `"1000"`.
+ */
+export async function nextNumericRun(siteDir: string): Promise<string> {
+  let max = 0;
+  for await (const entry of Deno.readDir(siteDir)) {
+    if (entry.isDirectory && /^\d+$/.test(entry.name)) max = Math.max(max, Number(entry.name));
+  }
+  return String(max + 1).padStart(3, "0");
 }
