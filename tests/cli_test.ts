@@ -365,20 +365,10 @@ Deno.test("obs-utils telemetry run exits 0 on SIGTERM with every acknowledged ev
   assert.deepEqual(await readSiteLines(tmp.path), posts);
 });
 
-Deno.test("obs-utils telemetry current --follow redraws when the reading changes", async () => {
-  const script = await hasScript();
-  if (!script) {
-    // deno-lint-ignore no-console
-    console.log(
-      "skipped: util-linux 'script' is not installed, so no pseudo-terminal is available",
-    );
-    return;
-  }
-  await using tmp = await tempDir();
-  await using server = await testServer({ siteDir: tmp.path });
+/** Runs `current --follow` under a pseudo-terminal (util-linux `script`), as an operator would. */
+function followInPty(port: number) {
   const command = [Deno.execPath(), "run", "--allow-all", CLI, "telemetry", "current", "--follow"]
-    .concat(conn(server.addr.port)).map((a) => `'${a}'`).join(" ");
-  // `script` gives the command a pseudo-terminal, as an operator's shell would.
+    .concat(conn(port)).map((a) => `'${a}'`).join(" ");
   const child = new Deno.Command("script", {
     args: ["-qfec", command, "/dev/null"],
     env: { NO_COLOR: "1", TERM: "xterm" },
@@ -388,29 +378,84 @@ Deno.test("obs-utils telemetry current --follow redraws when the reading changes
   }).spawn();
   const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
   let screen = "";
-  const waitFor = async (pattern: RegExp) => {
-    const deadline = Date.now() + 10_000;
-    while (!pattern.test(screen)) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${pattern}: ${screen}`);
-      const { value, done } = await reader.read();
-      if (done) throw new Error(`follow exited early: ${screen}`);
-      screen += value;
-    }
+  return {
+    get screen(): string {
+      return screen;
+    },
+    /** Reads the terminal until `pattern` appears in what arrived after `from`. */
+    async waitFor(pattern: RegExp, from = 0): Promise<number> {
+      const deadline = Date.now() + 10_000;
+      while (!pattern.test(screen.slice(from))) {
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${pattern}: ${screen}`);
+        const { value, done } = await reader.read();
+        if (done) throw new Error(`follow exited early: ${screen}`);
+        screen += value;
+      }
+      return screen.length;
+    },
+    /** Ctrl-C, then the exit status. */
+    async stop(): Promise<Deno.CommandStatus> {
+      child.kill("SIGINT");
+      // Keep reading until it exits: closing the pipe first would kill it with SIGPIPE.
+      while (!(await reader.read()).done) { /* drain */ }
+      await child.stdin.close().catch(() => {});
+      await child.stderr.cancel().catch(() => {});
+      return await child.status;
+    },
   };
-  try {
-    await waitFor(/live|polling/);
-    await server.service.record([{ type: "weather", data: { wind_mps: 1.5 } }]);
-    await waitFor(/wind_mps=1\.5/);
-    await server.service.record([{ type: "weather", data: { wind_mps: 7.25 } }]);
-    await waitFor(/wind_mps=7\.25/);
-    assert.ok(screen.includes("\x1b[2J")); // redrawn in place, not appended
-  } finally {
-    child.kill("SIGINT");
-    await reader.cancel().catch(() => {});
-    await child.stdin.close().catch(() => {});
-    await child.stderr.cancel().catch(() => {});
-    await child.status;
-  }
+}
+
+const noPty = await hasScript()
+  ? false
+  : "util-linux 'script' is not installed, so no pseudo-terminal";
+if (noPty) {
+  // deno-lint-ignore no-console
+  console.log(`skipping the current --follow tests: ${noPty}`);
+}
+
+Deno.test({
+  name: "obs-utils telemetry current --follow redraws when the reading changes",
+  ignore: noPty !== false,
+  async fn() {
+    await using tmp = await tempDir();
+    await using server = await testServer({ siteDir: tmp.path });
+    const follow = followInPty(server.addr.port);
+    try {
+      await follow.waitFor(/live|polling/);
+      await server.service.record([{ type: "weather", data: { wind_mps: 1.5 } }]);
+      await follow.waitFor(/wind_mps=1\.5/);
+      await server.service.record([{ type: "weather", data: { wind_mps: 7.25 } }]);
+      await follow.waitFor(/wind_mps=7\.25/);
+      assert.ok(follow.screen.includes("\x1b[2J")); // redrawn in place, not appended
+    } finally {
+      await follow.stop();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "obs-utils telemetry current --follow shows reconnecting across a server restart and exits 0 on Ctrl-C",
+  ignore: noPty !== false,
+  async fn() {
+    await using tmp = await tempDir();
+    const first = await testServer({ siteDir: tmp.path });
+    const port = first.addr.port;
+    const follow = followInPty(port);
+    try {
+      await follow.waitFor(/live/);
+      await first.service.record([{ type: "weather", data: { wind_mps: 1.5 } }]);
+      let mark = await follow.waitFor(/wind_mps=1\.5/);
+      await first.shutdown();
+      mark = await follow.waitFor(/reconnecting/, mark);
+      await using second = await testServer({ siteDir: tmp.path, port });
+      await second.service.record([{ type: "weather", data: { wind_mps: 9.5 } }]);
+      await follow.waitFor(/live[\s\S]*wind_mps=9\.5/, mark);
+    } finally {
+      const status = await follow.stop();
+      assert.equal(status.code, 0);
+    }
+  },
 });
 
 async function hasScript(): Promise<boolean> {
