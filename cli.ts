@@ -322,6 +322,7 @@ async function runCommand(args: string[]): Promise<number> {
   const token = values.token ?? env("OBS_TELEMETRY_TOKEN");
 
   let server: ServerHandle;
+  let early: string[] | undefined = [];
   try {
     server = await startServer({
       siteDir,
@@ -334,7 +335,13 @@ async function runCommand(args: string[]): Promise<number> {
       insecure: values.insecure ?? false,
       allowRunRoots: values["allow-run-root"] ?? [],
       ...(siteTypes ? { siteTypes } : {}),
-      onWarning: (message) => console.error(`warning: ${message}`),
+      // CONTRACT 4.7: nothing is printed before the listener is up, so a start-up failure stays
+      // one line; what recovery found is reported right after the ready line.
+      onWarning: (message) => {
+        const line = `warning: ${message}`;
+        if (early) early.push(line);
+        else console.error(line);
+      },
       onError: (err) => console.error(`error: ${err instanceof Error ? err.stack : err}`),
     });
   } catch (err) {
@@ -373,6 +380,8 @@ async function runCommand(args: string[]): Promise<number> {
       token ? ", token required" : ""
     })`,
   );
+  for (const line of early ?? []) console.error(line);
+  early = undefined;
   try {
     await server.finished;
   } finally {

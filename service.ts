@@ -773,7 +773,8 @@ export class TelemetryService implements AsyncDisposable {
   async #openSiteWriter(key: string): Promise<NdjsonWriter> {
     let writer = this.#siteWriters.get(key);
     if (!writer) {
-      writer = await NdjsonWriter.open(join(this.siteDir, siteFileName(key)), this.fsync);
+      const path = join(this.siteDir, siteFileName(key));
+      writer = await NdjsonWriter.open(path, this.fsync, (n) => this.#tornWarning(path, n));
       this.#siteWriters.set(key, writer);
     }
     return writer;
@@ -790,6 +791,10 @@ export class TelemetryService implements AsyncDisposable {
         this.#warn(`Cannot close ${writer.path} after rotation: ${errorText(e)}`)
       );
     }
+  }
+
+  #tornWarning(path: string, bytes: number): void {
+    this.#warn(tornMessage(path, bytes));
   }
 
   #setSnapshot(type: string, entry: SnapshotEntry): void {
@@ -899,7 +904,7 @@ export class TelemetryService implements AsyncDisposable {
     const scan = await scanStream(path);
     const mark = await readSeqMark(runDir);
     const lastSeq = Math.max(scan.lastSeq, mark);
-    const writer = await NdjsonWriter.open(path, this.fsync);
+    const writer = await NdjsonWriter.open(path, this.fsync, (n) => this.#tornWarning(path, n));
     const record: RunRecord = {
       run_id: runId,
       run_dir: runDir,
@@ -976,7 +981,7 @@ export class TelemetryService implements AsyncDisposable {
     const runDir = saved.run_dir;
     await Deno.mkdir(runDir, { recursive: true });
     const file = join(runDir, RUN_FILE);
-    const writer = await NdjsonWriter.open(file, this.fsync);
+    const writer = await NdjsonWriter.open(file, this.fsync, (n) => this.#tornWarning(file, n));
     const seqAtStart = typeof saved.seq_at_start === "number" ? saved.seq_at_start : 0;
     let scan: Awaited<ReturnType<typeof scanStream>>;
     let mark: number;
@@ -1058,6 +1063,10 @@ function withRunId(metaJson: string, runId: string): string {
   return metaJson === "{}" ? `{${field}}` : `${metaJson.slice(0, -1)},${field}}`;
 }
 
+function tornMessage(path: string, bytes: number): string {
+  return `Moved a torn last line (${bytes} bytes) of ${path} to ${path}.torn.`;
+}
+
 interface SavedSnapshot {
   siteSeq: number;
   /** The run directory that was active when it was saved. */
@@ -1101,7 +1110,7 @@ async function resumeSiteStream(
   let best: StreamScan = { lastSeq: 0, latest: new Map(), countedAfter: 0 };
   for (const path of candidates) {
     const moved = await recoverTornTail(path);
-    if (moved > 0) warn(`Moved a torn last line (${moved} bytes) of ${path} to ${path}.torn.`);
+    if (moved > 0) warn(tornMessage(path, moved));
     const scan = await scanStream(path);
     if (scan.lastSeq > best.lastSeq) best = scan;
   }

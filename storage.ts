@@ -448,10 +448,16 @@ export class NdjsonWriter {
    *
    * @param path The NDJSON file.
    * @param fsync When to fdatasync.
+   * @param onTorn Told how many bytes of a torn last line were moved to `<path>.torn`.
    * @returns The writer.
    */
-  static async open(path: string, fsync: FsyncMode): Promise<NdjsonWriter> {
-    await recoverTornTail(path);
+  static async open(
+    path: string,
+    fsync: FsyncMode,
+    onTorn?: (bytes: number) => void,
+  ): Promise<NdjsonWriter> {
+    const moved = await recoverTornTail(path);
+    if (moved > 0) onTorn?.(moved);
     const file = await Deno.open(path, { append: true, create: true });
     try {
       const size = (await file.stat()).size;

@@ -684,3 +684,17 @@ Deno.test("TelemetryService.open() keeps a saved entry newer than an uncovered r
   const current = await session(dir.path, "close");
   assert.deepEqual(current.T?.data, { v: "newer-site" });
 });
+
+Deno.test("TelemetryService.startRun() warns when it moves a torn last line of the run file", async () => {
+  await using dir = await tempDir();
+  await Deno.mkdir(join(dir.path, "r1"));
+  await Deno.writeTextFile(
+    join(dir.path, "r1", "telemetry.ndjson"),
+    '{"seq":1,"ts":"2026-05-10T13:00:00.000Z","type":"a","data":{},"meta":{}}\n{"seq":2,"ts',
+  );
+  const warnings: string[] = [];
+  await using service = await open(dir.path, { onWarning: (m) => warnings.push(m) });
+  await service.startRun({ run_id: "r1" });
+  assert.equal(warnings.length, 1);
+  assert.match(warnings[0]!, /Moved a torn last line \(12 bytes\) of .*r1\/telemetry\.ndjson/);
+});
