@@ -24,6 +24,7 @@ import {
   ConfigError,
   DEFAULT_HOST,
   DEFAULT_MAX_BODY,
+  DEFAULT_MAX_TYPES,
   DEFAULT_PORT,
   FSYNC_MODES,
   type FsyncMode,
@@ -84,6 +85,7 @@ Options:
   --token TOKEN         Require 'Authorization: Bearer TOKEN' [env OBS_TELEMETRY_TOKEN]
   --allow-run-root DIR  Also allow run directories below DIR (repeatable)
   --max-body BYTES      Largest request body              [default 1048576]
+  --max-types N         Most event types the snapshot holds [default 10000]
   --insecure            Allow a non-loopback --host without a token
   --verbose             Log one line per incoming event
   -h, --help            Show this help
@@ -290,6 +292,7 @@ async function runCommand(args: string[]): Promise<number> {
     token: { type: "string" },
     "allow-run-root": { type: "string", multiple: true },
     "max-body": { type: "string" },
+    "max-types": { type: "string" },
     insecure: { type: "boolean" },
     verbose: { type: "boolean" },
     help: { type: "boolean", short: "h" },
@@ -319,6 +322,9 @@ async function runCommand(args: string[]): Promise<number> {
   const maxBody = values["max-body"] === undefined
     ? DEFAULT_MAX_BODY
     : parsePositiveInt(values["max-body"], "--max-body", "run");
+  const maxTypes = values["max-types"] === undefined
+    ? DEFAULT_MAX_TYPES
+    : parsePositiveInt(values["max-types"], "--max-types", "run");
   const token = values.token ?? env("OBS_TELEMETRY_TOKEN");
 
   let server: ServerHandle;
@@ -331,6 +337,7 @@ async function runCommand(args: string[]): Promise<number> {
       timeZone,
       fsync,
       maxBody,
+      maxTypes,
       token,
       insecure: values.insecure ?? false,
       allowRunRoots: values["allow-run-root"] ?? [],

@@ -579,3 +579,18 @@ Deno.test("obs-utils telemetry stop returns only once the site directory is free
     await server.stop();
   }
 });
+
+Deno.test("obs-utils telemetry run --max-types caps the types in the snapshot", async () => {
+  await using tmp = await tempDir();
+  const port = freePort();
+  const server = await runServer(tmp.path, port, ["--max-types", "1"]);
+  try {
+    const ok = await cli(["telemetry", "post", "weather", ...conn(port)]);
+    assert.equal(ok.code, 0, ok.stderr);
+    const refused = await cli(["telemetry", "post", "status", ...conn(port)]);
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /holds 1 event types, the limit; .*--max-types/);
+  } finally {
+    await server.stop();
+  }
+});
