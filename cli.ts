@@ -412,6 +412,14 @@ function startupFailure(
       (err as Error).message
     }); choose a writable --site-dir`;
   }
+  if (err instanceof Deno.errors.AlreadyExists || err instanceof Deno.errors.NotADirectory) {
+    return `Cannot use site directory ${ctx.siteDir}: a file is in the way; choose another --site-dir`;
+  }
+  if (err instanceof Deno.errors.NotFound || err instanceof Deno.errors.ReadOnly) {
+    return `Cannot create site directory ${ctx.siteDir}: ${
+      (err as Error).message.replace(/ \(os error \d+\).*$/, "")
+    }; choose a writable --site-dir`;
+  }
   if (err instanceof Deno.errors.AddrNotAvailable) {
     return `Cannot listen on ${ctx.hostname}:${ctx.port}: the address is not available on this machine; check --host`;
   }

@@ -594,3 +594,25 @@ Deno.test("obs-utils telemetry run --max-types caps the types in the snapshot", 
     await server.stop();
   }
 });
+
+Deno.test("obs-utils telemetry run exits 1 with one line when the site directory is a file", async () => {
+  await using tmp = await tempDir();
+  const file = join(tmp.path, "not-a-dir");
+  await Deno.writeTextFile(file, "x");
+  const r = await cli([
+    "telemetry",
+    "run",
+    "--site-dir",
+    file,
+    "--host",
+    "127.0.0.1",
+    "--port",
+    "0",
+  ]);
+  assert.equal(r.code, 1);
+  assert.equal(r.stdout, "");
+  assert.equal(
+    r.stderr.trim(),
+    `error: Cannot use site directory ${file}: a file is in the way; choose another --site-dir`,
+  );
+});
