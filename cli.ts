@@ -415,7 +415,7 @@ function startupFailure(
   if (err instanceof Deno.errors.AlreadyExists || err instanceof Deno.errors.NotADirectory) {
     return `Cannot use site directory ${ctx.siteDir}: a file is in the way; choose another --site-dir`;
   }
-  if (err instanceof Deno.errors.NotFound || err instanceof Deno.errors.ReadOnly) {
+  if (err instanceof Deno.errors.NotFound) {
     return `Cannot create site directory ${ctx.siteDir}: ${
       (err as Error).message.replace(/ \(os error \d+\).*$/, "")
     }; choose a writable --site-dir`;
