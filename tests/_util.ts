@@ -46,6 +46,9 @@ export function cliRunArgs(
   ];
 }
 
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
 /** A temporary directory removed when disposed. */
 export interface TempDir extends AsyncDisposable {
   path: string;
@@ -119,4 +122,64 @@ export async function readSiteLines(dir: string): Promise<string[]> {
   const out: string[] = [];
   for (const name of await siteFiles(dir)) out.push(...await readLines(join(dir, name)));
   return out;
+}
+
+/** A parsed raw HTTP/1.1 response. */
+export interface RawResponse {
+  status: number;
+  headers: Headers;
+  body: string;
+}
+
+/**
+ * Sends raw bytes over a real TCP connection, optionally half-closes it, and reads the answer
+ * until the server closes or `timeoutMs` passes. For requests `fetch` refuses to send.
+ * Resolves `status: 0` when the server closed without answering.
+ */
+export async function rawHttp(
+  port: number,
+  request: Uint8Array | string,
+  options: { halfClose?: boolean; timeoutMs?: number } = {},
+): Promise<RawResponse> {
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+  const chunks: Uint8Array[] = [];
+  const timer = setTimeout(() => conn.close(), options.timeoutMs ?? 5000);
+  try {
+    const bytes = typeof request === "string" ? encoder.encode(request) : request;
+    for (let off = 0; off < bytes.length;) off += await conn.write(bytes.subarray(off));
+    if (options.halfClose) await conn.closeWrite();
+    const buf = new Uint8Array(16 * 1024);
+    while (true) {
+      const n = await conn.read(buf);
+      if (n === null) break;
+      chunks.push(buf.slice(0, n));
+    }
+  } catch (err) {
+    // The timer closed the connection: treat what arrived as the answer.
+    if (!(err instanceof Deno.errors.BadResource || err instanceof Deno.errors.Interrupted)) {
+      throw err;
+    }
+  } finally {
+    clearTimeout(timer);
+    closeQuietly(conn);
+  }
+  const text = decoder.decode(await new Blob(chunks as BlobPart[]).bytes());
+  const split = text.indexOf("\r\n\r\n");
+  if (split < 0) return { status: 0, headers: new Headers(), body: text };
+  const [statusLine, ...headerLines] = text.slice(0, split).split("\r\n");
+  const headers = new Headers();
+  for (const line of headerLines) {
+    const colon = line.indexOf(":");
+    headers.append(line.slice(0, colon).trim(), line.slice(colon + 1).trim());
+  }
+  return { status: Number(statusLine!.split(" ")[1]), headers, body: text.slice(split + 4) };
+}
+
+/** Closes a connection that the timer may already have closed. */
+function closeQuietly(conn: Deno.Conn): void {
+  try {
+    conn.close();
+  } catch (err) {
+    if (!(err instanceof Deno.errors.BadResource)) throw err;
+  }
 }

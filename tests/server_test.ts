@@ -7,10 +7,17 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import denoJson from "../deno.json" with { type: "json" };
 import { ConfigError, createHandler, startServer, TelemetryService } from "../server.ts";
-import { getJson, postJson, readSiteLines, tempDir, testServer } from "./_util.ts";
+import {
+  getJson,
+  postJson,
+  rawHttp,
+  type RawResponse,
+  readSiteLines,
+  tempDir,
+  testServer,
+} from "./_util.ts";
 
 const encoder = new TextEncoder();
-const decoder = new TextDecoder();
 
 interface Problem {
   type: string;
@@ -39,30 +46,8 @@ function post(url: string, body: BodyInit | null, contentType = "application/jso
 }
 
 /** Sends raw HTTP/1.1 bytes over a real TCP connection; for headers `fetch` will not send. */
-async function rawRequest(
-  port: number,
-  head: string,
-): Promise<{ status: number; headers: Headers; body: string }> {
-  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
-  const chunks: Uint8Array[] = [];
-  try {
-    await conn.write(encoder.encode(head));
-    const buf = new Uint8Array(16 * 1024);
-    for (let n = await conn.read(buf); n !== null; n = await conn.read(buf)) {
-      chunks.push(buf.slice(0, n));
-    }
-  } finally {
-    conn.close();
-  }
-  const text = decoder.decode(await new Blob(chunks as BlobPart[]).bytes());
-  const split = text.indexOf("\r\n\r\n");
-  const [statusLine, ...headerLines] = text.slice(0, split).split("\r\n");
-  const headers = new Headers();
-  for (const line of headerLines) {
-    const colon = line.indexOf(":");
-    headers.append(line.slice(0, colon).trim(), line.slice(colon + 1).trim());
-  }
-  return { status: Number(statusLine!.split(" ")[1]), headers, body: text.slice(split + 4) };
+function rawRequest(port: number, head: string): Promise<RawResponse> {
+  return rawHttp(port, head);
 }
 
 function rawGet(port: number, path: string, host: string): ReturnType<typeof rawRequest> {
