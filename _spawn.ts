@@ -8,6 +8,8 @@
 
 import { resolve } from "node:path";
 import type { FsyncMode } from "./storage.ts";
+import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl } from "./_address.ts";
+import { sleep } from "./_async.ts";
 
 /** The environment variables the server may read: the only `--allow-env` it gets (CONTRACT 6). */
 export const SERVER_ENV_VARS: readonly string[] = [
@@ -48,9 +50,7 @@ export function permissionFlags(
   options: { siteDir: string; host: string; port: number; allowRunRoots?: readonly string[] },
 ): string[] {
   const dirs = [options.siteDir, ...(options.allowRunRoots ?? [])].join(",");
-  const host = options.host.includes(":") && !options.host.startsWith("[")
-    ? `[${options.host}]`
-    : options.host;
+  const host = hostForUrl(options.host);
   return [
     `--allow-net=${host}:${options.port}`,
     `--allow-read=${dirs}`,
@@ -141,10 +141,10 @@ function freePort(hostname: string): number {
  * ```
  */
 export async function spawnServer(options: SpawnOptions): Promise<SpawnedServer> {
-  const host = options.host ?? "localhost";
+  const host = options.host ?? DEFAULT_HOST;
   const port = options.port === 0
     ? freePort(host === "localhost" ? "127.0.0.1" : host)
-    : options.port ?? 6562;
+    : options.port ?? DEFAULT_PORT;
   const siteDir = resolve(options.siteDir);
   const roots = (options.allowRunRoots ?? []).map((r) => resolve(r));
   const args = [
@@ -178,7 +178,7 @@ export async function spawnServer(options: SpawnOptions): Promise<SpawnedServer>
     stderr: output,
     detached: true,
   }).spawn();
-  const urlHost = host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
+  const urlHost = hostForUrl(host);
   const url = `http://${urlHost}:${port}`;
   let exited: Deno.CommandStatus | undefined;
   const status = child.status.then((s) => (exited = s));
@@ -213,7 +213,7 @@ export async function spawnServer(options: SpawnOptions): Promise<SpawnedServer>
         } ms`,
       );
     }
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
   }
 
   let stopping: Promise<Deno.CommandStatus> | undefined;

@@ -18,6 +18,8 @@
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { TelemetryClient, TelemetryConnectionError, TelemetryHttpError } from "./client.ts";
 import type { Envelope, TelemetryEvent } from "./event.ts";
+import { hostForUrl, readEnv } from "./_address.ts";
+import { sleep } from "./_async.ts";
 import { migrate, MigrateError, type MigrateProgress, type MigrateSummary } from "./migrate.ts";
 import {
   checkTimeZone,
@@ -167,18 +169,6 @@ class Failure extends Error {
   }
 }
 
-/** Reads an environment variable without prompting or throwing when access is denied. */
-function env(name: string): string | undefined {
-  try {
-    if (Deno.permissions.querySync({ name: "env", variable: name }).state !== "granted") {
-      return undefined;
-    }
-    return Deno.env.get(name) || undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 const CONNECTION_OPTIONS = {
   host: { type: "string" },
   port: { type: "string" },
@@ -249,13 +239,12 @@ function connection(
   values: { host?: string | undefined; port?: string | undefined; token?: string | undefined },
   command: string,
 ): Connection {
-  const host = values.host ?? env("OBS_TELEMETRY_HOST") ?? DEFAULT_HOST;
-  const portText = values.port ?? env("OBS_TELEMETRY_PORT");
+  const host = values.host ?? readEnv("OBS_TELEMETRY_HOST") ?? DEFAULT_HOST;
+  const portText = values.port ?? readEnv("OBS_TELEMETRY_PORT");
   const port = portText === undefined ? DEFAULT_PORT : parsePort(portText, command);
-  const urlHost = host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
   return {
-    baseUrl: `http://${urlHost}:${port}`,
-    token: values.token ?? env("OBS_TELEMETRY_TOKEN"),
+    baseUrl: `http://${hostForUrl(host)}:${port}`,
+    token: values.token ?? readEnv("OBS_TELEMETRY_TOKEN"),
   };
 }
 
@@ -299,23 +288,23 @@ async function runCommand(args: string[]): Promise<number> {
   }, false);
   if (values.help) return help("run");
 
-  const siteDir = values["site-dir"] ?? env("OBS_TELEMETRY_SITE_DIR") ?? DEFAULT_SITE_DIR;
-  const hostname = values.host ?? env("OBS_TELEMETRY_HOST") ?? DEFAULT_HOST;
-  const portText = values.port ?? env("OBS_TELEMETRY_PORT");
+  const siteDir = values["site-dir"] ?? readEnv("OBS_TELEMETRY_SITE_DIR") ?? DEFAULT_SITE_DIR;
+  const hostname = values.host ?? readEnv("OBS_TELEMETRY_HOST") ?? DEFAULT_HOST;
+  const portText = values.port ?? readEnv("OBS_TELEMETRY_PORT");
   const port = portText === undefined ? DEFAULT_PORT : parsePort(portText, "run");
-  const fsyncText = values.fsync ?? env("OBS_TELEMETRY_FSYNC") ?? "interval";
+  const fsyncText = values.fsync ?? readEnv("OBS_TELEMETRY_FSYNC") ?? "interval";
   if (!(FSYNC_MODES as readonly string[]).includes(fsyncText)) {
     throw new UsageError(`--fsync must be always, interval or never, not "${fsyncText}"`, "run");
   }
   const fsync = fsyncText as FsyncMode;
-  const tzText = values.tz ?? env("OBS_TELEMETRY_TZ");
+  const tzText = values.tz ?? readEnv("OBS_TELEMETRY_TZ");
   let timeZone: string;
   try {
     timeZone = checkTimeZone(tzText ?? Temporal.Now.timeZoneId());
   } catch (err) {
     throw new UsageError((err as Error).message, "run");
   }
-  const siteTypesText = values["site-types"] ?? env("OBS_TELEMETRY_SITE_TYPES");
+  const siteTypesText = values["site-types"] ?? readEnv("OBS_TELEMETRY_SITE_TYPES");
   const siteTypes = siteTypesText === undefined
     ? undefined
     : siteTypesText.split(",").map((t) => t.trim()).filter((t) => t !== "");
@@ -325,7 +314,7 @@ async function runCommand(args: string[]): Promise<number> {
   const maxTypes = values["max-types"] === undefined
     ? DEFAULT_MAX_TYPES
     : parsePositiveInt(values["max-types"], "--max-types", "run");
-  const token = values.token ?? env("OBS_TELEMETRY_TOKEN");
+  const token = values.token ?? readEnv("OBS_TELEMETRY_TOKEN");
 
   let server: ServerHandle;
   let early: string[] | undefined = [];
@@ -466,7 +455,7 @@ async function stopCommand(args: string[]): Promise<number> {
       }
       // 503 while draining: keep waiting.
     }
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
   }
   throw new Failure(
     `The service at ${conn.baseUrl} accepted the shutdown but still answers after ${timeoutS} s; check its log`,
@@ -541,7 +530,7 @@ interface Style {
 
 function style(): Style {
   const tty = Deno.stdout.isTerminal();
-  const color = tty && env("NO_COLOR") === undefined && !hasNoColor();
+  const color = tty && readEnv("NO_COLOR") === undefined && !hasNoColor();
   const wrap = (code: string) => (s: string) => color ? `\x1b[${code}m${s}\x1b[0m` : s;
   let width = 120;
   if (tty) {
@@ -706,15 +695,7 @@ async function follow(
         status = "reconnecting…";
       }
       draw();
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          clearTimeout(timer);
-          controller.signal.removeEventListener("abort", done);
-          resolve();
-        };
-        const timer = setTimeout(done, intervalS * 1000);
-        controller.signal.addEventListener("abort", done);
-      });
+      await sleep(intervalS * 1000, controller.signal);
     }
   } finally {
     clearInterval(ticker);

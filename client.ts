@@ -35,11 +35,13 @@ import {
   type RunRecord,
   TelemetryEvent,
 } from "./event.ts";
+import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl, readEnv } from "./_address.ts";
+import { sleep } from "./_async.ts";
 
 /** The default port of the service (SPEC 4.6). */
-export const DEFAULT_CLIENT_PORT = 6562;
+export const DEFAULT_CLIENT_PORT: number = DEFAULT_PORT;
 /** The default host of the service (SPEC 4.6). */
-export const DEFAULT_CLIENT_HOST = "localhost";
+export const DEFAULT_CLIENT_HOST: string = DEFAULT_HOST;
 /** The default per-request timeout in milliseconds. */
 export const DEFAULT_TIMEOUT_MS = 5000;
 
@@ -460,27 +462,6 @@ class SseParser {
   }
 }
 
-/** The slice of the Deno and Node globals the client may use, all optional. */
-interface RuntimeGlobals {
-  Deno?: {
-    env?: { get(name: string): string | undefined };
-    permissions?: { querySync?(desc: { name: "env"; variable: string }): { state: string } };
-  };
-  process?: { env?: Record<string, string | undefined> };
-}
-
-/** Reads an environment variable on Deno or Node; `undefined` elsewhere or without permission. */
-function readEnv(name: string): string | undefined {
-  const g = globalThis as RuntimeGlobals;
-  const deno = g.Deno;
-  if (deno) {
-    // A missing --allow-env must neither throw nor prompt, so ask before reading.
-    const state = deno.permissions?.querySync?.({ name: "env", variable: name }).state;
-    return state === "granted" ? deno.env?.get(name) : undefined;
-  }
-  return g.process?.env?.[name];
-}
-
 function resolveBaseUrl(options: ClientOptions): string {
   if (options.baseUrl !== undefined) {
     const raw = String(options.baseUrl);
@@ -512,7 +493,7 @@ function resolveBaseUrl(options: ClientOptions): string {
       ? checkPort(Number(fromEnv), `OBS_TELEMETRY_PORT "${fromEnv}"`)
       : DEFAULT_CLIENT_PORT;
   }
-  if (host.includes(":") && !host.startsWith("[")) host = `[${host}]`;
+  host = hostForUrl(host);
   const url = `http://${host}:${port}`;
   try {
     return new URL(url).origin;
@@ -716,19 +697,6 @@ function causeText(err: Error): string {
     cause = cause.cause;
   }
   return text;
-}
-
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const done = (): void => {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener("abort", done, { once: true });
-  });
 }
 
 interface CallOptions {

@@ -26,6 +26,8 @@ import {
   TelemetryService,
 } from "./service.ts";
 import { errorText } from "./storage.ts";
+import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl } from "./_address.ts";
+import { raceDeadline } from "./_async.ts";
 import { dashboardResponse } from "./dashboard.ts";
 import { metricsResponse } from "./metrics.ts";
 import { StreamHub } from "./stream.ts";
@@ -85,10 +87,7 @@ export const VERSION: string = denoJson.version;
 export const DEFAULT_MAX_BODY = 1024 * 1024;
 /** How long a graceful shutdown waits for in-flight requests, in milliseconds. */
 export const DEFAULT_SHUTDOWN_GRACE_MS = 5000;
-/** Default port (SPEC 4). */
-export const DEFAULT_PORT = 6562;
-/** Default host (SPEC 4). */
-export const DEFAULT_HOST = "localhost";
+export { DEFAULT_HOST, DEFAULT_PORT } from "./_address.ts";
 
 /** Options of {@linkcode createHandler}. */
 export interface HandlerOptions {
@@ -590,21 +589,6 @@ export function createHandler(
   };
 }
 
-/** Waits for `promise`, or until the epoch-ms `deadline`, whichever comes first. */
-async function raceDeadline(promise: Promise<void>, deadline: number): Promise<void> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  try {
-    await Promise.race([
-      promise,
-      new Promise<void>((resolve) =>
-        timer = setTimeout(resolve, Math.max(0, deadline - Date.now()))
-      ),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 /** Options of {@linkcode startServer}: the service's, the handler's, and where to listen. */
 export interface ServerOptions extends ServiceOptions {
   /**
@@ -758,7 +742,7 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   const addr = server.addr;
   // Keep the name the operator chose; "localhost" reads better than the address it resolved to.
   const shown = hostname === "localhost" ? hostname : addr.hostname;
-  const urlHost = shown.includes(":") ? `[${shown}]` : shown;
+  const urlHost = hostForUrl(shown);
   return {
     addr,
     url: `http://${urlHost}:${addr.port}`,
