@@ -1,7 +1,6 @@
 /**
- * Validation of request bodies for the service (CONTRACT 2.3, 2.4): what the service accepts,
- * and the {@linkcode ServiceError} that says what to change when it does not. Internal module,
- * re-exported through `service.ts`.
+ * Request bodies into typed commands (CONTRACT 2.3, 2.4): what the service accepts, and the
+ * {@linkcode InvalidRequestError} that says what to change when it does not.
  *
  * @module
  */
@@ -14,7 +13,7 @@ import {
   type JsonObject,
   parseTimestamp,
 } from "./event.ts";
-import { errorText } from "./storage.ts";
+import { errorText, InvalidRequestError, itemPrefix } from "./_errors.ts";
 
 /** A run id is one safe path segment (CONTRACT 2.3). */
 export const RUN_ID_PATTERN: RegExp = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
@@ -28,65 +27,49 @@ export const RUN_ID_PATTERN: RegExp = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
  */
 const MAX_NESTING = 100;
 
-/**
- * A request the service refused, with the HTTP status that says why (CONTRACT 2.1) and a
- * `detail` sentence that tells the caller what to change.
- *
- * @example Usage
- * ```ts
- * import { ServiceError } from "@obs-utils/telemetry/server";
- * import assert from "node:assert/strict";
- *
- * const err = new ServiceError(409, "No run is active; start one with POST /run/start.");
- * assert.equal(err.status, 409);
- * ```
- */
-export class ServiceError extends Error {
-  /** The HTTP status code. */
-  readonly status: number;
-  /**
-   * Creates the error.
-   *
-   * @param status HTTP status code (400, 404, 409, 500, 503, 507).
-   * @param detail One full sentence saying what went wrong and how to fix it.
-   * @param options The underlying error, if any.
-   */
-  constructor(status: number, detail: string, options?: { cause?: unknown }) {
-    super(detail, options);
-    this.name = "ServiceError";
-    this.status = status;
-  }
-}
-
-/** An event request validated and partly serialised, waiting for its seq. */
-export interface PreparedEvent {
+/** An event request, validated and partly serialised, waiting for its seq. */
+export interface EventCommand {
+  /** The event type. */
   type: string;
+  /** The payload. */
   data: JsonObject;
-  /** `,"ts":…,"type":…,"data":…` */
-  middle: string;
+  /** `data` serialised. */
+  dataJson: string;
   /** `meta` serialised without the server's `run_id`. */
   metaJson: string;
   /** `meta.run_id` as sent by the caller, if any. */
   callerRunId: string | undefined;
-  /** The normalised `ts`. */
-  ts: string;
+  /** The normalised `ts`; `undefined` stamps the receive time. */
+  ts: string | undefined;
+  /** `false`: update the snapshot only, write nothing. */
   storePermanently: boolean;
+  /** `false`: write without updating the snapshot. */
   makeCurrent: boolean;
-  receivedAt: number;
+  /** The 0-based index in a batch request, named in errors; `undefined` outside a batch. */
+  item: number | undefined;
 }
 
-export interface RunStartRequest {
-  runId: string | undefined;
-  runDir: string | undefined;
-  meta: JsonObject;
+/** What to start: `POST /run/start` (CONTRACT 2.3), every field optional. */
+export interface RunStartCommand {
+  /** The run id; derived when omitted. */
+  runId?: string | undefined;
+  /** The run directory, relative to the site directory or absolute. */
+  runDir?: string | undefined;
+  /** Metadata stored with the run record. */
+  meta?: JsonObject | undefined;
 }
 
-/** Validates a `POST /run/start` body (CONTRACT 2.3); `null` or nothing means "omitted". */
-export function parseRunStart(body: unknown): RunStartRequest {
+/**
+ * Validates a `POST /run/start` body (CONTRACT 2.3); `null` or nothing means "omitted".
+ *
+ * @param body The parsed JSON body.
+ * @returns The command.
+ * @throws {InvalidRequestError} Saying which field to change.
+ */
+export function parseRunStart(body: unknown): RunStartCommand {
   if (body === undefined || body === null) return { runId: undefined, runDir: undefined, meta: {} };
   if (!isJsonObject(body)) {
-    throw new ServiceError(
-      400,
+    throw new InvalidRequestError(
       `The run start body must be a JSON object such as {"run_id": "night-1"}, not ${
         describe(body)
       }.`,
@@ -95,19 +78,18 @@ export function parseRunStart(body: unknown): RunStartRequest {
   const runId = optionalString(body, "run_id");
   const runDir = optionalString(body, "run_dir");
   if (runId !== undefined && !RUN_ID_PATTERN.test(runId)) {
-    throw new ServiceError(
-      400,
+    throw new InvalidRequestError(
       `run_id ${
         JSON.stringify(runId.slice(0, 140))
       } is not allowed; use 1 to 128 letters, digits, ".", "_" or "-", starting with a letter or digit.`,
     );
   }
   if (runDir !== undefined && (runDir.length === 0 || runDir.includes("\0"))) {
-    throw new ServiceError(400, "run_dir must be a non-empty path without NUL characters.");
+    throw new InvalidRequestError("run_dir must be a non-empty path without NUL characters.");
   }
   const meta = body.meta ?? {};
   if (!isJsonObject(meta)) {
-    throw new ServiceError(400, `"meta" must be a JSON object, not ${describe(meta)}.`);
+    throw new InvalidRequestError(`"meta" must be a JSON object, not ${describe(meta)}.`);
   }
   if (nestsDeeperThan(meta, MAX_NESTING)) throw tooDeep("", "meta");
   return { runId, runDir, meta };
@@ -126,9 +108,8 @@ function nestsDeeperThan(value: unknown, max: number): boolean {
   return false;
 }
 
-function tooDeep(where: string, key: string): ServiceError {
-  return new ServiceError(
-    400,
+function tooDeep(where: string, key: string): InvalidRequestError {
+  return new InvalidRequestError(
     `${where}"${key}" nests objects or arrays more than ${MAX_NESTING} levels deep; flatten it.`,
   );
 }
@@ -137,7 +118,7 @@ function optionalString(body: JsonObject, key: string): string | undefined {
   const value = body[key];
   if (value === undefined || value === null) return undefined;
   if (typeof value !== "string") {
-    throw new ServiceError(400, `"${key}" must be a string, not ${describe(value)}.`);
+    throw new InvalidRequestError(`"${key}" must be a string, not ${describe(value)}.`);
   }
   return value;
 }
@@ -146,55 +127,46 @@ function optionalBoolean(body: JsonObject, key: string, where: string): boolean 
   const value = body[key];
   if (value === undefined || value === null) return true;
   if (typeof value !== "boolean") {
-    throw new ServiceError(400, `${where}"${key}" must be true or false, not ${describe(value)}.`);
+    throw new InvalidRequestError(
+      `${where}"${key}" must be true or false, not ${describe(value)}.`,
+    );
   }
   return value;
 }
 
-let lastReceivedMs = NaN;
-let lastReceivedTs = "";
-/** `formatTimestamp` for receive times, which repeat within a millisecond under load. */
-function receivedTs(ms: number): string {
-  if (ms !== lastReceivedMs) {
-    lastReceivedTs = formatTimestamp(ms);
-    lastReceivedMs = ms;
-  }
-  return lastReceivedTs;
-}
-
-/** Validates one event request (CONTRACT 2.4) and serialises what does not depend on the seq. */
-export function prepareEvent(
-  raw: unknown,
-  receivedAt: number,
-  index: number | undefined,
-): PreparedEvent {
-  const where = index === undefined ? "" : `Item ${index}: `;
+/**
+ * Validates one event request (CONTRACT 2.4) and serialises what does not depend on the seq.
+ *
+ * @param raw The parsed JSON of one event.
+ * @param index Its 0-based index in a batch, named in errors; `undefined` outside a batch.
+ * @returns The command.
+ * @throws {InvalidRequestError} Naming the field to change.
+ */
+export function parseEvent(raw: unknown, index?: number): EventCommand {
+  const where = itemPrefix(index);
   if (!isJsonObject(raw)) {
-    throw new ServiceError(
-      400,
+    throw new InvalidRequestError(
       `${where}an event must be a JSON object with "type" and "data", not ${describe(raw)}.`,
     );
   }
   const typeProblem = checkEventType(raw.type);
-  if (typeProblem) throw new ServiceError(400, where + typeProblem);
+  if (typeProblem) throw new InvalidRequestError(where + typeProblem);
   const type = raw.type as string;
   if (!isJsonObject(raw.data)) {
-    throw new ServiceError(
-      400,
+    throw new InvalidRequestError(
       `${where}"data" must be a JSON object such as {"wind_mps": 2.1}, not ${describe(raw.data)}.`,
     );
   }
   const meta = raw.meta ?? {};
   if (!isJsonObject(meta)) {
-    throw new ServiceError(400, `${where}"meta" must be a JSON object, not ${describe(meta)}.`);
+    throw new InvalidRequestError(`${where}"meta" must be a JSON object, not ${describe(meta)}.`);
   }
   if (nestsDeeperThan(raw.data, MAX_NESTING)) throw tooDeep(where, "data");
   if (nestsDeeperThan(meta, MAX_NESTING)) throw tooDeep(where, "meta");
   let callerRunId: string | undefined;
   if (meta.run_id !== undefined) {
     if (typeof meta.run_id !== "string") {
-      throw new ServiceError(
-        400,
+      throw new InvalidRequestError(
         `${where}meta.run_id must be a string, not ${
           describe(meta.run_id)
         }; better, omit it and the server stamps it.`,
@@ -202,12 +174,11 @@ export function prepareEvent(
     }
     callerRunId = meta.run_id;
   }
-  let ts: string;
+  let ts: string | undefined;
   if (raw.ts === undefined || raw.ts === null) {
-    ts = receivedTs(receivedAt);
+    ts = undefined;
   } else if (typeof raw.ts !== "string") {
-    throw new ServiceError(
-      400,
+    throw new InvalidRequestError(
       `${where}"ts" must be an ISO 8601 string such as "2026-11-22T03:00:00.000Z", not ${
         describe(raw.ts)
       }.`,
@@ -216,22 +187,20 @@ export function prepareEvent(
     try {
       ts = formatTimestamp(parseTimestamp(raw.ts));
     } catch (err) {
-      throw new ServiceError(
-        400,
+      throw new InvalidRequestError(
         `${where}${
           errorText(err)
         }; send "ts" like "2026-11-22T03:00:00.000Z", or omit it to use the server's time.`,
       );
     }
   }
-  let middle: string;
+  let dataJson: string;
   let metaJson: string;
   try {
-    middle = `,"ts":"${ts}","type":${JSON.stringify(type)},"data":${JSON.stringify(raw.data)}`;
+    dataJson = JSON.stringify(raw.data);
     metaJson = JSON.stringify(meta);
   } catch {
-    throw new ServiceError(
-      400,
+    throw new InvalidRequestError(
       `${where}the event is nested too deeply; flatten "data" or "meta".`,
     );
   }
@@ -239,11 +208,25 @@ export function prepareEvent(
     type,
     data: raw.data,
     ts,
-    middle,
+    dataJson,
     metaJson,
     callerRunId,
     storePermanently: optionalBoolean(raw, "store_permanently", where),
     makeCurrent: optionalBoolean(raw, "make_current", where),
-    receivedAt,
+    item: index,
   };
+}
+
+/**
+ * Validates the events of one request, all or nothing.
+ *
+ * @param items The parsed JSON of each event.
+ * @param batch Name the 0-based index of a bad item in the error even when there is only one.
+ * @returns One command per item, in order.
+ * @throws {InvalidRequestError} Naming the first bad item.
+ */
+export function parseEvents(items: readonly unknown[], batch: boolean): EventCommand[] {
+  const commands: EventCommand[] = new Array(items.length);
+  for (let i = 0; i < items.length; i++) commands[i] = parseEvent(items[i], batch ? i : undefined);
+  return commands;
 }

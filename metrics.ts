@@ -13,7 +13,7 @@
  * @module
  */
 
-import type { TelemetryService } from "./service.ts";
+import type { TelemetryService, WriteReport } from "./service.ts";
 import type { StreamHub } from "./stream.ts";
 
 /** The `Content-Type` of the Prometheus text format 0.0.4. */
@@ -37,7 +37,7 @@ export function escapeLabelValue(value: string): string {
   return value.replace(/[\\"\n]/g, (c) => c === "\n" ? "\\n" : "\\" + c);
 }
 
-/** Options of {@linkcode renderMetrics}. */
+/** Options of {@linkcode ServiceMetrics.render}. */
 export interface RenderMetricsOptions {
   /** When given, adds `telemetry_stream_clients` and `telemetry_stream_dropped_total`. */
   streams?: StreamHub;
@@ -65,30 +65,136 @@ class Exposition {
   }
 }
 
+/** A cumulative histogram with fixed upper bounds. */
+export class Histogram {
+  /** Upper bounds in seconds, ascending. */
+  readonly bounds: readonly number[];
+  /** Count of observations at or below each bound (non-cumulative per bucket). */
+  readonly counts: number[];
+  /** Sum of all observations. */
+  sum = 0;
+  /** Number of observations. */
+  count = 0;
+  /**
+   * Creates an empty histogram.
+   *
+   * @param bounds Upper bounds, ascending.
+   */
+  constructor(bounds: readonly number[]) {
+    this.bounds = bounds;
+    this.counts = bounds.map(() => 0);
+  }
+  /**
+   * Counts one observation.
+   *
+   * @param value One observation.
+   */
+  observe(value: number): void {
+    this.sum += value;
+    this.count++;
+    const i = this.bounds.findIndex((b) => value <= b);
+    if (i >= 0) this.counts[i]!++;
+  }
+}
+
 /**
- * Renders the service's metrics as Prometheus text format 0.0.4: events per stream and type,
- * write errors, bytes written, the write-duration histogram, whether a run is active, and
- * `telemetry_value{type,field}` for every top-level finite number or boolean (as 1/0) in the
- * latest `data` of each type.
- *
- * @param service The service to describe.
- * @param options Optionally the stream hub, for client gauges.
- * @returns The exposition text, ending in a newline; serve it as {@linkcode METRICS_CONTENT_TYPE}.
+ * The service's counters, kept by listening to its group commits from the moment it is created
+ * (`createHandler` creates one per service), and rendered for `GET /metrics`.
  *
  * @example Usage
  * ```ts ignore
- * import { renderMetrics, TelemetryService } from "@obs-utils/telemetry";
+ * import { ServiceMetrics, TelemetryService } from "@obs-utils/telemetry/server";
  *
  * await using service = await TelemetryService.open({ siteDir: "./telemetry" });
- * console.log(renderMetrics(service));
+ * const metrics = new ServiceMetrics(service);
+ * await service.record([{ type: "weather", data: { wind_mps: 2.1 } }]);
+ * console.log(metrics.render());
  * ```
  */
-export function renderMetrics(
+export class ServiceMetrics {
+  /** Events accepted per `stream` and `type` (key `"<stream>\u0000<type>"`). */
+  readonly eventsTotal: Map<string, number> = new Map();
+  /** Failed group writes. */
+  writeErrors = 0;
+  /** Bytes appended to NDJSON files. */
+  bytesWritten = 0;
+  /** Group write durations in seconds. */
+  readonly writeSeconds: Histogram = new Histogram([
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    1,
+  ]);
+  #service: TelemetryService;
+
+  /**
+   * Starts counting the service's commits.
+   *
+   * @param service The service to count.
+   */
+  constructor(service: TelemetryService) {
+    this.#service = service;
+    service.watchWrites((report) => this.#count(report));
+  }
+
+  #count(report: WriteReport): void {
+    if (!report.ok) {
+      this.writeErrors++;
+      return;
+    }
+    if (report.bytes > 0) {
+      this.writeSeconds.observe(report.seconds);
+      this.bytesWritten += report.bytes;
+    }
+    for (const [stream, type] of report.copies) {
+      const key = `${stream}\u0000${type}`;
+      this.eventsTotal.set(key, (this.eventsTotal.get(key) ?? 0) + 1);
+    }
+  }
+
+  /**
+   * Renders the metrics as Prometheus text format 0.0.4: events per stream and type, write
+   * errors, bytes written, the write-duration histogram, whether a run is active, and
+   * `telemetry_value{type,field}` for every top-level finite number or boolean (as 1/0) in the
+   * latest `data` of each type.
+   *
+   * @param options Optionally the stream hub, for client gauges.
+   * @returns The exposition text, ending in a newline; serve it as
+   *   {@linkcode METRICS_CONTENT_TYPE}.
+   */
+  render(options: RenderMetricsOptions = {}): string {
+    return renderMetrics(this, this.#service, options);
+  }
+
+  /**
+   * The `GET /metrics` response.
+   *
+   * @param options Optionally the stream hub, for client gauges.
+   * @returns A `200` response in the Prometheus text format 0.0.4, `cache-control: no-store`.
+   */
+  response(options: RenderMetricsOptions = {}): Response {
+    return new Response(this.render(options), {
+      headers: {
+        "content-type": METRICS_CONTENT_TYPE,
+        "cache-control": "no-store",
+        "x-content-type-options": "nosniff",
+      },
+    });
+  }
+}
+
+function renderMetrics(
+  stats: ServiceMetrics,
   service: TelemetryService,
-  options: RenderMetricsOptions = {},
+  options: RenderMetricsOptions,
 ): string {
   const out = new Exposition();
-  const stats = service.stats;
 
   out.family("telemetry_events_total", "counter", "Events accepted, per stream copy and type.");
   const keys = [...stats.eventsTotal.keys()].sort();
@@ -146,30 +252,4 @@ export function renderMetrics(
     }
   }
   return out.text;
-}
-
-/**
- * The `GET /metrics` response.
- *
- * @param service The service to describe.
- * @param options Optionally the stream hub, for client gauges.
- * @returns A `200` response in the Prometheus text format 0.0.4, `cache-control: no-store`.
- *
- * @example Usage
- * ```ts ignore
- * const res = metricsResponse(service);
- * console.log(res.headers.get("content-type")); // text/plain; version=0.0.4; charset=utf-8
- * ```
- */
-export function metricsResponse(
-  service: TelemetryService,
-  options: RenderMetricsOptions = {},
-): Response {
-  return new Response(renderMetrics(service, options), {
-    headers: {
-      "content-type": METRICS_CONTENT_TYPE,
-      "cache-control": "no-store",
-      "x-content-type-options": "nosniff",
-    },
-  });
 }

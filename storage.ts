@@ -1,7 +1,8 @@
 /**
- * Everything the service does with the disk: NDJSON append writers with rollback, the local-noon
- * day key of the site files, torn-tail recovery, resuming seq and the snapshot from existing
- * files, the active-run record and the per-site-directory lock.
+ * The site directory and everything in it: {@linkcode SiteStore} owns the paths and file names,
+ * the lock, one writer per night and per run, rotation at local noon, seq marks, the saved
+ * records (active run, snapshot) and the start-up scan. Nothing else in the service touches the
+ * disk.
  *
  * Needs `--allow-read` and `--allow-write` for the site directory (and any `--allow-run-root`).
  *
@@ -18,138 +19,31 @@
  * @module
  */
 
-import { basename, dirname, isAbsolute, join, relative, sep } from "node:path";
+import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
+import { DayKeyer } from "./_day_key.ts";
+import {
+  errorText,
+  InvalidRequestError,
+  RunDirNotAllowedError,
+  SiteInUseError,
+  StorageError,
+} from "./_errors.ts";
+import { type FsyncMode, NdjsonWriter, recoverTornTail, writeFull } from "./_ndjson_writer.ts";
 
-/**
- * When the writers call `fdatasync`: before answering (`always`), at most once a second and on
- * rotation, run stop and shutdown (`interval`), or only on close (`never`).
- */
-export type FsyncMode = "always" | "interval" | "never";
+export { checkTimeZone, dayKey, DayKeyer } from "./_day_key.ts";
+export {
+  FSYNC_MODES,
+  type FsyncMode,
+  NdjsonWriter,
+  recoverTornTail,
+  writeFull,
+} from "./_ndjson_writer.ts";
+export { errorText, isDiskFull, SiteInUseError, WriteError } from "./_errors.ts";
 
-/** The file mode names accepted by {@linkcode FsyncMode}, for flag validation. */
-export const FSYNC_MODES: readonly FsyncMode[] = ["always", "interval", "never"];
-
-const NEWLINE = 0x0a;
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-/**
- * The site file day key for an instant: the local date in `timeZone`, where a time of day
- * before 12:00 belongs to the previous date (CONTRACT 3). Reads the wall clock, so it is right
- * on DST change days.
- *
- * @param epochMs The instant, in epoch milliseconds.
- * @param timeZone An IANA time zone name such as `"America/Santiago"`.
- * @returns `YYYYMMDD`.
- * @throws {RangeError} If `timeZone` is not a known time zone.
- *
- * @example Usage
- * ```ts
- * import { dayKey } from "@obs-utils/telemetry/server";
- * import assert from "node:assert/strict";
- *
- * assert.equal(dayKey(Date.parse("2026-01-02T11:59:59.999Z"), "UTC"), "20260101");
- * assert.equal(dayKey(Date.parse("2026-01-02T12:00:00.000Z"), "UTC"), "20260102");
- * ```
- */
-export function dayKey(epochMs: number, timeZone: string): string {
-  return dayWindow(epochMs, timeZone).key;
-}
-
-interface DayWindow {
-  key: string;
-  /** First instant of this key (local noon), epoch ms. */
-  start: number;
-  /** First instant of the next key, epoch ms. */
-  end: number;
-}
-
-function dayWindow(epochMs: number, timeZone: string): DayWindow {
-  const zoned = Temporal.Instant.fromEpochMilliseconds(epochMs).toZonedDateTimeISO(timeZone);
-  const date = zoned.hour < 12 ? zoned.toPlainDate().subtract({ days: 1 }) : zoned.toPlainDate();
-  const noon = (d: Temporal.PlainDate) =>
-    d.toZonedDateTime({ timeZone, plainTime: "12:00" }).epochMilliseconds;
-  const key = `${String(date.year).padStart(4, "0")}${String(date.month).padStart(2, "0")}${
-    String(date.day).padStart(2, "0")
-  }`;
-  return { key, start: noon(date), end: noon(date.add({ days: 1 })) };
-}
-
-/**
- * Computes site-file day keys quickly for a stream of instants, recomputing with `Temporal` only
- * when an instant leaves the current local-noon-to-noon window.
- *
- * @example Usage
- * ```ts
- * import { DayKeyer } from "@obs-utils/telemetry/server";
- * import assert from "node:assert/strict";
- *
- * const keyer = new DayKeyer("Pacific/Auckland");
- * assert.equal(keyer.keyFor(Date.parse("2026-11-22T00:00:00Z")), "20261122");
- * ```
- */
-export class DayKeyer {
-  #timeZone: string;
-  #window: DayWindow | undefined;
-
-  /**
-   * Creates a keyer for one site time zone.
-   *
-   * @param timeZone IANA time zone of the site.
-   * @throws {RangeError} If the zone is unknown.
-   */
-  constructor(timeZone: string) {
-    this.#timeZone = timeZone;
-    this.#window = dayWindow(Date.now(), timeZone);
-  }
-
-  /**
-   * The day key for an instant.
-   *
-   * @param epochMs The instant, in epoch milliseconds.
-   * @returns `YYYYMMDD`.
-   *
-   * @example Usage
-   * ```ts
-   * import { DayKeyer } from "@obs-utils/telemetry/server";
-   * import assert from "node:assert/strict";
-   *
-   * assert.equal(new DayKeyer("UTC").keyFor(0), "19691231");
-   * ```
-   */
-  keyFor(epochMs: number): string {
-    const w = this.#window;
-    if (w && epochMs >= w.start && epochMs < w.end) return w.key;
-    this.#window = dayWindow(epochMs, this.#timeZone);
-    return this.#window.key;
-  }
-}
-
-/**
- * Checks that a name is a time zone `Temporal` knows.
- *
- * @param timeZone The candidate, for example `"Europe/Madrid"`.
- * @returns The zone's canonical identifier.
- * @throws {RangeError} If it is not a known IANA zone.
- *
- * @example Usage
- * ```ts
- * import { checkTimeZone } from "@obs-utils/telemetry/server";
- * import assert from "node:assert/strict";
- *
- * assert.equal(checkTimeZone("UTC"), "UTC");
- * assert.throws(() => checkTimeZone("Mars/Olympus"), RangeError);
- * ```
- */
-export function checkTimeZone(timeZone: string): string {
-  try {
-    return Temporal.Now.zonedDateTimeISO(timeZone).timeZoneId;
-  } catch {
-    throw new RangeError(
-      `Cannot use time zone "${timeZone}": not an IANA zone name such as "America/Santiago" or "UTC"`,
-    );
-  }
-}
+// --- the layout of a site directory (CONTRACT 3) ---------------------------------------------
 
 /** The name of the site-stream file for a day key. */
 export function siteFileName(key: string): string {
@@ -158,6 +52,429 @@ export function siteFileName(key: string): string {
 
 /** Names of site-stream files. */
 export const SITE_FILE: RegExp = /^site_(\d{8})\.ndjson$/;
+/** The run stream's file inside a run directory. */
+export const RUN_FILE = "telemetry.ndjson";
+/** The active run, while one is active; a run resumes from it after a restart. */
+const ACTIVE_RUN_FILE = ".active-run.json";
+/** The snapshot as it was at the last clean shutdown, with the seqs it reflects. */
+const SNAPSHOT_FILE = ".snapshot.json";
+const LOCK_FILE = ".lock";
+
+/** Options of {@linkcode SiteStore.open}. */
+export interface SiteStoreOptions {
+  /** The site telemetry directory; created if missing. */
+  siteDir: string;
+  /** IANA zone of the local-noon rotation (already checked). */
+  timeZone: string;
+  /** When to fdatasync. */
+  fsync: FsyncMode;
+  /** Directories outside the site directory where runs may be placed. */
+  allowRunRoots?: readonly string[] | undefined;
+  /** Receives warnings about recovered state and failed background syncs. */
+  warn: (message: string) => void;
+}
+
+/** A run stream opened by {@linkcode SiteStore.openRunStream}. */
+export interface RunStream {
+  /** The run file's writer. */
+  writer: NdjsonWriter;
+  /** What the existing run file holds. */
+  scan: StreamScan;
+  /** The run directory's seq mark (0: none). */
+  mark: number;
+}
+
+/** What the site stream resumes from, found by {@linkcode SiteStore.resumeSite}. */
+export interface SiteResume extends StreamScan {
+  /** The site directory's seq mark (0: none). */
+  mark: number;
+}
+
+/**
+ * One site directory, held exclusively (its `.lock`) from {@linkcode SiteStore.open} to
+ * {@linkcode SiteStore.close}.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { SiteStore } from "@obs-utils/telemetry/server";
+ * const store = await SiteStore.open({
+ *   siteDir: "./telemetry", timeZone: "UTC", fsync: "interval", warn: console.warn,
+ * });
+ * await store.close();
+ * ```
+ */
+export class SiteStore {
+  /** Absolute real path of the site directory. */
+  readonly siteDir: string;
+  /** The fsync mode of every writer. */
+  readonly fsync: FsyncMode;
+  /** Real paths of the directories outside the site directory where runs may be placed. */
+  readonly runRoots: readonly string[];
+  #lock: SiteLock;
+  #warn: (message: string) => void;
+  #keyer: DayKeyer;
+  #siteWriters = new Map<string, NdjsonWriter>();
+  #runWriters = new Set<NdjsonWriter>();
+  #syncTimer: ReturnType<typeof setInterval> | undefined;
+  #syncing: Promise<void> | undefined;
+
+  private constructor(
+    siteDir: string,
+    runRoots: string[],
+    lock: SiteLock,
+    options: SiteStoreOptions,
+  ) {
+    this.siteDir = siteDir;
+    this.runRoots = runRoots;
+    this.fsync = options.fsync;
+    this.#lock = lock;
+    this.#warn = options.warn;
+    this.#keyer = new DayKeyer(options.timeZone);
+  }
+
+  /**
+   * Creates the site directory if needed and takes its lock.
+   *
+   * @param options Where, which zone and how to sync.
+   * @returns The held store.
+   * @throws {SiteInUseError} If another server holds the directory.
+   * @throws {Deno.errors.NotCapable} If read or write permission for the directory is missing.
+   */
+  static async open(options: SiteStoreOptions): Promise<SiteStore> {
+    await Deno.mkdir(options.siteDir, { recursive: true });
+    const siteDir = await Deno.realPath(options.siteDir);
+    const runRoots: string[] = [];
+    for (const root of options.allowRunRoots ?? []) {
+      await Deno.mkdir(root, { recursive: true });
+      runRoots.push(await Deno.realPath(root));
+    }
+    const lock = await SiteLock.acquire(siteDir);
+    const store = new SiteStore(siteDir, runRoots, lock, options);
+    if (options.fsync === "interval") {
+      // A slow disk must not pile syncs up behind each other.
+      store.#syncTimer = setInterval(() => store.#syncing ??= store.syncAll(), 1000);
+      Deno.unrefTimer(store.#syncTimer);
+    }
+    return store;
+  }
+
+  // --- the site stream ------------------------------------------------------------------------
+
+  /**
+   * Recovers torn tails and finds where the site stream stands: its last seq, the latest line of
+   * each type in the file that holds that seq, and the seq mark.
+   *
+   * @returns The resume point.
+   */
+  async resumeSite(): Promise<SiteResume> {
+    const candidates = await latestSiteFiles(this.siteDir);
+    let best: StreamScan = { lastSeq: 0, latest: new Map(), countedAfter: 0 };
+    for (const path of candidates) {
+      const moved = await recoverTornTail(path);
+      if (moved > 0) this.#warn(tornMessage(path, moved));
+      const scan = await scanStream(path);
+      if (scan.lastSeq > best.lastSeq) best = scan;
+    }
+    if (candidates.length > 0 && best.lastSeq === 0) {
+      // The newest files are empty (a rolled-back first write): seq must still continue, and
+      // the snapshot comes from the file that holds the last seq.
+      for await (const entry of Deno.readDir(this.siteDir)) {
+        if (SITE_FILE.test(entry.name)) {
+          const other = await scanStream(join(this.siteDir, entry.name));
+          if (other.lastSeq > best.lastSeq) best = other;
+        }
+      }
+    }
+    return { ...best, mark: await readSeqMark(this.siteDir) };
+  }
+
+  /**
+   * The night an instant belongs to: the key of its site file.
+   *
+   * @param epochMs The receive time.
+   * @returns `YYYYMMDD`.
+   */
+  nightOf(epochMs: number): string {
+    return this.#keyer.keyFor(epochMs);
+  }
+
+  /**
+   * The open writer of a night's site file, if it is open.
+   *
+   * @param night A key from {@linkcode SiteStore.nightOf}.
+   * @returns The writer, or `undefined` until {@linkcode SiteStore.openSiteWriter} opened it.
+   */
+  siteWriter(night: string): NdjsonWriter | undefined {
+    return this.#siteWriters.get(night);
+  }
+
+  /**
+   * Opens (creating if needed) a night's site file.
+   *
+   * @param night A key from {@linkcode SiteStore.nightOf}.
+   * @returns The writer, kept open until the night is retired or the store closes.
+   */
+  async openSiteWriter(night: string): Promise<NdjsonWriter> {
+    let writer = this.#siteWriters.get(night);
+    if (!writer) {
+      const path = join(this.siteDir, siteFileName(night));
+      writer = await NdjsonWriter.open(path, this.fsync, (n) => this.#warn(tornMessage(path, n)));
+      this.#siteWriters.set(night, writer);
+    }
+    return writer;
+  }
+
+  /** After rotation, keeps only the newest night's site file open; closing fdatasyncs the rest. */
+  async retireOldNights(): Promise<void> {
+    if (this.#siteWriters.size < 2) return;
+    const newest = [...this.#siteWriters.keys()].sort().at(-1);
+    for (const [night, writer] of this.#siteWriters) {
+      if (night === newest) continue;
+      this.#siteWriters.delete(night);
+      await writer.close().catch((e) =>
+        this.#warn(`Cannot close ${writer.path} after rotation: ${errorText(e)}`)
+      );
+    }
+  }
+
+  // --- run directories ------------------------------------------------------------------------
+
+  /**
+   * The directory of a run named only by its id: below the site directory.
+   *
+   * @param runId A valid run id.
+   * @returns The absolute path.
+   */
+  runDirOf(runId: string): string {
+    return join(this.siteDir, runId);
+  }
+
+  /**
+   * Resolves a requested run directory and confines it to the site directory or an allowed run
+   * root, following symlinks of the part that exists (CONTRACT 2.3).
+   *
+   * @param requested Relative (to the site directory) or absolute.
+   * @returns The absolute path.
+   * @throws {RunDirNotAllowedError} If it lies outside every allowed root.
+   */
+  async confineRunDir(requested: string): Promise<string> {
+    const target = isAbsolute(requested) ? resolve(requested) : resolve(this.siteDir, requested);
+    const real = await realPathOfNearest(target);
+    for (const root of [this.siteDir, ...this.runRoots]) {
+      if (isStrictlyInside(real, root) && isStrictlyInside(target, root)) return target;
+    }
+    throw new RunDirNotAllowedError(requested, target, this.siteDir, this.runRoots);
+  }
+
+  /**
+   * The next derived run id: the largest all-digit directory name plus one, at least 3 digits.
+   *
+   * @returns For example `"001"`, `"008"` or `"1000"`.
+   */
+  async nextNumericRun(): Promise<string> {
+    let max = 0;
+    for await (const entry of Deno.readDir(this.siteDir)) {
+      if (entry.isDirectory && /^\d+$/.test(entry.name)) max = Math.max(max, Number(entry.name));
+    }
+    return String(max + 1).padStart(3, "0");
+  }
+
+  /**
+   * Creates a run directory (and its parents).
+   *
+   * @param runDir The confined absolute path.
+   * @throws {InvalidRequestError} If a file is in the way.
+   * @throws {StorageError} If it cannot be created for another reason.
+   */
+  async createRunDir(runDir: string): Promise<void> {
+    try {
+      await Deno.mkdir(runDir, { recursive: true });
+    } catch (err) {
+      if (err instanceof Deno.errors.AlreadyExists || err instanceof Deno.errors.NotADirectory) {
+        throw new InvalidRequestError(
+          `Cannot use run_dir ${runDir}: a file is in the way; choose another run_id or run_dir.`,
+        );
+      }
+      throw new StorageError(`Cannot create run directory ${runDir}: ${errorText(err)}`, {
+        cause: err,
+      });
+    }
+  }
+
+  /**
+   * Opens a run's stream file for appending and reads what it already holds.
+   *
+   * @param runDir The run directory (created if missing).
+   * @param countAfter Count the lines with a seq above this (a resumed run's events).
+   * @returns The writer, the scan and the run's seq mark.
+   */
+  async openRunStream(runDir: string, countAfter = Infinity): Promise<RunStream> {
+    await Deno.mkdir(runDir, { recursive: true });
+    const path = join(runDir, RUN_FILE);
+    const writer = await NdjsonWriter.open(
+      path,
+      this.fsync,
+      (n) => this.#warn(tornMessage(path, n)),
+    );
+    try {
+      const scan = await scanStream(path, countAfter);
+      const mark = await readSeqMark(runDir);
+      this.#runWriters.add(writer);
+      return { writer, scan, mark };
+    } catch (err) {
+      await writer.close();
+      throw err;
+    }
+  }
+
+  /**
+   * Closes a run's stream file (fdatasyncing it unless `fsync` is `never`).
+   *
+   * @param writer A writer from {@linkcode SiteStore.openRunStream}.
+   */
+  async closeRunStream(writer: NdjsonWriter): Promise<void> {
+    this.#runWriters.delete(writer);
+    await writer.close();
+  }
+
+  // --- seq marks and saved records ------------------------------------------------------------
+
+  /**
+   * Records a stream's seq high-water mark atomically.
+   *
+   * @param dir The site directory or a run directory.
+   * @param seq No seq at or below it may be handed out again.
+   */
+  writeSeqMark(dir: string, seq: number): Promise<void> {
+    return writeSeqMark(dir, seq);
+  }
+
+  /**
+   * Reads the active-run record.
+   *
+   * @returns The parsed record, `undefined` when there is none, `null` when it is not JSON.
+   */
+  async readActiveRun(): Promise<unknown> {
+    try {
+      return await readJsonFile(join(this.siteDir, ACTIVE_RUN_FILE));
+    } catch (err) {
+      if (err instanceof SyntaxError) return null;
+      throw err;
+    }
+  }
+
+  /**
+   * Writes the active-run record atomically.
+   *
+   * @param record What a restart resumes from.
+   */
+  writeActiveRun(record: unknown): Promise<void> {
+    return writeJsonAtomic(join(this.siteDir, ACTIVE_RUN_FILE), record);
+  }
+
+  /**
+   * Removes the active-run record.
+   *
+   * @throws {StorageError} If it exists and cannot be removed.
+   */
+  async clearActiveRun(): Promise<void> {
+    try {
+      await removeIfExists(join(this.siteDir, ACTIVE_RUN_FILE));
+    } catch (err) {
+      throw new StorageError(`Cannot clear the active run: ${errorText(err)}`, { cause: err });
+    }
+  }
+
+  /**
+   * Moves an unreadable active-run record aside, so the next start does not trip on it again.
+   *
+   * @returns Where it went.
+   */
+  async setAsideActiveRun(): Promise<string> {
+    const path = join(this.siteDir, ACTIVE_RUN_FILE);
+    const aside = `${path}.corrupt-${Date.now()}`;
+    await Deno.rename(path, aside);
+    return aside;
+  }
+
+  /**
+   * Reads the snapshot saved at the last clean shutdown.
+   *
+   * @returns The parsed value, `undefined` when there is none or it is not JSON (warned).
+   */
+  async readSavedSnapshot(): Promise<unknown> {
+    try {
+      return await readJsonFile(join(this.siteDir, SNAPSHOT_FILE));
+    } catch (err) {
+      if (!(err instanceof SyntaxError)) throw err;
+      this.#warn(
+        `The saved snapshot ${SNAPSHOT_FILE} is unreadable; rebuilding from the files alone.`,
+      );
+      return undefined;
+    }
+  }
+
+  /**
+   * Saves the snapshot for the next start, atomically.
+   *
+   * @param value The saved-snapshot record.
+   */
+  writeSavedSnapshot(value: unknown): Promise<void> {
+    return writeJsonAtomic(join(this.siteDir, SNAPSHOT_FILE), value);
+  }
+
+  // --- syncing and closing --------------------------------------------------------------------
+
+  /**
+   * fdatasyncs every open file that has unsynced writes; a failure is warned, not thrown.
+   *
+   * @returns When every sync has finished.
+   */
+  syncAll(): Promise<void> {
+    return (async () => {
+      for (const writer of [...this.#siteWriters.values(), ...this.#runWriters]) {
+        await writer.sync().catch((e) =>
+          this.#warn(`Cannot fdatasync ${writer.path}: ${errorText(e)}`)
+        );
+      }
+    })().finally(() => this.#syncing = undefined);
+  }
+
+  /**
+   * Stops the background sync, closes every file (fdatasyncing it) and releases the lock.
+   *
+   * @throws {Error} The first failure to close a file; the lock is released anyway.
+   */
+  async close(): Promise<void> {
+    clearInterval(this.#syncTimer);
+    await this.#syncing;
+    const errors: unknown[] = [];
+    for (const writer of [...this.#siteWriters.values(), ...this.#runWriters]) {
+      try {
+        await writer.close();
+      } catch (err) {
+        errors.push(err);
+      }
+    }
+    this.#siteWriters.clear();
+    this.#runWriters.clear();
+    await this.#lock.release();
+    if (errors.length > 0) throw errors[0];
+  }
+
+  /**
+   * Releases the lock without closing anything: for a start-up that failed before any file
+   * was opened.
+   */
+  async abandon(): Promise<void> {
+    clearInterval(this.#syncTimer);
+    await this.#lock.release();
+  }
+}
+
+function tornMessage(path: string, bytes: number): string {
+  return `Moved a torn last line (${bytes} bytes) of ${path} to ${path}.torn.`;
+}
 
 /**
  * Finds the site files that may hold the site stream's last seq: the newest by day key and the
@@ -213,82 +530,6 @@ export async function readSeqMark(dir: string): Promise<number> {
  */
 export async function writeSeqMark(dir: string, seq: number): Promise<void> {
   await writeJsonAtomic(join(dir, SEQ_MARK_FILE), { seq });
-}
-
-/**
- * If a file's last byte is not a newline, moves the bytes after its last newline to
- * `<path>.torn` (appended verbatim, nothing is deleted) and truncates the file there
- * (CONTRACT 4.3).
- *
- * @param path The NDJSON file.
- * @returns The number of bytes moved; 0 when the file ends cleanly or does not exist.
- */
-export async function recoverTornTail(path: string): Promise<number> {
-  let file: Deno.FsFile;
-  try {
-    file = await Deno.open(path, { read: true, write: true });
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound) return 0;
-    throw err;
-  }
-  try {
-    const size = (await file.stat()).size;
-    if (size === 0) return 0;
-    const lastNewline = await findLastNewline(file, size);
-    const tailStart = lastNewline + 1;
-    if (tailStart === size) return 0;
-    const tail = new Uint8Array(size - tailStart);
-    await file.seek(tailStart, Deno.SeekMode.Start);
-    await readFull(file, tail);
-    const torn = await Deno.open(`${path}.torn`, { append: true, create: true });
-    try {
-      await writeFull(torn, tail);
-      await torn.syncData();
-    } finally {
-      torn.close();
-    }
-    await file.truncate(tailStart);
-    await file.syncData();
-    return tail.length;
-  } finally {
-    file.close();
-  }
-}
-
-/** Byte offset of the last `\n` in the first `size` bytes of `file`, or -1. */
-async function findLastNewline(file: Deno.FsFile, size: number): Promise<number> {
-  const chunk = new Uint8Array(64 * 1024);
-  let end = size;
-  while (end > 0) {
-    const start = Math.max(0, end - chunk.length);
-    const view = chunk.subarray(0, end - start);
-    await file.seek(start, Deno.SeekMode.Start);
-    await readFull(file, view);
-    const i = view.lastIndexOf(NEWLINE);
-    if (i >= 0) return start + i;
-    end = start;
-  }
-  return -1;
-}
-
-async function readFull(file: Deno.FsFile, into: Uint8Array): Promise<void> {
-  let off = 0;
-  while (off < into.length) {
-    const n = await file.read(into.subarray(off));
-    if (n === null) throw new Error(`Unexpected end of file after ${off} bytes`);
-    off += n;
-  }
-}
-
-/**
- * Writes all of `bytes`, looping over short writes.
- *
- * @param file An open file.
- * @param bytes What to write.
- */
-export async function writeFull(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
-  let off = 0;
-  while (off < bytes.length) off += await file.write(bytes.subarray(off));
 }
 
 /** What {@linkcode scanStream} learns from an existing stream file. */
@@ -382,202 +623,6 @@ function fastSeqAndType(line: string): [number, string] | undefined {
   return undefined;
 }
 
-/** Raised when a writer could not write; nothing of the failed write remains on disk. */
-export class WriteError extends Error {
-  /** `true` when the disk (or quota) is full: ENOSPC or EDQUOT. */
-  readonly diskFull: boolean;
-  /**
-   * Creates the error.
-   *
-   * @param message What failed.
-   * @param options `cause` and whether the disk was full.
-   */
-  constructor(message: string, options: { cause: unknown; diskFull: boolean }) {
-    super(message, { cause: options.cause });
-    this.name = "WriteError";
-    this.diskFull = options.diskFull;
-  }
-}
-
-/**
- * Tells whether an error means the disk (or a quota) is full: ENOSPC or EDQUOT.
- *
- * @param err Anything thrown by a file operation.
- * @returns `true` for a full disk.
- */
-export function isDiskFull(err: unknown): boolean {
-  if (err instanceof WriteError) return err.diskFull;
-  const e = err as { code?: string; message?: string };
-  return e?.code === "ENOSPC" || e?.code === "EDQUOT" ||
-    /os error (28|122)\b|No space left|quota exceeded/i.test(String(e?.message));
-}
-
-/**
- * An append-only NDJSON file with one writer. Each {@linkcode NdjsonWriter.append} writes its
- * bytes completely or, on failure, truncates the file back to where it was, so a failed write
- * never leaves a partial line.
- *
- * @example Usage
- * ```ts ignore
- * import { NdjsonWriter } from "@obs-utils/telemetry/server";
- * const writer = await NdjsonWriter.open("telemetry/site_20261121.ndjson", "interval");
- * await writer.append(new TextEncoder().encode('{"seq":1}\n'));
- * await writer.close();
- * ```
- */
-export class NdjsonWriter {
-  /** The file's path. */
-  readonly path: string;
-  #file: Deno.FsFile;
-  #size: number;
-  #fsync: FsyncMode;
-  #dirty = false;
-  #closed = false;
-  #sizeUnknown = false;
-  #syncing: Promise<void> | undefined;
-
-  private constructor(path: string, file: Deno.FsFile, size: number, fsync: FsyncMode) {
-    this.path = path;
-    this.#file = file;
-    this.#size = size;
-    this.#fsync = fsync;
-  }
-
-  /**
-   * Opens (creating if needed) a file for appending, first recovering a torn tail.
-   *
-   * @param path The NDJSON file.
-   * @param fsync When to fdatasync.
-   * @param onTorn Told how many bytes of a torn last line were moved to `<path>.torn`.
-   * @returns The writer.
-   */
-  static async open(
-    path: string,
-    fsync: FsyncMode,
-    onTorn?: (bytes: number) => void,
-  ): Promise<NdjsonWriter> {
-    const moved = await recoverTornTail(path);
-    if (moved > 0) onTorn?.(moved);
-    const file = await Deno.open(path, { append: true, create: true });
-    try {
-      const size = (await file.stat()).size;
-      return new NdjsonWriter(path, file, size, fsync);
-    } catch (err) {
-      file.close();
-      throw err;
-    }
-  }
-
-  /** Bytes in the file, as far as this writer knows. */
-  get size(): number {
-    return this.#size;
-  }
-
-  /**
-   * Appends bytes (whole lines). On failure the file is truncated to its previous length and a
-   * {@linkcode WriteError} is thrown. With `fsync: "always"` the data is fdatasynced first.
-   *
-   * @param bytes Complete `\n`-terminated lines.
-   * @throws {WriteError} If the write (or the fsync) failed.
-   */
-  async append(bytes: Uint8Array): Promise<void> {
-    if (this.#closed) throw new Error(`Cannot write to ${this.path}: the writer is closed`);
-    if (this.#sizeUnknown) {
-      // An earlier rollback failed: learn where the file really ends before writing again.
-      this.#size = (await this.#file.stat()).size;
-      this.#sizeUnknown = false;
-    }
-    const before = this.#size;
-    try {
-      // One write almost always takes it all; writeFull only for the rare short write.
-      const n = await this.#file.write(bytes);
-      if (n < bytes.length) await writeFull(this.#file, bytes.subarray(n));
-      if (this.#fsync === "always") await this.#file.syncData();
-      else this.#dirty = true;
-      this.#size = before + bytes.length;
-    } catch (err) {
-      await this.truncate(before).catch(() => {
-        this.#sizeUnknown = true;
-      });
-      throw new WriteError(`Cannot write to ${this.path}: ${errorText(err)}`, {
-        cause: err,
-        diskFull: isDiskFull(err),
-      });
-    }
-  }
-
-  /**
-   * Cuts the file back to `size` bytes: rolls back a batch written to this file when another
-   * file of the same batch failed.
-   *
-   * @param size The length to keep.
-   */
-  async truncate(size: number): Promise<void> {
-    try {
-      await this.#file.truncate(size);
-    } catch (err) {
-      this.#sizeUnknown = true;
-      throw err;
-    }
-    this.#size = size;
-  }
-
-  /**
-   * fdatasyncs if anything was written since the last sync. Concurrent calls share one sync;
-   * a failed sync leaves the writer dirty, so the next call (or close) tries again.
-   */
-  sync(): Promise<void> {
-    if (!this.#dirty || this.#closed) return this.#syncing ?? Promise.resolve();
-    this.#syncing ??= (async () => {
-      this.#dirty = false;
-      try {
-        await this.#file.syncData();
-      } catch (err) {
-        this.#dirty = true;
-        throw err;
-      } finally {
-        this.#syncing = undefined;
-      }
-    })();
-    return this.#syncing;
-  }
-
-  /** Syncs (unless `fsync` is `never`) and closes the file. Safe to call twice. */
-  async close(): Promise<void> {
-    if (this.#closed) return;
-    try {
-      await this.#syncing?.catch(() => {});
-      if (this.#fsync !== "never") await this.sync();
-    } finally {
-      this.#closed = true;
-      this.#file.close();
-    }
-  }
-}
-
-/**
- * Describes an error in a few words for a log line or an HTTP `detail`.
- *
- * @param err Anything thrown.
- * @returns Its message without a stack trace.
- */
-export function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
-/** Raised when another server holds the site directory's lock. */
-export class SiteInUseError extends Error {
-  /**
-   * Creates the error.
-   *
-   * @param siteDir The locked site directory.
-   */
-  constructor(siteDir: string) {
-    super(`site directory ${siteDir} is in use by another telemetry server`);
-    this.name = "SiteInUseError";
-  }
-}
-
 /**
  * The exclusive lock on `<site_dir>/.lock` that keeps a second server off the same directory
  * (CONTRACT 4.6). The operating system releases it if the process dies.
@@ -597,7 +642,11 @@ export class SiteLock {
    * @throws {SiteInUseError} If another server (or another open in this process) holds it.
    */
   static async acquire(siteDir: string): Promise<SiteLock> {
-    const file = await Deno.open(join(siteDir, ".lock"), { read: true, write: true, create: true });
+    const file = await Deno.open(join(siteDir, LOCK_FILE), {
+      read: true,
+      write: true,
+      create: true,
+    });
     let locked = false;
     try {
       locked = await file.tryLock(true);
@@ -739,18 +788,4 @@ export async function realPathOfNearest(path: string): Promise<string> {
       current = parent;
     }
   }
-}
-
-/**
- * The next derived run id: the largest all-digit directory name plus one, at least 3 digits.
- *
- * @param siteDir The site directory.
- * @returns For example `"001"`, `"008"` or `"1000"`.
- */
-export async function nextNumericRun(siteDir: string): Promise<string> {
-  let max = 0;
-  for await (const entry of Deno.readDir(siteDir)) {
-    if (entry.isDirectory && /^\d+$/.test(entry.name)) max = Math.max(max, Number(entry.name));
-  }
-  return String(max + 1).padStart(3, "0");
 }

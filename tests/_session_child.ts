@@ -14,8 +14,13 @@ const [dir, mode, opsText] = Deno.args;
 const service = await TelemetryService.open({ siteDir: dir!, timeZone: "UTC", fsync: "never" });
 console.log(service.currentJson());
 for (const op of JSON.parse(opsText ?? "[]")) {
-  if (op.start) await service.startRun(op.start);
-  else if (op.stop) await service.stopRun();
+  if (op.start) {
+    await service.startRun({
+      runId: op.start.run_id,
+      runDir: op.start.run_dir,
+      meta: op.start.meta,
+    });
+  } else if (op.stop) await service.stopRun();
   else await service.record([op]);
 }
 if (mode === "crash") Deno.exit(0);

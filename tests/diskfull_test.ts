@@ -7,7 +7,8 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import type { ServerHandle } from "../server.ts";
-import { ServiceError, TelemetryService } from "../service.ts";
+import { TelemetryService } from "../service.ts";
+import { WriteError } from "../server.ts";
 import { getJson, readLines, readSiteLines, tempDir, testServer } from "./_util.ts";
 
 const decoder = new TextDecoder();
@@ -157,12 +158,12 @@ Deno.test({
         timeZone: "UTC",
         allowRunRoots: [root.path],
       });
-      await service.startRun({ run_dir: runDir });
+      await service.startRun({ runDir: runDir });
       await service.record([{ type: "weather", data: { n: 1 } }]);
       await fill(mnt.path);
       await assert.rejects(
         service.record([{ type: "weather", data: { pad: "x".repeat(16 * 1024) } }]),
-        (err: unknown) => err instanceof ServiceError && err.status === 507,
+        (err: unknown) => err instanceof WriteError && err.diskFull,
       );
       const runLines = await readLines(join(runDir, "telemetry.ndjson"));
       assert.deepEqual(runLines.map((l) => JSON.parse(l).seq), [1]);

@@ -5,8 +5,13 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { type ServiceOptions, SiteInUseError, TelemetryService } from "../server.ts";
-import { ServiceError } from "../service.ts";
+import {
+  type RunStartCommand,
+  type ServiceOptions,
+  SiteInUseError,
+  TelemetryService,
+  toProblem,
+} from "../server.ts";
 import { readLines, readSiteLines, siteFiles, tempDir } from "./_util.ts";
 
 const T0 = Date.parse("2026-05-10T13:00:00.000Z");
@@ -20,14 +25,17 @@ async function open(
   return await TelemetryService.open({ siteDir, timeZone: "UTC", clock: () => now.ms, ...options });
 }
 
-/** Asserts a promise rejects with a ServiceError of the given status and matching detail. */
+/**
+ * Asserts a promise rejects with a domain error that the HTTP layer answers with the given status
+ * and a detail matching `detail`.
+ */
 async function rejectsWith(promise: Promise<unknown>, status: number, detail: RegExp) {
-  await assert.rejects(promise, (err: unknown) => {
-    assert.ok(err instanceof ServiceError, `expected a ServiceError, got ${err}`);
-    assert.equal(err.status, status, err.message);
-    assert.match(err.message, detail);
-    return true;
-  });
+  const err = await promise.then(() => assert.fail("expected a rejection"), (e: unknown) => e);
+  const answer = toProblem(err);
+  assert.ok(answer, `expected a domain error, got ${err}`);
+  const body = await answer.json();
+  assert.equal(answer.status, status, body.detail);
+  assert.match(body.detail, detail);
 }
 
 async function exists(path: string): Promise<boolean> {
@@ -178,7 +186,7 @@ Deno.test("TelemetryService.open() rebuilds the snapshot from the newest site fi
     await service.record([{ type: "old", data: { n: 1 } }]); // file 20260509: not the newest
     now.ms = Date.parse("2026-05-10T13:00:00Z");
     await service.record([{ type: "dome", data: { n: 2 } }, { type: "dome", data: { n: 3 } }]);
-    await service.startRun({ run_id: "night" });
+    await service.startRun({ runId: "night" });
     await service.record([{ type: "camera", data: { n: 4 } }, { type: "weather", data: {} }]);
     expected = JSON.parse(service.currentJson());
     delete expected.old;
@@ -237,7 +245,7 @@ Deno.test("TelemetryService.record() keeps the snapshot across run start and sto
   await using service = await open(dir.path);
   await service.record([{ type: "dome", data: { open: true } }]);
   const before = service.currentJson();
-  await service.startRun({ run_id: "r1" });
+  await service.startRun({ runId: "r1" });
   assert.equal(service.currentJson(), before);
   await service.stopRun();
   assert.equal(service.currentJson(), before);
@@ -312,7 +320,7 @@ Deno.test("TelemetryService.record() with batch true names index 0 of a one-item
 Deno.test("TelemetryService.record() rejects a meta.run_id that differs from the active run", async () => {
   await using dir = await tempDir();
   await using service = await open(dir.path);
-  await service.startRun({ run_id: "r1" });
+  await service.startRun({ runId: "r1" });
   await rejectsWith(
     service.record([{ type: "t", data: {}, meta: { run_id: "r2" } }]),
     400,
@@ -327,7 +335,7 @@ Deno.test("TelemetryService.record() rejects a meta.run_id that differs from the
 Deno.test("TelemetryService.startRun() with run_id creates <site>/<run_id> and returns the record", async () => {
   await using dir = await tempDir();
   await using service = await open(dir.path);
-  const { run, created } = await service.startRun({ run_id: "m31-1", meta: { target: "M31" } });
+  const { run, created } = await service.startRun({ runId: "m31-1", meta: { target: "M31" } });
   assert.equal(created, true);
   assert.deepEqual(run, {
     run_id: "m31-1",
@@ -344,7 +352,7 @@ Deno.test("TelemetryService.startRun() rejects run_ids that are not one safe pat
   await using dir = await tempDir();
   await using service = await open(dir.path);
   for (const run_id of ["", "../x", ".hidden", "a/b", "x".repeat(129), 5]) {
-    await rejectsWith(service.startRun({ run_id }), 400, /run_id/);
+    await rejectsWith(service.startRun({ runId: run_id as string }), 400, /run_id/);
   }
   assert.equal(service.run, undefined);
 });
@@ -352,7 +360,7 @@ Deno.test("TelemetryService.startRun() rejects run_ids that are not one safe pat
 Deno.test("TelemetryService.startRun() resolves a relative run_dir under the site dir, run_id its last segment", async () => {
   await using dir = await tempDir();
   await using service = await open(dir.path);
-  const { run } = await service.startRun({ run_dir: "2026/m31" });
+  const { run } = await service.startRun({ runDir: "2026/m31" });
   assert.equal(run.run_dir, join(dir.path, "2026", "m31"));
   assert.equal(run.run_id, "m31");
 });
@@ -360,7 +368,7 @@ Deno.test("TelemetryService.startRun() resolves a relative run_dir under the sit
 Deno.test("TelemetryService.startRun() accepts a run_dir whose first segment starts with two dots", async () => {
   await using dir = await tempDir();
   await using service = await open(dir.path);
-  const { run } = await service.startRun({ run_dir: "..2026/m31" });
+  const { run } = await service.startRun({ runDir: "..2026/m31" });
   assert.equal(run.run_dir, join(dir.path, "..2026", "m31"));
 });
 
@@ -369,7 +377,7 @@ Deno.test("TelemetryService.startRun() rejects an absolute run_dir outside the s
   await using outside = await tempDir();
   await using service = await open(site.path);
   const target = join(outside.path, "run1");
-  await rejectsWith(service.startRun({ run_dir: target }), 400, /not inside the site directory/);
+  await rejectsWith(service.startRun({ runDir: target }), 400, /not inside the site directory/);
   assert.equal(await exists(target), false);
   assert.equal(await exists(join(site.path, ".active-run.json")), false);
 });
@@ -377,15 +385,15 @@ Deno.test("TelemetryService.startRun() rejects an absolute run_dir outside the s
 Deno.test("TelemetryService.startRun() rejects a run_dir that climbs out with .. and creates nothing", async () => {
   await using site = await tempDir();
   await using service = await open(join(site.path, "telemetry"));
-  await rejectsWith(service.startRun({ run_dir: "a/../../escaped" }), 400, /not inside/);
+  await rejectsWith(service.startRun({ runDir: "a/../../escaped" }), 400, /not inside/);
   assert.equal(await exists(join(site.path, "escaped")), false);
 });
 
 Deno.test("TelemetryService.startRun() rejects the site directory itself as run_dir", async () => {
   await using dir = await tempDir();
   await using service = await open(dir.path);
-  await rejectsWith(service.startRun({ run_dir: dir.path, run_id: "x" }), 400, /not inside/);
-  await rejectsWith(service.startRun({ run_dir: "a/..", run_id: "x" }), 400, /not inside/);
+  await rejectsWith(service.startRun({ runDir: dir.path, runId: "x" }), 400, /not inside/);
+  await rejectsWith(service.startRun({ runDir: "a/..", runId: "x" }), 400, /not inside/);
 });
 
 Deno.test("TelemetryService.startRun() rejects a run_dir through a symlink leading outside", async () => {
@@ -393,7 +401,7 @@ Deno.test("TelemetryService.startRun() rejects a run_dir through a symlink leadi
   await using outside = await tempDir();
   await Deno.symlink(outside.path, join(site.path, "link"));
   await using service = await open(site.path);
-  await rejectsWith(service.startRun({ run_dir: "link/run1" }), 400, /not inside/);
+  await rejectsWith(service.startRun({ runDir: "link/run1" }), 400, /not inside/);
   assert.equal(await exists(join(outside.path, "run1")), false);
 });
 
@@ -401,7 +409,7 @@ Deno.test("TelemetryService.startRun() accepts a run_dir inside an allowed run r
   await using site = await tempDir();
   await using root = await tempDir();
   await using service = await open(site.path, { allowRunRoots: [root.path] });
-  const { run } = await service.startRun({ run_dir: join(root.path, "cam", "night-1") });
+  const { run } = await service.startRun({ runDir: join(root.path, "cam", "night-1") });
   assert.equal(run.run_id, "night-1");
   await service.record([{ type: "t", data: {} }]);
   assert.equal((await readLines(join(root.path, "cam", "night-1", "telemetry.ndjson"))).length, 1);
@@ -410,7 +418,7 @@ Deno.test("TelemetryService.startRun() accepts a run_dir inside an allowed run r
 Deno.test("TelemetryService.startRun() without id or dir numbers runs 001, 002", async () => {
   await using dir = await tempDir();
   await using service = await open(dir.path);
-  assert.equal((await service.startRun(undefined)).run.run_id, "001");
+  assert.equal((await service.startRun()).run.run_id, "001");
   await service.stopRun();
   assert.equal((await service.startRun({})).run.run_id, "002");
   assert.equal((await service.stopRun()).run_dir, join(dir.path, "002"));
@@ -422,22 +430,26 @@ Deno.test("TelemetryService.startRun() without id or dir follows the largest num
   await Deno.mkdir(join(dir.path, "3"));
   await Deno.writeTextFile(join(dir.path, "050"), "a file, not a run directory");
   await using service = await open(dir.path);
-  assert.equal((await service.startRun(null)).run.run_id, "008");
+  assert.equal((await service.startRun()).run.run_id, "008");
 });
 
 Deno.test("TelemetryService.startRun() without id or dir goes from 999 to 1000", async () => {
   await using dir = await tempDir();
   await Deno.mkdir(join(dir.path, "999"));
   await using service = await open(dir.path);
-  assert.equal((await service.startRun({ run_id: null, run_dir: null })).run.run_id, "1000");
+  assert.equal(
+    (await service.startRun({ runId: null, runDir: null } as unknown as RunStartCommand)).run
+      .run_id,
+    "1000",
+  );
 });
 
 Deno.test("TelemetryService.startRun() of the active run again returns the same record, not created", async () => {
   await using dir = await tempDir();
   await using service = await open(dir.path);
-  const first = await service.startRun({ run_id: "r1", meta: { a: 1 } });
+  const first = await service.startRun({ runId: "r1", meta: { a: 1 } });
   await service.record([{ type: "t", data: {} }]);
-  const again = await service.startRun({ run_id: "r1" });
+  const again = await service.startRun({ runId: "r1" });
   assert.equal(again.created, false);
   assert.deepEqual(again.run, { ...first.run, events: 1 });
 });
@@ -445,16 +457,16 @@ Deno.test("TelemetryService.startRun() of the active run again returns the same 
 Deno.test("TelemetryService.startRun() of a different run while one is active is 409", async () => {
   await using dir = await tempDir();
   await using service = await open(dir.path);
-  await service.startRun({ run_id: "r1" });
-  await rejectsWith(service.startRun({ run_id: "r2" }), 409, /"r1" is active/);
+  await service.startRun({ runId: "r1" });
+  await rejectsWith(service.startRun({ runId: "r2" }), 409, /"r1" is active/);
   assert.equal(await exists(join(dir.path, "r2")), false);
 });
 
 Deno.test("TelemetryService.startRun() without id or dir while a run is active is 409", async () => {
   await using dir = await tempDir();
   await using service = await open(dir.path);
-  await service.startRun({ run_id: "r1" });
-  await rejectsWith(service.startRun(undefined), 409, /POST \/run\/stop/);
+  await service.startRun({ runId: "r1" });
+  await rejectsWith(service.startRun(), 409, /POST \/run\/stop/);
 });
 
 Deno.test("TelemetryService.stopRun() without an active run is 409", async () => {
@@ -467,7 +479,7 @@ Deno.test("TelemetryService.stopRun() returns the record with stopped_at and the
   await using dir = await tempDir();
   const now = { ms: T0 };
   await using service = await open(dir.path, {}, now);
-  await service.startRun({ run_id: "r1" });
+  await service.startRun({ runId: "r1" });
   await service.record([{ type: "a", data: {} }, { type: "b", data: {} }]);
   await service.record([{ type: "c", data: {}, store_permanently: false }]);
   assert.equal(service.run?.events, 2);
@@ -482,10 +494,10 @@ Deno.test("TelemetryService.stopRun() returns the record with stopped_at and the
 Deno.test("TelemetryService.startRun() on an existing run directory continues its seq", async () => {
   await using dir = await tempDir();
   await using service = await open(dir.path);
-  await service.startRun({ run_id: "r1" });
+  await service.startRun({ runId: "r1" });
   await service.record([{ type: "a", data: {} }, { type: "a", data: {} }]);
   await service.stopRun();
-  await service.startRun({ run_id: "r1" });
+  await service.startRun({ runId: "r1" });
   assert.equal(await seqOf(service), 3);
   assert.equal(service.run?.events, 1);
   const lines = await readLines(join(dir.path, "r1", "telemetry.ndjson"));
@@ -499,7 +511,7 @@ Deno.test("TelemetryService.startRun() moves a torn tail of the run file to .tor
   const whole = '{"seq":4,"ts":"2026-05-10T13:00:00.000Z","type":"a","data":{},"meta":{}}\n';
   await Deno.writeTextFile(file, whole + '{"seq":5,"ts":"20');
   await using service = await open(dir.path);
-  await service.startRun({ run_id: "r1" });
+  await service.startRun({ runId: "r1" });
   assert.equal(await Deno.readTextFile(`${file}.torn`), '{"seq":5,"ts":"20');
   assert.equal(await seqOf(service), 5);
   assert.deepEqual((await readLines(file)).map((l) => parse(l).seq), [4, 5]);
@@ -508,8 +520,8 @@ Deno.test("TelemetryService.startRun() moves a torn tail of the run file to .tor
 Deno.test("TelemetryService.startRun() with the active run_id but another run_dir is 409", async () => {
   await using dir = await tempDir();
   await using service = await open(dir.path);
-  await service.startRun({ run_id: "r1" });
-  await rejectsWith(service.startRun({ run_id: "r1", run_dir: "elsewhere/r1" }), 409, /active/);
+  await service.startRun({ runId: "r1" });
+  await rejectsWith(service.startRun({ runId: "r1", runDir: "elsewhere/r1" }), 409, /active/);
 });
 
 Deno.test("TelemetryService.open() sets an unreadable active-run file aside and starts without a run", async () => {
@@ -529,10 +541,10 @@ Deno.test("TelemetryService.open() resumes an active run with its seq and events
   let started;
   {
     await using service = await open(dir.path);
-    await service.startRun({ run_id: "r1" });
+    await service.startRun({ runId: "r1" });
     await service.record([{ type: "a", data: {} }]);
     await service.stopRun();
-    started = (await service.startRun({ run_id: "r1", meta: { m: 1 } })).run;
+    started = (await service.startRun({ runId: "r1", meta: { m: 1 } })).run;
     await service.record([{ type: "a", data: {} }, { type: "b", data: {} }]);
   }
   await using service = await open(dir.path);
@@ -544,7 +556,7 @@ Deno.test("TelemetryService.open() resumes an active run with its seq and events
 Deno.test("TelemetryService.record() stamps run_id into meta and writes to the run file during a run", async () => {
   await using dir = await tempDir();
   await using service = await open(dir.path);
-  await service.startRun({ run_id: "r1" });
+  await service.startRun({ runId: "r1" });
   const [event] = await service.record([{ type: "cam", data: {}, meta: { who: "x" } }]);
   assert.equal(event!.stream, "run");
   assert.deepEqual(parse(event!.line).meta, { who: "x", run_id: "r1" });
@@ -556,7 +568,7 @@ Deno.test("TelemetryService.record() writes a site type during a run to both str
   await using dir = await tempDir();
   await using service = await open(dir.path);
   await seqOf(service, "before"); // site seq 1
-  await service.startRun({ run_id: "r1" });
+  await service.startRun({ runId: "r1" });
   await seqOf(service, "cam"); // run seq 1
   const [weather] = await service.record([{ type: "weather", data: { wind: 3 }, meta: { s: 1 } }]);
   const runLine = (await readLines(join(dir.path, "r1", "telemetry.ndjson"))).at(-1)!;
@@ -575,7 +587,7 @@ Deno.test("TelemetryService.subscribe() delivers telemetry and run messages in o
   await using service = await open(dir.path);
   const kinds: string[] = [];
   const stop = service.subscribe((m) => kinds.push(m.kind === "run" ? `run:${m.active}` : m.kind));
-  await service.startRun({ run_id: "r1" });
+  await service.startRun({ runId: "r1" });
   await service.record([{ type: "a", data: {} }]);
   await service.stopRun();
   stop();
@@ -611,7 +623,7 @@ Deno.test("TelemetryService.record() reserves an ephemeral seq on disk before ac
 Deno.test("TelemetryService.startRun() continues a run directory's seq past its ephemeral events", async () => {
   await using tmp = await tempDir();
   await using service = await open(tmp.path);
-  await service.startRun({ run_id: "night-1" });
+  await service.startRun({ runId: "night-1" });
   await seqOf(service);
   const [ephemeral] = await service.record([{
     type: "status",
@@ -619,7 +631,7 @@ Deno.test("TelemetryService.startRun() continues a run directory's seq past its 
     store_permanently: false,
   }]);
   await service.stopRun();
-  await service.startRun({ run_id: "night-1" });
+  await service.startRun({ runId: "night-1" });
   assert.equal(await seqOf(service), ephemeral!.seq + 1);
 });
 
@@ -694,7 +706,7 @@ Deno.test("TelemetryService.startRun() warns when it moves a torn last line of t
   );
   const warnings: string[] = [];
   await using service = await open(dir.path, { onWarning: (m) => warnings.push(m) });
-  await service.startRun({ run_id: "r1" });
+  await service.startRun({ runId: "r1" });
   assert.equal(warnings.length, 1);
   assert.match(warnings[0]!, /Moved a torn last line \(12 bytes\) of .*r1\/telemetry\.ndjson/);
 });

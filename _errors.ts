@@ -1,0 +1,297 @@
+/**
+ * The service's domain errors. They say what went wrong in the service's own terms and carry the
+ * facts a caller needs; they know nothing of HTTP statuses, routes or command-line flags. The HTTP
+ * layer turns each into problem+json (`toProblem` in `_http.ts`), the command line into one line.
+ *
+ * @module
+ */
+
+/**
+ * A request the service refuses as given: a bad event, run id or run directory. The message is
+ * one full sentence that says what to change.
+ *
+ * @example Usage
+ * ```ts
+ * import { InvalidRequestError } from "@obs-utils/telemetry/server";
+ * import assert from "node:assert/strict";
+ *
+ * const err = new InvalidRequestError('"data" must be a JSON object, not an array.');
+ * assert.equal(err.name, "InvalidRequestError");
+ * ```
+ */
+export class InvalidRequestError extends Error {
+  /**
+   * Creates the error.
+   *
+   * @param message One full sentence saying what is wrong and what to change.
+   * @param options The underlying error, if any.
+   */
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "InvalidRequestError";
+  }
+}
+
+/**
+ * A requested run directory that lies outside the site directory and every allowed run root
+ * (CONTRACT 2.3).
+ *
+ * @example Usage
+ * ```ts
+ * import { RunDirNotAllowedError } from "@obs-utils/telemetry/server";
+ * import assert from "node:assert/strict";
+ *
+ * const err = new RunDirNotAllowedError("../x", "/srv/x", "/srv/telemetry", []);
+ * assert.ok(err.message.includes("/srv/x"));
+ * ```
+ */
+export class RunDirNotAllowedError extends InvalidRequestError {
+  /** The `run_dir` as requested. */
+  readonly requested: string;
+  /** Where it resolves to. */
+  readonly resolved: string;
+  /** The site directory. */
+  readonly siteDir: string;
+  /** The directories outside the site directory where runs may be placed. */
+  readonly runRoots: readonly string[];
+  /**
+   * Creates the error.
+   *
+   * @param requested The `run_dir` as requested.
+   * @param resolved Its absolute path.
+   * @param siteDir The site directory.
+   * @param runRoots The allowed run roots.
+   */
+  constructor(requested: string, resolved: string, siteDir: string, runRoots: readonly string[]) {
+    const roots = runRoots.length > 0 ? ` or an allowed run root (${runRoots.join(", ")})` : "";
+    super(
+      `run_dir "${requested}" resolves to ${resolved}, which is not inside the site directory ${siteDir}${roots}`,
+    );
+    this.name = "RunDirNotAllowedError";
+    this.requested = requested;
+    this.resolved = resolved;
+    this.siteDir = siteDir;
+    this.runRoots = runRoots;
+  }
+}
+
+/**
+ * A new event type that would take the snapshot past its cap (CONTRACT 4.8).
+ *
+ * @example Usage
+ * ```ts
+ * import { TypeLimitError } from "@obs-utils/telemetry/server";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(new TypeLimitError(10_000, undefined).limit, 10_000);
+ * ```
+ */
+export class TypeLimitError extends Error {
+  /** The cap on distinct event types. */
+  readonly limit: number;
+  /** The 0-based index of the refused item in a batch, if the request was one. */
+  readonly item: number | undefined;
+  /**
+   * Creates the error.
+   *
+   * @param limit The cap on distinct event types.
+   * @param item The index of the refused item in a batch.
+   */
+  constructor(limit: number, item: number | undefined) {
+    super(
+      `${
+        itemPrefix(item)
+      }the snapshot already holds ${limit} event types, the limit; reuse an existing type`,
+    );
+    this.name = "TypeLimitError";
+    this.limit = limit;
+    this.item = item;
+  }
+}
+
+/**
+ * A run start refused because another run is active.
+ *
+ * @example Usage
+ * ```ts
+ * import { RunConflictError } from "@obs-utils/telemetry/server";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(new RunConflictError("a", "b").activeRunId, "a");
+ * ```
+ */
+export class RunConflictError extends Error {
+  /** The run that is active. */
+  readonly activeRunId: string;
+  /** The run that was asked for; `undefined` when its id was to be derived. */
+  readonly requestedRunId: string | undefined;
+  /**
+   * Creates the error.
+   *
+   * @param activeRunId The run that is active.
+   * @param requestedRunId The run that was asked for, if named.
+   */
+  constructor(activeRunId: string, requestedRunId: string | undefined) {
+    super(
+      `Run "${activeRunId}" is active; stop it before starting ${
+        requestedRunId === undefined ? "a new one" : `"${requestedRunId}"`
+      }`,
+    );
+    this.name = "RunConflictError";
+    this.activeRunId = activeRunId;
+    this.requestedRunId = requestedRunId;
+  }
+}
+
+/**
+ * A run stop (or run query) while no run is active.
+ *
+ * @example Usage
+ * ```ts
+ * import { NoActiveRunError } from "@obs-utils/telemetry/server";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(new NoActiveRunError().message, "No run is active");
+ * ```
+ */
+export class NoActiveRunError extends Error {
+  /** Creates the error. */
+  constructor() {
+    super("No run is active");
+    this.name = "NoActiveRunError";
+  }
+}
+
+/**
+ * Work refused because the service is closing.
+ *
+ * @example Usage
+ * ```ts
+ * import { ShuttingDownError } from "@obs-utils/telemetry/server";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(new ShuttingDownError().name, "ShuttingDownError");
+ * ```
+ */
+export class ShuttingDownError extends Error {
+  /** Creates the error. */
+  constructor() {
+    super("The service is shutting down");
+    this.name = "ShuttingDownError";
+  }
+}
+
+/**
+ * The disk refused a write. Nothing of the failed write remains on disk and no seq was consumed.
+ *
+ * @example Usage
+ * ```ts
+ * import { WriteError } from "@obs-utils/telemetry/server";
+ * import assert from "node:assert/strict";
+ *
+ * const err = new WriteError("Cannot write to a.ndjson: No space left on device", {
+ *   cause: undefined,
+ *   diskFull: true,
+ * });
+ * assert.equal(err.diskFull, true);
+ * ```
+ */
+export class WriteError extends Error {
+  /** `true` when the disk (or quota) is full: ENOSPC or EDQUOT. */
+  readonly diskFull: boolean;
+  /**
+   * Creates the error.
+   *
+   * @param message What failed.
+   * @param options `cause` and whether the disk was full.
+   */
+  constructor(message: string, options: { cause: unknown; diskFull: boolean }) {
+    super(message, { cause: options.cause });
+    this.name = "WriteError";
+    this.diskFull = options.diskFull;
+  }
+}
+
+/**
+ * A file operation of the service that failed for a reason other than the request: a directory
+ * that cannot be created, a record that cannot be removed.
+ *
+ * @example Usage
+ * ```ts
+ * import { StorageError } from "@obs-utils/telemetry/server";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(new StorageError("Cannot create run directory /x: denied").name, "StorageError");
+ * ```
+ */
+export class StorageError extends Error {
+  /**
+   * Creates the error.
+   *
+   * @param message What failed and why.
+   * @param options The underlying error, if any.
+   */
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "StorageError";
+  }
+}
+
+/**
+ * Another server (or another open in this process) holds the site directory (CONTRACT 4.6).
+ *
+ * @example Usage
+ * ```ts
+ * import { SiteInUseError } from "@obs-utils/telemetry/server";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(new SiteInUseError("/srv/telemetry").siteDir, "/srv/telemetry");
+ * ```
+ */
+export class SiteInUseError extends Error {
+  /** The locked site directory. */
+  readonly siteDir: string;
+  /**
+   * Creates the error.
+   *
+   * @param siteDir The locked site directory.
+   */
+  constructor(siteDir: string) {
+    super(`site directory ${siteDir} is in use by another telemetry server`);
+    this.name = "SiteInUseError";
+    this.siteDir = siteDir;
+  }
+}
+
+/**
+ * `"Item 3: "` for an item of a batch, `""` otherwise: the prefix of an item's error message.
+ *
+ * @param index The 0-based index, or `undefined` outside a batch.
+ * @returns The prefix.
+ */
+export function itemPrefix(index: number | undefined): string {
+  return index === undefined ? "" : `Item ${index}: `;
+}
+
+/**
+ * Describes an error in a few words for a log line or an HTTP `detail`.
+ *
+ * @param err Anything thrown.
+ * @returns Its message without a stack trace.
+ */
+export function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * Tells whether an error means the disk (or a quota) is full: ENOSPC or EDQUOT.
+ *
+ * @param err Anything thrown by a file operation.
+ * @returns `true` for a full disk.
+ */
+export function isDiskFull(err: unknown): boolean {
+  if (err instanceof WriteError) return err.diskFull;
+  const e = err as { code?: string; message?: string };
+  return e?.code === "ENOSPC" || e?.code === "EDQUOT" ||
+    /os error (28|122)\b|No space left|quota exceeded/i.test(String(e?.message));
+}

@@ -1,0 +1,354 @@
+/**
+ * The HTTP mechanics under the routes: reading and parsing bodies within limits, the Host,
+ * Origin and token guards, problem+json answers, and {@linkcode toProblem}, the one table from a
+ * domain error to its status and the advice an HTTP caller needs.
+ *
+ * @module
+ */
+
+import {
+  errorText,
+  InvalidRequestError,
+  NoActiveRunError,
+  RunConflictError,
+  RunDirNotAllowedError,
+  ShuttingDownError,
+  StorageError,
+  TypeLimitError,
+  WriteError,
+} from "./_errors.ts";
+
+const REASONS: Record<number, string> = {
+  400: "Bad Request",
+  401: "Unauthorized",
+  403: "Forbidden",
+  404: "Not Found",
+  405: "Method Not Allowed",
+  409: "Conflict",
+  413: "Content Too Large",
+  415: "Unsupported Media Type",
+  500: "Internal Server Error",
+  503: "Service Unavailable",
+  507: "Insufficient Storage",
+};
+
+// Successful answers carry only their content type: every extra header costs about a
+// microsecond per response, and without validators no browser caches or sniffs them anyway.
+const JSON_HEADERS = { "content-type": "application/json; charset=utf-8" };
+const PROBLEM_HEADERS = {
+  "content-type": "application/problem+json; charset=utf-8",
+  "cache-control": "no-store",
+  "x-content-type-options": "nosniff",
+};
+
+/** An error response on its way out; routes throw it, {@linkcode toProblem} renders it. */
+export class HttpError extends Error {
+  readonly status: number;
+  readonly headers: Record<string, string>;
+  constructor(status: number, detail: string, headers: Record<string, string> = {}) {
+    super(detail);
+    this.name = "HttpError";
+    this.status = status;
+    this.headers = headers;
+  }
+}
+
+/** The body ended early: the client's fault, unless the server cut it off while stopping. */
+export class IncompleteBodyError extends HttpError {}
+
+export function json(status: number, body: string): Response {
+  return new Response(body, { status, headers: JSON_HEADERS });
+}
+
+export function problem(
+  status: number,
+  detail: string,
+  headers: Record<string, string> = {},
+): Response {
+  const body = JSON.stringify({
+    type: "about:blank",
+    title: REASONS[status] ?? "Error",
+    status,
+    detail,
+  });
+  return new Response(body, {
+    status,
+    headers: { ...PROBLEM_HEADERS, ...headers },
+  });
+}
+
+/**
+ * Tells whether a host name or address is loopback: `localhost`, `127.0.0.0/8` or `::1`.
+ *
+ * @param host A host name or IP address, IPv6 with or without brackets.
+ * @returns `true` for loopback.
+ *
+ * @example Usage
+ * ```ts
+ * import { isLoopback } from "@obs-utils/telemetry/server";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(isLoopback("[::1]"), true);
+ * assert.equal(isLoopback("0.0.0.0"), false);
+ * ```
+ */
+export function isLoopback(host: string): boolean {
+  const h = host.toLowerCase().replace(/^\[(.*)\]$/, "$1");
+  return h === "localhost" || h === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h) ||
+    /^::ffff:127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
+}
+
+export const LOOPBACK_HOST_HEADER = /^(?:localhost|127\.0\.0\.1|\[::1\])(?::\d{1,5})?$/i;
+
+export function isLoopbackOrigin(origin: string): boolean {
+  try {
+    const url = new URL(origin);
+    return (url.protocol === "http:" || url.protocol === "https:") && isLoopback(url.hostname);
+  } catch {
+    return false; // includes "null"
+  }
+}
+
+export function tokensEqual(a: string, b: string): boolean {
+  const x = new TextEncoder().encode(a), y = new TextEncoder().encode(b);
+  // Compare every byte whatever the first difference, so timing does not reveal the token.
+  let diff = x.length ^ y.length;
+  for (let i = 0; i < Math.max(x.length, y.length); i++) diff |= (x[i] ?? 0) ^ (y[i] ?? 0);
+  return diff === 0;
+}
+
+const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
+const NDJSON_TYPE = /^application\/(?:x-)?ndjson\s*(?:;|$)/i;
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * The declared body length, or `undefined` when there is none or it is not one plain number
+ * (repeated headers arrive joined as "31, 31"): such bodies take the streamed, limited path.
+ */
+function contentLength(req: Request): number | undefined {
+  const raw = req.headers.get("content-length");
+  if (raw === null) return undefined;
+  const values = new Set(raw.split(",").map((v) => v.trim()));
+  const [only] = values;
+  return values.size === 1 && only !== undefined && /^\d{1,15}$/.test(only)
+    ? Number(only)
+    : undefined;
+}
+
+async function readBody(req: Request, maxBody: number): Promise<Uint8Array> {
+  try {
+    return await readBodyBytes(req, maxBody);
+  } catch (err) {
+    // A body that ends before its Content-Length, or a chunked body cut mid-chunk, is the
+    // client's fault: Deno reports it as BadResource, which must not become a 500.
+    if (err instanceof Deno.errors.BadResource || err instanceof Deno.errors.Http) {
+      throw new IncompleteBodyError(
+        400,
+        "The request body ended before it was complete; send the whole body, with a Content-Length that matches it.",
+      );
+    }
+    throw err;
+  }
+}
+
+async function readBodyBytes(req: Request, maxBody: number): Promise<Uint8Array> {
+  const declared = contentLength(req);
+  if (declared !== undefined && declared > maxBody) {
+    await req.body?.cancel();
+    throw tooLarge(maxBody);
+  }
+  // With a declared length the HTTP layer delivers exactly that many bytes, so the native
+  // whole-body read is safe. Touching `req.body` first would build a ReadableStream and push
+  // bytes() onto its slow path: about 10 µs a request.
+  if (declared !== undefined) return await req.bytes();
+  if (req.body === null) return new Uint8Array(0);
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for await (const chunk of req.body) {
+    total += chunk.length;
+    if (total > maxBody) throw tooLarge(maxBody); // leaving the loop cancels the stream
+    chunks.push(chunk);
+  }
+  if (chunks.length === 1) return chunks[0]!;
+  const out = new Uint8Array(total);
+  let off = 0;
+  for (const c of chunks) {
+    out.set(c, off);
+    off += c.length;
+  }
+  return out;
+}
+
+function tooLarge(maxBody: number): HttpError {
+  return new HttpError(
+    413,
+    `The request body is larger than ${maxBody} bytes; split it into smaller batches (or have the operator raise --max-body).`,
+  );
+}
+
+function decodeText(bytes: Uint8Array): string {
+  try {
+    return strictUtf8.decode(bytes);
+  } catch {
+    throw new HttpError(400, "The body is not valid UTF-8; send JSON encoded as UTF-8.");
+  }
+}
+
+function parseJson(text: string, what: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new HttpError(400, `${what} is not valid JSON (${errorText(err)}); send a JSON value.`);
+  }
+}
+
+/** Reads a POST body that may be empty: `undefined` when there is none. */
+export async function readJsonBody(req: Request, maxBody: number, allowNdjson = false): Promise<{
+  value: unknown;
+  ndjson: string | undefined;
+}> {
+  const contentType = req.headers.get("content-type") ?? "";
+  const isNdjson = allowNdjson && NDJSON_TYPE.test(contentType);
+  // Refuse a non-JSON body before reading it, so a large form post is not buffered first.
+  const declared = contentLength(req);
+  // HTTP/1.1 has a body only with Content-Length or Transfer-Encoding (`curl -X POST` sends
+  // neither), while Deno hands every POST a body stream.
+  const hasBody = declared === undefined
+    ? req.headers.has("transfer-encoding") || req.headers.has("content-length")
+    : declared > 0;
+  if (hasBody && !isNdjson && !JSON_TYPE.test(contentType)) {
+    await req.body?.cancel().catch(() => {});
+    throw new HttpError(
+      415,
+      `Content-Type ${
+        JSON.stringify(contentType || "(none)")
+      } is not accepted; send the body as application/json${
+        allowNdjson ? " or application/x-ndjson" : ""
+      }.`,
+    );
+  }
+  const bytes = await readBody(req, maxBody);
+  if (bytes.length === 0) return { value: undefined, ndjson: undefined };
+  const text = decodeText(bytes);
+  if (isNdjson) return { value: undefined, ndjson: text };
+  return { value: parseJson(text, "The body"), ndjson: undefined };
+}
+
+export function parseNdjson(text: string): unknown[] {
+  const items: unknown[] = [];
+  const lines = text.split("\n");
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]!.replace(/\r$/, "");
+    if (line.trim() === "") continue;
+    items.push(parseJson(line, `Line ${i + 1} (item ${items.length})`));
+  }
+  return items;
+}
+
+/**
+ * The DNS-rebinding guard of a loopback server (CONTRACT 2.1): the `Host` must be loopback, and
+ * so must any `Origin`.
+ *
+ * @param req The request.
+ * @throws {HttpError} 403 naming the header to fix.
+ */
+export function guardLoopback(req: Request): void {
+  const host = req.headers.get("host");
+  if (host === null || !LOOPBACK_HOST_HEADER.test(host)) {
+    throw new HttpError(
+      403,
+      `Host ${
+        JSON.stringify(host ?? "(none)")
+      } is not accepted; address the server as localhost, 127.0.0.1 or [::1].`,
+    );
+  }
+  const origin = req.headers.get("origin");
+  if (origin !== null && !isLoopbackOrigin(origin)) {
+    throw new HttpError(
+      403,
+      `Requests from origin ${
+        JSON.stringify(origin)
+      } are not accepted; only pages served from this machine may call the API.`,
+    );
+  }
+}
+
+/**
+ * The bearer-token guard.
+ *
+ * @param req The request.
+ * @param token The token the server requires.
+ * @throws {HttpError} 401 with `WWW-Authenticate` when it is missing or wrong.
+ */
+export function guardToken(req: Request, token: string): void {
+  const auth = req.headers.get("authorization") ?? "";
+  const given = /^Bearer\s+(.+)$/i.exec(auth)?.[1]?.trim();
+  if (given === undefined || !tokensEqual(given, token)) {
+    throw new HttpError(
+      401,
+      "This server requires a token; send it as 'Authorization: Bearer <token>'.",
+      { "www-authenticate": 'Bearer realm="telemetry"' },
+    );
+  }
+}
+
+/** The one place where HTTP advice is added to what the service says. */
+const SHUTTING_DOWN = "The server is shutting down; retry once it is back.";
+
+/**
+ * Maps an error to its problem+json answer (CONTRACT 2.1): the one table from the service's
+ * domain errors to HTTP statuses, adding the route or flag that fixes each.
+ *
+ * @param err Anything a route threw.
+ * @returns The response, or `undefined` for an unexpected error (the caller logs it and
+ *   answers 500).
+ */
+export function toProblem(err: unknown): Response | undefined {
+  if (err instanceof HttpError) return problem(err.status, err.message, err.headers);
+  if (err instanceof RunDirNotAllowedError) {
+    const roots = err.runRoots.length > 0
+      ? `the site directory ${err.siteDir} or an --allow-run-root (${err.runRoots.join(", ")})`
+      : `the site directory ${err.siteDir}`;
+    return problem(
+      400,
+      `run_dir "${err.requested}" resolves to ${err.resolved}, which is not inside ${roots}; use a path below it, or have the operator add --allow-run-root.`,
+    );
+  }
+  if (err instanceof InvalidRequestError) return problem(400, err.message);
+  if (err instanceof TypeLimitError) return problem(400, `${err.message} or raise --max-types.`);
+  if (err instanceof RunConflictError) {
+    const next = err.requestedRunId === undefined ? "a new one" : `"${err.requestedRunId}"`;
+    return problem(
+      409,
+      `Run "${err.activeRunId}" is active; stop it with POST /run/stop before starting ${next}.`,
+    );
+  }
+  if (err instanceof NoActiveRunError) {
+    return problem(409, "No run is active; start one with POST /run/start.");
+  }
+  if (err instanceof ShuttingDownError) return problem(503, SHUTTING_DOWN);
+  if (err instanceof WriteError) {
+    return err.diskFull
+      ? problem(
+        507,
+        "The disk is full; nothing was written. Free space on the disk holding the site directory and retry.",
+      )
+      : problem(
+        500,
+        `The event could not be written (${
+          errorText(err)
+        }); nothing was stored. Check the site directory and retry.`,
+      );
+  }
+  if (err instanceof StorageError) return problem(500, `${err.message}.`);
+  return undefined;
+}
+
+/**
+ * The 503 answer while the server shuts down.
+ *
+ * @returns A problem+json response.
+ */
+export function shuttingDownResponse(): Response {
+  return problem(503, SHUTTING_DOWN);
+}

@@ -1,0 +1,205 @@
+/**
+ * Runs (CONTRACT 2.3): starting one (deriving its id, confining its directory), stopping it,
+ * and resuming the one that was active when the service last stopped. The service calls these
+ * from its queue, so they never race each other or a commit.
+ *
+ * @module
+ */
+
+import { basename } from "node:path";
+import { formatTimestamp, isJsonObject, type RunRecord } from "./event.ts";
+import { InvalidRequestError, NoActiveRunError, RunConflictError, WriteError } from "./_errors.ts";
+import { RUN_ID_PATTERN, type RunStartCommand } from "./_request.ts";
+import type { NdjsonWriter } from "./_ndjson_writer.ts";
+import type { SiteStore, StreamScan } from "./storage.ts";
+import { errorText, isDiskFull } from "./_errors.ts";
+
+/** The active run and its stream's seq accounting. */
+export interface ActiveRun {
+  record: RunRecord;
+  writer: NdjsonWriter;
+  lastSeq: number;
+  /** The persisted high-water mark of the run stream (0: none). */
+  mark: number;
+  /** The highest seq of the run stream that is on disk. */
+  lastWritten: number;
+  /** Seq of the run stream when this start happened; persisted to count `events` on resume. */
+  seqAtStart: number;
+}
+
+/** What {@linkcode Runs.start} did. */
+export interface RunStart {
+  /** The run record. */
+  run: RunRecord;
+  /** `false` when the same run was already active (an idempotent retry). */
+  created: boolean;
+}
+
+/**
+ * The run lifecycle over a {@linkcode SiteStore}.
+ */
+export class Runs {
+  #store: SiteStore;
+  #clock: () => number;
+  #warn: (message: string) => void;
+  /** The active run, if any. */
+  active: ActiveRun | undefined;
+
+  /**
+   * Creates the lifecycle; nothing is active until {@linkcode Runs.start} or
+   * {@linkcode Runs.resume}.
+   *
+   * @param store The site directory.
+   * @param clock Epoch milliseconds.
+   * @param warn Receives warnings.
+   */
+  constructor(store: SiteStore, clock: () => number, warn: (message: string) => void) {
+    this.#store = store;
+    this.#clock = clock;
+    this.#warn = warn;
+  }
+
+  /**
+   * Starts a run. Starting the run that is already active is an idempotent retry.
+   *
+   * @param command What to start.
+   * @returns The record, and whether it was created.
+   * @throws {InvalidRequestError} For a directory that cannot hold a run.
+   * @throws {RunConflictError} When another run is active.
+   */
+  async start(command: RunStartCommand): Promise<RunStart> {
+    const { runId, runDir } = await this.#place(command);
+    const active = this.active;
+    if (active) {
+      // A retry that names the same run is idempotent; naming another directory is not.
+      if (
+        active.record.run_id === runId &&
+        (command.runDir === undefined || active.record.run_dir === runDir)
+      ) {
+        return { run: { ...active.record }, created: false };
+      }
+      throw new RunConflictError(active.record.run_id, runId);
+    }
+    await this.#store.createRunDir(runDir);
+    // A directory that held a run before continues its seq, past any unwritten seqs too.
+    const { writer, scan, mark } = await this.#store.openRunStream(runDir);
+    const lastSeq = Math.max(scan.lastSeq, mark);
+    const record: RunRecord = {
+      run_id: runId,
+      run_dir: runDir,
+      started_at: formatTimestamp(this.#clock()),
+      stopped_at: null,
+      events: 0,
+      meta: command.meta ?? {},
+    };
+    try {
+      await this.#store.writeActiveRun({ ...record, seq_at_start: lastSeq });
+    } catch (err) {
+      await this.#store.closeRunStream(writer);
+      throw toWriteError(err);
+    }
+    this.active = { record, writer, lastSeq, mark, lastWritten: scan.lastSeq, seqAtStart: lastSeq };
+    return { run: { ...record }, created: true };
+  }
+
+  /** Where a run start puts the run: its id and directory. */
+  async #place(command: RunStartCommand): Promise<{ runId: string; runDir: string }> {
+    if (command.runDir !== undefined) {
+      const runDir = await this.#store.confineRunDir(command.runDir);
+      const runId = command.runId ?? basename(runDir);
+      if (command.runId === undefined && !RUN_ID_PATTERN.test(runId)) {
+        throw new InvalidRequestError(
+          `The last segment of run_dir, "${runId}", is not a usable run id; send run_id too, matching ${RUN_ID_PATTERN.source}.`,
+        );
+      }
+      return { runId, runDir };
+    }
+    if (command.runId !== undefined) {
+      return { runId: command.runId, runDir: this.#store.runDirOf(command.runId) };
+    }
+    if (this.active) throw new RunConflictError(this.active.record.run_id, undefined);
+    const runId = await this.#store.nextNumericRun();
+    return { runId, runDir: this.#store.runDirOf(runId) };
+  }
+
+  /**
+   * Stops the active run: clears its record, settles its seq mark and closes its file.
+   *
+   * @returns The final record, with `stopped_at` and `events`.
+   * @throws {NoActiveRunError} When no run is active.
+   */
+  async stop(): Promise<RunRecord> {
+    const active = this.active;
+    if (!active) throw new NoActiveRunError();
+    await this.#store.clearActiveRun();
+    this.active = undefined;
+    active.record.stopped_at = formatTimestamp(this.#clock());
+    await this.settleMark(active).catch((e) =>
+      this.#warn(`Cannot record the last seq of run ${active.record.run_id}: ${errorText(e)}`)
+    );
+    await this.#store.closeRunStream(active.writer).catch((e) =>
+      this.#warn(`Cannot close ${active.writer.path}: ${errorText(e)}`)
+    );
+    return { ...active.record };
+  }
+
+  /**
+   * Resumes the run that was active when the service stopped, if any.
+   *
+   * @returns The scan of its file (its latest lines restore the snapshot), or `undefined`.
+   */
+  async resume(): Promise<StreamScan | undefined> {
+    const saved = await this.#store.readActiveRun();
+    if (saved === undefined) return undefined;
+    if (
+      !isJsonObject(saved) || typeof saved.run_id !== "string" ||
+      typeof saved.run_dir !== "string" || typeof saved.started_at !== "string"
+    ) {
+      const aside = await this.#store.setAsideActiveRun();
+      this.#warn(`The active-run record was unreadable and was moved to ${aside}; no run resumed.`);
+      return undefined;
+    }
+    const seqAtStart = typeof saved.seq_at_start === "number" ? saved.seq_at_start : 0;
+    const { writer, scan, mark } = await this.#store.openRunStream(saved.run_dir, seqAtStart);
+    this.active = {
+      record: {
+        run_id: saved.run_id,
+        run_dir: saved.run_dir,
+        started_at: saved.started_at,
+        stopped_at: null,
+        events: scan.countedAfter,
+        meta: isJsonObject(saved.meta) ? saved.meta : {},
+      },
+      writer,
+      lastSeq: Math.max(scan.lastSeq, mark),
+      mark,
+      lastWritten: scan.lastSeq,
+      seqAtStart,
+    };
+    return scan;
+  }
+
+  /**
+   * On stop or close, records the exact run counter when seqs above the last line were handed
+   * out (or a reservation exists), so a restart neither reuses them nor skips a reservation.
+   *
+   * @param run The run.
+   */
+  async settleMark(run: ActiveRun): Promise<void> {
+    if (run.lastSeq > run.lastWritten || run.mark > run.lastSeq) {
+      await this.#store.writeSeqMark(run.record.run_dir, run.lastSeq);
+      run.mark = run.lastSeq;
+    }
+  }
+}
+
+/**
+ * A failed write as the domain reports it.
+ *
+ * @param err What the file operation threw.
+ * @returns A {@linkcode WriteError} whose message is the original's.
+ */
+export function toWriteError(err: unknown): WriteError {
+  if (err instanceof WriteError) return err;
+  return new WriteError(errorText(err), { cause: err, diskFull: isDiskFull(err) });
+}
