@@ -24,7 +24,6 @@ import {
   itemPrefix,
   ShuttingDownError,
   TypeLimitError,
-  type WriteError,
 } from "./_errors.ts";
 import { type EventCommand, parseEvents, parseRunStart, type RunStartCommand } from "./_request.ts";
 import { checkTimeZone } from "./_day_key.ts";
@@ -32,10 +31,25 @@ import type { FsyncMode, NdjsonWriter } from "./_ndjson_writer.ts";
 import { type ActiveRun, Runs, type RunStart, toWriteError } from "./_runs.ts";
 import { parseSavedSnapshot, Snapshot } from "./_snapshot.ts";
 import { SiteStore } from "./storage.ts";
+import { GroupQueue } from "./_queue.ts";
 
 export { RUN_ID_PATTERN } from "./_request.ts";
 export type { EventCommand, RunStartCommand } from "./_request.ts";
 export type { RunStart } from "./_runs.ts";
+export type {
+  CommittedEvent,
+  ServiceMessage,
+  ServiceOptions,
+  StreamName,
+  WriteReport,
+} from "./_service_types.ts";
+import type {
+  CommittedEvent,
+  ServiceMessage,
+  ServiceOptions,
+  StreamName,
+  WriteReport,
+} from "./_service_types.ts";
 
 /** Site-wide event types written to the site stream during a run too (CONTRACT 3). */
 export const DEFAULT_SITE_TYPES: readonly string[] = ["weather", "environment"];
@@ -47,96 +61,11 @@ export const DEFAULT_MAX_TYPES = 10_000;
  * every ephemeral event costs a file write. After a crash, seq continues above the reservation.
  */
 const SEQ_RESERVE = 1024;
-const encoder = new TextEncoder();
-
-/** Options of {@linkcode TelemetryService.open}. */
-export interface ServiceOptions {
-  /** The site telemetry directory; created if missing. */
-  siteDir: string;
-  /**
-   * IANA time zone whose local noon rotates the site file.
-   * @default {the system zone}
-   */
-  timeZone?: string;
-  /**
-   * Event types written to both streams while a run is active.
-   * @default {["weather", "environment"]}
-   */
-  siteTypes?: Iterable<string>;
-  /**
-   * When to fdatasync.
-   * @default {"interval"}
-   */
-  fsync?: FsyncMode;
-  /** Directories outside the site directory where runs may be placed (`--allow-run-root`). */
-  allowRunRoots?: readonly string[];
-  /**
-   * Cap on distinct event types in the snapshot.
-   * @default {10000}
-   */
-  maxTypes?: number;
-  /**
-   * The clock, in epoch milliseconds; tests inject one to cross noon or a DST change.
-   * @default {Date.now}
-   */
-  clock?: () => number;
-  /** Receives warnings about recovered state (torn tails, a corrupt active-run file). */
-  onWarning?: (message: string) => void;
-}
-
-/** Which stream a copy of an event went to. */
-export type StreamName = "site" | "run";
-
-/** One accepted event, as answered to the caller. */
-export interface CommittedEvent {
-  /** The envelope line without `\n`; exactly the bytes on disk when it was stored. */
-  line: string;
-  /** The stream of this copy: `run` while a run is active, else `site`. */
-  stream: StreamName;
-  /** The seq in that stream. */
-  seq: number;
-  /** The event type. */
-  type: string;
-  /** The parsed `data` (not copied: treat as read-only). */
-  data: JsonObject;
-  /** The run id stamped into `meta`, if any. */
-  runId: string | undefined;
-}
-
-/** What {@linkcode TelemetryService.subscribe} listeners receive. */
-export type ServiceMessage =
-  | { kind: "telemetry"; event: CommittedEvent }
-  | { kind: "run"; run: RunRecord; active: boolean };
-
-/** What {@linkcode TelemetryService.watchWrites} listeners receive after each group commit. */
-export type WriteReport =
-  | {
-    ok: true;
-    /** How long the writes took, in seconds. */
-    seconds: number;
-    /** Bytes appended. */
-    bytes: number;
-    /** Every stream copy of every accepted event: its stream and type. */
-    copies: readonly (readonly [StreamName, string])[];
-  }
-  | {
-    ok: false;
-    /** Why nothing of the group was written. */
-    error: WriteError;
-  };
 
 interface EventOp {
-  kind: "events";
   items: EventCommand[];
   receivedAt: number;
   resolve: (events: CommittedEvent[]) => void;
-  reject: (err: unknown) => void;
-}
-
-interface ControlOp {
-  kind: "control";
-  run: () => Promise<unknown>;
-  resolve: (value: unknown) => void;
   reject: (err: unknown) => void;
 }
 
@@ -198,8 +127,7 @@ export class TelemetryService implements AsyncDisposable {
   #siteLastWritten = 0;
   #listeners = new Set<(message: ServiceMessage) => void>();
   #writeListeners = new Set<(report: WriteReport) => void>();
-  #queue: (EventOp | ControlOp)[] = [];
-  #draining: Promise<void> | undefined;
+  #queue: GroupQueue<EventOp> = new GroupQueue((ops) => this.#commit(ops));
   #closing = false;
   #closed: Promise<void> | undefined;
   #lastReceivedMs = NaN;
@@ -347,7 +275,7 @@ export class TelemetryService implements AsyncDisposable {
     if (commands.length === 0) return Promise.resolve([]);
     const receivedAt = this.#clock();
     return new Promise((resolve, reject) => {
-      this.#enqueue({ kind: "events", items: commands, receivedAt, resolve, reject });
+      this.#queue.push({ items: commands, receivedAt, resolve, reject });
     });
   }
 
@@ -469,7 +397,7 @@ export class TelemetryService implements AsyncDisposable {
 
   async #close(): Promise<void> {
     this.#closing = true;
-    while (this.#draining) await this.#draining;
+    await this.#queue.idle();
     let failure: unknown;
     const run = this.#runs.active;
     try {
@@ -509,43 +437,7 @@ export class TelemetryService implements AsyncDisposable {
 
   #control<T>(fn: () => Promise<T>): Promise<T> {
     if (this.#closing) return Promise.reject(new ShuttingDownError());
-    return new Promise((resolve, reject) => {
-      this.#enqueue({
-        kind: "control",
-        run: fn,
-        resolve: resolve as (value: unknown) => void,
-        reject,
-      });
-    });
-  }
-
-  #enqueue(op: EventOp | ControlOp): void {
-    this.#queue.push(op);
-    this.#draining ??= this.#drain();
-  }
-
-  async #drain(): Promise<void> {
-    // Let requests that arrive in the same tick join the first batch.
-    await Promise.resolve();
-    try {
-      while (this.#queue.length > 0) {
-        const head = this.#queue[0]!;
-        if (head.kind === "control") {
-          this.#queue.shift();
-          try {
-            head.resolve(await head.run());
-          } catch (err) {
-            head.reject(err);
-          }
-          continue;
-        }
-        let n = 1;
-        while (n < this.#queue.length && this.#queue[n]!.kind === "events") n++;
-        await this.#commit(this.#queue.splice(0, n) as EventOp[]);
-      }
-    } finally {
-      this.#draining = undefined;
-    }
+    return this.#queue.control(fn);
   }
 
   /** Writes a group of event requests; see the class doc for the guarantees. */
@@ -675,44 +567,22 @@ export class TelemetryService implements AsyncDisposable {
   }
 
   /**
-   * Reserves unwritten seqs, then appends each file's lines in one write; on failure every file
-   * of the group is truncated back.
+   * Reserves unwritten seqs on disk, then appends the group (see {@linkcode SiteStore.append}).
    *
    * @returns The bytes appended.
    */
   async #write(group: Assigned, run: ActiveRun | undefined): Promise<number> {
-    let bytes = 0;
-    const written: [NdjsonWriter, number][] = [];
-    try {
-      // Seqs that reach no file must still never be handed out again (CONTRACT 3): reserve a
-      // block above them on disk before anyone is told about them.
-      if (group.site.unwritten > this.#siteMark) {
-        await this.#store.writeSeqMark(this.siteDir, group.site.unwritten + SEQ_RESERVE);
-        this.#siteMark = group.site.unwritten + SEQ_RESERVE;
-      }
-      if (run && group.run && group.run.unwritten > run.mark) {
-        await this.#store.writeSeqMark(run.record.run_dir, group.run.unwritten + SEQ_RESERVE);
-        run.mark = group.run.unwritten + SEQ_RESERVE;
-      }
-      for (const [target, lines] of group.pending) {
-        const writer = typeof target !== "string"
-          ? target
-          : this.#store.siteWriter(target) ?? await this.#store.openSiteWriter(target);
-        const chunk = encoder.encode(lines.join("\n") + "\n");
-        const before = writer.size;
-        await writer.append(chunk); // truncates itself back on failure
-        written.push([writer, before]);
-        bytes += chunk.length;
-      }
-      return bytes;
-    } catch (err) {
-      for (const [writer, before] of written.reverse()) {
-        await writer.truncate(before).catch((e) =>
-          this.#warn(`Cannot roll back ${writer.path} to ${before} bytes: ${errorText(e)}`)
-        );
-      }
-      throw err;
+    // Seqs that reach no file must still never be handed out again (CONTRACT 3): reserve a
+    // block above them on disk before anyone is told about them.
+    if (group.site.unwritten > this.#siteMark) {
+      await this.#store.writeSeqMark(this.siteDir, group.site.unwritten + SEQ_RESERVE);
+      this.#siteMark = group.site.unwritten + SEQ_RESERVE;
     }
+    if (run && group.run && group.run.unwritten > run.mark) {
+      await this.#store.writeSeqMark(run.record.run_dir, group.run.unwritten + SEQ_RESERVE);
+      run.mark = group.run.unwritten + SEQ_RESERVE;
+    }
+    return await this.#store.append(group.pending);
   }
 
   /** Checks that can only be made against the state at commit time; `undefined` if fine. */

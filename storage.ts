@@ -19,16 +19,18 @@
  * @module
  */
 
-import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
-import { DayKeyer } from "./_day_key.ts";
+import { isAbsolute, join, resolve } from "node:path";
 import {
-  errorText,
-  InvalidRequestError,
-  RunDirNotAllowedError,
-  SiteInUseError,
-  StorageError,
-} from "./_errors.ts";
-import { type FsyncMode, NdjsonWriter, recoverTornTail, writeFull } from "./_ndjson_writer.ts";
+  isStrictlyInside,
+  readJsonFile,
+  realPathOfNearest,
+  removeIfExists,
+  SiteLock,
+  writeJsonAtomic,
+} from "./_fs.ts";
+import { DayKeyer } from "./_day_key.ts";
+import { errorText, InvalidRequestError, RunDirNotAllowedError, StorageError } from "./_errors.ts";
+import { type FsyncMode, NdjsonWriter, recoverTornTail } from "./_ndjson_writer.ts";
 
 export { checkTimeZone, dayKey, DayKeyer } from "./_day_key.ts";
 export {
@@ -39,9 +41,9 @@ export {
   writeFull,
 } from "./_ndjson_writer.ts";
 export { errorText, isDiskFull, SiteInUseError, WriteError } from "./_errors.ts";
+export { SiteLock } from "./_fs.ts";
 
 const encoder = new TextEncoder();
-const decoder = new TextDecoder();
 
 // --- the layout of a site directory (CONTRACT 3) ---------------------------------------------
 
@@ -58,7 +60,6 @@ export const RUN_FILE = "telemetry.ndjson";
 const ACTIVE_RUN_FILE = ".active-run.json";
 /** The snapshot as it was at the last clean shutdown, with the seqs it reflects. */
 const SNAPSHOT_FILE = ".snapshot.json";
-const LOCK_FILE = ".lock";
 
 /** Options of {@linkcode SiteStore.open}. */
 export interface SiteStoreOptions {
@@ -199,16 +200,6 @@ export class SiteStore {
   }
 
   /**
-   * The open writer of a night's site file, if it is open.
-   *
-   * @param night A key from {@linkcode SiteStore.nightOf}.
-   * @returns The writer, or `undefined` until {@linkcode SiteStore.openSiteWriter} opened it.
-   */
-  siteWriter(night: string): NdjsonWriter | undefined {
-    return this.#siteWriters.get(night);
-  }
-
-  /**
    * Opens (creating if needed) a night's site file.
    *
    * @param night A key from {@linkcode SiteStore.nightOf}.
@@ -222,6 +213,40 @@ export class SiteStore {
       this.#siteWriters.set(night, writer);
     }
     return writer;
+  }
+
+  /**
+   * Appends a group of lines, one write per file, all or nothing: when a write fails, every file
+   * of the group already written is truncated back (CONTRACT 4.1).
+   *
+   * @param lines Complete lines (without `\n`) per run writer, or per night (a key from
+   *   {@linkcode SiteStore.nightOf}) whose site file is opened if needed.
+   * @returns The bytes appended.
+   * @throws {WriteError} If a write failed; nothing of the group remains on disk.
+   */
+  async append(lines: ReadonlyMap<NdjsonWriter | string, readonly string[]>): Promise<number> {
+    let bytes = 0;
+    const written: [NdjsonWriter, number][] = [];
+    try {
+      for (const [target, group] of lines) {
+        const writer = typeof target !== "string"
+          ? target
+          : this.#siteWriters.get(target) ?? await this.openSiteWriter(target);
+        const chunk = encoder.encode(group.join("\n") + "\n");
+        const before = writer.size;
+        await writer.append(chunk); // truncates itself back on failure
+        written.push([writer, before]);
+        bytes += chunk.length;
+      }
+      return bytes;
+    } catch (err) {
+      for (const [writer, before] of written.reverse()) {
+        await writer.truncate(before).catch((e) =>
+          this.#warn(`Cannot roll back ${writer.path} to ${before} bytes: ${errorText(e)}`)
+        );
+      }
+      throw err;
+    }
   }
 
   /** After rotation, keeps only the newest night's site file open; closing fdatasyncs the rest. */
@@ -621,171 +646,4 @@ function fastSeqAndType(line: string): [number, string] | undefined {
     // not JSON: skipped
   }
   return undefined;
-}
-
-/**
- * The exclusive lock on `<site_dir>/.lock` that keeps a second server off the same directory
- * (CONTRACT 4.6). The operating system releases it if the process dies.
- */
-export class SiteLock {
-  #file: Deno.FsFile;
-
-  private constructor(file: Deno.FsFile) {
-    this.#file = file;
-  }
-
-  /**
-   * Takes the lock without waiting.
-   *
-   * @param siteDir The site directory.
-   * @returns The held lock.
-   * @throws {SiteInUseError} If another server (or another open in this process) holds it.
-   */
-  static async acquire(siteDir: string): Promise<SiteLock> {
-    const file = await Deno.open(join(siteDir, LOCK_FILE), {
-      read: true,
-      write: true,
-      create: true,
-    });
-    let locked = false;
-    try {
-      locked = await file.tryLock(true);
-    } finally {
-      if (!locked) file.close();
-    }
-    if (!locked) throw new SiteInUseError(siteDir);
-    try {
-      await file.truncate(0);
-      await writeFull(file, encoder.encode(`${Deno.pid}\n`));
-    } catch (err) {
-      await file.unlock().catch(() => {});
-      file.close();
-      throw err;
-    }
-    return new SiteLock(file);
-  }
-
-  /** Releases the lock. Safe to call twice. */
-  async release(): Promise<void> {
-    try {
-      await this.#file.unlock();
-      this.#file.close();
-    } catch (err) {
-      if (!(err instanceof Deno.errors.BadResource)) throw err;
-    }
-  }
-}
-
-/**
- * Writes a JSON file atomically: a temporary file in the same directory, fdatasynced, then
- * renamed over the target, so a crash leaves the old or the new content, never a mix.
- *
- * @param path The target file.
- * @param value Any JSON-serialisable value.
- */
-export async function writeJsonAtomic(path: string, value: unknown): Promise<void> {
-  const tmp = `${path}.tmp-${crypto.randomUUID()}`;
-  const file = await Deno.open(tmp, { write: true, createNew: true });
-  try {
-    try {
-      await writeFull(file, encoder.encode(JSON.stringify(value) + "\n"));
-      await file.syncData();
-    } finally {
-      file.close();
-    }
-    await Deno.rename(tmp, path);
-  } catch (err) {
-    // A full disk or a value that cannot be serialised must not leave the temporary file behind.
-    await Deno.remove(tmp).catch(() => {});
-    throw err;
-  }
-  await syncDirectory(dirname(path));
-}
-
-/** fsyncs a directory so a rename in it survives a power cut (best effort where unsupported). */
-async function syncDirectory(dir: string): Promise<void> {
-  let handle: Deno.FsFile;
-  try {
-    handle = await Deno.open(dir, { read: true });
-  } catch {
-    return; // platforms that cannot open a directory: the rename is still atomic
-  }
-  try {
-    await handle.sync();
-  } catch {
-    // some file systems refuse fsync on a directory; nothing more can be done
-  } finally {
-    handle.close();
-  }
-}
-
-/**
- * Reads a JSON file, answering `undefined` when it does not exist.
- *
- * @param path The file.
- * @returns The parsed value.
- * @throws {SyntaxError} If the file is not JSON.
- */
-export async function readJsonFile(path: string): Promise<unknown> {
-  try {
-    return JSON.parse(decoder.decode(await Deno.readFile(path)));
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound) return undefined;
-    throw err;
-  }
-}
-
-/**
- * Removes a file if it exists.
- *
- * @param path The file.
- */
-export async function removeIfExists(path: string): Promise<void> {
-  try {
-    await Deno.remove(path);
-  } catch (err) {
-    if (!(err instanceof Deno.errors.NotFound)) throw err;
-  }
-}
-
-/**
- * Tells whether `path` lies strictly inside `root` (not `root` itself), lexically.
- *
- * @param path An absolute, normalised path.
- * @param root An absolute, normalised directory.
- * @returns `true` when `path` is below `root`.
- */
-export function isStrictlyInside(path: string, root: string): boolean {
-  const rel = relative(root, path);
-  // Not `rel.startsWith("..")`: that also refuses a child named like "..2026".
-  return rel !== "" && !isAbsolute(rel) && !rel.split(sep).includes("..");
-}
-
-/**
- * The real path of `path`, resolving symlinks through its nearest existing ancestor, so a
- * symlink cannot lead a not-yet-created directory outside where it seems to be.
- *
- * @param path An absolute path that may not exist yet.
- * @returns Its real path (or `path` itself where reading is not permitted).
- */
-export async function realPathOfNearest(path: string): Promise<string> {
-  const missing: string[] = [];
-  let current = path;
-  while (true) {
-    try {
-      const real = await Deno.realPath(current);
-      return missing.length === 0 ? real : join(real, ...missing.reverse());
-    } catch (err) {
-      if (!(err instanceof Deno.errors.NotFound)) {
-        if (err instanceof Deno.errors.NotCapable || err instanceof Deno.errors.PermissionDenied) {
-          return path; // outside what we may read: the containment check rejects it lexically
-        }
-        throw err;
-      }
-      const parent = dirname(current);
-      if (parent === current) return path;
-      missing.push(basename(current));
-      current = parent;
-    }
-  }
 }

@@ -1,0 +1,182 @@
+/**
+ * File-system building blocks of the site directory: the lock, atomic JSON files, and the
+ * containment checks for run directories. Only `storage.ts` uses them.
+ *
+ * @module
+ */
+
+import { basename, dirname, isAbsolute, join, relative, sep } from "node:path";
+import { SiteInUseError } from "./_errors.ts";
+import { writeFull } from "./_ndjson_writer.ts";
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+/** The lock file's name in a site directory. */
+export const LOCK_FILE = ".lock";
+
+/**
+ * The exclusive lock on `<site_dir>/.lock` that keeps a second server off the same directory
+ * (CONTRACT 4.6). The operating system releases it if the process dies.
+ */
+export class SiteLock {
+  #file: Deno.FsFile;
+
+  private constructor(file: Deno.FsFile) {
+    this.#file = file;
+  }
+
+  /**
+   * Takes the lock without waiting.
+   *
+   * @param siteDir The site directory.
+   * @returns The held lock.
+   * @throws {SiteInUseError} If another server (or another open in this process) holds it.
+   */
+  static async acquire(siteDir: string): Promise<SiteLock> {
+    const file = await Deno.open(join(siteDir, LOCK_FILE), {
+      read: true,
+      write: true,
+      create: true,
+    });
+    let locked = false;
+    try {
+      locked = await file.tryLock(true);
+    } finally {
+      if (!locked) file.close();
+    }
+    if (!locked) throw new SiteInUseError(siteDir);
+    try {
+      await file.truncate(0);
+      await writeFull(file, encoder.encode(`${Deno.pid}\n`));
+    } catch (err) {
+      await file.unlock().catch(() => {});
+      file.close();
+      throw err;
+    }
+    return new SiteLock(file);
+  }
+
+  /** Releases the lock. Safe to call twice. */
+  async release(): Promise<void> {
+    try {
+      await this.#file.unlock();
+      this.#file.close();
+    } catch (err) {
+      if (!(err instanceof Deno.errors.BadResource)) throw err;
+    }
+  }
+}
+
+/**
+ * Writes a JSON file atomically: a temporary file in the same directory, fdatasynced, then
+ * renamed over the target, so a crash leaves the old or the new content, never a mix.
+ *
+ * @param path The target file.
+ * @param value Any JSON-serialisable value.
+ */
+export async function writeJsonAtomic(path: string, value: unknown): Promise<void> {
+  const tmp = `${path}.tmp-${crypto.randomUUID()}`;
+  const file = await Deno.open(tmp, { write: true, createNew: true });
+  try {
+    try {
+      await writeFull(file, encoder.encode(JSON.stringify(value) + "\n"));
+      await file.syncData();
+    } finally {
+      file.close();
+    }
+    await Deno.rename(tmp, path);
+  } catch (err) {
+    // A full disk or a value that cannot be serialised must not leave the temporary file behind.
+    await Deno.remove(tmp).catch(() => {});
+    throw err;
+  }
+  await syncDirectory(dirname(path));
+}
+
+/** fsyncs a directory so a rename in it survives a power cut (best effort where unsupported). */
+async function syncDirectory(dir: string): Promise<void> {
+  let handle: Deno.FsFile;
+  try {
+    handle = await Deno.open(dir, { read: true });
+  } catch {
+    return; // platforms that cannot open a directory: the rename is still atomic
+  }
+  try {
+    await handle.sync();
+  } catch {
+    // some file systems refuse fsync on a directory; nothing more can be done
+  } finally {
+    handle.close();
+  }
+}
+
+/**
+ * Reads a JSON file, answering `undefined` when it does not exist.
+ *
+ * @param path The file.
+ * @returns The parsed value.
+ * @throws {SyntaxError} If the file is not JSON.
+ */
+export async function readJsonFile(path: string): Promise<unknown> {
+  try {
+    return JSON.parse(decoder.decode(await Deno.readFile(path)));
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return undefined;
+    throw err;
+  }
+}
+
+/**
+ * Removes a file if it exists.
+ *
+ * @param path The file.
+ */
+export async function removeIfExists(path: string): Promise<void> {
+  try {
+    await Deno.remove(path);
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
+}
+
+/**
+ * Tells whether `path` lies strictly inside `root` (not `root` itself), lexically.
+ *
+ * @param path An absolute, normalised path.
+ * @param root An absolute, normalised directory.
+ * @returns `true` when `path` is below `root`.
+ */
+export function isStrictlyInside(path: string, root: string): boolean {
+  const rel = relative(root, path);
+  // Not `rel.startsWith("..")`: that also refuses a child named like "..2026".
+  return rel !== "" && !isAbsolute(rel) && !rel.split(sep).includes("..");
+}
+
+/**
+ * The real path of `path`, resolving symlinks through its nearest existing ancestor, so a
+ * symlink cannot lead a not-yet-created directory outside where it seems to be.
+ *
+ * @param path An absolute path that may not exist yet.
+ * @returns Its real path (or `path` itself where reading is not permitted).
+ */
+export async function realPathOfNearest(path: string): Promise<string> {
+  const missing: string[] = [];
+  let current = path;
+  while (true) {
+    try {
+      const real = await Deno.realPath(current);
+      return missing.length === 0 ? real : join(real, ...missing.reverse());
+    } catch (err) {
+      if (!(err instanceof Deno.errors.NotFound)) {
+        if (err instanceof Deno.errors.NotCapable || err instanceof Deno.errors.PermissionDenied) {
+          return path; // outside what we may read: the containment check rejects it lexically
+        }
+        throw err;
+      }
+      const parent = dirname(current);
+      if (parent === current) return path;
+      missing.push(basename(current));
+      current = parent;
+    }
+  }
+}

@@ -1,0 +1,111 @@
+/**
+ * The service's one queue: every event and every run change, in arrival order. Consecutive
+ * events are handed to the commit function together, so they share one write per file; a run
+ * change runs alone, between the events before it and those after it.
+ *
+ * @module
+ */
+
+interface ControlOp {
+  kind: "control";
+  run: () => Promise<unknown>;
+  resolve: (value: unknown) => void;
+  reject: (err: unknown) => void;
+}
+
+interface ItemOp<T> {
+  kind: "item";
+  item: T;
+}
+
+/**
+ * A first-in, first-out queue that groups consecutive items.
+ *
+ * @example Usage
+ * ```ts
+ * import { GroupQueue } from "./_queue.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const groups: number[][] = [];
+ * const queue = new GroupQueue<number>(async (items) => void groups.push(items));
+ * queue.push(1);
+ * queue.push(2);
+ * await queue.control(async () => {});
+ * assert.deepEqual(groups, [[1, 2]]);
+ * ```
+ */
+export class GroupQueue<T> {
+  #commit: (items: T[]) => Promise<void>;
+  #queue: (ItemOp<T> | ControlOp)[] = [];
+  #draining: Promise<void> | undefined;
+
+  /**
+   * Creates an empty queue.
+   *
+   * @param commit Handles one group of consecutive items; it must settle each item itself and
+   *   never throw.
+   */
+  constructor(commit: (items: T[]) => Promise<void>) {
+    this.#commit = commit;
+  }
+
+  /**
+   * Queues an item; it joins the group of the items queued right before it.
+   *
+   * @param item The item.
+   */
+  push(item: T): void {
+    this.#enqueue({ kind: "item", item });
+  }
+
+  /**
+   * Queues a function that runs alone, after everything queued before it.
+   *
+   * @param fn The work.
+   * @returns Its result.
+   */
+  control<R>(fn: () => Promise<R>): Promise<R> {
+    return new Promise((resolve, reject) => {
+      this.#enqueue({ kind: "control", run: fn, resolve: resolve as (v: unknown) => void, reject });
+    });
+  }
+
+  /**
+   * Waits until the queue is empty.
+   *
+   * @returns When everything queued so far has been handled.
+   */
+  async idle(): Promise<void> {
+    while (this.#draining) await this.#draining;
+  }
+
+  #enqueue(op: ItemOp<T> | ControlOp): void {
+    this.#queue.push(op);
+    this.#draining ??= this.#drain();
+  }
+
+  async #drain(): Promise<void> {
+    // Let requests that arrive in the same tick join the first group.
+    await Promise.resolve();
+    try {
+      while (this.#queue.length > 0) {
+        const head = this.#queue[0]!;
+        if (head.kind === "control") {
+          this.#queue.shift();
+          try {
+            head.resolve(await head.run());
+          } catch (err) {
+            head.reject(err);
+          }
+          continue;
+        }
+        let n = 1;
+        while (n < this.#queue.length && this.#queue[n]!.kind === "item") n++;
+        const group = this.#queue.splice(0, n) as ItemOp<T>[];
+        await this.#commit(group.map((op) => op.item));
+      }
+    } finally {
+      this.#draining = undefined;
+    }
+  }
+}

@@ -1,0 +1,85 @@
+/**
+ * The types of the service's interface: its options, what it answers and what it publishes.
+ *
+ * @module
+ */
+
+import type { JsonObject, RunRecord } from "./event.ts";
+import type { WriteError } from "./_errors.ts";
+import type { FsyncMode } from "./_ndjson_writer.ts";
+
+/** Options of `TelemetryService.open`. */
+export interface ServiceOptions {
+  /** The site telemetry directory; created if missing. */
+  siteDir: string;
+  /**
+   * IANA time zone whose local noon rotates the site file.
+   * @default {the system zone}
+   */
+  timeZone?: string;
+  /**
+   * Event types written to both streams while a run is active.
+   * @default {["weather", "environment"]}
+   */
+  siteTypes?: Iterable<string>;
+  /**
+   * When to fdatasync.
+   * @default {"interval"}
+   */
+  fsync?: FsyncMode;
+  /** Directories outside the site directory where runs may be placed (`--allow-run-root`). */
+  allowRunRoots?: readonly string[];
+  /**
+   * Cap on distinct event types in the snapshot.
+   * @default {10000}
+   */
+  maxTypes?: number;
+  /**
+   * The clock, in epoch milliseconds; tests inject one to cross noon or a DST change.
+   * @default {Date.now}
+   */
+  clock?: () => number;
+  /** Receives warnings about recovered state (torn tails, a corrupt active-run file). */
+  onWarning?: (message: string) => void;
+}
+
+/** Which stream a copy of an event went to. */
+export type StreamName = "site" | "run";
+
+/** One accepted event, as answered to the caller. */
+export interface CommittedEvent {
+  /** The envelope line without `\n`; exactly the bytes on disk when it was stored. */
+  line: string;
+  /** The stream of this copy: `run` while a run is active, else `site`. */
+  stream: StreamName;
+  /** The seq in that stream. */
+  seq: number;
+  /** The event type. */
+  type: string;
+  /** The parsed `data` (not copied: treat as read-only). */
+  data: JsonObject;
+  /** The run id stamped into `meta`, if any. */
+  runId: string | undefined;
+}
+
+/** What `TelemetryService.subscribe` listeners receive. */
+export type ServiceMessage =
+  | { kind: "telemetry"; event: CommittedEvent }
+  | { kind: "run"; run: RunRecord; active: boolean };
+
+/** What `TelemetryService.watchWrites` listeners receive after each group commit. */
+export type WriteReport =
+  | {
+    ok: true;
+    /** How long the writes took, in seconds. */
+    seconds: number;
+    /** Bytes appended. */
+    bytes: number;
+    /** Every stream copy of every accepted event: its stream and type. */
+    copies: readonly (readonly [StreamName, string])[];
+  }
+  | {
+    ok: false;
+    /** Why nothing of the group was written. */
+    error: WriteError;
+  };
