@@ -34,6 +34,7 @@ import {
   toProblem,
 } from "./_http.ts";
 import { parseEvent, parseEvents, parseRunStart } from "./_request.ts";
+import { type Route, route, Router } from "./_router.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl } from "./_address.ts";
 import { raceDeadline } from "./_async.ts";
 import { dashboardResponse } from "./dashboard.ts";
@@ -204,54 +205,6 @@ export class ShutdownLifecycle {
   }
 }
 
-/** What a route handler gets. */
-interface RouteContext {
-  req: Request;
-  info: Deno.ServeHandlerInfo | undefined;
-  url: URL;
-  /** The pattern's named groups (still percent-encoded). */
-  params: Record<string, string | undefined>;
-}
-
-type RouteHandler = (ctx: RouteContext) => Promise<Response> | Response;
-
-/** One row of the route table. */
-interface Route {
-  pattern: URLPattern;
-  methods: Partial<Record<"GET" | "POST", RouteHandler>>;
-}
-
-const EMPTY_PARAMS: Record<string, string | undefined> = {};
-
-/** Finds a request's route: static paths by a map lookup, the rest by their pattern. */
-class Router {
-  #static = new Map<string, Route>();
-  #dynamic: Route[] = [];
-
-  constructor(routes: readonly Route[]) {
-    for (const route of routes) {
-      const path = route.pattern.pathname;
-      // A pathname with no pattern syntax matches only itself; a map lookup is much cheaper
-      // than URLPattern.exec on the ingestion path.
-      if (/^[\w/.-]*$/.test(path)) this.#static.set(path, route);
-      else this.#dynamic.push(route);
-    }
-  }
-
-  match(url: URL): { route: Route; params: Record<string, string | undefined> } | undefined {
-    const route = this.#static.get(url.pathname);
-    if (route) return { route, params: EMPTY_PARAMS };
-    for (const candidate of this.#dynamic) {
-      const m = candidate.pattern.exec({ pathname: url.pathname });
-      if (m) return { route: candidate, params: m.pathname.groups };
-    }
-    return undefined;
-  }
-}
-
-function route(pathname: string, methods: Route["methods"]): Route {
-  return { pattern: new URLPattern({ pathname }), methods };
-}
 /**
  * Builds the request handler for a service (CONTRACT 2). It checks, in this order: shutdown
  * (503), Host and Origin (403), the bearer token (401), the route (404, 405), then the body

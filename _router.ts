@@ -1,0 +1,79 @@
+/**
+ * Routes as data: a table of `URLPattern`s with one handler per method, and the lookup that
+ * serves static paths from a map and the rest by pattern.
+ *
+ * @module
+ */
+
+/** What a route handler gets. */
+export interface RouteContext {
+  /** The request. */
+  req: Request;
+  /** The peer, when served by `Deno.serve`. */
+  info: Deno.ServeHandlerInfo | undefined;
+  /** The parsed request URL. */
+  url: URL;
+  /** The pattern's named groups (still percent-encoded). */
+  params: Record<string, string | undefined>;
+}
+
+/** Answers one method of one route. */
+export type RouteHandler = (ctx: RouteContext) => Promise<Response> | Response;
+
+/** One row of the route table. */
+export interface Route {
+  /** The path it serves. */
+  pattern: URLPattern;
+  /** Its handler per method; HEAD is served by GET. */
+  methods: Partial<Record<"GET" | "POST", RouteHandler>>;
+}
+
+const EMPTY_PARAMS: Record<string, string | undefined> = {};
+
+/** Finds a request's route: static paths by a map lookup, the rest by their pattern. */
+export class Router {
+  #static = new Map<string, Route>();
+  #dynamic: Route[] = [];
+
+  /**
+   * Indexes a route table.
+   *
+   * @param routes The rows; the first match wins.
+   */
+  constructor(routes: readonly Route[]) {
+    for (const route of routes) {
+      const path = route.pattern.pathname;
+      // A pathname with no pattern syntax matches only itself; a map lookup is much cheaper
+      // than URLPattern.exec on the ingestion path.
+      if (/^[\w/.-]*$/.test(path)) this.#static.set(path, route);
+      else this.#dynamic.push(route);
+    }
+  }
+
+  /**
+   * Finds the route of a URL.
+   *
+   * @param url The request URL.
+   * @returns The route and its path parameters, or `undefined` (404).
+   */
+  match(url: URL): { route: Route; params: Record<string, string | undefined> } | undefined {
+    const route = this.#static.get(url.pathname);
+    if (route) return { route, params: EMPTY_PARAMS };
+    for (const candidate of this.#dynamic) {
+      const m = candidate.pattern.exec({ pathname: url.pathname });
+      if (m) return { route: candidate, params: m.pathname.groups };
+    }
+    return undefined;
+  }
+}
+
+/**
+ * One row of a route table.
+ *
+ * @param pathname A `URLPattern` pathname such as `"/current/:type(.*)"`.
+ * @param methods A handler per method.
+ * @returns The row.
+ */
+export function route(pathname: string, methods: Route["methods"]): Route {
+  return { pattern: new URLPattern({ pathname }), methods };
+}
