@@ -5,7 +5,7 @@
  *
  * @example Usage
  * ```ts
- * import { renderDashboard } from "@obs-utils/telemetry";
+ * import { renderDashboard } from "./dashboard.ts";
  * import assert from "node:assert/strict";
  *
  * assert.match(renderDashboard("bm9uY2Utbm9uY2U="), /<script nonce="bm9uY2Utbm9uY2U=">/);
@@ -292,7 +292,7 @@ const NONCE_PATTERN = /^[A-Za-z0-9+/_-]{8,}={0,2}$/;
  *
  * @example Usage
  * ```ts
- * import { renderDashboard } from "@obs-utils/telemetry";
+ * import { renderDashboard } from "./dashboard.ts";
  * import assert from "node:assert/strict";
  *
  * assert.match(renderDashboard("bm9uY2Utbm9uY2U="), /^<!doctype html>/);
@@ -348,7 +348,7 @@ function randomNonce(): string {
  *
  * @example Usage
  * ```ts
- * import { dashboardResponse } from "@obs-utils/telemetry";
+ * import { dashboardResponse } from "./dashboard.ts";
  * import assert from "node:assert/strict";
  *
  * const res = dashboardResponse();

@@ -4,7 +4,7 @@
  *
  * @example Usage
  * ```ts
- * import { escapeLabelValue } from "@obs-utils/telemetry";
+ * import { escapeLabelValue } from "./metrics.ts";
  * import assert from "node:assert/strict";
  *
  * assert.equal(escapeLabelValue('say "hi"\n'), 'say \\"hi\\"\\n');
@@ -27,7 +27,7 @@ export const METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
  *
  * @example Usage
  * ```ts
- * import { escapeLabelValue } from "@obs-utils/telemetry";
+ * import { escapeLabelValue } from "./metrics.ts";
  * import assert from "node:assert/strict";
  *
  * assert.equal(escapeLabelValue("a\\b"), "a\\\\b");

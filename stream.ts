@@ -17,7 +17,7 @@
  *
  * @example Usage
  * ```ts
- * import { ServerSentEventStream } from "@obs-utils/telemetry";
+ * import { ServerSentEventStream } from "@obs-utils/telemetry/server";
  * import assert from "node:assert/strict";
  *
  * const body = ReadableStream.from([{ event: "run", data: '{"run_id":"001"}' }])
@@ -94,7 +94,7 @@ function encodeMessage(message: ServerSentEventMessage): Uint8Array {
  *
  * @example Usage
  * ```ts
- * import { ServerSentEventStream } from "@obs-utils/telemetry";
+ * import { ServerSentEventStream } from "@obs-utils/telemetry/server";
  * import assert from "node:assert/strict";
  *
  * const body = ReadableStream.from([{ data: "a\nb", id: "site:1" }, { comment: "keepalive" }])
