@@ -16,13 +16,18 @@
  *
  * It ends with the memory check of issue 7: RSS after 10,000 and after 1,000,000 events.
  *
+ * With `--baseline DIR` (a checkout of another version, e.g. made by `git worktree add`), the
+ * service from DIR runs too, with `--fsync interval`, as target `baseline`: before/after ratios
+ * come from the same rounds.
+ *
  * Usage: deno run -A bench/run.ts [--seconds 5] [--rounds 3] [--connections 16] [--skip-memory]
+ *   [--baseline DIR]
  * @module
  */
 
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { SERVICE_V8_FLAGS } from "../server.ts";
 
 const { values: flags } = parseArgs({
@@ -35,6 +40,7 @@ const { values: flags } = parseArgs({
     "skip-memory": { type: "boolean", default: false },
     "memory-events": { type: "string", default: "1000000" },
     "no-wrk": { type: "boolean", default: false },
+    baseline: { type: "string" },
   },
   strict: true,
 });
@@ -50,7 +56,8 @@ const EVENT = {
 const EVENT_JSON = JSON.stringify(EVENT);
 const BATCH_BODY = Array.from({ length: BATCH }, () => EVENT_JSON).join("\n") + "\n";
 
-type Target = "floor" | "interval" | "always" | "never";
+type Target = "floor" | "interval" | "always" | "never" | "baseline";
+const BASELINE = flags.baseline === undefined ? undefined : resolve(flags.baseline);
 type Mode = "single" | "batch";
 
 interface Sample {
@@ -98,6 +105,7 @@ async function start(target: Target): Promise<Running> {
     args = ["run", "--allow-net", join(ROOT, "bench/floor_server.ts"), String(port)];
   } else {
     siteDir = await Deno.makeTempDir({ prefix: `bench-${target}-` });
+    const root = target === "baseline" ? BASELINE! : ROOT;
     args = [
       "run",
       ...SERVICE_V8_FLAGS, // as `deno task start` and spawnServer() run it
@@ -105,7 +113,7 @@ async function start(target: Target): Promise<Running> {
       `--allow-read=${siteDir}`,
       `--allow-write=${siteDir}`,
       "--allow-env",
-      join(ROOT, "cli.ts"),
+      join(root, "cli.ts"),
       "telemetry",
       "run",
       "--site-dir",
@@ -115,7 +123,7 @@ async function start(target: Target): Promise<Running> {
       "--port",
       String(port),
       "--fsync",
-      target,
+      target === "baseline" ? "interval" : target,
       "--tz",
       "UTC",
     ];
@@ -380,6 +388,7 @@ async function main() {
     }; ${ROUNDS} rounds x ${SECONDS}s; single: ${CONNECTIONS} connections; batch: ${BATCH} events/body, 4 connections\n`,
   );
   const targets: Target[] = ["floor", "interval", "always", "never"];
+  if (BASELINE) targets.push("baseline");
   const samples: Sample[] = [];
   for (let round = 1; round <= ROUNDS; round++) {
     for (const mode of ["single", "batch"] as Mode[]) {
