@@ -36,13 +36,6 @@ import { GroupQueue } from "./_queue.ts";
 export { RUN_ID_PATTERN } from "./_request.ts";
 export type { EventCommand, RunStartCommand } from "./_request.ts";
 export type { RunStart } from "./_runs.ts";
-export type {
-  CommittedEvent,
-  ServiceMessage,
-  ServiceOptions,
-  StreamName,
-  WriteReport,
-} from "./_service_types.ts";
 import type {
   CommittedEvent,
   ServiceMessage,
@@ -50,6 +43,7 @@ import type {
   StreamName,
   WriteReport,
 } from "./_service_types.ts";
+export type { CommittedEvent, ServiceMessage, ServiceOptions, StreamName, WriteReport };
 
 /** Site-wide event types written to the site stream during a run too (CONTRACT 3). */
 export const DEFAULT_SITE_TYPES: readonly string[] = ["weather", "environment"];
