@@ -3,8 +3,17 @@
  * @module
  */
 
+import assert from "node:assert/strict";
 import { join } from "node:path";
-import { permissionFlags, type ServerHandle, type ServerOptions, startServer } from "../server.ts";
+import {
+  permissionFlags,
+  type ServerHandle,
+  type ServerOptions,
+  type ServiceOptions,
+  startServer,
+  TelemetryService,
+  toProblem,
+} from "../server.ts";
 
 /** Path of the command-line entry point, for subprocess tests. */
 export const CLI = new URL("../cli.ts", import.meta.url).pathname;
@@ -182,4 +191,55 @@ function closeQuietly(conn: Deno.Conn): void {
   } catch (err) {
     if (!(err instanceof Deno.errors.BadResource)) throw err;
   }
+}
+
+// --- a TelemetryService without HTTP (service, runs and snapshot tests) -------------------------
+
+/** The instant a test service's clock stands at unless the test moves it. */
+export const T0: number = Date.parse("2026-05-10T13:00:00.000Z");
+
+/** Opens a service in UTC whose clock stands still at `now.ms` unless the test moves it. */
+export async function openService(
+  siteDir: string,
+  options: Partial<ServiceOptions> = {},
+  now: { ms: number } = { ms: T0 },
+): Promise<TelemetryService> {
+  return await TelemetryService.open({ siteDir, timeZone: "UTC", clock: () => now.ms, ...options });
+}
+
+/**
+ * Asserts a promise rejects with a domain error that the HTTP layer answers with the given status
+ * and a detail matching `detail`.
+ */
+export async function rejectsWith(
+  promise: Promise<unknown>,
+  status: number,
+  detail: RegExp,
+): Promise<void> {
+  const err = await promise.then(() => assert.fail("expected a rejection"), (e: unknown) => e);
+  const answer = toProblem(err);
+  assert.ok(answer, `expected a domain error, got ${err}`);
+  const body = await answer.json();
+  assert.equal(answer.status, status, body.detail);
+  assert.match(body.detail, detail);
+}
+
+/** Records one event of `type` and answers the seq it was given. */
+export async function seqOf(service: TelemetryService, type = "probe"): Promise<number> {
+  const [event] = await service.record([{ type, data: {} }]);
+  return event!.seq;
+}
+
+/** A written line, parsed. */
+export interface Envelope {
+  seq: number;
+  ts: string;
+  type: string;
+  data: unknown;
+  meta: Record<string, unknown>;
+}
+
+/** Parses a written line. */
+export function parseEnvelope(line: string): Envelope {
+  return JSON.parse(line);
 }

@@ -1,0 +1,278 @@
+/**
+ * Tests of runs through TelemetryService (`_runs.ts`): starting with derived or given ids,
+ * confined run directories, stopping, conflicts, and resuming after a restart (CONTRACT 2.3, 4.5).
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import type { RunStartCommand } from "../server.ts";
+import {
+  openService as open,
+  parseEnvelope as parse,
+  readLines,
+  rejectsWith,
+  seqOf,
+  T0,
+  tempDir,
+} from "./_util.ts";
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.lstat(path);
+    return true;
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return false;
+    throw err;
+  }
+}
+
+Deno.test("TelemetryService.startRun() with run_id creates <site>/<run_id> and returns the record", async () => {
+  await using dir = await tempDir();
+  await using service = await open(dir.path);
+  const { run, created } = await service.startRun({ runId: "m31-1", meta: { target: "M31" } });
+  assert.equal(created, true);
+  assert.deepEqual(run, {
+    run_id: "m31-1",
+    run_dir: join(dir.path, "m31-1"),
+    started_at: "2026-05-10T13:00:00.000Z",
+    stopped_at: null,
+    events: 0,
+    meta: { target: "M31" },
+  });
+  assert.ok((await Deno.stat(join(dir.path, "m31-1"))).isDirectory);
+});
+
+Deno.test("TelemetryService.startRun() rejects run_ids that are not one safe path segment", async () => {
+  await using dir = await tempDir();
+  await using service = await open(dir.path);
+  for (const run_id of ["", "../x", ".hidden", "a/b", "x".repeat(129), 5]) {
+    await rejectsWith(service.startRun({ runId: run_id as string }), 400, /run_id/);
+  }
+  assert.equal(service.run, undefined);
+});
+
+Deno.test("TelemetryService.startRun() resolves a relative run_dir under the site dir, run_id its last segment", async () => {
+  await using dir = await tempDir();
+  await using service = await open(dir.path);
+  const { run } = await service.startRun({ runDir: "2026/m31" });
+  assert.equal(run.run_dir, join(dir.path, "2026", "m31"));
+  assert.equal(run.run_id, "m31");
+});
+
+Deno.test("TelemetryService.startRun() accepts a run_dir whose first segment starts with two dots", async () => {
+  await using dir = await tempDir();
+  await using service = await open(dir.path);
+  const { run } = await service.startRun({ runDir: "..2026/m31" });
+  assert.equal(run.run_dir, join(dir.path, "..2026", "m31"));
+});
+
+Deno.test("TelemetryService.startRun() rejects an absolute run_dir outside the site dir and creates nothing", async () => {
+  await using site = await tempDir();
+  await using outside = await tempDir();
+  await using service = await open(site.path);
+  const target = join(outside.path, "run1");
+  await rejectsWith(service.startRun({ runDir: target }), 400, /not inside the site directory/);
+  assert.equal(await exists(target), false);
+  assert.equal(await exists(join(site.path, ".active-run.json")), false);
+});
+
+Deno.test("TelemetryService.startRun() rejects a run_dir that climbs out with .. and creates nothing", async () => {
+  await using site = await tempDir();
+  await using service = await open(join(site.path, "telemetry"));
+  await rejectsWith(service.startRun({ runDir: "a/../../escaped" }), 400, /not inside/);
+  assert.equal(await exists(join(site.path, "escaped")), false);
+});
+
+Deno.test("TelemetryService.startRun() rejects the site directory itself as run_dir", async () => {
+  await using dir = await tempDir();
+  await using service = await open(dir.path);
+  await rejectsWith(service.startRun({ runDir: dir.path, runId: "x" }), 400, /not inside/);
+  await rejectsWith(service.startRun({ runDir: "a/..", runId: "x" }), 400, /not inside/);
+});
+
+Deno.test("TelemetryService.startRun() rejects a run_dir through a symlink leading outside", async () => {
+  await using site = await tempDir();
+  await using outside = await tempDir();
+  await Deno.symlink(outside.path, join(site.path, "link"));
+  await using service = await open(site.path);
+  await rejectsWith(service.startRun({ runDir: "link/run1" }), 400, /not inside/);
+  assert.equal(await exists(join(outside.path, "run1")), false);
+});
+
+Deno.test("TelemetryService.startRun() accepts a run_dir inside an allowed run root", async () => {
+  await using site = await tempDir();
+  await using root = await tempDir();
+  await using service = await open(site.path, { allowRunRoots: [root.path] });
+  const { run } = await service.startRun({ runDir: join(root.path, "cam", "night-1") });
+  assert.equal(run.run_id, "night-1");
+  await service.record([{ type: "t", data: {} }]);
+  assert.equal((await readLines(join(root.path, "cam", "night-1", "telemetry.ndjson"))).length, 1);
+});
+
+Deno.test("TelemetryService.startRun() without id or dir numbers runs 001, 002", async () => {
+  await using dir = await tempDir();
+  await using service = await open(dir.path);
+  assert.equal((await service.startRun()).run.run_id, "001");
+  await service.stopRun();
+  assert.equal((await service.startRun({})).run.run_id, "002");
+  assert.equal((await service.stopRun()).run_dir, join(dir.path, "002"));
+});
+
+Deno.test("TelemetryService.startRun() without id or dir follows the largest numeric directory", async () => {
+  await using dir = await tempDir();
+  await Deno.mkdir(join(dir.path, "007"));
+  await Deno.mkdir(join(dir.path, "3"));
+  await Deno.writeTextFile(join(dir.path, "050"), "a file, not a run directory");
+  await using service = await open(dir.path);
+  assert.equal((await service.startRun()).run.run_id, "008");
+});
+
+Deno.test("TelemetryService.startRun() without id or dir goes from 999 to 1000", async () => {
+  await using dir = await tempDir();
+  await Deno.mkdir(join(dir.path, "999"));
+  await using service = await open(dir.path);
+  assert.equal(
+    (await service.startRun({ runId: null, runDir: null } as unknown as RunStartCommand)).run
+      .run_id,
+    "1000",
+  );
+});
+
+Deno.test("TelemetryService.startRun() of the active run again returns the same record, not created", async () => {
+  await using dir = await tempDir();
+  await using service = await open(dir.path);
+  const first = await service.startRun({ runId: "r1", meta: { a: 1 } });
+  await service.record([{ type: "t", data: {} }]);
+  const again = await service.startRun({ runId: "r1" });
+  assert.equal(again.created, false);
+  assert.deepEqual(again.run, { ...first.run, events: 1 });
+});
+
+Deno.test("TelemetryService.startRun() of a different run while one is active is 409", async () => {
+  await using dir = await tempDir();
+  await using service = await open(dir.path);
+  await service.startRun({ runId: "r1" });
+  await rejectsWith(service.startRun({ runId: "r2" }), 409, /"r1" is active/);
+  assert.equal(await exists(join(dir.path, "r2")), false);
+});
+
+Deno.test("TelemetryService.startRun() without id or dir while a run is active is 409", async () => {
+  await using dir = await tempDir();
+  await using service = await open(dir.path);
+  await service.startRun({ runId: "r1" });
+  await rejectsWith(service.startRun(), 409, /POST \/run\/stop/);
+});
+
+Deno.test("TelemetryService.stopRun() without an active run is 409", async () => {
+  await using dir = await tempDir();
+  await using service = await open(dir.path);
+  await rejectsWith(service.stopRun(), 409, /No run is active/);
+});
+
+Deno.test("TelemetryService.stopRun() returns the record with stopped_at and the events count", async () => {
+  await using dir = await tempDir();
+  const now = { ms: T0 };
+  await using service = await open(dir.path, {}, now);
+  await service.startRun({ runId: "r1" });
+  await service.record([{ type: "a", data: {} }, { type: "b", data: {} }]);
+  await service.record([{ type: "c", data: {}, store_permanently: false }]);
+  assert.equal(service.run?.events, 2);
+  now.ms = T0 + 60_000;
+  const stopped = await service.stopRun();
+  assert.equal(stopped.stopped_at, "2026-05-10T13:01:00.000Z");
+  assert.equal(stopped.events, 2);
+  assert.equal(service.run, undefined);
+  assert.equal(await exists(join(dir.path, ".active-run.json")), false);
+});
+
+Deno.test("TelemetryService.startRun() on an existing run directory continues its seq", async () => {
+  await using dir = await tempDir();
+  await using service = await open(dir.path);
+  await service.startRun({ runId: "r1" });
+  await service.record([{ type: "a", data: {} }, { type: "a", data: {} }]);
+  await service.stopRun();
+  await service.startRun({ runId: "r1" });
+  assert.equal(await seqOf(service), 3);
+  assert.equal(service.run?.events, 1);
+  const lines = await readLines(join(dir.path, "r1", "telemetry.ndjson"));
+  assert.deepEqual(lines.map((l) => parse(l).seq), [1, 2, 3]);
+});
+
+Deno.test("TelemetryService.startRun() moves a torn tail of the run file to .torn and continues its seq", async () => {
+  await using dir = await tempDir();
+  const file = join(dir.path, "r1", "telemetry.ndjson");
+  await Deno.mkdir(join(dir.path, "r1"));
+  const whole = '{"seq":4,"ts":"2026-05-10T13:00:00.000Z","type":"a","data":{},"meta":{}}\n';
+  await Deno.writeTextFile(file, whole + '{"seq":5,"ts":"20');
+  await using service = await open(dir.path);
+  await service.startRun({ runId: "r1" });
+  assert.equal(await Deno.readTextFile(`${file}.torn`), '{"seq":5,"ts":"20');
+  assert.equal(await seqOf(service), 5);
+  assert.deepEqual((await readLines(file)).map((l) => parse(l).seq), [4, 5]);
+});
+
+Deno.test("TelemetryService.startRun() with the active run_id but another run_dir is 409", async () => {
+  await using dir = await tempDir();
+  await using service = await open(dir.path);
+  await service.startRun({ runId: "r1" });
+  await rejectsWith(service.startRun({ runId: "r1", runDir: "elsewhere/r1" }), 409, /active/);
+});
+
+Deno.test("TelemetryService.open() sets an unreadable active-run file aside and starts without a run", async () => {
+  await using dir = await tempDir();
+  await Deno.writeTextFile(join(dir.path, ".active-run.json"), "{not json");
+  const warnings: string[] = [];
+  await using service = await open(dir.path, { onWarning: (m) => warnings.push(m) });
+  assert.equal(service.run, undefined);
+  assert.match(warnings.join("\n"), /moved to .*\.active-run\.json\.corrupt-/);
+  const names = (await Array.fromAsync(Deno.readDir(dir.path))).map((e) => e.name);
+  assert.ok(names.some((n) => n.startsWith(".active-run.json.corrupt-")));
+  assert.ok(!names.includes(".active-run.json"));
+});
+
+Deno.test("TelemetryService.open() resumes an active run with its seq and events count", async () => {
+  await using dir = await tempDir();
+  let started;
+  {
+    await using service = await open(dir.path);
+    await service.startRun({ runId: "r1" });
+    await service.record([{ type: "a", data: {} }]);
+    await service.stopRun();
+    started = (await service.startRun({ runId: "r1", meta: { m: 1 } })).run;
+    await service.record([{ type: "a", data: {} }, { type: "b", data: {} }]);
+  }
+  await using service = await open(dir.path);
+  assert.deepEqual(service.run, { ...started, events: 2 });
+  assert.equal(await seqOf(service), 4);
+  assert.equal(service.run?.events, 3);
+});
+
+Deno.test("TelemetryService.startRun() continues a run directory's seq past its ephemeral events", async () => {
+  await using tmp = await tempDir();
+  await using service = await open(tmp.path);
+  await service.startRun({ runId: "night-1" });
+  await seqOf(service);
+  const [ephemeral] = await service.record([{
+    type: "status",
+    data: {},
+    store_permanently: false,
+  }]);
+  await service.stopRun();
+  await service.startRun({ runId: "night-1" });
+  assert.equal(await seqOf(service), ephemeral!.seq + 1);
+});
+
+Deno.test("TelemetryService.startRun() warns when it moves a torn last line of the run file", async () => {
+  await using dir = await tempDir();
+  await Deno.mkdir(join(dir.path, "r1"));
+  await Deno.writeTextFile(
+    join(dir.path, "r1", "telemetry.ndjson"),
+    '{"seq":1,"ts":"2026-05-10T13:00:00.000Z","type":"a","data":{},"meta":{}}\n{"seq":2,"ts',
+  );
+  const warnings: string[] = [];
+  await using service = await open(dir.path, { onWarning: (m) => warnings.push(m) });
+  await service.startRun({ runId: "r1" });
+  assert.equal(warnings.length, 1);
+  assert.match(warnings[0]!, /Moved a torn last line \(12 bytes\) of .*r1\/telemetry\.ndjson/);
+});

@@ -1,0 +1,184 @@
+/**
+ * Tests of the snapshot through TelemetryService (`_snapshot.ts`): the latest event per type, its
+ * cap, and how it is saved and restored across clean and crashed restarts (CONTRACT 3, 4.3).
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import {
+  type Envelope,
+  openService as open,
+  parseEnvelope as parse,
+  readSiteLines,
+  rejectsWith,
+  seqOf,
+  siteFiles,
+  tempDir,
+} from "./_util.ts";
+
+Deno.test("TelemetryService.open() rebuilds the snapshot from the last lines when the newest site file is empty", async () => {
+  await using dir = await tempDir();
+  const line = '{"seq":7,"ts":"2026-05-08T13:00:00.000Z","type":"probe","data":{"v":1},"meta":{}}';
+  await Deno.writeTextFile(join(dir.path, "site_20260508.ndjson"), line + "\n");
+  await Deno.writeTextFile(join(dir.path, "site_20260509.ndjson"), "");
+  await using service = await open(dir.path);
+  assert.equal(service.currentLine("probe"), line);
+});
+
+Deno.test("TelemetryService.open() rebuilds the snapshot from the newest site file and the run file", async () => {
+  await using dir = await tempDir();
+  const now = { ms: Date.parse("2026-05-10T11:00:00Z") };
+  let expected: Record<string, unknown>;
+  {
+    await using service = await open(dir.path, {}, now);
+    await service.record([{ type: "old", data: { n: 1 } }]); // file 20260509: not the newest
+    now.ms = Date.parse("2026-05-10T13:00:00Z");
+    await service.record([{ type: "dome", data: { n: 2 } }, { type: "dome", data: { n: 3 } }]);
+    await service.startRun({ runId: "night" });
+    await service.record([{ type: "camera", data: { n: 4 } }, { type: "weather", data: {} }]);
+    expected = JSON.parse(service.currentJson());
+    delete expected.old;
+  }
+  await Deno.remove(join(dir.path, ".snapshot.json")); // as after a crash: no saved snapshot
+  await using service = await open(dir.path, {}, now);
+  assert.deepEqual(JSON.parse(service.currentJson()), expected);
+});
+
+Deno.test("TelemetryService.open() keeps every type of the snapshot across a clean restart", async () => {
+  await using dir = await tempDir();
+  const now = { ms: Date.parse("2026-05-10T11:00:00Z") };
+  let expected: string;
+  {
+    await using service = await open(dir.path, {}, now);
+    await service.record([{ type: "old", data: { n: 1 } }]); // yesterday's site file
+    now.ms = Date.parse("2026-05-10T13:00:00Z");
+    await service.record([{ type: "dome", data: { n: 2 } }]);
+    await service.record([{ type: "status", data: { n: 3 }, store_permanently: false }]);
+    expected = service.currentJson();
+  }
+  await using service = await open(dir.path, {}, now);
+  assert.equal(service.currentJson(), expected);
+});
+
+Deno.test("TelemetryService.open() keeps a make_current false event out of the snapshot after a restart", async () => {
+  await using dir = await tempDir();
+  {
+    await using service = await open(dir.path);
+    await service.record([{ type: "weather", data: { wind: 1 } }]);
+    await service.record([{ type: "weather", data: { wind: 99 }, make_current: false }]);
+  }
+  await using service = await open(dir.path);
+  assert.deepEqual(JSON.parse(service.currentLine("weather")!).data, { wind: 1 });
+});
+
+Deno.test("TelemetryService.open() lets a line written after the saved snapshot replace its entry", async () => {
+  await using dir = await tempDir();
+  {
+    await using service = await open(dir.path);
+    await service.record([{ type: "weather", data: { wind: 1 } }]);
+  }
+  // A later session wrote seq 2 and then crashed before it could save a new snapshot.
+  const [file] = await siteFiles(dir.path);
+  await Deno.writeTextFile(
+    join(dir.path, file!),
+    '{"seq":2,"ts":"2026-05-10T13:05:00.000Z","type":"weather","data":{"wind":7},"meta":{}}\n',
+    { append: true },
+  );
+  await using service = await open(dir.path);
+  assert.deepEqual(JSON.parse(service.currentLine("weather")!).data, { wind: 7 });
+});
+
+Deno.test("TelemetryService.record() keeps the snapshot across run start and stop", async () => {
+  await using dir = await tempDir();
+  await using service = await open(dir.path);
+  await service.record([{ type: "dome", data: { open: true } }]);
+  const before = service.currentJson();
+  await service.startRun({ runId: "r1" });
+  assert.equal(service.currentJson(), before);
+  await service.stopRun();
+  assert.equal(service.currentJson(), before);
+});
+
+Deno.test("TelemetryService.record() with store_permanently false updates the snapshot, writes nothing, consumes a seq", async () => {
+  await using dir = await tempDir();
+  await using service = await open(dir.path);
+  assert.equal(await seqOf(service), 1);
+  const [ephemeral] = await service.record([
+    { type: "probe", data: { e: 1 }, store_permanently: false },
+  ]);
+  assert.equal(ephemeral!.seq, 2);
+  assert.equal(service.currentLine("probe"), ephemeral!.line);
+  assert.equal(await seqOf(service, "other"), 3);
+  assert.deepEqual((await readSiteLines(dir.path)).map((l) => parse(l).seq), [1, 3]);
+});
+
+Deno.test("TelemetryService.record() with make_current false writes the event and leaves the snapshot", async () => {
+  await using dir = await tempDir();
+  await using service = await open(dir.path);
+  await service.record([{ type: "probe", data: { v: 1 } }]);
+  const before = service.currentJson();
+  const [quiet] = await service.record([{ type: "probe", data: { v: 2 }, make_current: false }]);
+  assert.equal(service.currentJson(), before);
+  assert.equal((await readSiteLines(dir.path)).at(-1), quiet!.line);
+});
+
+Deno.test("TelemetryService.record() refuses a new type beyond maxTypes with 400", async () => {
+  await using dir = await tempDir();
+  await using service = await open(dir.path, { maxTypes: 2 });
+  await service.record([{ type: "a", data: {} }, { type: "b", data: {} }]);
+  await rejectsWith(service.record([{ type: "c", data: {} }]), 400, /2 event types, the limit/);
+  await service.record([{ type: "a", data: {} }]); // an existing type is still fine
+  assert.equal(service.snapshotSize, 2);
+  assert.equal((await readSiteLines(dir.path)).length, 3);
+});
+
+/** Runs one service session in a child process; returns the snapshot it saw on opening. */
+async function session(dir: string, mode: "close" | "crash", ops: unknown[] = []) {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      new URL("./_session_child.ts", import.meta.url).pathname,
+      dir,
+      mode,
+      JSON.stringify(ops),
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  const first = new TextDecoder().decode(out.stdout).split("\n")[0]!;
+  return JSON.parse(first) as Record<string, Envelope>;
+}
+
+Deno.test("TelemetryService.open() restores a reused run id's new directory after a crash", async () => {
+  await using dir = await tempDir();
+  await session(dir.path, "close", [
+    { start: { run_id: "night", run_dir: "a/night" } },
+    { type: "T", data: { v: 1 } },
+    { type: "T", data: { v: 2 } },
+  ]);
+  await session(dir.path, "crash", [
+    { stop: true },
+    { start: { run_id: "night", run_dir: "b/night" } },
+    { type: "T", data: { v: "new" } },
+    { type: "U", data: {} },
+  ]);
+  const current = await session(dir.path, "close");
+  assert.deepEqual(current.T?.data, { v: "new" });
+  assert.ok(current.U);
+});
+
+Deno.test("TelemetryService.open() keeps a saved entry newer than an uncovered run file's line", async () => {
+  await using dir = await tempDir();
+  await session(dir.path, "close", [
+    { start: { run_id: "R" } },
+    { type: "T", data: { v: "old-run" } },
+    { stop: true },
+    { type: "T", data: { v: "newer-site" }, ts: "2099-01-01T00:00:00Z" },
+  ]);
+  await session(dir.path, "crash", [{ start: { run_id: "R" } }, { type: "other", data: {} }]);
+  const current = await session(dir.path, "close");
+  assert.deepEqual(current.T?.data, { v: "newer-site" });
+});
