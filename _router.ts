@@ -38,7 +38,8 @@ export class Router {
   /**
    * Indexes a route table.
    *
-   * @param routes The rows; the first match wins.
+   * @param routes The rows; a static path wins over every pattern, and among patterns the first
+   *   match wins.
    */
   constructor(routes: readonly Route[]) {
     for (const route of routes) {
