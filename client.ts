@@ -37,6 +37,10 @@ import {
 } from "./event.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl, readEnv } from "./_address.ts";
 import { sleep } from "./_async.ts";
+import { type ParsedServerSentEvent, ServerSentEventParserStream } from "./sse.ts";
+
+// The parser lives in sse.ts with its encoder; it stays importable from here, where it was.
+export { type ParsedServerSentEvent, ServerSentEventParserStream } from "./sse.ts";
 
 /** The default port of the service (SPEC 4.6). */
 export const DEFAULT_CLIENT_PORT: number = DEFAULT_PORT;
@@ -331,134 +335,6 @@ export class TelemetryHttpError extends Error {
     this.detail = options.detail;
     this.body = options.body;
     this.url = options.url;
-  }
-}
-
-/**
- * One message decoded from a Server-Sent Events stream by
- * {@linkcode ServerSentEventParserStream}.
- */
-export interface ParsedServerSentEvent {
-  /** The `event:` field, `"message"` when absent. */
-  event: string;
-  /** The `data:` lines joined with `\n`. */
-  data: string;
-  /** The last event id seen so far (it persists across messages), `""` when none. */
-  id: string;
-}
-
-/**
- * Decodes a Server-Sent Events text stream into messages, following the WHATWG HTML rules:
- * lines end in `\r\n`, `\n` or `\r` (also across chunk boundaries), `data:` lines accumulate,
- * lines starting with `:` are comments, `retry:` sets {@linkcode ServerSentEventParserStream.retry},
- * and an unterminated last message is discarded. Pipe bytes through `TextDecoderStream` first
- * (it also removes a byte-order mark).
- *
- * @example Usage
- * ```ts
- * import { ServerSentEventParserStream } from "@obs-utils/telemetry/client";
- * import assert from "node:assert/strict";
- *
- * const messages = await Array.fromAsync(
- *   ReadableStream.from(["event: run\r\ndata: {\"a\"", ":1}\r\n\r", "\n: keepalive\n\n"])
- *     .pipeThrough(new ServerSentEventParserStream()),
- * );
- * assert.deepEqual(messages, [{ event: "run", data: '{"a":1}', id: "" }]);
- * ```
- */
-export class ServerSentEventParserStream extends TransformStream<string, ParsedServerSentEvent> {
-  #parser: SseParser;
-
-  /** Creates a parser with no last event id. */
-  constructor() {
-    const parser = new SseParser();
-    super({
-      transform: (chunk, controller) => parser.push(chunk, (m) => controller.enqueue(m)),
-      flush: (controller) => parser.end((m) => controller.enqueue(m)),
-    });
-    this.#parser = parser;
-  }
-
-  /** The last event id seen (`id:` field), `""` when none. */
-  get lastEventId(): string {
-    return this.#parser.lastEventId;
-  }
-
-  /** The reconnection time in milliseconds from the last valid `retry:` field, if any. */
-  get retry(): number | undefined {
-    return this.#parser.retry;
-  }
-}
-
-/** The WHATWG event-stream interpretation, fed line by line. */
-class SseParser {
-  lastEventId = "";
-  retry: number | undefined;
-  #pending = "";
-  #skipLf = false;
-  #data: string[] = [];
-  #event = "";
-
-  push(chunk: string, emit: (m: ParsedServerSentEvent) => void): void {
-    if (chunk === "") return;
-    let start = 0;
-    // A "\r" ended the previous chunk: a "\n" opening this one belongs to the same line break.
-    if (this.#skipLf && chunk.charCodeAt(0) === 10) start = 1;
-    this.#skipLf = false;
-    for (let i = start; i < chunk.length; i++) {
-      const c = chunk.charCodeAt(i);
-      if (c !== 10 && c !== 13) continue;
-      const line = this.#pending + chunk.slice(start, i);
-      this.#pending = "";
-      if (c === 13) {
-        if (i + 1 === chunk.length) this.#skipLf = true;
-        else if (chunk.charCodeAt(i + 1) === 10) i++;
-      }
-      start = i + 1;
-      this.#line(line, emit);
-    }
-    this.#pending += chunk.slice(start);
-  }
-
-  end(_emit: (m: ParsedServerSentEvent) => void): void {
-    // WHATWG: at end of stream, an incomplete message (no blank line yet) is discarded.
-    this.#pending = "";
-    this.#data = [];
-    this.#event = "";
-  }
-
-  #line(line: string, emit: (m: ParsedServerSentEvent) => void): void {
-    if (line === "") {
-      if (this.#data.length > 0) {
-        emit({
-          event: this.#event || "message",
-          data: this.#data.join("\n"),
-          id: this.lastEventId,
-        });
-      }
-      this.#data = [];
-      this.#event = "";
-      return;
-    }
-    if (line.charCodeAt(0) === 58) return; // ":" comment, such as the keepalive
-    const colon = line.indexOf(":");
-    const field = colon === -1 ? line : line.slice(0, colon);
-    let value = colon === -1 ? "" : line.slice(colon + 1);
-    if (value.charCodeAt(0) === 32) value = value.slice(1);
-    switch (field) {
-      case "event":
-        this.#event = value;
-        break;
-      case "data":
-        this.#data.push(value);
-        break;
-      case "id":
-        if (!value.includes("\0")) this.lastEventId = value;
-        break;
-      case "retry":
-        if (/^\d+$/.test(value)) this.retry = Number(value);
-        break;
-    }
   }
 }
 
