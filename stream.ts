@@ -29,7 +29,8 @@
  * @module
  */
 
-import { type ServiceMessage, shuttingDown, type TelemetryService } from "./service.ts";
+import type { ServiceMessage, TelemetryService } from "./service.ts";
+import { ShuttingDownError } from "./_errors.ts";
 import { type ServerSentEventMessage, ServerSentEventStream } from "./sse.ts";
 
 // The encoder lives in sse.ts with its parser; server.ts exports it from here.
@@ -141,7 +142,7 @@ export class StreamHub {
    *
    * @param options Optional type filter.
    * @returns The `text/event-stream` body. Cancelling it unsubscribes.
-   * @throws {ServiceError} 503 once the hub's signal was aborted.
+   * @throws {ShuttingDownError} Once the hub's signal was aborted or the service is closing (503).
    *
    * @example Usage
    * ```ts ignore
@@ -150,7 +151,7 @@ export class StreamHub {
    */
   open(options: OpenStreamOptions = {}): ReadableStream<Uint8Array> {
     if (this.#signal?.aborted || this.#service.closing) {
-      throw shuttingDown();
+      throw new ShuttingDownError();
     }
     const filter = options.types && options.types.length > 0 ? new Set(options.types) : undefined;
     const snapshot: ServerSentEventMessage = { event: "snapshot", data: this.#snapshot(filter) };
@@ -222,7 +223,7 @@ export class StreamHub {
    *
    * @param url The request URL.
    * @returns A `200 text/event-stream` response with `cache-control: no-store`.
-   * @throws {ServiceError} 503 once the hub's signal was aborted.
+   * @throws {ShuttingDownError} Once the hub's signal was aborted or the service is closing (503).
    *
    * @example Usage
    * ```ts ignore
