@@ -35,7 +35,7 @@ import {
   type RunRecord,
   TelemetryEvent,
 } from "./event.ts";
-import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl, readEnv } from "./_address.ts";
+import { DEFAULT_HOST, DEFAULT_PORT, resolveBaseUrl, resolveToken } from "./_address.ts";
 import { sleep } from "./_async.ts";
 import { type ParsedServerSentEvent, ServerSentEventParserStream } from "./sse.ts";
 
@@ -338,57 +338,6 @@ export class TelemetryHttpError extends Error {
   }
 }
 
-function resolveBaseUrl(options: ClientOptions): string {
-  if (options.baseUrl !== undefined) {
-    const raw = String(options.baseUrl);
-    let url: URL;
-    try {
-      url = new URL(raw);
-    } catch (err) {
-      throw new TypeError(
-        `Cannot use baseUrl "${raw}": not an absolute URL; pass something like "http://127.0.0.1:6562"`,
-        { cause: err },
-      );
-    }
-    if (url.protocol !== "http:" && url.protocol !== "https:") {
-      throw new TypeError(`Cannot use baseUrl "${raw}": the scheme must be http: or https:`);
-    }
-    return `${url.origin}${url.pathname.replace(/\/+$/, "")}`;
-  }
-  let host = options.host;
-  if (host !== undefined && (typeof host !== "string" || host === "")) {
-    throw new TypeError(`Cannot use host ${JSON.stringify(host)}: expected a non-empty string`);
-  }
-  host ??= readEnv("OBS_TELEMETRY_HOST") || DEFAULT_CLIENT_HOST;
-  let port: number;
-  if (options.port !== undefined) {
-    port = checkPort(options.port, "port");
-  } else {
-    const fromEnv = readEnv("OBS_TELEMETRY_PORT");
-    port = fromEnv
-      ? checkPort(Number(fromEnv), `OBS_TELEMETRY_PORT "${fromEnv}"`)
-      : DEFAULT_CLIENT_PORT;
-  }
-  host = hostForUrl(host);
-  const url = `http://${host}:${port}`;
-  try {
-    return new URL(url).origin;
-  } catch (err) {
-    throw new TypeError(`Cannot use host "${host}": "${url}" is not a valid URL`, { cause: err });
-  }
-}
-
-function checkPort(port: unknown, what: string): number {
-  if (typeof port !== "number" || !Number.isInteger(port) || port < 1 || port > 65535) {
-    throw new RangeError(
-      `Cannot use ${
-        what === "port" ? `port ${String(port)}` : what
-      } as a port: expected an integer from 1 to 65535`,
-    );
-  }
-  return port;
-}
-
 function preview(text: string): string {
   return text.length > BODY_PREVIEW ? text.slice(0, BODY_PREVIEW) : text;
 }
@@ -618,7 +567,7 @@ export class TelemetryClient {
   constructor(options: ClientOptions = {}) {
     checkOptionsObject(options, "Cannot create a TelemetryClient");
     this.baseUrl = resolveBaseUrl(options);
-    const token = options.token ?? (readEnv("OBS_TELEMETRY_TOKEN") || undefined);
+    const token = resolveToken(options.token);
     // A header value fetch refuses would surface as a TypeError that reads like a network error.
     if (token !== undefined && (typeof token !== "string" || !/^[\x21-\x7e]+$/.test(token))) {
       throw new TypeError(
