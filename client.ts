@@ -41,6 +41,25 @@ import { type ParsedServerSentEvent, ServerSentEventParserStream } from "./sse.t
 
 // The parser lives in sse.ts with its encoder; it stays importable from here, where it was.
 export { type ParsedServerSentEvent, ServerSentEventParserStream } from "./sse.ts";
+import {
+  causeText,
+  Exchange,
+  type FetchFunction,
+  isRunRecord,
+  preview,
+  TelemetryConnectionError,
+  TelemetryHttpError,
+  toSnapshot,
+  Transport,
+} from "./_transport.ts";
+
+// The error classes are built where a response is read; they stay importable from here.
+export {
+  type FetchFunction,
+  TelemetryConnectionError,
+  TelemetryHttpError,
+  type TelemetryHttpErrorOptions,
+} from "./_transport.ts";
 
 /** The default port of the service (SPEC 4.6). */
 export const DEFAULT_CLIENT_PORT: number = DEFAULT_PORT;
@@ -48,18 +67,6 @@ export const DEFAULT_CLIENT_PORT: number = DEFAULT_PORT;
 export const DEFAULT_CLIENT_HOST: string = DEFAULT_HOST;
 /** The default per-request timeout in milliseconds. */
 export const DEFAULT_TIMEOUT_MS = 5000;
-
-/** How many characters of a response body an error keeps. */
-const BODY_PREVIEW = 512;
-
-/**
- * A `fetch`-compatible function, for {@linkcode ClientOptions.fetch}. The global `fetch`
- * satisfies it.
- */
-export type FetchFunction = (
-  input: string | URL | Request,
-  init?: RequestInit,
-) => Promise<Response>;
 
 /** Options of the {@linkcode TelemetryClient} constructor. */
 export interface ClientOptions {
@@ -250,98 +257,6 @@ export interface DisconnectedMessage {
 /** What {@linkcode TelemetryClient.follow} yields. */
 export type FollowMessage = SnapshotMessage | TelemetryMessage | RunMessage | DisconnectedMessage;
 
-/**
- * Raised when the service cannot be reached: connection refused, unknown host, network failure,
- * or no complete answer within the timeout (SPEC 7).
- *
- * @example Usage
- * ```ts
- * import { TelemetryConnectionError } from "@obs-utils/telemetry/client";
- * import assert from "node:assert/strict";
- *
- * const err = new TelemetryConnectionError("Cannot reach http://localhost:6562: refused", {
- *   url: "http://localhost:6562/health",
- * });
- * assert.equal(err.name, "TelemetryConnectionError");
- * ```
- */
-export class TelemetryConnectionError extends Error {
-  /** The URL of the request that failed. */
-  readonly url: string;
-
-  /**
-   * Creates the error.
-   *
-   * @param message What failed and how to fix it.
-   * @param options The URL and the underlying error.
-   */
-  constructor(message: string, options: { url: string; cause?: unknown }) {
-    super(message, { cause: options.cause });
-    this.name = "TelemetryConnectionError";
-    this.url = options.url;
-  }
-}
-
-/** Fields of {@linkcode TelemetryHttpError}. */
-export interface TelemetryHttpErrorOptions {
-  /** HTTP status of the answer. */
-  status: number;
-  /** The server's `detail` sentence, or the client's explanation for a body that has none. */
-  detail: string;
-  /** The start of the raw response body. */
-  body: string;
-  /** The URL of the request. */
-  url: string;
-  /** The underlying error, if any. */
-  cause?: unknown;
-}
-
-/**
- * Raised when the service answers with an error status, or with a body that is not what the
- * API promises (not JSON, or the wrong shape; then `status` may be 2xx).
- *
- * @example Usage
- * ```ts ignore
- * import { TelemetryClient, TelemetryHttpError } from "@obs-utils/telemetry/client";
- *
- * try {
- *   await new TelemetryClient().stopRun();
- * } catch (err) {
- *   if (!(err instanceof TelemetryHttpError) || err.status !== 409) throw err;
- *   console.log(err.detail); // "No run is active; ..."
- * }
- * ```
- */
-export class TelemetryHttpError extends Error {
-  /** HTTP status of the answer. */
-  readonly status: number;
-  /** The server's `detail` sentence (RFC 9457), or the client's explanation. */
-  readonly detail: string;
-  /** The start of the raw response body (at most 512 characters). */
-  readonly body: string;
-  /** The URL of the request. */
-  readonly url: string;
-
-  /**
-   * Creates the error.
-   *
-   * @param message The full message.
-   * @param options Status, detail, body, URL and cause.
-   */
-  constructor(message: string, options: TelemetryHttpErrorOptions) {
-    super(message, { cause: options.cause });
-    this.name = "TelemetryHttpError";
-    this.status = options.status;
-    this.detail = options.detail;
-    this.body = options.body;
-    this.url = options.url;
-  }
-}
-
-function preview(text: string): string {
-  return text.length > BODY_PREVIEW ? text.slice(0, BODY_PREVIEW) : text;
-}
-
 function noPeriod(sentence: string): string {
   return sentence.replace(/\.$/, "");
 }
@@ -449,88 +364,6 @@ function checkDelay(value: unknown, name: string, fallback: number): number {
   return value;
 }
 
-/** The state of one HTTP exchange: its abort controller, timer and the way failures read. */
-class Exchange {
-  readonly controller = new AbortController();
-  #timer: ReturnType<typeof setTimeout> | undefined;
-  #timedOut = false;
-  #callerSignal: AbortSignal | undefined;
-  #onCallerAbort: () => void;
-
-  constructor(timeoutMs: number, callerSignal: AbortSignal | undefined) {
-    this.#callerSignal = callerSignal;
-    this.#onCallerAbort = () => this.controller.abort(callerSignal?.reason);
-    if (callerSignal?.aborted) this.controller.abort(callerSignal.reason);
-    else callerSignal?.addEventListener("abort", this.#onCallerAbort, { once: true });
-    if (Number.isFinite(timeoutMs)) {
-      this.#timer = setTimeout(() => {
-        this.#timedOut = true;
-        this.controller.abort(new DOMException("The request timed out", "TimeoutError"));
-      }, timeoutMs);
-    }
-  }
-
-  /** Stops the timeout clock (a stream keeps running after its headers). */
-  stopClock(): void {
-    clearTimeout(this.#timer);
-  }
-
-  get timedOut(): boolean {
-    return this.#timedOut;
-  }
-
-  get callerAborted(): boolean {
-    return this.#callerSignal?.aborted === true;
-  }
-
-  /** Turns a failure of `fetch` or of reading the body into what the caller should see. */
-  translate(err: unknown, what: string, url: string, baseUrl: string, timeoutMs: number): unknown {
-    if (this.callerAborted) return this.#callerSignal!.reason;
-    if (this.#timedOut) {
-      return new TelemetryConnectionError(
-        `Cannot ${what} at ${baseUrl}: no complete answer within ${timeoutMs} ms; check that the server is running and responsive, or raise timeoutMs`,
-        { url, cause: err },
-      );
-    }
-    // fetch reports refused connections, DNS failures and resets as TypeError on every runtime.
-    if (err instanceof TypeError) {
-      return new TelemetryConnectionError(
-        `Cannot ${what} at ${baseUrl}: ${
-          causeText(err)
-        }; start the server with "obs-utils telemetry run", or point the client at it with baseUrl or OBS_TELEMETRY_HOST/OBS_TELEMETRY_PORT`,
-        { url, cause: err },
-      );
-    }
-    return err;
-  }
-
-  dispose(): void {
-    clearTimeout(this.#timer);
-    this.#callerSignal?.removeEventListener("abort", this.#onCallerAbort);
-  }
-}
-
-/** The most specific message of an error chain (Node's fetch says only "fetch failed"). */
-function causeText(err: Error): string {
-  let text = err.message;
-  let cause: unknown = err.cause;
-  for (let depth = 0; depth < 4 && cause instanceof Error; depth++) {
-    const code = (cause as { code?: unknown }).code;
-    text = typeof code === "string" && !cause.message.includes(code)
-      ? `${cause.message} (${code})`
-      : cause.message || text;
-    cause = cause.cause;
-  }
-  return text;
-}
-
-interface CallOptions {
-  body?: string;
-  signal?: AbortSignal | undefined;
-  /** Answer `undefined` instead of throwing on 404. */
-  nullOn404?: boolean;
-}
-
 /**
  * A client for the telemetry service (SPEC 4.3, CONTRACT 5). Every method that talks to the
  * server throws {@linkcode TelemetryConnectionError} when no server answers in time and
@@ -551,9 +384,7 @@ interface CallOptions {
 export class TelemetryClient {
   /** The resolved base address, for example `"http://localhost:6562"`, without trailing `/`. */
   readonly baseUrl: string;
-  #token: string | undefined;
-  #timeoutMs: number;
-  #fetch: FetchFunction | undefined;
+  #transport: Transport;
 
   /**
    * Creates a client. Resolution: `baseUrl`, else `host`/`port`, else the environment variables
@@ -574,7 +405,6 @@ export class TelemetryClient {
         `Cannot create a TelemetryClient: "token" must be a non-empty string of printable ASCII without spaces`,
       );
     }
-    this.#token = token;
     const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     if (typeof timeoutMs !== "number" || Number.isNaN(timeoutMs) || timeoutMs <= 0) {
       throw new RangeError(
@@ -583,7 +413,6 @@ export class TelemetryClient {
         }`,
       );
     }
-    this.#timeoutMs = timeoutMs;
     if (options.fetch !== undefined && typeof options.fetch !== "function") {
       throw new TypeError(
         `Cannot create a TelemetryClient: "fetch" must be a function, not ${
@@ -591,7 +420,12 @@ export class TelemetryClient {
         }`,
       );
     }
-    this.#fetch = options.fetch;
+    this.#transport = new Transport({
+      baseUrl: this.baseUrl,
+      token,
+      timeoutMs,
+      fetch: options.fetch,
+    });
   }
 
   /**
@@ -610,9 +444,9 @@ export class TelemetryClient {
    */
   async health(options: RequestOptions = {}): Promise<HealthInfo> {
     const signal = this.#requestSignal(options, "Cannot check health");
-    const { value, res } = await this.#call("GET", "/health", { signal });
+    const { value, res } = await this.#transport.call("GET", "/health", { signal });
     if (!isJsonObject(value) || typeof value.ok !== "boolean") {
-      throw this.#shapeError(res, value, "/health", 'an object {"ok": boolean}');
+      throw this.#transport.shapeError(res, value, "/health", 'an object {"ok": boolean}');
     }
     return { ok: value.ok };
   }
@@ -633,14 +467,14 @@ export class TelemetryClient {
    */
   async ready(options: RequestOptions = {}): Promise<ReadyInfo> {
     const signal = this.#requestSignal(options, "Cannot check readiness");
-    const { value, res } = await this.#call("GET", "/ready", { signal });
+    const { value, res } = await this.#transport.call("GET", "/ready", { signal });
     if (
       !isJsonObject(value) || typeof value.ready !== "boolean" ||
       typeof value.run_active !== "boolean" ||
       !(value.run_id === null || typeof value.run_id === "string") ||
       typeof value.version !== "string"
     ) {
-      throw this.#shapeError(res, value, "/ready", "a readiness object");
+      throw this.#transport.shapeError(res, value, "/ready", "a readiness object");
     }
     return {
       ready: value.ready,
@@ -667,8 +501,8 @@ export class TelemetryClient {
    */
   async getRun(options: RequestOptions = {}): Promise<RunInfo | null> {
     const signal = this.#requestSignal(options, "Cannot read the run");
-    const answer = await this.#call("GET", "/run", { signal, nullOn404: true });
-    return answer ? this.#toRun(answer, "/run") : null;
+    const answer = await this.#transport.call("GET", "/run", { signal, nullOn404: true });
+    return answer ? this.#transport.toRun(answer, "/run") : null;
   }
 
   /**
@@ -713,8 +547,8 @@ export class TelemetryClient {
       body.meta = meta;
     }
     const json = stringifyBody(body, action);
-    const answer = await this.#call("POST", "/run/start", { signal, body: json });
-    return this.#toRun(answer, "/run/start");
+    const answer = await this.#transport.call("POST", "/run/start", { signal, body: json });
+    return this.#transport.toRun(answer, "/run/start");
   }
 
   /**
@@ -734,8 +568,8 @@ export class TelemetryClient {
    */
   async stopRun(options: RequestOptions = {}): Promise<RunInfo> {
     const signal = this.#requestSignal(options, "Cannot stop the run");
-    const answer = await this.#call("POST", "/run/stop", { signal });
-    return this.#toRun(answer, "/run/stop");
+    const answer = await this.#transport.call("POST", "/run/stop", { signal });
+    return this.#transport.toRun(answer, "/run/stop");
   }
 
   /**
@@ -767,8 +601,8 @@ export class TelemetryClient {
     }`;
     const signal = this.#requestSignal(options, action);
     const body = stringifyBody(toWire(type, data, options, action), action);
-    const answer = await this.#call("POST", "/event", { signal, body });
-    return this.#toEvent(answer, "/event");
+    const answer = await this.#transport.call("POST", "/event", { signal, body });
+    return this.#transport.toEvent(answer, "/event");
   }
 
   /**
@@ -809,11 +643,16 @@ export class TelemetryClient {
       return toWire(item.type, item.data, item as Omit<PostEventOptions, "signal">, where);
     });
     const body = stringifyBody(wire, action);
-    const { value, res } = await this.#call("POST", "/events", { signal, body });
+    const { value, res } = await this.#transport.call("POST", "/events", { signal, body });
     if (!isJsonObject(value) || !Array.isArray(value.events)) {
-      throw this.#shapeError(res, value, "/events", 'an object {"accepted": n, "events": [...]}');
+      throw this.#transport.shapeError(
+        res,
+        value,
+        "/events",
+        'an object {"accepted": n, "events": [...]}',
+      );
     }
-    return value.events.map((e: unknown) => this.#toEvent({ value: e, res }, "/events"));
+    return value.events.map((e: unknown) => this.#transport.toEvent({ value: e, res }, "/events"));
   }
 
   /**
@@ -834,8 +673,8 @@ export class TelemetryClient {
    */
   async current(options: RequestOptions = {}): Promise<Record<string, TelemetryEvent>> {
     const signal = this.#requestSignal(options, "Cannot read the current snapshot");
-    const { value, res } = await this.#call("GET", "/current", { signal });
-    return this.#toSnapshot(value, res, "/current");
+    const answer = await this.#transport.call("GET", "/current", { signal });
+    return this.#transport.toSnapshot(answer, "/current");
   }
 
   /**
@@ -860,8 +699,8 @@ export class TelemetryClient {
     const signal = this.#requestSignal(options, action);
     checkType(type, action, '"type"');
     const path = `/current/${encodeURIComponent(type)}`;
-    const answer = await this.#call("GET", path, { signal });
-    return this.#toEvent(answer, path);
+    const answer = await this.#transport.call("GET", path, { signal });
+    return this.#transport.toEvent(answer, path);
   }
 
   /**
@@ -886,8 +725,8 @@ export class TelemetryClient {
     const signal = this.#requestSignal(options, action);
     checkType(col, action, '"col"');
     const path = `/current/${encodeURIComponent(col)}`;
-    const answer = await this.#call("GET", path, { signal, nullOn404: true });
-    return answer ? this.#toEvent(answer, path) : null;
+    const answer = await this.#transport.call("GET", path, { signal, nullOn404: true });
+    return answer ? this.#transport.toEvent(answer, path) : null;
   }
 
   /**
@@ -994,7 +833,7 @@ export class TelemetryClient {
    */
   async shutdown(options: RequestOptions = {}): Promise<void> {
     const signal = this.#requestSignal(options, "Cannot shut the server down");
-    await this.#call("POST", "/shutdown", { signal });
+    await this.#transport.call("POST", "/shutdown", { signal });
   }
 
   /**
@@ -1056,14 +895,14 @@ export class TelemetryClient {
     let serverRetry: number | undefined;
     let attempt = 0;
     while (!signal?.aborted) {
-      const exchange = new Exchange(this.#timeoutMs, signal);
+      const exchange = new Exchange(this.#transport.timeoutMs, signal);
       let idleTimer: ReturnType<typeof setTimeout> | undefined;
       let idle = false;
       let failure: TelemetryConnectionError | TelemetryHttpError;
       try {
         let res: Response | undefined;
         try {
-          res = await this.#open(path, exchange, lastEventId);
+          res = await this.#transport.open(path, exchange, lastEventId);
         } catch (err) {
           if (signal?.aborted) return;
           if (err instanceof TelemetryHttpError && err.status < 500) throw err;
@@ -1075,7 +914,7 @@ export class TelemetryClient {
         if (res) {
           exchange.stopClock();
           attempt = 0;
-          const url = this.#url(path);
+          const url = this.#transport.url(path);
           const touch = (): void => {
             clearTimeout(idleTimer);
             if (Number.isFinite(idleTimeoutMs)) {
@@ -1149,115 +988,9 @@ export class TelemetryClient {
     }
   }
 
-  #url(path: string): string {
-    return `${this.baseUrl}${path}`;
-  }
-
   #requestSignal(options: RequestOptions, action: string): AbortSignal | undefined {
     checkOptionsObject(options, action);
     return checkSignal(options.signal, action);
-  }
-
-  #headers(accept: string, hasBody: boolean, lastEventId = ""): Record<string, string> {
-    const headers: Record<string, string> = { accept };
-    if (hasBody) headers["content-type"] = "application/json";
-    if (this.#token !== undefined) headers.authorization = `Bearer ${this.#token}`;
-    if (lastEventId !== "") headers["last-event-id"] = lastEventId;
-    return headers;
-  }
-
-  /** Sends one request and reads the whole answer as JSON; 2xx only (and 404 if allowed). */
-  async #call(
-    method: "GET" | "POST",
-    path: string,
-    options: CallOptions,
-  ): Promise<{ value: unknown; res: Response }>;
-  async #call(
-    method: "GET" | "POST",
-    path: string,
-    options: CallOptions & { nullOn404: true },
-  ): Promise<{ value: unknown; res: Response } | undefined>;
-  async #call(
-    method: "GET" | "POST",
-    path: string,
-    options: CallOptions,
-  ): Promise<{ value: unknown; res: Response } | undefined> {
-    const url = this.#url(path);
-    const what = `${method} ${path}`;
-    const exchange = new Exchange(this.#timeoutMs, options.signal);
-    try {
-      const doFetch = this.#fetch ?? globalThis.fetch;
-      let res: Response;
-      let text: string;
-      try {
-        const init: RequestInit = {
-          method,
-          headers: this.#headers("application/json", options.body !== undefined),
-          signal: exchange.controller.signal,
-        };
-        if (options.body !== undefined) init.body = options.body;
-        res = await doFetch(url, init);
-        text = await res.text();
-      } catch (err) {
-        throw exchange.translate(err, what, url, this.baseUrl, this.#timeoutMs);
-      }
-      if (res.status === 404 && options.nullOn404) return undefined;
-      if (!res.ok) throw httpError(res, text, what, url);
-      try {
-        return { value: JSON.parse(text), res };
-      } catch (err) {
-        throw new TelemetryHttpError(
-          `${what} failed: the server answered ${res.status} with a body that is not JSON; is ${this.baseUrl} a telemetry server?`,
-          {
-            status: res.status,
-            detail: `The answer is not JSON (content type ${
-              JSON.stringify(res.headers.get("content-type") ?? "none")
-            }).`,
-            body: preview(text),
-            url,
-            cause: err,
-          },
-        );
-      }
-    } finally {
-      exchange.dispose();
-    }
-  }
-
-  /** Opens the event stream; resolves with the 2xx response whose body is the stream. */
-  async #open(path: string, exchange: Exchange, lastEventId: string): Promise<Response> {
-    const url = this.#url(path);
-    const what = `GET ${path}`;
-    const doFetch = this.#fetch ?? globalThis.fetch;
-    let res: Response;
-    try {
-      res = await doFetch(url, {
-        headers: this.#headers("text/event-stream", false, lastEventId),
-        signal: exchange.controller.signal,
-      });
-    } catch (err) {
-      throw exchange.translate(err, what, url, this.baseUrl, this.#timeoutMs);
-    }
-    const contentType = res.headers.get("content-type") ?? "";
-    if (res.ok && res.body && /^text\/event-stream\s*(?:;|$)/i.test(contentType)) return res;
-    let text: string;
-    try {
-      text = await res.text();
-    } catch (err) {
-      throw exchange.translate(err, what, url, this.baseUrl, this.#timeoutMs);
-    }
-    if (!res.ok) throw httpError(res, text, what, url);
-    throw new TelemetryHttpError(
-      `${what} failed: the server answered ${res.status} with ${
-        JSON.stringify(contentType || "no content type")
-      } instead of text/event-stream; is ${this.baseUrl} a telemetry server of version 0.3 or later?`,
-      {
-        status: res.status,
-        detail: "The answer is not an event stream.",
-        body: preview(text),
-        url,
-      },
-    );
   }
 
   #toFollowMessage(
@@ -1302,85 +1035,4 @@ export class TelemetryClient {
       throw fail("an object of event envelopes", err);
     }
   }
-
-  #toEvent(answer: { value: unknown; res: Response }, path: string): TelemetryEvent {
-    try {
-      return TelemetryEvent.fromJSON(answer.value);
-    } catch (err) {
-      if (!(err instanceof TypeError)) throw err;
-      throw this.#shapeError(answer.res, answer.value, path, "an event envelope", err);
-    }
-  }
-
-  #toRun(answer: { value: unknown; res: Response }, path: string): RunInfo {
-    if (!isRunRecord(answer.value)) {
-      throw this.#shapeError(answer.res, answer.value, path, "a run record");
-    }
-    return answer.value;
-  }
-
-  #toSnapshot(value: unknown, res: Response, path: string): Record<string, TelemetryEvent> {
-    if (!isJsonObject(value)) {
-      throw this.#shapeError(res, value, path, "an object keyed by event type");
-    }
-    try {
-      return toSnapshot(value);
-    } catch (err) {
-      if (!(err instanceof TypeError)) throw err;
-      throw this.#shapeError(res, value, path, "an object of event envelopes", err);
-    }
-  }
-
-  #shapeError(
-    res: Response,
-    value: unknown,
-    path: string,
-    expected: string,
-    cause?: unknown,
-  ): TelemetryHttpError {
-    const why = cause instanceof Error ? ` (${cause.message})` : "";
-    return new TelemetryHttpError(
-      `${path} answered ${res.status} with JSON that is not ${expected}${why}; is ${this.baseUrl} a telemetry server?`,
-      {
-        status: res.status,
-        detail: `The answer is not ${expected}${why}.`,
-        body: preview(JSON.stringify(value) ?? ""),
-        url: this.#url(path),
-        cause,
-      },
-    );
-  }
-}
-
-function toSnapshot(value: JsonObject): Record<string, TelemetryEvent> {
-  // fromEntries defines own properties, so a type named "__proto__" stays an ordinary key.
-  return Object.fromEntries(
-    Object.entries(value).map(([type, envelope]) => [type, TelemetryEvent.fromJSON(envelope)]),
-  );
-}
-
-function isRunRecord(value: unknown): value is RunRecord {
-  return isJsonObject(value) && typeof value.run_id === "string" &&
-    typeof value.run_dir === "string" && typeof value.started_at === "string" &&
-    (value.stopped_at === null || typeof value.stopped_at === "string") &&
-    typeof value.events === "number" && isJsonObject(value.meta);
-}
-
-/** Builds the error for a non-2xx answer, preferring the problem+json `detail` (CONTRACT 2.1). */
-function httpError(res: Response, text: string, what: string, url: string): TelemetryHttpError {
-  let detail: string | undefined;
-  try {
-    const value: unknown = JSON.parse(text);
-    if (isJsonObject(value) && typeof value.detail === "string") detail = value.detail;
-  } catch {
-    // Not JSON (a proxy's HTML page, say): the body preview below carries what there is.
-  }
-  const reason = res.statusText ? ` ${res.statusText}` : "";
-  detail ??= `The server answered ${res.status}${reason} without a problem-details body.`;
-  return new TelemetryHttpError(`${what} failed with ${res.status}${reason}: ${detail}`, {
-    status: res.status,
-    detail,
-    body: preview(text),
-    url,
-  });
 }
