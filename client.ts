@@ -33,33 +33,30 @@ import {
   isJsonObject,
   type JsonObject,
   type RunRecord,
-  TelemetryEvent,
+  type TelemetryEvent,
 } from "./event.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, resolveBaseUrl, resolveToken } from "./_address.ts";
-import { sleep } from "./_async.ts";
-import { type ParsedServerSentEvent, ServerSentEventParserStream } from "./sse.ts";
+import { type FetchFunction, Transport } from "./_transport.ts";
+import { type FollowMessage, type FollowOptions, followStream } from "./_follow.ts";
 
-// The parser lives in sse.ts with its encoder; it stays importable from here, where it was.
+// The SSE parser lives in sse.ts with its encoder, the error classes in _transport.ts where a
+// response is read, the follow messages in _follow.ts with the loop that yields them; all stay
+// importable from here.
 export { type ParsedServerSentEvent, ServerSentEventParserStream } from "./sse.ts";
-import {
-  causeText,
-  Exchange,
-  type FetchFunction,
-  isRunRecord,
-  preview,
-  TelemetryConnectionError,
-  TelemetryHttpError,
-  toSnapshot,
-  Transport,
-} from "./_transport.ts";
-
-// The error classes are built where a response is read; they stay importable from here.
 export {
   type FetchFunction,
   TelemetryConnectionError,
   TelemetryHttpError,
   type TelemetryHttpErrorOptions,
 } from "./_transport.ts";
+export {
+  type DisconnectedMessage,
+  type FollowMessage,
+  type FollowOptions,
+  type RunMessage,
+  type SnapshotMessage,
+  type TelemetryMessage,
+} from "./_follow.ts";
 
 /** The default port of the service (SPEC 4.6). */
 export const DEFAULT_CLIENT_PORT: number = DEFAULT_PORT;
@@ -186,76 +183,6 @@ export interface HealthInfo {
   /** `true` when the server is alive. */
   ok: boolean;
 }
-
-/** Options of {@linkcode TelemetryClient.follow}. */
-export interface FollowOptions {
-  /** Only these event types (`GET /stream?type=a,b`); types may not contain a comma. */
-  types?: readonly string[];
-  /** Ends the iteration cleanly (no error) when aborted. */
-  signal?: AbortSignal;
-  /**
-   * First reconnection delay in milliseconds (at least 10); doubles after each failed attempt
-   * in a row. A `retry:` field sent by the server replaces it.
-   * @default {500}
-   */
-  retryMs?: number;
-  /**
-   * Longest reconnection delay in milliseconds.
-   * @default {30000}
-   */
-  maxRetryMs?: number;
-  /**
-   * A connection that delivers nothing (not even the server's 15 s keepalive comment) for this
-   * many milliseconds is considered dead and is reopened.
-   * @default {45000}
-   */
-  idleTimeoutMs?: number;
-}
-
-/** A `snapshot` message of {@linkcode TelemetryClient.follow}: sent on every (re)connect. */
-export interface SnapshotMessage {
-  /** Discriminant. */
-  kind: "snapshot";
-  /** The latest event per type, as {@linkcode TelemetryClient.current} returns it. */
-  current: Record<string, TelemetryEvent>;
-}
-
-/** A `telemetry` message of {@linkcode TelemetryClient.follow}: one accepted event. */
-export interface TelemetryMessage {
-  /** Discriminant. */
-  kind: "telemetry";
-  /** The event. */
-  event: TelemetryEvent;
-  /** The SSE id: `site:<seq>` or `run:<run_id>:<seq>`, for example `"site:42"`. */
-  id: string;
-}
-
-/** A `run` message of {@linkcode TelemetryClient.follow}: a run started or stopped. */
-export interface RunMessage {
-  /** Discriminant. */
-  kind: "run";
-  /** The run record; `stopped_at` is `null` for a start. */
-  run: RunInfo;
-}
-
-/**
- * A `disconnected` message of {@linkcode TelemetryClient.follow}: the stream dropped or could
- * not be opened, and the client reconnects after `retryMs`. The next message after a successful
- * reconnection is a fresh `snapshot`, which replaces anything missed in between.
- */
-export interface DisconnectedMessage {
-  /** Discriminant. */
-  kind: "disconnected";
-  /** Why: a {@linkcode TelemetryConnectionError}, or a 5xx {@linkcode TelemetryHttpError}. */
-  error: TelemetryConnectionError | TelemetryHttpError;
-  /** Failed attempts in a row, starting at 1. */
-  attempt: number;
-  /** Milliseconds until the next attempt. */
-  retryMs: number;
-}
-
-/** What {@linkcode TelemetryClient.follow} yields. */
-export type FollowMessage = SnapshotMessage | TelemetryMessage | RunMessage | DisconnectedMessage;
 
 function noPeriod(sentence: string): string {
   return sentence.replace(/\.$/, "");
@@ -891,148 +818,11 @@ export class TelemetryClient {
       }
     }
 
-    let lastEventId = "";
-    let serverRetry: number | undefined;
-    let attempt = 0;
-    while (!signal?.aborted) {
-      const exchange = new Exchange(this.#transport.timeoutMs, signal);
-      let idleTimer: ReturnType<typeof setTimeout> | undefined;
-      let idle = false;
-      let failure: TelemetryConnectionError | TelemetryHttpError;
-      try {
-        let res: Response | undefined;
-        try {
-          res = await this.#transport.open(path, exchange, lastEventId);
-        } catch (err) {
-          if (signal?.aborted) return;
-          if (err instanceof TelemetryHttpError && err.status < 500) throw err;
-          if (!(err instanceof TelemetryConnectionError || err instanceof TelemetryHttpError)) {
-            throw err;
-          }
-          failure = err;
-        }
-        if (res) {
-          exchange.stopClock();
-          attempt = 0;
-          const url = this.#transport.url(path);
-          const touch = (): void => {
-            clearTimeout(idleTimer);
-            if (Number.isFinite(idleTimeoutMs)) {
-              idleTimer = setTimeout(() => {
-                idle = true;
-                exchange.controller.abort(new DOMException("The stream went idle", "TimeoutError"));
-              }, idleTimeoutMs);
-            }
-          };
-          touch();
-          const parser = new ServerSentEventParserStream();
-          const reader = res.body!
-            .pipeThrough(new TextDecoderStream())
-            .pipeThrough(
-              new TransformStream<string, string>({
-                transform(chunk, controller) {
-                  touch();
-                  controller.enqueue(chunk);
-                },
-              }),
-            )
-            .pipeThrough(parser)
-            .getReader();
-          try {
-            while (true) {
-              let next: ReadableStreamReadResult<ParsedServerSentEvent>;
-              try {
-                next = await reader.read();
-              } catch (err) {
-                // The body fails in runtime-specific ways when the connection drops (TypeError
-                // on Deno and Node, AbortError after our idle timer): all mean "reconnect".
-                if (signal?.aborted) return;
-                failure = new TelemetryConnectionError(
-                  idle
-                    ? `${action} at ${this.baseUrl}: nothing arrived for ${idleTimeoutMs} ms, not even a keepalive; reconnecting`
-                    : `${action} at ${this.baseUrl}: the connection dropped (${
-                      err instanceof Error ? causeText(err) : String(err)
-                    }); reconnecting`,
-                  { url, cause: err },
-                );
-                break;
-              }
-              if (next.done) {
-                failure = new TelemetryConnectionError(
-                  `${action} at ${this.baseUrl}: the server closed the stream; reconnecting`,
-                  { url },
-                );
-                break;
-              }
-              lastEventId = parser.lastEventId;
-              serverRetry = parser.retry ?? serverRetry;
-              const message = this.#toFollowMessage(next.value, url, res.status);
-              if (message) yield message;
-            }
-          } finally {
-            reader.cancel().catch(() => {});
-          }
-        }
-      } finally {
-        clearTimeout(idleTimer);
-        exchange.controller.abort();
-        exchange.dispose();
-      }
-      if (signal?.aborted) return;
-      attempt++;
-      // At least 10 ms, so that `retry: 0` from a server that then refuses cannot spin a core.
-      const base = Math.max(10, serverRetry ?? retryMs);
-      const delay = Math.min(maxRetryMs, base * 2 ** (attempt - 1));
-      yield { kind: "disconnected", error: failure!, attempt, retryMs: delay };
-      await sleep(delay, signal);
-    }
+    yield* followStream(this.#transport, { path, signal, retryMs, maxRetryMs, idleTimeoutMs });
   }
 
   #requestSignal(options: RequestOptions, action: string): AbortSignal | undefined {
     checkOptionsObject(options, action);
     return checkSignal(options.signal, action);
-  }
-
-  #toFollowMessage(
-    message: ParsedServerSentEvent,
-    url: string,
-    status: number,
-  ): FollowMessage | undefined {
-    // Event names this client does not know are skipped, so a newer server can add some.
-    if (!["snapshot", "telemetry", "run"].includes(message.event)) return undefined;
-    const fail = (what: string, cause?: unknown): TelemetryHttpError =>
-      new TelemetryHttpError(
-        `GET /stream failed: a "${message.event}" message is not ${what}; the server does not follow the telemetry API`,
-        {
-          status,
-          detail: `The "${message.event}" message data is not ${what}.`,
-          body: preview(message.data),
-          url,
-          cause,
-        },
-      );
-    let value: unknown;
-    try {
-      value = JSON.parse(message.data);
-    } catch (err) {
-      throw fail("JSON", err);
-    }
-    if (message.event === "telemetry") {
-      try {
-        return { kind: "telemetry", event: TelemetryEvent.fromJSON(value), id: message.id };
-      } catch (err) {
-        throw fail("an event envelope", err);
-      }
-    }
-    if (message.event === "run") {
-      if (!isRunRecord(value)) throw fail("a run record");
-      return { kind: "run", run: value };
-    }
-    if (!isJsonObject(value)) throw fail("an object keyed by event type");
-    try {
-      return { kind: "snapshot", current: toSnapshot(value) };
-    } catch (err) {
-      throw fail("an object of event envelopes", err);
-    }
   }
 }
