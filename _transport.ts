@@ -14,7 +14,7 @@ import { isJsonObject, type JsonObject, type RunRecord, TelemetryEvent } from ".
 const BODY_PREVIEW = 512;
 
 /**
- * A `fetch`-compatible function, for the client's `fetch` option. The global `fetch`
+ * A `fetch`-compatible function, for {@linkcode ClientOptions.fetch}. The global `fetch`
  * satisfies it.
  */
 export type FetchFunction = (
