@@ -1,6 +1,7 @@
 /**
- * Where the service is by default and how its address is written, shared by the client, the
- * server and the command line. Web APIs only: Node and browsers import it through `client.ts`.
+ * Where the service is by default, how its address is written, and how a client resolves its
+ * address and token from its options and the environment; shared by the client, the server and
+ * the command line. Web APIs only: Node and browsers import it through `client.ts`.
  *
  * @module
  */
@@ -67,4 +68,101 @@ export function readEnv(name: string): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** Where a client finds the service, as {@linkcode resolveBaseUrl} takes it. */
+export interface AddressOptions {
+  /** Base address; when given, `host` and `port` are ignored and a path prefix is kept. */
+  baseUrl?: string | URL;
+  /** Host, IPv6 with or without brackets; else `OBS_TELEMETRY_HOST`, else {@linkcode DEFAULT_HOST}. */
+  host?: string;
+  /** Port; else `OBS_TELEMETRY_PORT`, else {@linkcode DEFAULT_PORT}. */
+  port?: number;
+}
+
+/**
+ * Resolves the client's base address: `baseUrl`, else `host`/`port`, else the environment
+ * variables `OBS_TELEMETRY_HOST`/`OBS_TELEMETRY_PORT` (see {@linkcode readEnv}), else
+ * `localhost:6562`.
+ *
+ * @param options The address as the caller gave it; unchecked values are checked here.
+ * @returns An origin plus any path prefix, without a trailing `/`.
+ * @throws {TypeError} If `baseUrl` is not an absolute http(s) URL or `host` is malformed.
+ * @throws {RangeError} If `port` or `OBS_TELEMETRY_PORT` is not an integer from 1 to 65535.
+ *
+ * @example Usage
+ * ```ts
+ * import { resolveBaseUrl } from "./_address.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(resolveBaseUrl({ host: "::1", port: 8080 }), "http://[::1]:8080");
+ * assert.equal(resolveBaseUrl({ baseUrl: "https://example.org/telemetry/" }), "https://example.org/telemetry");
+ * ```
+ */
+export function resolveBaseUrl(options: AddressOptions): string {
+  if (options.baseUrl !== undefined) {
+    const raw = String(options.baseUrl);
+    let url: URL;
+    try {
+      url = new URL(raw);
+    } catch (err) {
+      throw new TypeError(
+        `Cannot use baseUrl "${raw}": not an absolute URL; pass something like "http://127.0.0.1:6562"`,
+        { cause: err },
+      );
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:") {
+      throw new TypeError(`Cannot use baseUrl "${raw}": the scheme must be http: or https:`);
+    }
+    return `${url.origin}${url.pathname.replace(/\/+$/, "")}`;
+  }
+  let host = options.host;
+  if (host !== undefined && (typeof host !== "string" || host === "")) {
+    throw new TypeError(`Cannot use host ${JSON.stringify(host)}: expected a non-empty string`);
+  }
+  host ??= readEnv("OBS_TELEMETRY_HOST") || DEFAULT_HOST;
+  let port: number;
+  if (options.port !== undefined) {
+    port = checkPort(options.port, "port");
+  } else {
+    const fromEnv = readEnv("OBS_TELEMETRY_PORT");
+    port = fromEnv ? checkPort(Number(fromEnv), `OBS_TELEMETRY_PORT "${fromEnv}"`) : DEFAULT_PORT;
+  }
+  host = hostForUrl(host);
+  const url = `http://${host}:${port}`;
+  try {
+    return new URL(url).origin;
+  } catch (err) {
+    throw new TypeError(`Cannot use host "${host}": "${url}" is not a valid URL`, { cause: err });
+  }
+}
+
+function checkPort(port: unknown, what: string): number {
+  if (typeof port !== "number" || !Number.isInteger(port) || port < 1 || port > 65535) {
+    throw new RangeError(
+      `Cannot use ${
+        what === "port" ? `port ${String(port)}` : what
+      } as a port: expected an integer from 1 to 65535`,
+    );
+  }
+  return port;
+}
+
+/**
+ * The client's bearer token: the one given, else `OBS_TELEMETRY_TOKEN` (see
+ * {@linkcode readEnv}). The caller checks its shape.
+ *
+ * @param token The token as the caller gave it, if any.
+ * @returns The token to send, or `undefined` for none.
+ *
+ * @example Usage
+ * ```ts
+ * import { resolveToken } from "./_address.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(resolveToken("s3cret"), "s3cret");
+ * ```
+ */
+export function resolveToken(token: string | undefined): string | undefined {
+  return token ?? readEnv("OBS_TELEMETRY_TOKEN");
 }

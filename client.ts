@@ -33,10 +33,30 @@ import {
   isJsonObject,
   type JsonObject,
   type RunRecord,
-  TelemetryEvent,
+  type TelemetryEvent,
 } from "./event.ts";
-import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl, readEnv } from "./_address.ts";
-import { sleep } from "./_async.ts";
+import { DEFAULT_HOST, DEFAULT_PORT, resolveBaseUrl, resolveToken } from "./_address.ts";
+import { type FetchFunction, Transport } from "./_transport.ts";
+import { type FollowMessage, type FollowOptions, followStream } from "./_follow.ts";
+
+// The SSE parser lives in sse.ts with its encoder, the error classes in _transport.ts where a
+// response is read, the follow messages in _follow.ts with the loop that yields them; all stay
+// importable from here.
+export { type ParsedServerSentEvent, ServerSentEventParserStream } from "./sse.ts";
+export {
+  type FetchFunction,
+  TelemetryConnectionError,
+  TelemetryHttpError,
+  type TelemetryHttpErrorOptions,
+} from "./_transport.ts";
+export {
+  type DisconnectedMessage,
+  type FollowMessage,
+  type FollowOptions,
+  type RunMessage,
+  type SnapshotMessage,
+  type TelemetryMessage,
+} from "./_follow.ts";
 
 /** The default port of the service (SPEC 4.6). */
 export const DEFAULT_CLIENT_PORT: number = DEFAULT_PORT;
@@ -44,18 +64,6 @@ export const DEFAULT_CLIENT_PORT: number = DEFAULT_PORT;
 export const DEFAULT_CLIENT_HOST: string = DEFAULT_HOST;
 /** The default per-request timeout in milliseconds. */
 export const DEFAULT_TIMEOUT_MS = 5000;
-
-/** How many characters of a response body an error keeps. */
-const BODY_PREVIEW = 512;
-
-/**
- * A `fetch`-compatible function, for {@linkcode ClientOptions.fetch}. The global `fetch`
- * satisfies it.
- */
-export type FetchFunction = (
-  input: string | URL | Request,
-  init?: RequestInit,
-) => Promise<Response>;
 
 /** Options of the {@linkcode TelemetryClient} constructor. */
 export interface ClientOptions {
@@ -176,347 +184,6 @@ export interface HealthInfo {
   ok: boolean;
 }
 
-/** Options of {@linkcode TelemetryClient.follow}. */
-export interface FollowOptions {
-  /** Only these event types (`GET /stream?type=a,b`); types may not contain a comma. */
-  types?: readonly string[];
-  /** Ends the iteration cleanly (no error) when aborted. */
-  signal?: AbortSignal;
-  /**
-   * First reconnection delay in milliseconds (at least 10); doubles after each failed attempt
-   * in a row. A `retry:` field sent by the server replaces it.
-   * @default {500}
-   */
-  retryMs?: number;
-  /**
-   * Longest reconnection delay in milliseconds.
-   * @default {30000}
-   */
-  maxRetryMs?: number;
-  /**
-   * A connection that delivers nothing (not even the server's 15 s keepalive comment) for this
-   * many milliseconds is considered dead and is reopened.
-   * @default {45000}
-   */
-  idleTimeoutMs?: number;
-}
-
-/** A `snapshot` message of {@linkcode TelemetryClient.follow}: sent on every (re)connect. */
-export interface SnapshotMessage {
-  /** Discriminant. */
-  kind: "snapshot";
-  /** The latest event per type, as {@linkcode TelemetryClient.current} returns it. */
-  current: Record<string, TelemetryEvent>;
-}
-
-/** A `telemetry` message of {@linkcode TelemetryClient.follow}: one accepted event. */
-export interface TelemetryMessage {
-  /** Discriminant. */
-  kind: "telemetry";
-  /** The event. */
-  event: TelemetryEvent;
-  /** The SSE id: `site:<seq>` or `run:<run_id>:<seq>`, for example `"site:42"`. */
-  id: string;
-}
-
-/** A `run` message of {@linkcode TelemetryClient.follow}: a run started or stopped. */
-export interface RunMessage {
-  /** Discriminant. */
-  kind: "run";
-  /** The run record; `stopped_at` is `null` for a start. */
-  run: RunInfo;
-}
-
-/**
- * A `disconnected` message of {@linkcode TelemetryClient.follow}: the stream dropped or could
- * not be opened, and the client reconnects after `retryMs`. The next message after a successful
- * reconnection is a fresh `snapshot`, which replaces anything missed in between.
- */
-export interface DisconnectedMessage {
-  /** Discriminant. */
-  kind: "disconnected";
-  /** Why: a {@linkcode TelemetryConnectionError}, or a 5xx {@linkcode TelemetryHttpError}. */
-  error: TelemetryConnectionError | TelemetryHttpError;
-  /** Failed attempts in a row, starting at 1. */
-  attempt: number;
-  /** Milliseconds until the next attempt. */
-  retryMs: number;
-}
-
-/** What {@linkcode TelemetryClient.follow} yields. */
-export type FollowMessage = SnapshotMessage | TelemetryMessage | RunMessage | DisconnectedMessage;
-
-/**
- * Raised when the service cannot be reached: connection refused, unknown host, network failure,
- * or no complete answer within the timeout (SPEC 7).
- *
- * @example Usage
- * ```ts
- * import { TelemetryConnectionError } from "@obs-utils/telemetry/client";
- * import assert from "node:assert/strict";
- *
- * const err = new TelemetryConnectionError("Cannot reach http://localhost:6562: refused", {
- *   url: "http://localhost:6562/health",
- * });
- * assert.equal(err.name, "TelemetryConnectionError");
- * ```
- */
-export class TelemetryConnectionError extends Error {
-  /** The URL of the request that failed. */
-  readonly url: string;
-
-  /**
-   * Creates the error.
-   *
-   * @param message What failed and how to fix it.
-   * @param options The URL and the underlying error.
-   */
-  constructor(message: string, options: { url: string; cause?: unknown }) {
-    super(message, { cause: options.cause });
-    this.name = "TelemetryConnectionError";
-    this.url = options.url;
-  }
-}
-
-/** Fields of {@linkcode TelemetryHttpError}. */
-export interface TelemetryHttpErrorOptions {
-  /** HTTP status of the answer. */
-  status: number;
-  /** The server's `detail` sentence, or the client's explanation for a body that has none. */
-  detail: string;
-  /** The start of the raw response body. */
-  body: string;
-  /** The URL of the request. */
-  url: string;
-  /** The underlying error, if any. */
-  cause?: unknown;
-}
-
-/**
- * Raised when the service answers with an error status, or with a body that is not what the
- * API promises (not JSON, or the wrong shape; then `status` may be 2xx).
- *
- * @example Usage
- * ```ts ignore
- * import { TelemetryClient, TelemetryHttpError } from "@obs-utils/telemetry/client";
- *
- * try {
- *   await new TelemetryClient().stopRun();
- * } catch (err) {
- *   if (!(err instanceof TelemetryHttpError) || err.status !== 409) throw err;
- *   console.log(err.detail); // "No run is active; ..."
- * }
- * ```
- */
-export class TelemetryHttpError extends Error {
-  /** HTTP status of the answer. */
-  readonly status: number;
-  /** The server's `detail` sentence (RFC 9457), or the client's explanation. */
-  readonly detail: string;
-  /** The start of the raw response body (at most 512 characters). */
-  readonly body: string;
-  /** The URL of the request. */
-  readonly url: string;
-
-  /**
-   * Creates the error.
-   *
-   * @param message The full message.
-   * @param options Status, detail, body, URL and cause.
-   */
-  constructor(message: string, options: TelemetryHttpErrorOptions) {
-    super(message, { cause: options.cause });
-    this.name = "TelemetryHttpError";
-    this.status = options.status;
-    this.detail = options.detail;
-    this.body = options.body;
-    this.url = options.url;
-  }
-}
-
-/**
- * One message decoded from a Server-Sent Events stream by
- * {@linkcode ServerSentEventParserStream}.
- */
-export interface ParsedServerSentEvent {
-  /** The `event:` field, `"message"` when absent. */
-  event: string;
-  /** The `data:` lines joined with `\n`. */
-  data: string;
-  /** The last event id seen so far (it persists across messages), `""` when none. */
-  id: string;
-}
-
-/**
- * Decodes a Server-Sent Events text stream into messages, following the WHATWG HTML rules:
- * lines end in `\r\n`, `\n` or `\r` (also across chunk boundaries), `data:` lines accumulate,
- * lines starting with `:` are comments, `retry:` sets {@linkcode ServerSentEventParserStream.retry},
- * and an unterminated last message is discarded. Pipe bytes through `TextDecoderStream` first
- * (it also removes a byte-order mark).
- *
- * @example Usage
- * ```ts
- * import { ServerSentEventParserStream } from "@obs-utils/telemetry/client";
- * import assert from "node:assert/strict";
- *
- * const messages = await Array.fromAsync(
- *   ReadableStream.from(["event: run\r\ndata: {\"a\"", ":1}\r\n\r", "\n: keepalive\n\n"])
- *     .pipeThrough(new ServerSentEventParserStream()),
- * );
- * assert.deepEqual(messages, [{ event: "run", data: '{"a":1}', id: "" }]);
- * ```
- */
-export class ServerSentEventParserStream extends TransformStream<string, ParsedServerSentEvent> {
-  #parser: SseParser;
-
-  /** Creates a parser with no last event id. */
-  constructor() {
-    const parser = new SseParser();
-    super({
-      transform: (chunk, controller) => parser.push(chunk, (m) => controller.enqueue(m)),
-      flush: (controller) => parser.end((m) => controller.enqueue(m)),
-    });
-    this.#parser = parser;
-  }
-
-  /** The last event id seen (`id:` field), `""` when none. */
-  get lastEventId(): string {
-    return this.#parser.lastEventId;
-  }
-
-  /** The reconnection time in milliseconds from the last valid `retry:` field, if any. */
-  get retry(): number | undefined {
-    return this.#parser.retry;
-  }
-}
-
-/** The WHATWG event-stream interpretation, fed line by line. */
-class SseParser {
-  lastEventId = "";
-  retry: number | undefined;
-  #pending = "";
-  #skipLf = false;
-  #data: string[] = [];
-  #event = "";
-
-  push(chunk: string, emit: (m: ParsedServerSentEvent) => void): void {
-    if (chunk === "") return;
-    let start = 0;
-    // A "\r" ended the previous chunk: a "\n" opening this one belongs to the same line break.
-    if (this.#skipLf && chunk.charCodeAt(0) === 10) start = 1;
-    this.#skipLf = false;
-    for (let i = start; i < chunk.length; i++) {
-      const c = chunk.charCodeAt(i);
-      if (c !== 10 && c !== 13) continue;
-      const line = this.#pending + chunk.slice(start, i);
-      this.#pending = "";
-      if (c === 13) {
-        if (i + 1 === chunk.length) this.#skipLf = true;
-        else if (chunk.charCodeAt(i + 1) === 10) i++;
-      }
-      start = i + 1;
-      this.#line(line, emit);
-    }
-    this.#pending += chunk.slice(start);
-  }
-
-  end(_emit: (m: ParsedServerSentEvent) => void): void {
-    // WHATWG: at end of stream, an incomplete message (no blank line yet) is discarded.
-    this.#pending = "";
-    this.#data = [];
-    this.#event = "";
-  }
-
-  #line(line: string, emit: (m: ParsedServerSentEvent) => void): void {
-    if (line === "") {
-      if (this.#data.length > 0) {
-        emit({
-          event: this.#event || "message",
-          data: this.#data.join("\n"),
-          id: this.lastEventId,
-        });
-      }
-      this.#data = [];
-      this.#event = "";
-      return;
-    }
-    if (line.charCodeAt(0) === 58) return; // ":" comment, such as the keepalive
-    const colon = line.indexOf(":");
-    const field = colon === -1 ? line : line.slice(0, colon);
-    let value = colon === -1 ? "" : line.slice(colon + 1);
-    if (value.charCodeAt(0) === 32) value = value.slice(1);
-    switch (field) {
-      case "event":
-        this.#event = value;
-        break;
-      case "data":
-        this.#data.push(value);
-        break;
-      case "id":
-        if (!value.includes("\0")) this.lastEventId = value;
-        break;
-      case "retry":
-        if (/^\d+$/.test(value)) this.retry = Number(value);
-        break;
-    }
-  }
-}
-
-function resolveBaseUrl(options: ClientOptions): string {
-  if (options.baseUrl !== undefined) {
-    const raw = String(options.baseUrl);
-    let url: URL;
-    try {
-      url = new URL(raw);
-    } catch (err) {
-      throw new TypeError(
-        `Cannot use baseUrl "${raw}": not an absolute URL; pass something like "http://127.0.0.1:6562"`,
-        { cause: err },
-      );
-    }
-    if (url.protocol !== "http:" && url.protocol !== "https:") {
-      throw new TypeError(`Cannot use baseUrl "${raw}": the scheme must be http: or https:`);
-    }
-    return `${url.origin}${url.pathname.replace(/\/+$/, "")}`;
-  }
-  let host = options.host;
-  if (host !== undefined && (typeof host !== "string" || host === "")) {
-    throw new TypeError(`Cannot use host ${JSON.stringify(host)}: expected a non-empty string`);
-  }
-  host ??= readEnv("OBS_TELEMETRY_HOST") || DEFAULT_CLIENT_HOST;
-  let port: number;
-  if (options.port !== undefined) {
-    port = checkPort(options.port, "port");
-  } else {
-    const fromEnv = readEnv("OBS_TELEMETRY_PORT");
-    port = fromEnv
-      ? checkPort(Number(fromEnv), `OBS_TELEMETRY_PORT "${fromEnv}"`)
-      : DEFAULT_CLIENT_PORT;
-  }
-  host = hostForUrl(host);
-  const url = `http://${host}:${port}`;
-  try {
-    return new URL(url).origin;
-  } catch (err) {
-    throw new TypeError(`Cannot use host "${host}": "${url}" is not a valid URL`, { cause: err });
-  }
-}
-
-function checkPort(port: unknown, what: string): number {
-  if (typeof port !== "number" || !Number.isInteger(port) || port < 1 || port > 65535) {
-    throw new RangeError(
-      `Cannot use ${
-        what === "port" ? `port ${String(port)}` : what
-      } as a port: expected an integer from 1 to 65535`,
-    );
-  }
-  return port;
-}
-
-function preview(text: string): string {
-  return text.length > BODY_PREVIEW ? text.slice(0, BODY_PREVIEW) : text;
-}
-
 function noPeriod(sentence: string): string {
   return sentence.replace(/\.$/, "");
 }
@@ -624,88 +291,6 @@ function checkDelay(value: unknown, name: string, fallback: number): number {
   return value;
 }
 
-/** The state of one HTTP exchange: its abort controller, timer and the way failures read. */
-class Exchange {
-  readonly controller = new AbortController();
-  #timer: ReturnType<typeof setTimeout> | undefined;
-  #timedOut = false;
-  #callerSignal: AbortSignal | undefined;
-  #onCallerAbort: () => void;
-
-  constructor(timeoutMs: number, callerSignal: AbortSignal | undefined) {
-    this.#callerSignal = callerSignal;
-    this.#onCallerAbort = () => this.controller.abort(callerSignal?.reason);
-    if (callerSignal?.aborted) this.controller.abort(callerSignal.reason);
-    else callerSignal?.addEventListener("abort", this.#onCallerAbort, { once: true });
-    if (Number.isFinite(timeoutMs)) {
-      this.#timer = setTimeout(() => {
-        this.#timedOut = true;
-        this.controller.abort(new DOMException("The request timed out", "TimeoutError"));
-      }, timeoutMs);
-    }
-  }
-
-  /** Stops the timeout clock (a stream keeps running after its headers). */
-  stopClock(): void {
-    clearTimeout(this.#timer);
-  }
-
-  get timedOut(): boolean {
-    return this.#timedOut;
-  }
-
-  get callerAborted(): boolean {
-    return this.#callerSignal?.aborted === true;
-  }
-
-  /** Turns a failure of `fetch` or of reading the body into what the caller should see. */
-  translate(err: unknown, what: string, url: string, baseUrl: string, timeoutMs: number): unknown {
-    if (this.callerAborted) return this.#callerSignal!.reason;
-    if (this.#timedOut) {
-      return new TelemetryConnectionError(
-        `Cannot ${what} at ${baseUrl}: no complete answer within ${timeoutMs} ms; check that the server is running and responsive, or raise timeoutMs`,
-        { url, cause: err },
-      );
-    }
-    // fetch reports refused connections, DNS failures and resets as TypeError on every runtime.
-    if (err instanceof TypeError) {
-      return new TelemetryConnectionError(
-        `Cannot ${what} at ${baseUrl}: ${
-          causeText(err)
-        }; start the server with "obs-utils telemetry run", or point the client at it with baseUrl or OBS_TELEMETRY_HOST/OBS_TELEMETRY_PORT`,
-        { url, cause: err },
-      );
-    }
-    return err;
-  }
-
-  dispose(): void {
-    clearTimeout(this.#timer);
-    this.#callerSignal?.removeEventListener("abort", this.#onCallerAbort);
-  }
-}
-
-/** The most specific message of an error chain (Node's fetch says only "fetch failed"). */
-function causeText(err: Error): string {
-  let text = err.message;
-  let cause: unknown = err.cause;
-  for (let depth = 0; depth < 4 && cause instanceof Error; depth++) {
-    const code = (cause as { code?: unknown }).code;
-    text = typeof code === "string" && !cause.message.includes(code)
-      ? `${cause.message} (${code})`
-      : cause.message || text;
-    cause = cause.cause;
-  }
-  return text;
-}
-
-interface CallOptions {
-  body?: string;
-  signal?: AbortSignal | undefined;
-  /** Answer `undefined` instead of throwing on 404. */
-  nullOn404?: boolean;
-}
-
 /**
  * A client for the telemetry service (SPEC 4.3, CONTRACT 5). Every method that talks to the
  * server throws {@linkcode TelemetryConnectionError} when no server answers in time and
@@ -726,9 +311,7 @@ interface CallOptions {
 export class TelemetryClient {
   /** The resolved base address, for example `"http://localhost:6562"`, without trailing `/`. */
   readonly baseUrl: string;
-  #token: string | undefined;
-  #timeoutMs: number;
-  #fetch: FetchFunction | undefined;
+  #transport: Transport;
 
   /**
    * Creates a client. Resolution: `baseUrl`, else `host`/`port`, else the environment variables
@@ -742,14 +325,13 @@ export class TelemetryClient {
   constructor(options: ClientOptions = {}) {
     checkOptionsObject(options, "Cannot create a TelemetryClient");
     this.baseUrl = resolveBaseUrl(options);
-    const token = options.token ?? (readEnv("OBS_TELEMETRY_TOKEN") || undefined);
+    const token = resolveToken(options.token);
     // A header value fetch refuses would surface as a TypeError that reads like a network error.
     if (token !== undefined && (typeof token !== "string" || !/^[\x21-\x7e]+$/.test(token))) {
       throw new TypeError(
         `Cannot create a TelemetryClient: "token" must be a non-empty string of printable ASCII without spaces`,
       );
     }
-    this.#token = token;
     const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     if (typeof timeoutMs !== "number" || Number.isNaN(timeoutMs) || timeoutMs <= 0) {
       throw new RangeError(
@@ -758,7 +340,6 @@ export class TelemetryClient {
         }`,
       );
     }
-    this.#timeoutMs = timeoutMs;
     if (options.fetch !== undefined && typeof options.fetch !== "function") {
       throw new TypeError(
         `Cannot create a TelemetryClient: "fetch" must be a function, not ${
@@ -766,7 +347,12 @@ export class TelemetryClient {
         }`,
       );
     }
-    this.#fetch = options.fetch;
+    this.#transport = new Transport({
+      baseUrl: this.baseUrl,
+      token,
+      timeoutMs,
+      fetch: options.fetch,
+    });
   }
 
   /**
@@ -785,9 +371,9 @@ export class TelemetryClient {
    */
   async health(options: RequestOptions = {}): Promise<HealthInfo> {
     const signal = this.#requestSignal(options, "Cannot check health");
-    const { value, res } = await this.#call("GET", "/health", { signal });
+    const { value, res } = await this.#transport.call("GET", "/health", { signal });
     if (!isJsonObject(value) || typeof value.ok !== "boolean") {
-      throw this.#shapeError(res, value, "/health", 'an object {"ok": boolean}');
+      throw this.#transport.shapeError(res, value, "/health", 'an object {"ok": boolean}');
     }
     return { ok: value.ok };
   }
@@ -808,14 +394,14 @@ export class TelemetryClient {
    */
   async ready(options: RequestOptions = {}): Promise<ReadyInfo> {
     const signal = this.#requestSignal(options, "Cannot check readiness");
-    const { value, res } = await this.#call("GET", "/ready", { signal });
+    const { value, res } = await this.#transport.call("GET", "/ready", { signal });
     if (
       !isJsonObject(value) || typeof value.ready !== "boolean" ||
       typeof value.run_active !== "boolean" ||
       !(value.run_id === null || typeof value.run_id === "string") ||
       typeof value.version !== "string"
     ) {
-      throw this.#shapeError(res, value, "/ready", "a readiness object");
+      throw this.#transport.shapeError(res, value, "/ready", "a readiness object");
     }
     return {
       ready: value.ready,
@@ -842,8 +428,8 @@ export class TelemetryClient {
    */
   async getRun(options: RequestOptions = {}): Promise<RunInfo | null> {
     const signal = this.#requestSignal(options, "Cannot read the run");
-    const answer = await this.#call("GET", "/run", { signal, nullOn404: true });
-    return answer ? this.#toRun(answer, "/run") : null;
+    const answer = await this.#transport.call("GET", "/run", { signal, nullOn404: true });
+    return answer ? this.#transport.toRun(answer, "/run") : null;
   }
 
   /**
@@ -888,8 +474,8 @@ export class TelemetryClient {
       body.meta = meta;
     }
     const json = stringifyBody(body, action);
-    const answer = await this.#call("POST", "/run/start", { signal, body: json });
-    return this.#toRun(answer, "/run/start");
+    const answer = await this.#transport.call("POST", "/run/start", { signal, body: json });
+    return this.#transport.toRun(answer, "/run/start");
   }
 
   /**
@@ -909,8 +495,8 @@ export class TelemetryClient {
    */
   async stopRun(options: RequestOptions = {}): Promise<RunInfo> {
     const signal = this.#requestSignal(options, "Cannot stop the run");
-    const answer = await this.#call("POST", "/run/stop", { signal });
-    return this.#toRun(answer, "/run/stop");
+    const answer = await this.#transport.call("POST", "/run/stop", { signal });
+    return this.#transport.toRun(answer, "/run/stop");
   }
 
   /**
@@ -942,8 +528,8 @@ export class TelemetryClient {
     }`;
     const signal = this.#requestSignal(options, action);
     const body = stringifyBody(toWire(type, data, options, action), action);
-    const answer = await this.#call("POST", "/event", { signal, body });
-    return this.#toEvent(answer, "/event");
+    const answer = await this.#transport.call("POST", "/event", { signal, body });
+    return this.#transport.toEvent(answer, "/event");
   }
 
   /**
@@ -984,11 +570,16 @@ export class TelemetryClient {
       return toWire(item.type, item.data, item as Omit<PostEventOptions, "signal">, where);
     });
     const body = stringifyBody(wire, action);
-    const { value, res } = await this.#call("POST", "/events", { signal, body });
+    const { value, res } = await this.#transport.call("POST", "/events", { signal, body });
     if (!isJsonObject(value) || !Array.isArray(value.events)) {
-      throw this.#shapeError(res, value, "/events", 'an object {"accepted": n, "events": [...]}');
+      throw this.#transport.shapeError(
+        res,
+        value,
+        "/events",
+        'an object {"accepted": n, "events": [...]}',
+      );
     }
-    return value.events.map((e: unknown) => this.#toEvent({ value: e, res }, "/events"));
+    return value.events.map((e: unknown) => this.#transport.toEvent({ value: e, res }, "/events"));
   }
 
   /**
@@ -1009,8 +600,8 @@ export class TelemetryClient {
    */
   async current(options: RequestOptions = {}): Promise<Record<string, TelemetryEvent>> {
     const signal = this.#requestSignal(options, "Cannot read the current snapshot");
-    const { value, res } = await this.#call("GET", "/current", { signal });
-    return this.#toSnapshot(value, res, "/current");
+    const answer = await this.#transport.call("GET", "/current", { signal });
+    return this.#transport.toSnapshot(answer, "/current");
   }
 
   /**
@@ -1035,8 +626,8 @@ export class TelemetryClient {
     const signal = this.#requestSignal(options, action);
     checkType(type, action, '"type"');
     const path = `/current/${encodeURIComponent(type)}`;
-    const answer = await this.#call("GET", path, { signal });
-    return this.#toEvent(answer, path);
+    const answer = await this.#transport.call("GET", path, { signal });
+    return this.#transport.toEvent(answer, path);
   }
 
   /**
@@ -1061,8 +652,8 @@ export class TelemetryClient {
     const signal = this.#requestSignal(options, action);
     checkType(col, action, '"col"');
     const path = `/current/${encodeURIComponent(col)}`;
-    const answer = await this.#call("GET", path, { signal, nullOn404: true });
-    return answer ? this.#toEvent(answer, path) : null;
+    const answer = await this.#transport.call("GET", path, { signal, nullOn404: true });
+    return answer ? this.#transport.toEvent(answer, path) : null;
   }
 
   /**
@@ -1169,7 +760,7 @@ export class TelemetryClient {
    */
   async shutdown(options: RequestOptions = {}): Promise<void> {
     const signal = this.#requestSignal(options, "Cannot shut the server down");
-    await this.#call("POST", "/shutdown", { signal });
+    await this.#transport.call("POST", "/shutdown", { signal });
   }
 
   /**
@@ -1227,335 +818,11 @@ export class TelemetryClient {
       }
     }
 
-    let lastEventId = "";
-    let serverRetry: number | undefined;
-    let attempt = 0;
-    while (!signal?.aborted) {
-      const exchange = new Exchange(this.#timeoutMs, signal);
-      let idleTimer: ReturnType<typeof setTimeout> | undefined;
-      let idle = false;
-      let failure: TelemetryConnectionError | TelemetryHttpError;
-      try {
-        let res: Response | undefined;
-        try {
-          res = await this.#open(path, exchange, lastEventId);
-        } catch (err) {
-          if (signal?.aborted) return;
-          if (err instanceof TelemetryHttpError && err.status < 500) throw err;
-          if (!(err instanceof TelemetryConnectionError || err instanceof TelemetryHttpError)) {
-            throw err;
-          }
-          failure = err;
-        }
-        if (res) {
-          exchange.stopClock();
-          attempt = 0;
-          const url = this.#url(path);
-          const touch = (): void => {
-            clearTimeout(idleTimer);
-            if (Number.isFinite(idleTimeoutMs)) {
-              idleTimer = setTimeout(() => {
-                idle = true;
-                exchange.controller.abort(new DOMException("The stream went idle", "TimeoutError"));
-              }, idleTimeoutMs);
-            }
-          };
-          touch();
-          const parser = new ServerSentEventParserStream();
-          const reader = res.body!
-            .pipeThrough(new TextDecoderStream())
-            .pipeThrough(
-              new TransformStream<string, string>({
-                transform(chunk, controller) {
-                  touch();
-                  controller.enqueue(chunk);
-                },
-              }),
-            )
-            .pipeThrough(parser)
-            .getReader();
-          try {
-            while (true) {
-              let next: ReadableStreamReadResult<ParsedServerSentEvent>;
-              try {
-                next = await reader.read();
-              } catch (err) {
-                // The body fails in runtime-specific ways when the connection drops (TypeError
-                // on Deno and Node, AbortError after our idle timer): all mean "reconnect".
-                if (signal?.aborted) return;
-                failure = new TelemetryConnectionError(
-                  idle
-                    ? `${action} at ${this.baseUrl}: nothing arrived for ${idleTimeoutMs} ms, not even a keepalive; reconnecting`
-                    : `${action} at ${this.baseUrl}: the connection dropped (${
-                      err instanceof Error ? causeText(err) : String(err)
-                    }); reconnecting`,
-                  { url, cause: err },
-                );
-                break;
-              }
-              if (next.done) {
-                failure = new TelemetryConnectionError(
-                  `${action} at ${this.baseUrl}: the server closed the stream; reconnecting`,
-                  { url },
-                );
-                break;
-              }
-              lastEventId = parser.lastEventId;
-              serverRetry = parser.retry ?? serverRetry;
-              const message = this.#toFollowMessage(next.value, url, res.status);
-              if (message) yield message;
-            }
-          } finally {
-            reader.cancel().catch(() => {});
-          }
-        }
-      } finally {
-        clearTimeout(idleTimer);
-        exchange.controller.abort();
-        exchange.dispose();
-      }
-      if (signal?.aborted) return;
-      attempt++;
-      // At least 10 ms, so that `retry: 0` from a server that then refuses cannot spin a core.
-      const base = Math.max(10, serverRetry ?? retryMs);
-      const delay = Math.min(maxRetryMs, base * 2 ** (attempt - 1));
-      yield { kind: "disconnected", error: failure!, attempt, retryMs: delay };
-      await sleep(delay, signal);
-    }
-  }
-
-  #url(path: string): string {
-    return `${this.baseUrl}${path}`;
+    yield* followStream(this.#transport, { path, signal, retryMs, maxRetryMs, idleTimeoutMs });
   }
 
   #requestSignal(options: RequestOptions, action: string): AbortSignal | undefined {
     checkOptionsObject(options, action);
     return checkSignal(options.signal, action);
   }
-
-  #headers(accept: string, hasBody: boolean, lastEventId = ""): Record<string, string> {
-    const headers: Record<string, string> = { accept };
-    if (hasBody) headers["content-type"] = "application/json";
-    if (this.#token !== undefined) headers.authorization = `Bearer ${this.#token}`;
-    if (lastEventId !== "") headers["last-event-id"] = lastEventId;
-    return headers;
-  }
-
-  /** Sends one request and reads the whole answer as JSON; 2xx only (and 404 if allowed). */
-  async #call(
-    method: "GET" | "POST",
-    path: string,
-    options: CallOptions,
-  ): Promise<{ value: unknown; res: Response }>;
-  async #call(
-    method: "GET" | "POST",
-    path: string,
-    options: CallOptions & { nullOn404: true },
-  ): Promise<{ value: unknown; res: Response } | undefined>;
-  async #call(
-    method: "GET" | "POST",
-    path: string,
-    options: CallOptions,
-  ): Promise<{ value: unknown; res: Response } | undefined> {
-    const url = this.#url(path);
-    const what = `${method} ${path}`;
-    const exchange = new Exchange(this.#timeoutMs, options.signal);
-    try {
-      const doFetch = this.#fetch ?? globalThis.fetch;
-      let res: Response;
-      let text: string;
-      try {
-        const init: RequestInit = {
-          method,
-          headers: this.#headers("application/json", options.body !== undefined),
-          signal: exchange.controller.signal,
-        };
-        if (options.body !== undefined) init.body = options.body;
-        res = await doFetch(url, init);
-        text = await res.text();
-      } catch (err) {
-        throw exchange.translate(err, what, url, this.baseUrl, this.#timeoutMs);
-      }
-      if (res.status === 404 && options.nullOn404) return undefined;
-      if (!res.ok) throw httpError(res, text, what, url);
-      try {
-        return { value: JSON.parse(text), res };
-      } catch (err) {
-        throw new TelemetryHttpError(
-          `${what} failed: the server answered ${res.status} with a body that is not JSON; is ${this.baseUrl} a telemetry server?`,
-          {
-            status: res.status,
-            detail: `The answer is not JSON (content type ${
-              JSON.stringify(res.headers.get("content-type") ?? "none")
-            }).`,
-            body: preview(text),
-            url,
-            cause: err,
-          },
-        );
-      }
-    } finally {
-      exchange.dispose();
-    }
-  }
-
-  /** Opens the event stream; resolves with the 2xx response whose body is the stream. */
-  async #open(path: string, exchange: Exchange, lastEventId: string): Promise<Response> {
-    const url = this.#url(path);
-    const what = `GET ${path}`;
-    const doFetch = this.#fetch ?? globalThis.fetch;
-    let res: Response;
-    try {
-      res = await doFetch(url, {
-        headers: this.#headers("text/event-stream", false, lastEventId),
-        signal: exchange.controller.signal,
-      });
-    } catch (err) {
-      throw exchange.translate(err, what, url, this.baseUrl, this.#timeoutMs);
-    }
-    const contentType = res.headers.get("content-type") ?? "";
-    if (res.ok && res.body && /^text\/event-stream\s*(?:;|$)/i.test(contentType)) return res;
-    let text: string;
-    try {
-      text = await res.text();
-    } catch (err) {
-      throw exchange.translate(err, what, url, this.baseUrl, this.#timeoutMs);
-    }
-    if (!res.ok) throw httpError(res, text, what, url);
-    throw new TelemetryHttpError(
-      `${what} failed: the server answered ${res.status} with ${
-        JSON.stringify(contentType || "no content type")
-      } instead of text/event-stream; is ${this.baseUrl} a telemetry server of version 0.3 or later?`,
-      {
-        status: res.status,
-        detail: "The answer is not an event stream.",
-        body: preview(text),
-        url,
-      },
-    );
-  }
-
-  #toFollowMessage(
-    message: ParsedServerSentEvent,
-    url: string,
-    status: number,
-  ): FollowMessage | undefined {
-    // Event names this client does not know are skipped, so a newer server can add some.
-    if (!["snapshot", "telemetry", "run"].includes(message.event)) return undefined;
-    const fail = (what: string, cause?: unknown): TelemetryHttpError =>
-      new TelemetryHttpError(
-        `GET /stream failed: a "${message.event}" message is not ${what}; the server does not follow the telemetry API`,
-        {
-          status,
-          detail: `The "${message.event}" message data is not ${what}.`,
-          body: preview(message.data),
-          url,
-          cause,
-        },
-      );
-    let value: unknown;
-    try {
-      value = JSON.parse(message.data);
-    } catch (err) {
-      throw fail("JSON", err);
-    }
-    if (message.event === "telemetry") {
-      try {
-        return { kind: "telemetry", event: TelemetryEvent.fromJSON(value), id: message.id };
-      } catch (err) {
-        throw fail("an event envelope", err);
-      }
-    }
-    if (message.event === "run") {
-      if (!isRunRecord(value)) throw fail("a run record");
-      return { kind: "run", run: value };
-    }
-    if (!isJsonObject(value)) throw fail("an object keyed by event type");
-    try {
-      return { kind: "snapshot", current: toSnapshot(value) };
-    } catch (err) {
-      throw fail("an object of event envelopes", err);
-    }
-  }
-
-  #toEvent(answer: { value: unknown; res: Response }, path: string): TelemetryEvent {
-    try {
-      return TelemetryEvent.fromJSON(answer.value);
-    } catch (err) {
-      if (!(err instanceof TypeError)) throw err;
-      throw this.#shapeError(answer.res, answer.value, path, "an event envelope", err);
-    }
-  }
-
-  #toRun(answer: { value: unknown; res: Response }, path: string): RunInfo {
-    if (!isRunRecord(answer.value)) {
-      throw this.#shapeError(answer.res, answer.value, path, "a run record");
-    }
-    return answer.value;
-  }
-
-  #toSnapshot(value: unknown, res: Response, path: string): Record<string, TelemetryEvent> {
-    if (!isJsonObject(value)) {
-      throw this.#shapeError(res, value, path, "an object keyed by event type");
-    }
-    try {
-      return toSnapshot(value);
-    } catch (err) {
-      if (!(err instanceof TypeError)) throw err;
-      throw this.#shapeError(res, value, path, "an object of event envelopes", err);
-    }
-  }
-
-  #shapeError(
-    res: Response,
-    value: unknown,
-    path: string,
-    expected: string,
-    cause?: unknown,
-  ): TelemetryHttpError {
-    const why = cause instanceof Error ? ` (${cause.message})` : "";
-    return new TelemetryHttpError(
-      `${path} answered ${res.status} with JSON that is not ${expected}${why}; is ${this.baseUrl} a telemetry server?`,
-      {
-        status: res.status,
-        detail: `The answer is not ${expected}${why}.`,
-        body: preview(JSON.stringify(value) ?? ""),
-        url: this.#url(path),
-        cause,
-      },
-    );
-  }
-}
-
-function toSnapshot(value: JsonObject): Record<string, TelemetryEvent> {
-  // fromEntries defines own properties, so a type named "__proto__" stays an ordinary key.
-  return Object.fromEntries(
-    Object.entries(value).map(([type, envelope]) => [type, TelemetryEvent.fromJSON(envelope)]),
-  );
-}
-
-function isRunRecord(value: unknown): value is RunRecord {
-  return isJsonObject(value) && typeof value.run_id === "string" &&
-    typeof value.run_dir === "string" && typeof value.started_at === "string" &&
-    (value.stopped_at === null || typeof value.stopped_at === "string") &&
-    typeof value.events === "number" && isJsonObject(value.meta);
-}
-
-/** Builds the error for a non-2xx answer, preferring the problem+json `detail` (CONTRACT 2.1). */
-function httpError(res: Response, text: string, what: string, url: string): TelemetryHttpError {
-  let detail: string | undefined;
-  try {
-    const value: unknown = JSON.parse(text);
-    if (isJsonObject(value) && typeof value.detail === "string") detail = value.detail;
-  } catch {
-    // Not JSON (a proxy's HTML page, say): the body preview below carries what there is.
-  }
-  const reason = res.statusText ? ` ${res.statusText}` : "";
-  detail ??= `The server answered ${res.status}${reason} without a problem-details body.`;
-  return new TelemetryHttpError(`${what} failed with ${res.status}${reason}: ${detail}`, {
-    status: res.status,
-    detail,
-    body: preview(text),
-    url,
-  });
 }

@@ -1,7 +1,7 @@
 /**
- * Live telemetry over Server-Sent Events (CONTRACT 2.6): {@linkcode ServerSentEventStream}
- * encodes messages to the `text/event-stream` wire format, and {@linkcode StreamHub} turns the
- * service's accepted events and run changes into one bounded stream per client.
+ * Live telemetry over Server-Sent Events (CONTRACT 2.6): {@linkcode StreamHub} turns the
+ * service's accepted events and run changes into one bounded stream per client, written in the
+ * `text/event-stream` wire format by {@linkcode ServerSentEventStream} (from `sse.ts`).
  *
  * Wire format of `GET /stream`:
  *
@@ -29,90 +29,12 @@
  * @module
  */
 
-import { type ServiceMessage, shuttingDown, type TelemetryService } from "./service.ts";
+import type { ServiceMessage, TelemetryService } from "./service.ts";
+import { ShuttingDownError } from "./_errors.ts";
+import { type ServerSentEventMessage, ServerSentEventStream } from "./sse.ts";
 
-/** One Server-Sent Event, as {@linkcode ServerSentEventStream} takes it. */
-export interface ServerSentEventMessage {
-  /** A comment line (`: <comment>`), ignored by clients; must not contain a newline. */
-  comment?: string;
-  /** The event name; must not contain a newline. */
-  event?: string;
-  /** The payload; a multi-line string is sent as one `data:` line per line. */
-  data?: string;
-  /** The event id; must not contain a newline. */
-  id?: string | number;
-  /** Reconnection delay for the client in milliseconds; a non-negative integer. */
-  retry?: number;
-}
-
-const NEWLINE = /\r\n|\r|\n/;
-const encoder = new TextEncoder();
-
-function checkNoNewline(value: string, field: string): void {
-  if (NEWLINE.test(value)) {
-    throw new SyntaxError(
-      `Cannot encode a server-sent event: ${field} ${
-        JSON.stringify(value)
-      } contains a line break; remove it (only data may span lines)`,
-    );
-  }
-}
-
-function encodeMessage(message: ServerSentEventMessage): Uint8Array {
-  let out = "";
-  if (message.comment !== undefined) {
-    checkNoNewline(message.comment, "comment");
-    out += `: ${message.comment}\n`;
-  }
-  if (message.event !== undefined) {
-    checkNoNewline(message.event, "event");
-    out += `event: ${message.event}\n`;
-  }
-  if (message.data !== undefined) {
-    for (const line of message.data.split(NEWLINE)) out += `data: ${line}\n`;
-  }
-  if (message.id !== undefined) {
-    const id = String(message.id);
-    checkNoNewline(id, "id");
-    out += `id: ${id}\n`;
-  }
-  if (message.retry !== undefined) {
-    if (!Number.isSafeInteger(message.retry) || message.retry < 0) {
-      throw new RangeError(
-        `Cannot encode a server-sent event: retry ${message.retry} is not a non-negative integer; give milliseconds`,
-      );
-    }
-    out += `retry: ${message.retry}\n`;
-  }
-  return encoder.encode(out + "\n");
-}
-
-/**
- * Encodes {@linkcode ServerSentEventMessage}s as UTF-8 `text/event-stream` bytes, one message
- * per chunk. Errors the stream with a `SyntaxError` when `comment`, `event` or `id` contains a
- * line break, and a `RangeError` for a bad `retry`.
- *
- * @example Usage
- * ```ts
- * import { ServerSentEventStream } from "@obs-utils/telemetry/server";
- * import assert from "node:assert/strict";
- *
- * const body = ReadableStream.from([{ data: "a\nb", id: "site:1" }, { comment: "keepalive" }])
- *   .pipeThrough(new ServerSentEventStream())
- *   .pipeThrough(new TextDecoderStream());
- * assert.equal((await Array.fromAsync(body)).join(""), "data: a\ndata: b\nid: site:1\n\n: keepalive\n\n");
- * ```
- */
-export class ServerSentEventStream extends TransformStream<ServerSentEventMessage, Uint8Array> {
-  /** Creates the encoder. */
-  constructor() {
-    super({
-      transform(message, controller) {
-        controller.enqueue(encodeMessage(message));
-      },
-    });
-  }
-}
+// The encoder lives in sse.ts with its parser; server.ts exports it from here.
+export { type ServerSentEventMessage, ServerSentEventStream } from "./sse.ts";
 
 /** Default interval of `: keepalive` comments: 15 s (CONTRACT 2.6). */
 export const DEFAULT_KEEPALIVE_MS = 15_000;
@@ -167,7 +89,7 @@ interface Client {
  *
  * @example Usage
  * ```ts ignore
- * import { StreamHub, TelemetryService } from "@obs-utils/telemetry";
+ * import { StreamHub, TelemetryService } from "@obs-utils/telemetry/server";
  *
  * await using service = await TelemetryService.open({ siteDir: "./telemetry" });
  * const hub = new StreamHub(service, { keepaliveMs: 5000 });
@@ -220,7 +142,7 @@ export class StreamHub {
    *
    * @param options Optional type filter.
    * @returns The `text/event-stream` body. Cancelling it unsubscribes.
-   * @throws {ServiceError} 503 once the hub's signal was aborted.
+   * @throws {ShuttingDownError} Once the hub's signal was aborted or the service is closing (503).
    *
    * @example Usage
    * ```ts ignore
@@ -229,7 +151,7 @@ export class StreamHub {
    */
   open(options: OpenStreamOptions = {}): ReadableStream<Uint8Array> {
     if (this.#signal?.aborted || this.#service.closing) {
-      throw shuttingDown();
+      throw new ShuttingDownError();
     }
     const filter = options.types && options.types.length > 0 ? new Set(options.types) : undefined;
     const snapshot: ServerSentEventMessage = { event: "snapshot", data: this.#snapshot(filter) };
@@ -301,7 +223,7 @@ export class StreamHub {
    *
    * @param url The request URL.
    * @returns A `200 text/event-stream` response with `cache-control: no-store`.
-   * @throws {ServiceError} 503 once the hub's signal was aborted.
+   * @throws {ShuttingDownError} Once the hub's signal was aborted or the service is closing (503).
    *
    * @example Usage
    * ```ts ignore
