@@ -96,3 +96,70 @@ Deno.test("ServerSentEventParserStream ignores a comment-only frame of ServerSen
   assert.equal(new TextDecoder().decode(bytes), ": keepalive\n\n: \n\n");
   assert.deepEqual((await parse([bytes])).events, []);
 });
+
+// ---------------------------------------------------------------------------------------------
+// ServerSentEventParserStream
+
+function parseChunks(chunks: string[]): Promise<ParsedServerSentEvent[]> {
+  return Array.fromAsync(
+    ReadableStream.from(chunks).pipeThrough(new ServerSentEventParserStream()),
+  );
+}
+
+Deno.test("ServerSentEventParserStream joins a line split across chunks", async () => {
+  assert.deepEqual(await parseChunks(["da", "ta: a\nb", "c\n\n"]), [
+    { event: "message", data: "a", id: "" },
+  ]);
+});
+
+Deno.test("ServerSentEventParserStream treats \\r\\n split across chunks as one line break", async () => {
+  // Read as two breaks, the "\n" would end message "a" before "b" joins it.
+  assert.deepEqual(await parseChunks(["data: a\r", "\ndata: b\r", "\n\r", "\n"]), [
+    { event: "message", data: "a\nb", id: "" },
+  ]);
+});
+
+Deno.test("ServerSentEventParserStream accepts lone \\r line endings", async () => {
+  assert.deepEqual(await parseChunks(["event: run\rdata: x\r\r"]), [
+    { event: "run", data: "x", id: "" },
+  ]);
+});
+
+Deno.test("ServerSentEventParserStream joins multi-line data with \\n", async () => {
+  assert.deepEqual(await parseChunks(["data: one\ndata:two\ndata\ndata:  three\n\n"]), [
+    { event: "message", data: "one\ntwo\n\n three", id: "" },
+  ]);
+});
+
+Deno.test("ServerSentEventParserStream ignores comments and unknown fields", async () => {
+  assert.deepEqual(await parseChunks([": keepalive\n\n:x\nfoo: bar\ndata: d\n\n"]), [
+    { event: "message", data: "d", id: "" },
+  ]);
+});
+
+Deno.test("ServerSentEventParserStream keeps the last event id across messages", async () => {
+  assert.deepEqual(await parseChunks(["id: site:1\ndata: a\n\ndata: b\n\nid\ndata: c\n\n"]), [
+    { event: "message", data: "a", id: "site:1" },
+    { event: "message", data: "b", id: "site:1" },
+    { event: "message", data: "c", id: "" },
+  ]);
+});
+
+Deno.test("ServerSentEventParserStream reads retry only when it is all digits", async () => {
+  const parser = new ServerSentEventParserStream();
+  await Array.fromAsync(ReadableStream.from(["retry: 1500\n\nretry: 2x\n\n"]).pipeThrough(parser));
+  assert.equal(parser.retry, 1500);
+});
+
+Deno.test("ServerSentEventParserStream discards a message the stream ends before completing", async () => {
+  assert.deepEqual(await parseChunks(["data: done\n\ndata: partial\n"]), [
+    { event: "message", data: "done", id: "" },
+  ]);
+});
+
+Deno.test("ServerSentEventParserStream resets the event name after each message", async () => {
+  assert.deepEqual(await parseChunks(["event: run\ndata: a\n\ndata: b\n\nevent: x\n\n"]), [
+    { event: "run", data: "a", id: "" },
+    { event: "message", data: "b", id: "" },
+  ]);
+});
