@@ -7,20 +7,12 @@
  */
 
 import { resolve } from "node:path";
-import type { FsyncMode } from "./storage.ts";
+import type { FsyncMode } from "./_ndjson_writer.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl } from "./_address.ts";
 import { sleep } from "./_async.ts";
+import { runFlagArgs, SERVER_ENV_VARS } from "./_run_flags.ts";
 
-/** The environment variables the server may read: the only `--allow-env` it gets (CONTRACT 6). */
-export const SERVER_ENV_VARS: readonly string[] = [
-  "OBS_TELEMETRY_HOST",
-  "OBS_TELEMETRY_PORT",
-  "OBS_TELEMETRY_SITE_DIR",
-  "OBS_TELEMETRY_TZ",
-  "OBS_TELEMETRY_SITE_TYPES",
-  "OBS_TELEMETRY_TOKEN",
-  "OBS_TELEMETRY_FSYNC",
-];
+export { SERVER_ENV_VARS };
 
 /**
  * Runtime flags the service is started with: a smaller young generation keeps the resident size
@@ -59,7 +51,10 @@ export function permissionFlags(
   ];
 }
 
-/** Options of {@linkcode spawnServer}. */
+/**
+ * Options of {@linkcode spawnServer}: one per `telemetry run` flag, named as in `run`'s flag
+ * table, plus where the output goes and how long to wait.
+ */
 export interface SpawnOptions {
   /** The site telemetry directory. */
   siteDir: string;
@@ -85,6 +80,10 @@ export interface SpawnOptions {
   allowRunRoots?: readonly string[];
   /** Largest request body in bytes (`--max-body`). */
   maxBody?: number;
+  /** Most event types the snapshot holds (`--max-types`). */
+  maxTypes?: number;
+  /** Allow a non-loopback `host` without a token (`--insecure`). */
+  insecure?: boolean;
   /** Log one line per event (`--verbose`). */
   verbose?: boolean;
   /**
@@ -122,68 +121,41 @@ function freePort(hostname: string): number {
 }
 
 /**
- * Starts `cli.ts telemetry run` as a detached child process with exactly the scoped permissions
- * of {@linkcode permissionFlags}, waits until `/ready` answers, and returns the process handle.
- *
- * Needs `--allow-run` (for the Deno executable) and `--allow-net` for the server's address.
- *
- * @param options Site directory and server options.
- * @returns The running child.
- * @throws {Error} If the child exits or `/ready` does not answer within `readyTimeoutMs`; the
- *   child's own one-line error went to its stderr.
- *
- * @example Usage
- * ```ts ignore
- * import { spawnServer } from "@obs-utils/telemetry/server";
- *
- * await using server = await spawnServer({ siteDir: "./telemetry", port: 0 });
- * console.log(`pid ${server.pid} on ${server.url}`);
- * ```
+ * The `deno run` arguments of the child: scoped permissions, then `cli.ts telemetry run` with a
+ * flag for every option given. `siteDir`, `host` and `port` are always passed.
  */
-export async function spawnServer(options: SpawnOptions): Promise<SpawnedServer> {
-  const host = options.host ?? DEFAULT_HOST;
-  const port = options.port === 0
-    ? freePort(host === "localhost" ? "127.0.0.1" : host)
-    : options.port ?? DEFAULT_PORT;
+function childArgs(options: SpawnOptions & { host: string; port: number }): string[] {
   const siteDir = resolve(options.siteDir);
-  const roots = (options.allowRunRoots ?? []).map((r) => resolve(r));
-  const args = [
+  const allowRunRoots = (options.allowRunRoots ?? []).map((r) => resolve(r));
+  const { host, port } = options;
+  return [
     "run",
     "--no-prompt",
     ...SERVICE_V8_FLAGS,
-    ...permissionFlags({ siteDir, host, port, allowRunRoots: roots }),
+    ...permissionFlags({ siteDir, host, port, allowRunRoots }),
     new URL("./cli.ts", import.meta.url).href,
     "telemetry",
     "run",
-    "--site-dir",
-    siteDir,
-    "--host",
-    host,
-    "--port",
-    String(port),
+    ...runFlagArgs({ ...options, siteDir, allowRunRoots }),
   ];
-  if (options.timeZone !== undefined) args.push("--tz", options.timeZone);
-  if (options.siteTypes !== undefined) args.push("--site-types", options.siteTypes.join(","));
-  if (options.fsync !== undefined) args.push("--fsync", options.fsync);
-  if (options.token !== undefined) args.push("--token", options.token);
-  for (const root of roots) args.push("--allow-run-root", root);
-  if (options.maxBody !== undefined) args.push("--max-body", String(options.maxBody));
-  if (options.verbose) args.push("--verbose");
+}
 
-  const output = options.output ?? "inherit";
-  const child = new Deno.Command(Deno.execPath(), {
-    args,
-    stdin: "null",
-    stdout: output,
-    stderr: output,
-    detached: true,
-  }).spawn();
-  const urlHost = hostForUrl(host);
-  const url = `http://${urlHost}:${port}`;
+/**
+ * Polls `/ready` until it answers 200.
+ *
+ * @throws {Error} If the child exits first, or nothing answers by the deadline (the child is
+ *   then killed).
+ */
+async function waitUntilReady(
+  child: Deno.ChildProcess,
+  url: string,
+  options: SpawnOptions,
+): Promise<void> {
   let exited: Deno.CommandStatus | undefined;
   const status = child.status.then((s) => (exited = s));
-
-  const deadline = Date.now() + (options.readyTimeoutMs ?? 10_000);
+  const siteDir = resolve(options.siteDir);
+  const timeoutMs = options.readyTimeoutMs ?? 10_000;
+  const deadline = Date.now() + timeoutMs;
   while (true) {
     if (exited) {
       throw new Error(
@@ -196,7 +168,7 @@ export async function spawnServer(options: SpawnOptions): Promise<SpawnedServer>
         ...(options.token ? { headers: { authorization: `Bearer ${options.token}` } } : {}),
       });
       await res.body?.cancel();
-      if (res.ok) break;
+      if (res.ok) return;
     } catch {
       // not listening yet
     }
@@ -208,14 +180,20 @@ export async function spawnServer(options: SpawnOptions): Promise<SpawnedServer>
       }
       await status;
       throw new Error(
-        `Cannot start the telemetry server for ${siteDir}: /ready did not answer within ${
-          options.readyTimeoutMs ?? 10_000
-        } ms`,
+        `Cannot start the telemetry server for ${siteDir}: /ready did not answer within ${timeoutMs} ms`,
       );
     }
     await sleep(50);
   }
+}
 
+/** The handle of a child that answered `/ready`; `stop()` sends SIGTERM once. */
+function spawnedServer(child: Deno.ChildProcess, url: string): SpawnedServer {
+  let exited = false;
+  const status = child.status.then((s) => {
+    exited = true;
+    return s;
+  });
   let stopping: Promise<Deno.CommandStatus> | undefined;
   const stop = () => {
     stopping ??= (async () => {
@@ -239,4 +217,42 @@ export async function spawnServer(options: SpawnOptions): Promise<SpawnedServer>
       await stop();
     },
   };
+}
+
+/**
+ * Starts `cli.ts telemetry run` as a detached child process with exactly the scoped permissions
+ * of {@linkcode permissionFlags}, waits until `/ready` answers, and returns the process handle.
+ * Every `telemetry run` flag has its option; each option given is passed on as its flag.
+ *
+ * Needs `--allow-run` (for the Deno executable) and `--allow-net` for the server's address.
+ *
+ * @param options Site directory and server options.
+ * @returns The running child.
+ * @throws {Error} If the child exits or `/ready` does not answer within `readyTimeoutMs`; the
+ *   child's own one-line error went to its stderr.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { spawnServer } from "@obs-utils/telemetry/server";
+ *
+ * await using server = await spawnServer({ siteDir: "./telemetry", port: 0 });
+ * console.log(`pid ${server.pid} on ${server.url}`);
+ * ```
+ */
+export async function spawnServer(options: SpawnOptions): Promise<SpawnedServer> {
+  const host = options.host ?? DEFAULT_HOST;
+  const port = options.port === 0
+    ? freePort(host === "localhost" ? "127.0.0.1" : host)
+    : options.port ?? DEFAULT_PORT;
+  const output = options.output ?? "inherit";
+  const child = new Deno.Command(Deno.execPath(), {
+    args: childArgs({ ...options, host, port }),
+    stdin: "null",
+    stdout: output,
+    stderr: output,
+    detached: true,
+  }).spawn();
+  const url = `http://${hostForUrl(host)}:${port}`;
+  await waitUntilReady(child, url, options);
+  return spawnedServer(child, url);
 }

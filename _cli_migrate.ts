@@ -1,0 +1,127 @@
+/**
+ * `obs-utils telemetry migrate`: converts a legacy file database into site NDJSON files, with a
+ * progress line on a terminal and a summary at the end.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { migrateCommand } from "./_cli_migrate.ts";
+ * Deno.exit(await migrateCommand(["--source", "./legacy-db", "--dest", "./telemetry"]));
+ * ```
+ *
+ * @module
+ */
+
+// deno-lint-ignore-file no-console
+import { migrate, MigrateError, type MigrateProgress, type MigrateSummary } from "./migrate.ts";
+import { Failure, HELP_OPTION, parse, printHelp, UsageError } from "./_cli_common.ts";
+
+/** The `--help` text of `migrate`. */
+export const MIGRATE_HELP: string =
+  `Usage: obs-utils telemetry migrate --source DIR --dest DIR [options]
+
+Convert a legacy file database (<collection>.json files) into site_YYYYMMDD.ndjson files.
+Never overwrites existing files unless --force; rejected lines go to migrate-rejects.ndjson.
+
+Options:
+  --source DIR   Legacy database directory (searched recursively)
+  --dest DIR     Where to write the NDJSON files
+  --dry-run      Report what would be written; write nothing
+  --force        Replace existing output files
+  -h, --help     Show this help
+`;
+
+/**
+ * Runs `obs-utils telemetry migrate`.
+ *
+ * @param args The arguments after `telemetry migrate`.
+ * @returns The exit code, 0 once the files are written (or, with `--dry-run`, counted).
+ * @throws {UsageError} For a bad flag or a missing `--source` or `--dest`.
+ * @throws {Failure} If the migration refuses (for example, files it would overwrite).
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { migrateCommand } from "./_cli_migrate.ts";
+ * Deno.exit(await migrateCommand(["--source", "./legacy-db", "--dest", "./out", "--dry-run"]));
+ * ```
+ */
+export async function migrateCommand(args: string[]): Promise<number> {
+  const { values } = parse("migrate", args, {
+    source: { type: "string" },
+    dest: { type: "string" },
+    "dry-run": { type: "boolean" },
+    force: { type: "boolean" },
+    ...HELP_OPTION,
+  }, false);
+  if (values.help) return printHelp(MIGRATE_HELP);
+  if (values.source === undefined || values.dest === undefined) {
+    throw new UsageError(
+      `--source and --dest are both required, e.g. --source ./legacy-db --dest ./telemetry`,
+      "migrate",
+    );
+  }
+  const tty = Deno.stderr.isTerminal();
+  let summary: MigrateSummary;
+  try {
+    summary = await migrate(values.source, values.dest, {
+      force: values.force ?? false,
+      dryRun: values["dry-run"] ?? false,
+      onProgress: progressLine(tty),
+    });
+  } catch (e) {
+    if (tty) writeErr("\r\x1b[K");
+    if (e instanceof MigrateError) throw new Failure(e.message);
+    throw e;
+  }
+  if (tty) writeErr("\r\x1b[K");
+  printSummary(summary);
+  return 0;
+}
+
+function writeErr(text: string): void {
+  Deno.stderr.writeSync(new TextEncoder().encode(text));
+}
+
+/** Redraws one progress line on stderr at most every 200 ms, on a terminal only. */
+function progressLine(tty: boolean): (p: MigrateProgress) => void {
+  let lastDraw = 0;
+  return (p) => {
+    const now = performance.now();
+    if (!tty || now - lastDraw < 200) return;
+    lastDraw = now;
+    const pct = p.phase === "read"
+      ? (p.totalBytes > 0 ? Math.floor(p.bytesRead / p.totalBytes * 100) : 100)
+      : (p.filesTotal > 0 ? Math.floor(p.filesDone / p.filesTotal * 100) : 100);
+    writeErr(
+      `\r\x1b[K${
+        p.phase === "read" ? "reading" : p.phase === "write" ? "sorting" : "renaming"
+      } ${pct}% · ${p.records.toLocaleString("en-US")} records · ${
+        p.rejects.toLocaleString("en-US")
+      } rejects`,
+    );
+  };
+}
+
+function printSummary(summary: MigrateSummary): void {
+  const n = (x: number) => x.toLocaleString("en-US");
+  const verb = summary.dryRun ? "would migrate" : "migrated";
+  console.log(
+    `${verb} ${n(summary.records)} records from ${
+      Object.keys(summary.collections).length
+    } collections into ${summary.files.length} site files in ${
+      (summary.elapsedMs / 1000).toFixed(1)
+    } s (${n(Math.round(summary.recordsPerSecond))} records/s)`,
+  );
+  for (const [collection, count] of Object.entries(summary.collections)) {
+    console.log(`  ${collection}: ${n(count)}`);
+  }
+  if (summary.files.length > 0) {
+    const first = summary.files[0]!.name, last = summary.files.at(-1)!.name;
+    console.log(`  files: ${first}${summary.files.length > 1 ? ` … ${last}` : ""}`);
+  }
+  if (summary.replaced.length > 0) console.log(`  replaced: ${summary.replaced.length} files`);
+  console.log(
+    `  rejects: ${n(summary.rejects)}${
+      summary.rejects > 0 ? ` (see ${summary.rejectsFile})` : ""
+    }; blank lines: ${n(summary.blankLines)}`,
+  );
+}

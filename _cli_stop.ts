@@ -1,0 +1,100 @@
+/**
+ * `obs-utils telemetry stop`: asks the running service to shut down and waits until it has.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { stopCommand } from "./_cli_stop.ts";
+ * Deno.exit(await stopCommand(["--port", "6562"]));
+ * ```
+ *
+ * @module
+ */
+
+// deno-lint-ignore-file no-console
+import { TelemetryConnectionError, TelemetryHttpError } from "./client.ts";
+import { sleep } from "./_async.ts";
+import {
+  client,
+  clientFailure,
+  type Connection,
+  connection,
+  CONNECTION_OPTIONS,
+  Failure,
+  parse,
+  parseSeconds,
+  printHelp,
+} from "./_cli_common.ts";
+
+/** The `--help` text of `stop`. */
+export const STOP_HELP: string = `Usage: obs-utils telemetry stop [options]
+
+Ask the running service to shut down and wait until it has.
+
+Options:
+  --host HOST    [env OBS_TELEMETRY_HOST, default localhost]
+  --port PORT    [env OBS_TELEMETRY_PORT, default 6562]
+  --token TOKEN  [env OBS_TELEMETRY_TOKEN]
+  --timeout S    Seconds to wait for the service to exit  [default 10]
+  -h, --help     Show this help
+`;
+
+/**
+ * Runs `obs-utils telemetry stop`.
+ *
+ * @param args The arguments after `telemetry stop`.
+ * @returns The exit code, 0 once the service has stopped.
+ * @throws {UsageError} For a bad flag.
+ * @throws {Failure} If no service answers, it wants a token, or it still answers at the timeout.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { stopCommand } from "./_cli_stop.ts";
+ * Deno.exit(await stopCommand(["--timeout", "30"]));
+ * ```
+ */
+export async function stopCommand(args: string[]): Promise<number> {
+  const { values } = parse("stop", args, {
+    ...CONNECTION_OPTIONS,
+    timeout: { type: "string" },
+  }, false);
+  if (values.help) return printHelp(STOP_HELP);
+  const conn = connection(values, "stop");
+  const timeoutS = values.timeout === undefined
+    ? 10
+    : parseSeconds(values.timeout, "--timeout", "stop");
+  const api = client(conn, 2000);
+  try {
+    await api.shutdown();
+  } catch (err) {
+    if (err instanceof TelemetryConnectionError) {
+      throw new Failure(`No telemetry service answers at ${conn.baseUrl}; nothing to stop`);
+    }
+    if (err instanceof TelemetryHttpError && err.status === 401) {
+      throw new Failure(
+        `The service at ${conn.baseUrl} requires a token; pass --token or set OBS_TELEMETRY_TOKEN`,
+      );
+    }
+    // 503: it is already shutting down; wait for it like for our own request.
+    if (!(err instanceof TelemetryHttpError && err.status === 503)) throw clientFailure(err, conn);
+  }
+  return await waitForExit(conn, timeoutS);
+}
+
+async function waitForExit(conn: Connection, timeoutS: number): Promise<number> {
+  const deadline = Date.now() + timeoutS * 1000;
+  while (Date.now() < deadline) {
+    try {
+      await client(conn, 500).health();
+    } catch (err) {
+      if (err instanceof TelemetryConnectionError) {
+        console.log(`telemetry service at ${conn.baseUrl} stopped`);
+        return 0;
+      }
+      // 503 while draining: keep waiting.
+    }
+    await sleep(100);
+  }
+  throw new Failure(
+    `The service at ${conn.baseUrl} accepted the shutdown but still answers after ${timeoutS} s; check its log`,
+  );
+}

@@ -1,0 +1,384 @@
+/**
+ * The one table of `obs-utils telemetry run` flags. Each row names the flag, its environment
+ * variable, how its text becomes a value, its help line and the option it sets; the `run` help,
+ * the `parseArgs` options, {@linkcode SERVER_ENV_VARS} (the `--allow-env` list) and the arguments
+ * `spawnServer()` passes to its child are all derived from it, so a new flag is one new row.
+ *
+ * @example Usage
+ * ```ts
+ * import { RUN_FLAGS, runFlagArgs } from "./_run_flags.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.ok(RUN_FLAGS.some((flag) => flag.name === "max-types"));
+ * assert.deepEqual(runFlagArgs({ maxTypes: 50 }), ["--max-types", "50"]);
+ * ```
+ *
+ * @module
+ */
+
+import type { ParseArgsConfig } from "node:util";
+import { DEFAULT_HOST, DEFAULT_PORT, readEnv } from "./_address.ts";
+import { checkTimeZone } from "./_day_key.ts";
+import { FSYNC_MODES, type FsyncMode } from "./_ndjson_writer.ts";
+import { DEFAULT_MAX_TYPES, DEFAULT_SITE_TYPES } from "./service.ts";
+
+/** Default site directory (SPEC 4.6). */
+export const DEFAULT_SITE_DIR = "telemetry";
+
+/**
+ * The values of the `run` flags, keyed by the option each sets: what `run` hands the server and
+ * what `spawnServer()` takes. An optional value left out means "the server's own default".
+ */
+export interface RunFlagValues {
+  /** The site telemetry directory (`--site-dir`). */
+  siteDir: string;
+  /** Address to bind (`--host`); `startServer()` calls it `hostname`. */
+  host: string;
+  /** Port to bind (`--port`). */
+  port: number;
+  /** IANA zone of the noon rotation (`--tz`). */
+  timeZone: string;
+  /** Types also written to the site file during a run (`--site-types`). */
+  siteTypes?: readonly string[];
+  /** `--fsync` mode. */
+  fsync: FsyncMode;
+  /** Bearer token the server requires (`--token`). */
+  token?: string;
+  /** Extra run roots (`--allow-run-root`, repeatable). */
+  allowRunRoots: readonly string[];
+  /** Largest request body in bytes (`--max-body`). */
+  maxBody?: number;
+  /** Most event types the snapshot holds (`--max-types`). */
+  maxTypes?: number;
+  /** Allow a non-loopback host without a token (`--insecure`). */
+  insecure: boolean;
+  /** Log one line per event (`--verbose`). */
+  verbose: boolean;
+}
+
+/** One row of {@linkcode RUN_FLAGS}. */
+export interface RunFlag {
+  /** The flag without its dashes, for example `"site-dir"`. */
+  readonly name: string;
+  /** The option the flag sets. */
+  readonly key: keyof RunFlagValues;
+  /** Placeholder of the value in the help, for example `"DIR"`; absent for a switch. */
+  readonly arg?: string;
+  /** The environment variable read when the flag is absent. */
+  readonly env?: string;
+  /** What the flag does, as the help says it. */
+  readonly help: string;
+  /** The flag may be given several times; each value is kept as it is. */
+  readonly multiple?: boolean;
+  /** Text used (and checked by {@linkcode RunFlag.parse}) when neither flag nor variable is set. */
+  readonly default?: string | (() => string);
+  /** The default as the help shows it, when it is not the text of {@linkcode RunFlag.default}. */
+  readonly shownDefault?: string;
+  /**
+   * Column, within the help text, of the bracketed env and default note. The help was aligned
+   * by hand; this keeps it as it was.
+   * @default {30}
+   */
+  readonly noteColumn?: number;
+  /**
+   * Turns the flag's text into its value; without it the text is the value.
+   * @throws {RangeError} If the text is not a valid value; the message names the flag.
+   */
+  readonly parse?: (text: string) => unknown;
+}
+
+/**
+ * Reads a port number.
+ *
+ * @param value The text of `--port` or `OBS_TELEMETRY_PORT`.
+ * @returns The port, 0 to 65535.
+ * @throws {RangeError} If it is not a whole number in that range.
+ *
+ * @example Usage
+ * ```ts
+ * import { parsePort } from "./_run_flags.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(parsePort("6562"), 6562);
+ * assert.throws(() => parsePort("70000"), RangeError);
+ * ```
+ */
+export function parsePort(value: string): number {
+  if (!/^\d{1,5}$/.test(value) || Number(value) > 65535) {
+    throw new RangeError(`--port must be a number from 0 to 65535, not "${value}"`);
+  }
+  return Number(value);
+}
+
+function positiveInt(flag: string): (value: string) => number {
+  return (value) => {
+    if (!/^\d+$/.test(value) || Number(value) < 1 || !Number.isSafeInteger(Number(value))) {
+      throw new RangeError(`${flag} must be a positive whole number, not "${value}"`);
+    }
+    return Number(value);
+  };
+}
+
+function parseFsync(value: string): FsyncMode {
+  if (!(FSYNC_MODES as readonly string[]).includes(value)) {
+    const modes = `${FSYNC_MODES.slice(0, -1).join(", ")} or ${FSYNC_MODES.at(-1)}`;
+    throw new RangeError(`--fsync must be ${modes}, not "${value}"`);
+  }
+  return value as FsyncMode;
+}
+
+function parseList(value: string): string[] {
+  return value.split(",").map((t) => t.trim()).filter((t) => t !== "");
+}
+
+/** The `run` flags in the order of the help; validation and child arguments follow it too. */
+export const RUN_FLAGS: readonly RunFlag[] = [
+  {
+    name: "site-dir",
+    arg: "DIR",
+    env: "OBS_TELEMETRY_SITE_DIR",
+    help: "Telemetry directory",
+    default: DEFAULT_SITE_DIR,
+    key: "siteDir",
+  },
+  {
+    name: "host",
+    arg: "HOST",
+    env: "OBS_TELEMETRY_HOST",
+    help: "Address to bind",
+    default: DEFAULT_HOST,
+    key: "host",
+  },
+  {
+    name: "port",
+    arg: "PORT",
+    env: "OBS_TELEMETRY_PORT",
+    help: "Port to bind",
+    default: String(DEFAULT_PORT),
+    parse: parsePort,
+    key: "port",
+  },
+  {
+    name: "tz",
+    arg: "ZONE",
+    env: "OBS_TELEMETRY_TZ",
+    help: "IANA zone of the noon file rotation",
+    default: () => Temporal.Now.timeZoneId(),
+    shownDefault: "system zone",
+    parse: checkTimeZone,
+    key: "timeZone",
+  },
+  {
+    name: "site-types",
+    arg: "A,B",
+    env: "OBS_TELEMETRY_SITE_TYPES",
+    help: "Types also written to the site file during a run",
+    shownDefault: DEFAULT_SITE_TYPES.join(","),
+    parse: parseList,
+    key: "siteTypes",
+  },
+  {
+    name: "fsync",
+    arg: "MODE",
+    env: "OBS_TELEMETRY_FSYNC",
+    help: FSYNC_MODES.join(" | "),
+    default: "interval",
+    parse: parseFsync,
+    key: "fsync",
+  },
+  {
+    name: "token",
+    arg: "TOKEN",
+    env: "OBS_TELEMETRY_TOKEN",
+    help: "Require 'Authorization: Bearer TOKEN'",
+    key: "token",
+  },
+  {
+    name: "allow-run-root",
+    arg: "DIR",
+    help: "Also allow run directories below DIR (repeatable)",
+    multiple: true,
+    key: "allowRunRoots",
+  },
+  {
+    name: "max-body",
+    arg: "BYTES",
+    help: "Largest request body",
+    // DEFAULT_MAX_BODY lives in server.ts, which imports this module (through _spawn.ts);
+    // tests/run_flags_test.ts checks that the two agree.
+    shownDefault: "1048576",
+    noteColumn: 34,
+    parse: positiveInt("--max-body"),
+    key: "maxBody",
+  },
+  {
+    name: "max-types",
+    arg: "N",
+    help: "Most event types the snapshot holds",
+    shownDefault: String(DEFAULT_MAX_TYPES),
+    parse: positiveInt("--max-types"),
+    key: "maxTypes",
+  },
+  { name: "insecure", help: "Allow a non-loopback --host without a token", key: "insecure" },
+  { name: "verbose", help: "Log one line per incoming event", key: "verbose" },
+];
+
+/**
+ * The environment variables the server may read: the only `--allow-env` it gets (CONTRACT 6).
+ * They are the variables of {@linkcode RUN_FLAGS}, in its order.
+ */
+export const SERVER_ENV_VARS: readonly string[] = RUN_FLAGS.flatMap((flag) =>
+  flag.env === undefined ? [] : [flag.env]
+);
+
+/**
+ * The `parseArgs` options of the `run` flags (without `--help`).
+ *
+ * @returns One option per row of {@linkcode RUN_FLAGS}: a string, repeatable string or boolean.
+ *
+ * @example Usage
+ * ```ts
+ * import { runParseOptions } from "./_run_flags.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.deepEqual(runParseOptions()["verbose"], { type: "boolean" });
+ * ```
+ */
+export function runParseOptions(): NonNullable<ParseArgsConfig["options"]> {
+  return Object.fromEntries(RUN_FLAGS.map((flag) => [
+    flag.name,
+    flag.arg === undefined
+      ? { type: "boolean" as const }
+      : flag.multiple
+      ? { type: "string" as const, multiple: true }
+      : { type: "string" as const },
+  ]));
+}
+
+/** Help text in which a longer summary moves the note to a line of its own. */
+const WRAP_AFTER = 40;
+/** Where the help text starts: two spaces, the flag column and two more spaces. */
+const TEXT_COLUMN = 24;
+
+function helpNote(flag: RunFlag): string | undefined {
+  const shown = flag.shownDefault ?? (typeof flag.default === "string" ? flag.default : undefined);
+  const parts = [
+    ...(flag.env === undefined ? [] : [`env ${flag.env}`]),
+    ...(shown === undefined ? [] : [`default ${shown}`]),
+  ];
+  return parts.length === 0 ? undefined : `[${parts.join(", ")}]`;
+}
+
+function helpText(flag: RunFlag): string {
+  const note = helpNote(flag);
+  if (note === undefined) return flag.help;
+  const column = flag.noteColumn ?? 30;
+  if (flag.help.length > WRAP_AFTER) {
+    return `${flag.help}\n${" ".repeat(TEXT_COLUMN + column)}${note}`;
+  }
+  return `${flag.help.padEnd(column - 1)} ${note}`;
+}
+
+/**
+ * The help lines of the `run` flags, one per row of {@linkcode RUN_FLAGS} (without `--help`).
+ *
+ * @returns The lines, each ending with a newline.
+ *
+ * @example Usage
+ * ```ts
+ * import { runFlagHelp } from "./_run_flags.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.match(runFlagHelp(), /^ {2}--max-types N {9}Most event types/m);
+ * ```
+ */
+export function runFlagHelp(): string {
+  return RUN_FLAGS.map((flag) => {
+    const left = flag.arg === undefined ? `--${flag.name}` : `--${flag.name} ${flag.arg}`;
+    return `  ${left.padEnd(TEXT_COLUMN - 4)}  ${helpText(flag)}\n`;
+  }).join("");
+}
+
+/** The flags as `parseArgs` returns them, keyed by flag name. */
+export type RunFlagInput = Readonly<
+  Record<string, string | boolean | (string | boolean)[] | undefined>
+>;
+
+function resolveFlag(
+  flag: RunFlag,
+  given: string | boolean | (string | boolean)[] | undefined,
+  env: (name: string) => string | undefined,
+): unknown {
+  if (flag.arg === undefined) return given === true;
+  if (flag.multiple) return given ?? [];
+  const text = (given as string | undefined) ??
+    (flag.env === undefined ? undefined : env(flag.env)) ??
+    (typeof flag.default === "function" ? flag.default() : flag.default);
+  if (text === undefined) return undefined;
+  return flag.parse ? flag.parse(text) : text;
+}
+
+/**
+ * Resolves the `run` flags: each from its flag, else its environment variable, else its default,
+ * checked in the order of {@linkcode RUN_FLAGS}.
+ *
+ * @param given The flags as `parseArgs` returns them.
+ * @param env Reads an environment variable.
+ * @returns The values; an optional one without flag, variable or default is left out.
+ * @throws {RangeError} For the first flag (or variable) whose text is not a valid value.
+ *
+ * @example Usage
+ * ```ts
+ * import { resolveRunFlags } from "./_run_flags.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const values = resolveRunFlags({ port: "7000", tz: "UTC" }, () => undefined);
+ * assert.equal(values.port, 7000);
+ * assert.equal(values.siteDir, "telemetry");
+ * assert.equal(values.maxTypes, undefined);
+ * ```
+ */
+export function resolveRunFlags(
+  given: RunFlagInput,
+  env: (name: string) => string | undefined = readEnv,
+): RunFlagValues {
+  const values: Record<string, unknown> = {};
+  for (const flag of RUN_FLAGS) {
+    const value = resolveFlag(flag, given[flag.name], env);
+    if (value !== undefined) values[flag.key] = value;
+  }
+  return values as unknown as RunFlagValues;
+}
+
+/**
+ * The command-line arguments that give `telemetry run` these values: a switch when true, a
+ * repeatable flag once per value, a list joined by commas; a value left out gives no argument.
+ *
+ * @param values Some or all of the values, as {@linkcode resolveRunFlags} returns them.
+ * @returns The arguments, in the order of {@linkcode RUN_FLAGS}.
+ *
+ * @example Usage
+ * ```ts
+ * import { runFlagArgs } from "./_run_flags.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.deepEqual(
+ *   runFlagArgs({ siteTypes: ["weather", "dome"], allowRunRoots: ["/a", "/b"], verbose: true }),
+ *   ["--site-types", "weather,dome", "--allow-run-root", "/a", "--allow-run-root", "/b", "--verbose"],
+ * );
+ * ```
+ */
+export function runFlagArgs(values: Partial<RunFlagValues>): string[] {
+  const args: string[] = [];
+  for (const flag of RUN_FLAGS) {
+    const value: unknown = values[flag.key];
+    if (value === undefined || value === false) continue;
+    if (value === true) args.push(`--${flag.name}`);
+    else if (flag.multiple) {
+      for (const item of value as readonly string[]) args.push(`--${flag.name}`, item);
+    } else {
+      args.push(`--${flag.name}`, Array.isArray(value) ? value.join(",") : String(value));
+    }
+  }
+  return args;
+}
