@@ -223,13 +223,22 @@ export const RUN_FLAGS: readonly RunFlag[] = [
   { name: "verbose", help: "Log one line per incoming event", key: "verbose" },
 ];
 
+/** The `--allow-env` order CONTRACT 6 prints; every variable of {@linkcode RUN_FLAGS} has a place. */
+const ENV_ORDER = ["HOST", "PORT", "SITE_DIR", "TZ", "SITE_TYPES", "TOKEN", "FSYNC"];
+
 /**
  * The environment variables the server may read: the only `--allow-env` it gets (CONTRACT 6).
- * They are the variables of {@linkcode RUN_FLAGS}, in its order.
+ * They are the variables of {@linkcode RUN_FLAGS}, in the order CONTRACT 6 lists them (a new
+ * variable goes last).
  */
 export const SERVER_ENV_VARS: readonly string[] = RUN_FLAGS.flatMap((flag) =>
   flag.env === undefined ? [] : [flag.env]
-);
+).toSorted((a, b) => envRank(a) - envRank(b));
+
+function envRank(name: string): number {
+  const rank = ENV_ORDER.indexOf(name.replace(/^OBS_TELEMETRY_/, ""));
+  return rank < 0 ? ENV_ORDER.length : rank;
+}
 
 /**
  * The `parseArgs` options of the `run` flags (without `--help`).
