@@ -17,7 +17,7 @@
  *
  * @example Usage
  * ```ts
- * import { dayKey } from "@obs-utils/telemetry/server";
+ * import { dayKey } from "./_day_key.ts";
  * import assert from "node:assert/strict";
  *
  * assert.equal(dayKey(Date.parse("2026-01-02T11:59:59.999Z"), "UTC"), "20260101");
@@ -53,7 +53,7 @@ function dayWindow(epochMs: number, timeZone: string): DayWindow {
  *
  * @example Usage
  * ```ts
- * import { DayKeyer } from "@obs-utils/telemetry/server";
+ * import { DayKeyer } from "./_day_key.ts";
  * import assert from "node:assert/strict";
  *
  * const keyer = new DayKeyer("Pacific/Auckland");
@@ -83,7 +83,7 @@ export class DayKeyer {
    *
    * @example Usage
    * ```ts
-   * import { DayKeyer } from "@obs-utils/telemetry/server";
+   * import { DayKeyer } from "./_day_key.ts";
    * import assert from "node:assert/strict";
    *
    * assert.equal(new DayKeyer("UTC").keyFor(0), "19691231");
@@ -106,7 +106,7 @@ export class DayKeyer {
  *
  * @example Usage
  * ```ts
- * import { checkTimeZone } from "@obs-utils/telemetry/server";
+ * import { checkTimeZone } from "./_day_key.ts";
  * import assert from "node:assert/strict";
  *
  * assert.equal(checkTimeZone("UTC"), "UTC");

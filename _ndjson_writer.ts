@@ -101,7 +101,7 @@ export async function writeFull(file: Deno.FsFile, bytes: Uint8Array): Promise<v
  *
  * @example Usage
  * ```ts ignore
- * import { NdjsonWriter } from "@obs-utils/telemetry/server";
+ * import { NdjsonWriter } from "./_ndjson_writer.ts";
  * const writer = await NdjsonWriter.open("telemetry/site_20261121.ndjson", "interval");
  * await writer.append(new TextEncoder().encode('{"seq":1}\n'));
  * await writer.close();

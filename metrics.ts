@@ -14,7 +14,6 @@
  */
 
 import type { TelemetryService, WriteReport } from "./service.ts";
-import type { StreamHub } from "./stream.ts";
 
 /** The `Content-Type` of the Prometheus text format 0.0.4. */
 export const METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
@@ -37,10 +36,21 @@ export function escapeLabelValue(value: string): string {
   return value.replace(/[\\"\n]/g, (c) => c === "\n" ? "\\n" : "\\" + c);
 }
 
+/** The live-stream counters `/metrics` reports. */
+export interface StreamCounts {
+  /** Connected `GET /stream` clients. */
+  readonly clients: number;
+  /** Clients dropped because they fell behind. */
+  readonly dropped: number;
+}
+
 /** Options of {@linkcode ServiceMetrics.render}. */
 export interface RenderMetricsOptions {
-  /** When given, adds `telemetry_stream_clients` and `telemetry_stream_dropped_total`. */
-  streams?: StreamHub;
+  /**
+   * When given (the server passes its stream hub), adds `telemetry_stream_clients` and
+   * `telemetry_stream_dropped_total`.
+   */
+  streams?: StreamCounts;
 }
 
 function formatValue(value: number): string {

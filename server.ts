@@ -68,38 +68,19 @@ export {
 } from "./_errors.ts";
 export { isLoopback, toProblem } from "./_http.ts";
 export {
-  DEFAULT_KEEPALIVE_MS,
-  DEFAULT_STREAM_QUEUE_BYTES,
-  type OpenStreamOptions,
-  type ServerSentEventMessage,
-  ServerSentEventStream,
-  StreamHub,
-  type StreamHubOptions,
-} from "./stream.ts";
-export {
-  escapeLabelValue,
   Histogram,
-  METRICS_CONTENT_TYPE,
   type RenderMetricsOptions,
   ServiceMetrics,
+  type StreamCounts,
 } from "./metrics.ts";
-export { dashboardResponse, renderDashboard } from "./dashboard.ts";
 export {
   permissionFlags,
   SERVER_ENV_VARS,
-  SERVICE_V8_FLAGS,
   type SpawnedServer,
   type SpawnOptions,
   spawnServer,
 } from "./_spawn.ts";
-export {
-  checkTimeZone,
-  dayKey,
-  DayKeyer,
-  FSYNC_MODES,
-  type FsyncMode,
-  NdjsonWriter,
-} from "./storage.ts";
+export type { FsyncMode } from "./_ndjson_writer.ts";
 
 /** The package version, from `deno.json`. */
 export const VERSION: string = denoJson.version;

@@ -7,7 +7,7 @@
  *
  * @example Usage
  * ```ts
- * import { ServerSentEventStream } from "@obs-utils/telemetry/server";
+ * import { ServerSentEventStream } from "./sse.ts";
  * import { ServerSentEventParserStream } from "@obs-utils/telemetry/client";
  * import assert from "node:assert/strict";
  *
@@ -86,7 +86,7 @@ function encodeMessage(message: ServerSentEventMessage): Uint8Array {
  *
  * @example Usage
  * ```ts
- * import { ServerSentEventStream } from "@obs-utils/telemetry/server";
+ * import { ServerSentEventStream } from "./sse.ts";
  * import assert from "node:assert/strict";
  *
  * const body = ReadableStream.from([{ data: "a\nb", id: "site:1" }, { comment: "keepalive" }])

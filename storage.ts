@@ -8,7 +8,7 @@
  *
  * @example Usage
  * ```ts
- * import { dayKey } from "@obs-utils/telemetry/server";
+ * import { dayKey } from "./_day_key.ts";
  * import assert from "node:assert/strict";
  *
  * // 11:59 local time still belongs to the previous night's file.
@@ -97,7 +97,7 @@ export interface SiteResume extends StreamScan {
  *
  * @example Usage
  * ```ts ignore
- * import { SiteStore } from "@obs-utils/telemetry/server";
+ * import { SiteStore } from "./storage.ts";
  * const store = await SiteStore.open({
  *   siteDir: "./telemetry", timeZone: "UTC", fsync: "interval", warn: console.warn,
  * });

@@ -17,7 +17,7 @@
  *
  * @example Usage
  * ```ts
- * import { ServerSentEventStream } from "@obs-utils/telemetry/server";
+ * import { ServerSentEventStream } from "./sse.ts";
  * import assert from "node:assert/strict";
  *
  * const body = ReadableStream.from([{ event: "run", data: '{"run_id":"001"}' }])
@@ -89,7 +89,8 @@ interface Client {
  *
  * @example Usage
  * ```ts ignore
- * import { StreamHub, TelemetryService } from "@obs-utils/telemetry/server";
+ * import { TelemetryService } from "@obs-utils/telemetry/server";
+ * import { StreamHub } from "./stream.ts";
  *
  * await using service = await TelemetryService.open({ siteDir: "./telemetry" });
  * const hub = new StreamHub(service, { keepaliveMs: 5000 });

@@ -28,7 +28,7 @@
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
 import { join, resolve } from "node:path";
-import { SERVICE_V8_FLAGS } from "../server.ts";
+import { SERVICE_V8_FLAGS } from "../_spawn.ts";
 
 const { values: flags } = parseArgs({
   args: Deno.args.filter((a) => a !== "--"), // `deno task bench -- --seconds 2` passes the "--"
