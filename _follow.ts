@@ -10,16 +10,13 @@
 import { isJsonObject, type RunRecord, TelemetryEvent } from "./event.ts";
 import { sleep } from "./_async.ts";
 import { type ParsedServerSentEvent, ServerSentEventParserStream } from "./sse.ts";
+import { Exchange, isRunRecord, toSnapshot, type Transport } from "./_transport.ts";
 import {
   causeText,
-  Exchange,
-  isRunRecord,
   preview,
   TelemetryConnectionError,
   TelemetryHttpError,
-  toSnapshot,
-  type Transport,
-} from "./_transport.ts";
+} from "./_client_errors.ts";
 
 /** Options of {@linkcode TelemetryClient.follow}. */
 export interface FollowOptions {

@@ -27,28 +27,50 @@
  * @module
  */
 
-import {
-  checkEventType,
-  describe,
-  isJsonObject,
-  type JsonObject,
-  type RunRecord,
-  type TelemetryEvent,
-} from "./event.ts";
+import { describe, isJsonObject, type JsonObject, type TelemetryEvent } from "./event.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, resolveBaseUrl, resolveToken } from "./_address.ts";
 import { type FetchFunction, Transport } from "./_transport.ts";
 import { type FollowMessage, type FollowOptions, followStream } from "./_follow.ts";
+import {
+  checkDelay,
+  checkOptionsObject,
+  checkSignal,
+  checkType,
+  stringifyBody,
+  toWire,
+} from "./_client_args.ts";
+import type {
+  ClientOptions,
+  EventInput,
+  HealthInfo,
+  PostEventOptions,
+  ReadyInfo,
+  RequestOptions,
+  RunInfo,
+  StartRunOptions,
+} from "./_client_types.ts";
 
-// The SSE parser lives in sse.ts with its encoder, the error classes in _transport.ts where a
-// response is read, the follow messages in _follow.ts with the loop that yields them; all stay
+export type {
+  ClientOptions,
+  EventInput,
+  HealthInfo,
+  PostEventOptions,
+  ReadyInfo,
+  RequestOptions,
+  RunInfo,
+  StartRunOptions,
+} from "./_client_types.ts";
+
+// The SSE parser lives in sse.ts with its encoder, the error classes in _client_errors.ts, the
+// option types in _client_types.ts, the follow messages in _follow.ts with the loop that yields them; all stay
 // importable from here.
 export { type ParsedServerSentEvent, ServerSentEventParserStream } from "./sse.ts";
+export type { FetchFunction } from "./_transport.ts";
 export {
-  type FetchFunction,
   TelemetryConnectionError,
   TelemetryHttpError,
   type TelemetryHttpErrorOptions,
-} from "./_transport.ts";
+} from "./_client_errors.ts";
 export {
   type DisconnectedMessage,
   type FollowMessage,
@@ -64,232 +86,6 @@ export const DEFAULT_CLIENT_PORT: number = DEFAULT_PORT;
 export const DEFAULT_CLIENT_HOST: string = DEFAULT_HOST;
 /** The default per-request timeout in milliseconds. */
 export const DEFAULT_TIMEOUT_MS = 5000;
-
-/** Options of the {@linkcode TelemetryClient} constructor. */
-export interface ClientOptions {
-  /**
-   * Base address of the service, for example `"http://127.0.0.1:6562"`. When given, `host` and
-   * `port` are ignored. A path prefix (a reverse proxy) is kept.
-   */
-  baseUrl?: string | URL;
-  /**
-   * Host of the service when `baseUrl` is not given; IPv6 addresses may omit the brackets.
-   * @default {OBS_TELEMETRY_HOST, else "localhost"}
-   */
-  host?: string;
-  /**
-   * Port of the service when `baseUrl` is not given.
-   * @default {OBS_TELEMETRY_PORT, else 6562}
-   */
-  port?: number;
-  /**
-   * Bearer token sent as `Authorization: Bearer <token>` (CONTRACT 2.8).
-   * @default {OBS_TELEMETRY_TOKEN, else none}
-   */
-  token?: string;
-  /**
-   * Milliseconds a call may take before it fails with {@linkcode TelemetryConnectionError};
-   * `Infinity` disables the limit. For {@linkcode TelemetryClient.follow} it limits connecting.
-   * @default {5000}
-   */
-  timeoutMs?: number;
-  /**
-   * The `fetch` to use instead of the global one (called unbound, as browsers require).
-   * @default {globalThis.fetch}
-   */
-  fetch?: FetchFunction;
-}
-
-/** Per-call options shared by the client's methods. */
-export interface RequestOptions {
-  /**
-   * Aborts the call. The call then rejects with the signal's `reason`, not with a
-   * {@linkcode TelemetryConnectionError}.
-   */
-  signal?: AbortSignal;
-}
-
-/** Options of {@linkcode TelemetryClient.postEvent}. */
-export interface PostEventOptions extends RequestOptions {
-  /**
-   * Caller metadata copied into the envelope; the server adds `run_id` during a run.
-   * @default {{}}
-   */
-  meta?: JsonObject;
-  /**
-   * When the reading was taken: an ISO 8601 date-time with `Z` or an offset, or a `Date`.
-   * @default {the server's receive time}
-   */
-  ts?: string | Date;
-  /**
-   * `false` updates only the in-memory snapshot; nothing is written to disk.
-   * @default {true}
-   */
-  storePermanently?: boolean;
-  /**
-   * `false` writes the event without updating the snapshot (the legacy `insert`).
-   * @default {true}
-   */
-  makeCurrent?: boolean;
-}
-
-/** One item of {@linkcode TelemetryClient.postEvents}: an event type, its data and its options. */
-export interface EventInput {
-  /** Event type, for example `"weather"`. */
-  type: string;
-  /** Payload: a plain JSON object. */
-  data: JsonObject;
-  /** See {@linkcode PostEventOptions.meta}. */
-  meta?: JsonObject;
-  /** See {@linkcode PostEventOptions.ts}. */
-  ts?: string | Date;
-  /** See {@linkcode PostEventOptions.storePermanently}. */
-  storePermanently?: boolean;
-  /** See {@linkcode PostEventOptions.makeCurrent}. */
-  makeCurrent?: boolean;
-}
-
-/** Options of {@linkcode TelemetryClient.startRun}; all optional (SPEC 4.4). */
-export interface StartRunOptions extends RequestOptions {
-  /** Run identifier, one safe path segment such as `"m31-1"`; derived when omitted. */
-  runId?: string;
-  /** Run directory; a relative value is resolved under the site directory. */
-  runDir?: string;
-  /** Metadata stored with the run record as given. */
-  meta?: JsonObject;
-}
-
-/**
- * A run record as the service sends it (CONTRACT 2.3). The client keeps the wire's snake_case
- * field names, as the envelope's `meta.run_id` does, so a record can be logged or compared with
- * `GET /run` output unchanged.
- */
-export type RunInfo = RunRecord;
-
-/** The answer of `GET /ready` (CONTRACT 2.2), field names as on the wire. */
-export interface ReadyInfo {
-  /** Always `true` when the server answers. */
-  ready: boolean;
-  /** Whether a run is active. */
-  run_active: boolean;
-  /** The active run's id, or `null`. */
-  run_id: string | null;
-  /** The server's package version. */
-  version: string;
-}
-
-/** The answer of `GET /health` (CONTRACT 2.2). */
-export interface HealthInfo {
-  /** `true` when the server is alive. */
-  ok: boolean;
-}
-
-function noPeriod(sentence: string): string {
-  return sentence.replace(/\.$/, "");
-}
-
-/** Builds the wire body of one event, throwing TypeError for bad arguments. */
-function toWire(
-  type: unknown,
-  data: unknown,
-  options: Omit<PostEventOptions, "signal">,
-  action: string,
-): JsonObject {
-  const typeProblem = checkEventType(type);
-  if (typeProblem) throw new TypeError(`${action}: ${noPeriod(typeProblem)}`);
-  if (!isJsonObject(data)) {
-    throw new TypeError(
-      `${action}: "data" must be a plain JSON object such as {"wind_mps": 2.1}, not ${
-        describe(data)
-      }`,
-    );
-  }
-  const body: JsonObject = { type, data };
-  const { meta, ts, storePermanently, makeCurrent } = options;
-  if (meta !== undefined) {
-    if (!isJsonObject(meta)) {
-      throw new TypeError(`${action}: "meta" must be a plain JSON object, not ${describe(meta)}`);
-    }
-    body.meta = meta;
-  }
-  if (ts !== undefined) {
-    if (ts instanceof Date) {
-      if (Number.isNaN(ts.getTime())) {
-        throw new RangeError(`${action}: "ts" is an invalid Date; pass a valid Date or string`);
-      }
-      body.ts = ts.toISOString();
-    } else if (typeof ts === "string") {
-      body.ts = ts;
-    } else {
-      throw new TypeError(
-        `${action}: "ts" must be an ISO 8601 string or a Date, not ${describe(ts)}`,
-      );
-    }
-  }
-  if (storePermanently !== undefined) {
-    if (typeof storePermanently !== "boolean") {
-      throw new TypeError(
-        `${action}: "storePermanently" must be a boolean, not ${describe(storePermanently)}`,
-      );
-    }
-    body.store_permanently = storePermanently;
-  }
-  if (makeCurrent !== undefined) {
-    if (typeof makeCurrent !== "boolean") {
-      throw new TypeError(
-        `${action}: "makeCurrent" must be a boolean, not ${describe(makeCurrent)}`,
-      );
-    }
-    body.make_current = makeCurrent;
-  }
-  return body;
-}
-
-function stringifyBody(value: unknown, action: string): string {
-  try {
-    return JSON.stringify(value);
-  } catch (err) {
-    // JSON.stringify throws TypeError for BigInt values and cycles.
-    if (err instanceof TypeError) {
-      throw new TypeError(`${action}: the value cannot be serialised as JSON (${err.message})`, {
-        cause: err,
-      });
-    }
-    throw err;
-  }
-}
-
-function checkOptionsObject(options: unknown, action: string): void {
-  if (options !== undefined && (typeof options !== "object" || options === null)) {
-    throw new TypeError(`${action}: the options must be an object, not ${describe(options)}`);
-  }
-}
-
-function checkSignal(signal: unknown, action: string): AbortSignal | undefined {
-  if (signal === undefined) return undefined;
-  if (!(signal instanceof AbortSignal)) {
-    throw new TypeError(`${action}: "signal" must be an AbortSignal, not ${describe(signal)}`);
-  }
-  return signal;
-}
-
-function checkType(type: unknown, action: string, argument: string): string {
-  const problem = checkEventType(type);
-  if (problem) throw new TypeError(`${action}: ${noPeriod(problem).replace(/^"type"/, argument)}`);
-  return type as string;
-}
-
-function checkDelay(value: unknown, name: string, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== "number" || Number.isNaN(value) || value < 0) {
-    throw new RangeError(
-      `Cannot follow the event stream: "${name}" must be a non-negative number of milliseconds, not ${
-        String(value)
-      }`,
-    );
-  }
-  return value;
-}
 
 /**
  * A client for the telemetry service (SPEC 4.3, CONTRACT 5). Every method that talks to the
