@@ -48,6 +48,7 @@
 import { join, resolve } from "node:path";
 import { checkEventType, daysInMonth, describe } from "./event.ts";
 import { siteFileName, SiteInUseError, SiteLock, writeFull } from "./storage.ts";
+import { buildTail, LINE_HEAD, LineSplitter, TAIL_TS_OFFSET } from "./_ndjson.ts";
 
 /** Name of the file, in the destination, that receives every input line that was not converted. */
 export const REJECTS_FILE = "migrate-rejects.ndjson";
@@ -56,7 +57,8 @@ export const REJECTS_FILE = "migrate-rejects.ndjson";
 export const MIGRATED_FROM = "PanFileDB";
 
 const TMP_PREFIX = ".migrate-tmp-";
-const META_PREFIX = `"meta":{"migrated_from":${JSON.stringify(MIGRATED_FROM)},"original_id":`;
+// `meta` of a migrated line up to the value of `original_id`; a closing brace follows it.
+const META_HEAD = `{"migrated_from":${JSON.stringify(MIGRATED_FROM)},"original_id":`;
 const DEFAULT_CHUNK_BYTES = 1 << 20;
 const DEFAULT_BUFFER_BYTES = 4 << 20;
 const TYPE_CACHE_LIMIT = 10_000;
@@ -597,25 +599,16 @@ class Collector {
   line(text: string, lineNo: number): void {
     this.lines++;
     this.#counts.lines++;
-    const first = text.charCodeAt(0);
-    if ((first <= 32 || first === 0xfeff || Number.isNaN(first)) && text.trim() === "") {
+    if (isBlank(text)) {
       this.blankLines++;
       this.#counts.blankLines++;
       return;
     }
-    let rec: unknown;
-    try {
-      rec = JSON.parse(text);
-    } catch (err) {
-      if (!(err instanceof SyntaxError)) throw err;
-      this.#reject(text, lineNo, `line is not valid JSON: ${clip(err.message, 120)}`);
+    const record = parseRecord(text);
+    if (typeof record === "string") {
+      this.#reject(text, lineNo, record);
       return;
     }
-    if (typeof rec !== "object" || rec === null || Array.isArray(rec)) {
-      this.#reject(text, lineNo, `record is ${describe(rec)}, not a JSON object`);
-      return;
-    }
-    const record = rec as Record<string, unknown>;
     const date = record.date;
     if (typeof date !== "string") {
       this.#reject(
@@ -630,21 +623,29 @@ class Collector {
       this.#reject(text, lineNo, ts.reason);
       return;
     }
-    const type = record.type;
-    let typeJson: TypeVerdict;
-    if (type === undefined || type === null) {
-      typeJson = this.#collectionType;
-    } else if (typeof type === "string") {
-      typeJson = this.#types.get(type) ?? this.#checkType(type);
-    } else {
-      typeJson = { reason: `"type" is ${describe(type)}, not a string` };
-    }
+    const typeJson = this.#typeJson(record.type);
     if (typeof typeJson !== "string") {
       this.#reject(text, lineNo, typeJson.reason);
       return;
     }
+    const bucket = this.#bucket(date.slice(0, 10));
+    bucket.lines++;
+    this.records++;
+    this.#counts.records++;
+    if (this.#spillDir === undefined) return;
+    // The line without its `{"seq":N` head, which pass 2 adds after sorting.
+    this.#append(bucket, `${migratedTail(record, ts, typeJson)}\n`);
+  }
 
-    const key = date.slice(0, 10);
+  /** The record's `type` as JSON, the collection's when it has none; or why it is refused. */
+  #typeJson(type: unknown): TypeVerdict {
+    if (type === undefined || type === null) return this.#collectionType;
+    if (typeof type === "string") return this.#types.get(type) ?? this.#checkType(type);
+    return { reason: `"type" is ${describe(type)}, not a string` };
+  }
+
+  /** The bucket of a written date, `YYYY-MM-DD`; consecutive records mostly share one. */
+  #bucket(key: string): Bucket {
     let bucket = this.#lastBucket;
     if (key !== this.#lastDate || bucket === undefined) {
       bucket = this.buckets.get(key);
@@ -655,25 +656,7 @@ class Collector {
       this.#lastDate = key;
       this.#lastBucket = bucket;
     }
-    bucket.lines++;
-    this.records++;
-    this.#counts.records++;
-    if (this.#spillDir === undefined) return;
-
-    const data = record.data;
-    const dataJson = typeof data === "object" && data !== null && !Array.isArray(data)
-      ? JSON.stringify(data)
-      : data === undefined
-      ? "{}"
-      : `{"value":${JSON.stringify(data)}}`;
-    const id = record._id;
-    const idJson = id === undefined ? "null" : JSON.stringify(id);
-    // The line without its `{"seq":N,` head, which pass 2 adds after sorting. It starts with
-    // `"ts":"` so the 24-character timestamp sits at a fixed offset for the sort.
-    this.#append(
-      bucket,
-      `"ts":"${ts}","type":${typeJson},"data":${dataJson},${META_PREFIX}${idJson}}}\n`,
-    );
+    return bucket;
   }
 
   #checkType(type: string): TypeVerdict {
@@ -696,6 +679,40 @@ class Collector {
       },"text":${JSON.stringify(text)}}\n`,
     );
   }
+}
+
+// Blank: empty or whitespace only; the first character decides cheaply for almost every line.
+function isBlank(text: string): boolean {
+  const first = text.charCodeAt(0);
+  return (first <= 32 || first === 0xfeff || Number.isNaN(first)) && text.trim() === "";
+}
+
+/** A line's record, or why it is not one (a string). */
+function parseRecord(text: string): Record<string, unknown> | string {
+  let rec: unknown;
+  try {
+    rec = JSON.parse(text);
+  } catch (err) {
+    if (!(err instanceof SyntaxError)) throw err;
+    return `line is not valid JSON: ${clip(err.message, 120)}`;
+  }
+  if (typeof rec !== "object" || rec === null || Array.isArray(rec)) {
+    return `record is ${describe(rec)}, not a JSON object`;
+  }
+  return rec as Record<string, unknown>;
+}
+
+/** The tail of a migrated line (see {@linkcode buildTail}): its `data` and `meta` per CONTRACT 7. */
+function migratedTail(record: Record<string, unknown>, ts: string, typeJson: string): string {
+  const data = record.data;
+  const dataJson = typeof data === "object" && data !== null && !Array.isArray(data)
+    ? JSON.stringify(data)
+    : data === undefined
+    ? "{}"
+    : `{"value":${JSON.stringify(data)}}`;
+  const id = record._id;
+  const idJson = id === undefined ? "null" : JSON.stringify(id);
+  return buildTail({ ts, typeJson, dataJson, metaJson: `${META_HEAD}${idJson}}` });
 }
 
 async function drain(sink: Sink, path: string): Promise<void> {
@@ -735,40 +752,18 @@ async function readInput(input: InputFile, ctx: ReadContext, counts: FileCounts)
   try {
     // Non-fatal decoding: the legacy writer emitted ASCII-only JSON (Python's ensure_ascii), so a
     // stray invalid byte can only sit in a line that is broken anyway.
-    const decoder = new TextDecoder();
-    let lineNo = 0;
-    let carry: string[] = [];
+    const splitter = new LineSplitter();
+    const onLine = (line: string, lineNo: number) => collector.line(line, lineNo);
     while (true) {
       ctx.signal?.throwIfAborted();
       const n = await file.read(buffer);
       if (n === null) break;
       collector.bytesRead += n;
-      const text = decoder.decode(buffer.subarray(0, n), { stream: true });
-      let start = 0;
-      let nl = text.indexOf("\n");
-      while (nl !== -1) {
-        let line = text.slice(start, nl);
-        if (carry.length > 0) {
-          carry.push(line);
-          line = carry.join("");
-          carry = [];
-        }
-        if (line.charCodeAt(line.length - 1) === 13) line = line.slice(0, -1);
-        collector.line(line, ++lineNo);
-        start = nl + 1;
-        nl = text.indexOf("\n", start);
-      }
-      // Only the new chunk is searched for a newline, so a very long line costs linear time.
-      if (start < text.length) carry.push(text.slice(start));
+      splitter.push(buffer.subarray(0, n), onLine);
       if (collector.flushDue) await collector.flush();
       ctx.progress();
     }
-    carry.push(decoder.decode());
-    let last = carry.join("");
-    if (last !== "") {
-      if (last.charCodeAt(last.length - 1) === 13) last = last.slice(0, -1);
-      collector.line(last, ++lineNo);
-    }
+    splitter.end(onLine);
   } finally {
     file.close();
   }
@@ -776,7 +771,9 @@ async function readInput(input: InputFile, ctx: ReadContext, counts: FileCounts)
 
 // --- pass 2: sort each day and write it ----------------------------------------------------------
 
-const SEQ_HEAD = encoder.encode(`{"seq":`);
+const SEQ_HEAD = encoder.encode(LINE_HEAD);
+// Digits of the largest seq a line can have (Number.MAX_SAFE_INTEGER).
+const MAX_SEQ_DIGITS = 16;
 
 function digit(bytes: Uint8Array, i: number): number {
   return (bytes[i] as number) - 48;
@@ -827,11 +824,11 @@ async function writeDay(tmp: string, date: string, buffers: DayBuffers): Promise
     p = bytes.indexOf(10, p) + 1; // every spilled line ends in "\n"
   }
   const n = starts.length;
-  // Epoch milliseconds from the fixed-width `"ts":"YYYY-MM-DDTHH:MM:SS.mmmZ"` at each line's head.
+  // Epoch milliseconds from the fixed-width `YYYY-MM-DDTHH:MM:SS.mmmZ` near each tail's head.
   const keys = new Float64Array(n);
   let sorted = true;
   for (let i = 0; i < n; i++) {
-    const s = (starts[i] as number) + 6;
+    const s = (starts[i] as number) + TAIL_TS_OFFSET;
     const year = twoDigits(bytes, s) * 100 + twoDigits(bytes, s + 2);
     const key = daysFromCivil(year, twoDigits(bytes, s + 5), twoDigits(bytes, s + 8)) * 86_400_000 +
       twoDigits(bytes, s + 11) * 3_600_000 + twoDigits(bytes, s + 14) * 60_000 +
@@ -846,7 +843,7 @@ async function writeDay(tmp: string, date: string, buffers: DayBuffers): Promise
     // Ties keep input order (sorted file path, then line number).
     order.sort((a, b) => (keys[a] as number) - (keys[b] as number) || a - b);
   }
-  const need = bytes.length + n * (SEQ_HEAD.length + 17);
+  const need = bytes.length + n * (SEQ_HEAD.length + MAX_SEQ_DIGITS);
   if (buffers.output.length < need) buffers.output = new Uint8Array(Math.ceil(need * 1.25));
   const out = buffers.output;
   let pos = 0;
@@ -858,7 +855,6 @@ async function writeDay(tmp: string, date: string, buffers: DayBuffers): Promise
     pos += SEQ_HEAD.length;
     const seq = String(i + 1);
     for (let d = 0; d < seq.length; d++) out[pos++] = seq.charCodeAt(d);
-    out[pos++] = 44; // ,
     out.set(bytes.subarray(start, end), pos);
     pos += end - start;
   }
