@@ -118,9 +118,23 @@ Deno.test("peekSeqAndType() returns undefined for a line that does not end in a 
   assert.equal(peekSeqAndType(`${LINE}\r`), undefined);
 });
 
-Deno.test("peekSeqAndType() returns undefined for an empty line and for non-JSON", () => {
+Deno.test("peekSeqAndType() returns undefined for an empty line", () => {
   assert.equal(peekSeqAndType(""), undefined);
+});
+
+Deno.test("peekSeqAndType() returns undefined for a line that is not JSON", () => {
   assert.equal(peekSeqAndType("not json"), undefined);
+});
+
+Deno.test("peekSeqAndType() returns undefined for a canonical head with a broken type", () => {
+  assert.equal(
+    peekSeqAndType(`{"seq":1,"ts":"${TS}","type":"a\\x","data":{},"meta":{}}`),
+    undefined,
+  );
+});
+
+Deno.test("readSeqAndType() reads a canonical line through the peek", () => {
+  assert.deepEqual(readSeqAndType(LINE), { seq: 7, type: "weather" });
 });
 
 Deno.test("readSeqAndType() reads a non-canonical line by parsing it", () => {
