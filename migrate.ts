@@ -1032,11 +1032,7 @@ export async function migrate(
   options: MigrateOptions = {},
 ): Promise<MigrateSummary> {
   const started = performance.now();
-  const force = options.force ?? false;
-  const dryRun = options.dryRun ?? false;
-  const chunkBytes = positiveInteger(options.chunkBytes, DEFAULT_CHUNK_BYTES, "chunkBytes");
-  const bufferBytes = positiveInteger(options.bufferBytes, DEFAULT_BUFFER_BYTES, "bufferBytes");
-  const { onProgress, signal } = options;
+  const settings = settingsOf(options);
   const src = resolve(source);
   const dst = resolve(dest);
   const rejectsFile = join(dst, REJECTS_FILE);
@@ -1045,31 +1041,99 @@ export async function migrate(
   const { inputs, skipped } = await discover(src);
   const totalBytes = inputs.reduce((sum, input) => sum + input.bytes, 0);
 
-  let lock: SiteLock | undefined;
-  let tmp: string | undefined;
+  const work: Workspace = { lock: undefined, tmp: undefined };
   try {
-    await prepareDest(dst, !dryRun);
-    if (!dryRun) {
-      lock = await lockDest(dst);
-      // A rejects file from an earlier run means this run must fail without force: read in
-      // counting mode only, to list every conflicting file without spilling anything.
-      const doomed = !force && await exists(rejectsFile);
-      if (!doomed) {
-        await withPermissionHint(
-          async () => {
-            await removeStaleTemp(dst);
-            tmp = join(dst, `${TMP_PREFIX}${crypto.randomUUID()}`);
-            await Deno.mkdir(tmp);
-            await Deno.writeFile(join(tmp, REJECTS_FILE), new Uint8Array());
-          },
-          `write "${dst}"`,
-          `--allow-write=${dst}`,
-        );
-      }
+    await openWorkspace(work, dst, rejectsFile, settings);
+    const collector = new Collector(work.tmp, settings.bufferBytes);
+    const report = reporter(collector, totalBytes, settings.onProgress);
+    const read = await readAll(inputs, collector, settings, report);
+    const plan = planFiles(collector, dst);
+    const existing = await existingTargets(plan.files, rejectsFile, dst);
+    if (existing.length > 0 && !settings.force) throw new MigrateConflictError(dst, existing);
+    if (work.tmp !== undefined) {
+      await writeDays(work.tmp, plan.dates, settings.signal, report);
+      await commit(work.tmp, plan.files, dst, report);
     }
+    return summarize(started, collector, {
+      source: src,
+      dest: dst,
+      dryRun: settings.dryRun,
+      ...read,
+      files: plan.files,
+      rejectsFile,
+      skipped,
+      replaced: existing,
+    });
+  } finally {
+    if (work.tmp !== undefined) await removeTree(work.tmp);
+    await work.lock?.release();
+  }
+}
 
-    const collector = new Collector(tmp, bufferBytes);
-    const snapshot = (phase: MigratePhase, filesDone: number, filesTotal: number) => ({
+/** {@linkcode MigrateOptions} with defaults applied and sizes checked. */
+interface Settings {
+  readonly force: boolean;
+  readonly dryRun: boolean;
+  readonly chunkBytes: number;
+  readonly bufferBytes: number;
+  readonly onProgress: ((progress: MigrateProgress) => void) | undefined;
+  readonly signal: AbortSignal | undefined;
+}
+
+function settingsOf(options: MigrateOptions): Settings {
+  return {
+    force: options.force ?? false,
+    dryRun: options.dryRun ?? false,
+    chunkBytes: positiveInteger(options.chunkBytes, DEFAULT_CHUNK_BYTES, "chunkBytes"),
+    bufferBytes: positiveInteger(options.bufferBytes, DEFAULT_BUFFER_BYTES, "bufferBytes"),
+    onProgress: options.onProgress,
+    signal: options.signal,
+  };
+}
+
+/** What a migration holds in the destination; released by {@linkcode migrate} in any case. */
+interface Workspace {
+  lock: SiteLock | undefined;
+  /** The temporary directory; `undefined` in a dry run or when the run is bound to conflict. */
+  tmp: string | undefined;
+}
+
+// Fills `work` step by step, so whatever was taken before a failure is still released.
+async function openWorkspace(
+  work: Workspace,
+  dst: string,
+  rejectsFile: string,
+  settings: Settings,
+): Promise<void> {
+  await prepareDest(dst, !settings.dryRun);
+  if (settings.dryRun) return;
+  work.lock = await lockDest(dst);
+  // A rejects file from an earlier run means this run must fail without force: read in
+  // counting mode only, to list every conflicting file without spilling anything.
+  const doomed = !settings.force && await exists(rejectsFile);
+  if (doomed) return;
+  await withPermissionHint(
+    async () => {
+      await removeStaleTemp(dst);
+      work.tmp = join(dst, `${TMP_PREFIX}${crypto.randomUUID()}`);
+      await Deno.mkdir(work.tmp);
+      await Deno.writeFile(join(work.tmp, REJECTS_FILE), new Uint8Array());
+    },
+    `write "${dst}"`,
+    `--allow-write=${dst}`,
+  );
+}
+
+/** Reports progress in a phase: files done and files of the phase. */
+type Report = (phase: MigratePhase, filesDone: number, filesTotal: number) => void;
+
+function reporter(
+  collector: Collector,
+  totalBytes: number,
+  onProgress: ((progress: MigrateProgress) => void) | undefined,
+): Report {
+  return (phase, filesDone, filesTotal) =>
+    onProgress?.({
       phase,
       bytesRead: collector.bytesRead,
       totalBytes,
@@ -1079,99 +1143,148 @@ export async function migrate(
       filesDone,
       filesTotal,
     });
-    const ctx: ReadContext = {
-      collector,
-      buffer: new Uint8Array(chunkBytes),
-      progress: () => onProgress?.(snapshot("read", 0, 0)),
-      signal,
-    };
-    const inputSummaries: MigrateInputSummary[] = [];
-    const collections = new Map<string, number>();
-    for (const input of inputs) {
-      const counts: FileCounts = { lines: 0, records: 0, rejects: 0, blankLines: 0 };
-      await readInput(input, ctx, counts);
-      inputSummaries.push({
-        path: input.rel,
-        collection: input.collection,
-        bytes: input.bytes,
-        ...counts,
-      });
-      collections.set(input.collection, (collections.get(input.collection) ?? 0) + counts.records);
-    }
-    await collector.flush();
+}
 
-    const dates = [...collector.buckets.keys()].sort();
-    const files: MigrateFileSummary[] = dates.map((date) => ({
-      name: siteName(date),
-      path: join(dst, siteName(date)),
-      lines: (collector.buckets.get(date) as Bucket).lines,
-    }));
-    const existing: string[] = [];
-    await withPermissionHint(
-      async () => {
-        for (const path of [...files.map((f) => f.path), rejectsFile]) {
-          if (await exists(path)) existing.push(path);
-        }
-      },
-      `read "${dst}"`,
-      `--allow-read=${dst}`,
-    );
-    existing.sort();
-    if (existing.length > 0 && !force) throw new MigrateConflictError(dst, existing);
-
-    if (tmp !== undefined) {
-      const workDir: string = tmp;
-      const syncer = new Syncer(4);
-      const buffers: DayBuffers = { input: new Uint8Array(0), output: new Uint8Array(0) };
-      try {
-        for (let i = 0; i < dates.length; i++) {
-          signal?.throwIfAborted();
-          await syncer.add(await writeDay(workDir, dates[i] as string, buffers));
-          onProgress?.(snapshot("write", i + 1, dates.length));
-        }
-      } catch (err) {
-        // The first failure is the one to report; the files are closed either way.
-        await syncer.drain().catch(() => {});
-        throw err;
-      }
-      await syncer.drain();
-      await syncFile(join(workDir, REJECTS_FILE));
-      // Every file is complete before the first rename: an interrupted commit leaves each
-      // target either absent or whole (CONTRACT 7).
-      const names = [...files.map((f) => f.name), REJECTS_FILE];
-      for (let i = 0; i < names.length; i++) {
-        const name = names[i] as string;
-        await Deno.rename(join(workDir, name), join(dst, name));
-        onProgress?.(snapshot("commit", i + 1, names.length));
-      }
-    }
-
-    const elapsedMs = performance.now() - started;
-    const sortedCollections: Record<string, number> = {};
-    for (const name of [...collections.keys()].sort()) {
-      sortedCollections[name] = collections.get(name) as number;
-    }
-    return {
-      source: src,
-      dest: dst,
-      dryRun,
-      records: collector.records,
-      collections: sortedCollections,
-      inputs: inputSummaries,
-      files,
-      rejects: collector.rejects,
-      rejectsFile,
-      blankLines: collector.blankLines,
-      skipped,
-      replaced: existing,
-      bytesRead: collector.bytesRead,
-      elapsedMs,
-      recordsPerSecond: elapsedMs > 0
-        ? Math.round(collector.records / (elapsedMs / 1000))
-        : collector.records,
-    };
-  } finally {
-    if (tmp !== undefined) await removeTree(tmp);
-    await lock?.release();
+/** Pass 1 over every input; returns what each contributed. */
+async function readAll(
+  inputs: readonly InputFile[],
+  collector: Collector,
+  settings: Settings,
+  report: Report,
+): Promise<{ inputs: MigrateInputSummary[]; collections: Map<string, number> }> {
+  const ctx: ReadContext = {
+    collector,
+    buffer: new Uint8Array(settings.chunkBytes),
+    progress: () => report("read", 0, 0),
+    signal: settings.signal,
+  };
+  const summaries: MigrateInputSummary[] = [];
+  const collections = new Map<string, number>();
+  for (const input of inputs) {
+    const counts: FileCounts = { lines: 0, records: 0, rejects: 0, blankLines: 0 };
+    await readInput(input, ctx, counts);
+    summaries.push({
+      path: input.rel,
+      collection: input.collection,
+      bytes: input.bytes,
+      ...counts,
+    });
+    collections.set(input.collection, (collections.get(input.collection) ?? 0) + counts.records);
   }
+  await collector.flush();
+  return { inputs: summaries, collections };
+}
+
+/** The site files to write, one per written date, both sorted. */
+function planFiles(
+  collector: Collector,
+  dst: string,
+): { dates: string[]; files: MigrateFileSummary[] } {
+  const dates = [...collector.buckets.keys()].sort();
+  const files: MigrateFileSummary[] = dates.map((date) => ({
+    name: siteName(date),
+    path: join(dst, siteName(date)),
+    lines: (collector.buckets.get(date) as Bucket).lines,
+  }));
+  return { dates, files };
+}
+
+/** The target files that already exist, sorted. */
+async function existingTargets(
+  files: readonly MigrateFileSummary[],
+  rejectsFile: string,
+  dst: string,
+): Promise<string[]> {
+  const existing: string[] = [];
+  await withPermissionHint(
+    async () => {
+      for (const path of [...files.map((f) => f.path), rejectsFile]) {
+        if (await exists(path)) existing.push(path);
+      }
+    },
+    `read "${dst}"`,
+    `--allow-read=${dst}`,
+  );
+  return existing.sort();
+}
+
+/** Pass 2: sorts and writes every day into `workDir`, fdatasyncing in the background. */
+async function writeDays(
+  workDir: string,
+  dates: readonly string[],
+  signal: AbortSignal | undefined,
+  report: Report,
+): Promise<void> {
+  const syncer = new Syncer(4);
+  const buffers: DayBuffers = { input: new Uint8Array(0), output: new Uint8Array(0) };
+  try {
+    for (let i = 0; i < dates.length; i++) {
+      signal?.throwIfAborted();
+      await syncer.add(await writeDay(workDir, dates[i] as string, buffers));
+      report("write", i + 1, dates.length);
+    }
+  } catch (err) {
+    // The first failure is the one to report; the files are closed either way.
+    await syncer.drain().catch(() => {});
+    throw err;
+  }
+  await syncer.drain();
+  await syncFile(join(workDir, REJECTS_FILE));
+}
+
+/** Renames the finished site files, then the rejects file, from `workDir` into `dst`. */
+async function commit(
+  workDir: string,
+  files: readonly MigrateFileSummary[],
+  dst: string,
+  report: Report,
+): Promise<void> {
+  // Every file is complete before the first rename: an interrupted commit leaves each
+  // target either absent or whole (CONTRACT 7).
+  const names = [...files.map((f) => f.name), REJECTS_FILE];
+  for (let i = 0; i < names.length; i++) {
+    const name = names[i] as string;
+    await Deno.rename(join(workDir, name), join(dst, name));
+    report("commit", i + 1, names.length);
+  }
+}
+
+/** The parts of a {@linkcode MigrateSummary} that {@linkcode summarize} does not count itself. */
+interface SummaryParts {
+  readonly source: string;
+  readonly dest: string;
+  readonly dryRun: boolean;
+  readonly inputs: readonly MigrateInputSummary[];
+  readonly collections: ReadonlyMap<string, number>;
+  readonly files: readonly MigrateFileSummary[];
+  readonly rejectsFile: string;
+  readonly skipped: readonly MigrateSkipped[];
+  readonly replaced: readonly string[];
+}
+
+function summarize(started: number, collector: Collector, parts: SummaryParts): MigrateSummary {
+  const elapsedMs = performance.now() - started;
+  const collections: Record<string, number> = {};
+  for (const name of [...parts.collections.keys()].sort()) {
+    collections[name] = parts.collections.get(name) as number;
+  }
+  return {
+    source: parts.source,
+    dest: parts.dest,
+    dryRun: parts.dryRun,
+    records: collector.records,
+    collections,
+    inputs: parts.inputs,
+    files: parts.files,
+    rejects: collector.rejects,
+    rejectsFile: parts.rejectsFile,
+    blankLines: collector.blankLines,
+    skipped: parts.skipped,
+    replaced: parts.replaced,
+    bytesRead: collector.bytesRead,
+    elapsedMs,
+    recordsPerSecond: elapsedMs > 0
+      ? Math.round(collector.records / (elapsedMs / 1000))
+      : collector.records,
+  };
 }
