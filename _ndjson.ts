@@ -21,23 +21,17 @@ const TAIL_TS = ',"ts":"';
  */
 export const TAIL_TS_OFFSET: number = TAIL_TS.length;
 
-/** The parts of a line after its seq, each already in its final form. */
-export interface LineParts {
-  /** The timestamp, `YYYY-MM-DDTHH:MM:SS.mmmZ` (24 characters), unquoted. */
-  ts: string;
-  /** The type as JSON, quotes included, for example `"\"weather\""`. */
-  typeJson: string;
-  /** The `data` object as JSON. */
-  dataJson: string;
-  /** The `meta` object as JSON. */
-  metaJson: string;
-}
-
 /**
  * Builds the part of a line after its seq: `,"ts":"…","type":…,"data":…,"meta":…}`. Built once
  * per event and shared by its run and site copies, which differ only in their seq.
  *
- * @param parts The timestamp and the serialised type, data and meta.
+ * Four positional strings rather than an options object: this runs once per event on ingest and
+ * once per record in the migrator, and an object argument measured about 15 % slower there.
+ *
+ * @param ts The timestamp, `YYYY-MM-DDTHH:MM:SS.mmmZ` (24 characters), unquoted.
+ * @param typeJson The type as JSON, quotes included, for example `'"weather"'`.
+ * @param dataJson The `data` object as JSON.
+ * @param metaJson The `meta` object as JSON.
  * @returns The tail, without a trailing newline.
  *
  * @example Usage
@@ -45,17 +39,17 @@ export interface LineParts {
  * import { buildTail } from "./_ndjson.ts";
  * import assert from "node:assert/strict";
  *
- * const tail = buildTail({
- *   ts: "2026-11-22T03:00:00.000Z",
- *   typeJson: '"status"',
- *   dataJson: "{}",
- *   metaJson: "{}",
- * });
+ * const tail = buildTail("2026-11-22T03:00:00.000Z", '"status"', "{}", "{}");
  * assert.equal(tail, ',"ts":"2026-11-22T03:00:00.000Z","type":"status","data":{},"meta":{}}');
  * ```
  */
-export function buildTail(parts: LineParts): string {
-  return `${TAIL_TS}${parts.ts}","type":${parts.typeJson},"data":${parts.dataJson},"meta":${parts.metaJson}}`;
+export function buildTail(
+  ts: string,
+  typeJson: string,
+  dataJson: string,
+  metaJson: string,
+): string {
+  return `${TAIL_TS}${ts}","type":${typeJson},"data":${dataJson},"meta":${metaJson}}`;
 }
 
 /**

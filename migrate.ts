@@ -712,7 +712,7 @@ function migratedTail(record: Record<string, unknown>, ts: string, typeJson: str
     : `{"value":${JSON.stringify(data)}}`;
   const id = record._id;
   const idJson = id === undefined ? "null" : JSON.stringify(id);
-  return buildTail({ ts, typeJson, dataJson, metaJson: `${META_HEAD}${idJson}}` });
+  return buildTail(ts, typeJson, dataJson, `${META_HEAD}${idJson}}`);
 }
 
 async function drain(sink: Sink, path: string): Promise<void> {

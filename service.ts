@@ -524,12 +524,7 @@ export class TelemetryService implements AsyncDisposable {
         const meta = runId === undefined || item.callerRunId !== undefined
           ? item.metaJson
           : withRunId(item.metaJson, runId);
-        const tail = buildTail({
-          ts,
-          typeJson: JSON.stringify(item.type),
-          dataJson: item.dataJson,
-          metaJson: meta,
-        });
+        const tail = buildTail(ts, JSON.stringify(item.type), item.dataJson, meta);
         const stored = item.storePermanently;
         if (run && runCounter) {
           const line = stamp(runCounter, tail, stored, () => run.writer);

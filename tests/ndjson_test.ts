@@ -40,12 +40,7 @@ function lines(chunks: readonly (string | Uint8Array)[], options = {}): string[]
 // --- building ------------------------------------------------------------------------------------
 
 Deno.test("buildLine() and buildTail() build the line the service writes", () => {
-  const tail = buildTail({
-    ts: TS,
-    typeJson: JSON.stringify("weather"),
-    dataJson: '{"wind_mps":2.1}',
-    metaJson: "{}",
-  });
+  const tail = buildTail(TS, JSON.stringify("weather"), '{"wind_mps":2.1}', "{}");
   assert.equal(buildLine(7, tail), LINE);
 });
 
@@ -54,17 +49,17 @@ Deno.test("buildLine() puts LINE_HEAD and the seq's digits before the tail", () 
 });
 
 Deno.test("buildTail() puts the timestamp at TAIL_TS_OFFSET", () => {
-  const tail = buildTail({ ts: TS, typeJson: '"a"', dataJson: "{}", metaJson: "{}" });
+  const tail = buildTail(TS, '"a"', "{}", "{}");
   assert.equal(tail.slice(TAIL_TS_OFFSET, TAIL_TS_OFFSET + TS.length), TS);
 });
 
 Deno.test("buildLine() builds lines that JSON.parse() reads back field by field", () => {
-  const tail = buildTail({
-    ts: TS,
-    typeJson: JSON.stringify('we"ird\\type'),
-    dataJson: JSON.stringify({ a: [1, "ü"] }),
-    metaJson: JSON.stringify({ run_id: "001" }),
-  });
+  const tail = buildTail(
+    TS,
+    JSON.stringify('we"ird\\type'),
+    JSON.stringify({ a: [1, "ü"] }),
+    JSON.stringify({ run_id: "001" }),
+  );
   assert.deepEqual(JSON.parse(buildLine(3, tail)), {
     seq: 3,
     ts: TS,
@@ -98,7 +93,7 @@ Deno.test("peekSeqAndType() unescapes a type with quotes and backslashes", () =>
   const type = 'a"b\\c\u00e9';
   const line = buildLine(
     1,
-    buildTail({ ts: TS, typeJson: JSON.stringify(type), dataJson: "{}", metaJson: "{}" }),
+    buildTail(TS, JSON.stringify(type), "{}", "{}"),
   );
   assert.deepEqual(peekSeqAndType(line), { seq: 1, type });
 });
