@@ -17,6 +17,7 @@ import {
   TypeLimitError,
   WriteError,
 } from "./_errors.ts";
+import { LineSplitter } from "./_ndjson.ts";
 
 const REASONS: Record<number, string> = {
   400: "Bad Request",
@@ -234,14 +235,24 @@ export async function readJsonBody(req: Request, maxBody: number, allowNdjson = 
   return { value: parseJson(text, "The body"), ndjson: undefined };
 }
 
+/**
+ * Parses an `application/x-ndjson` body: one JSON value per line, `"\n"` or `"\r\n"` line
+ * breaks, blank lines skipped, the last line with or without a line break.
+ *
+ * @param text The decoded body.
+ * @returns The values, in order.
+ * @throws {HttpError} 400 naming the 1-based line (blank lines counted) and 0-based item of the
+ * first value that is not JSON.
+ */
 export function parseNdjson(text: string): unknown[] {
   const items: unknown[] = [];
-  const lines = text.split("\n");
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i]!.replace(/\r$/, "");
-    if (line.trim() === "") continue;
-    items.push(parseJson(line, `Line ${i + 1} (item ${items.length})`));
-  }
+  const onLine = (line: string, lineNo: number) => {
+    if (line.trim() === "") return;
+    items.push(parseJson(line, `Line ${lineNo} (item ${items.length})`));
+  };
+  const splitter = new LineSplitter();
+  splitter.push(text, onLine);
+  splitter.end(onLine);
   return items;
 }
 

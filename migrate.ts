@@ -48,6 +48,7 @@
 import { join, resolve } from "node:path";
 import { checkEventType, daysInMonth, describe } from "./event.ts";
 import { siteFileName, SiteInUseError, SiteLock, writeFull } from "./storage.ts";
+import { buildTail, LINE_HEAD, LineSplitter, TAIL_TS_OFFSET } from "./_ndjson.ts";
 
 /** Name of the file, in the destination, that receives every input line that was not converted. */
 export const REJECTS_FILE = "migrate-rejects.ndjson";
@@ -56,7 +57,8 @@ export const REJECTS_FILE = "migrate-rejects.ndjson";
 export const MIGRATED_FROM = "PanFileDB";
 
 const TMP_PREFIX = ".migrate-tmp-";
-const META_PREFIX = `"meta":{"migrated_from":${JSON.stringify(MIGRATED_FROM)},"original_id":`;
+// `meta` of a migrated line up to the value of `original_id`; a closing brace follows it.
+const META_HEAD = `{"migrated_from":${JSON.stringify(MIGRATED_FROM)},"original_id":`;
 const DEFAULT_CHUNK_BYTES = 1 << 20;
 const DEFAULT_BUFFER_BYTES = 4 << 20;
 const TYPE_CACHE_LIMIT = 10_000;
@@ -597,25 +599,16 @@ class Collector {
   line(text: string, lineNo: number): void {
     this.lines++;
     this.#counts.lines++;
-    const first = text.charCodeAt(0);
-    if ((first <= 32 || first === 0xfeff || Number.isNaN(first)) && text.trim() === "") {
+    if (isBlank(text)) {
       this.blankLines++;
       this.#counts.blankLines++;
       return;
     }
-    let rec: unknown;
-    try {
-      rec = JSON.parse(text);
-    } catch (err) {
-      if (!(err instanceof SyntaxError)) throw err;
-      this.#reject(text, lineNo, `line is not valid JSON: ${clip(err.message, 120)}`);
+    const record = parseRecord(text);
+    if (typeof record === "string") {
+      this.#reject(text, lineNo, record);
       return;
     }
-    if (typeof rec !== "object" || rec === null || Array.isArray(rec)) {
-      this.#reject(text, lineNo, `record is ${describe(rec)}, not a JSON object`);
-      return;
-    }
-    const record = rec as Record<string, unknown>;
     const date = record.date;
     if (typeof date !== "string") {
       this.#reject(
@@ -630,21 +623,29 @@ class Collector {
       this.#reject(text, lineNo, ts.reason);
       return;
     }
-    const type = record.type;
-    let typeJson: TypeVerdict;
-    if (type === undefined || type === null) {
-      typeJson = this.#collectionType;
-    } else if (typeof type === "string") {
-      typeJson = this.#types.get(type) ?? this.#checkType(type);
-    } else {
-      typeJson = { reason: `"type" is ${describe(type)}, not a string` };
-    }
+    const typeJson = this.#typeJson(record.type);
     if (typeof typeJson !== "string") {
       this.#reject(text, lineNo, typeJson.reason);
       return;
     }
+    const bucket = this.#bucket(date.slice(0, 10));
+    bucket.lines++;
+    this.records++;
+    this.#counts.records++;
+    if (this.#spillDir === undefined) return;
+    // The line without its `{"seq":N` head, which pass 2 adds after sorting.
+    this.#append(bucket, `${migratedTail(record, ts, typeJson)}\n`);
+  }
 
-    const key = date.slice(0, 10);
+  /** The record's `type` as JSON, the collection's when it has none; or why it is refused. */
+  #typeJson(type: unknown): TypeVerdict {
+    if (type === undefined || type === null) return this.#collectionType;
+    if (typeof type === "string") return this.#types.get(type) ?? this.#checkType(type);
+    return { reason: `"type" is ${describe(type)}, not a string` };
+  }
+
+  /** The bucket of a written date, `YYYY-MM-DD`; consecutive records mostly share one. */
+  #bucket(key: string): Bucket {
     let bucket = this.#lastBucket;
     if (key !== this.#lastDate || bucket === undefined) {
       bucket = this.buckets.get(key);
@@ -655,25 +656,7 @@ class Collector {
       this.#lastDate = key;
       this.#lastBucket = bucket;
     }
-    bucket.lines++;
-    this.records++;
-    this.#counts.records++;
-    if (this.#spillDir === undefined) return;
-
-    const data = record.data;
-    const dataJson = typeof data === "object" && data !== null && !Array.isArray(data)
-      ? JSON.stringify(data)
-      : data === undefined
-      ? "{}"
-      : `{"value":${JSON.stringify(data)}}`;
-    const id = record._id;
-    const idJson = id === undefined ? "null" : JSON.stringify(id);
-    // The line without its `{"seq":N,` head, which pass 2 adds after sorting. It starts with
-    // `"ts":"` so the 24-character timestamp sits at a fixed offset for the sort.
-    this.#append(
-      bucket,
-      `"ts":"${ts}","type":${typeJson},"data":${dataJson},${META_PREFIX}${idJson}}}\n`,
-    );
+    return bucket;
   }
 
   #checkType(type: string): TypeVerdict {
@@ -696,6 +679,40 @@ class Collector {
       },"text":${JSON.stringify(text)}}\n`,
     );
   }
+}
+
+// Blank: empty or whitespace only; the first character decides cheaply for almost every line.
+function isBlank(text: string): boolean {
+  const first = text.charCodeAt(0);
+  return (first <= 32 || first === 0xfeff || Number.isNaN(first)) && text.trim() === "";
+}
+
+/** A line's record, or why it is not one (a string). */
+function parseRecord(text: string): Record<string, unknown> | string {
+  let rec: unknown;
+  try {
+    rec = JSON.parse(text);
+  } catch (err) {
+    if (!(err instanceof SyntaxError)) throw err;
+    return `line is not valid JSON: ${clip(err.message, 120)}`;
+  }
+  if (typeof rec !== "object" || rec === null || Array.isArray(rec)) {
+    return `record is ${describe(rec)}, not a JSON object`;
+  }
+  return rec as Record<string, unknown>;
+}
+
+/** The tail of a migrated line (see {@linkcode buildTail}): its `data` and `meta` per CONTRACT 7. */
+function migratedTail(record: Record<string, unknown>, ts: string, typeJson: string): string {
+  const data = record.data;
+  const dataJson = typeof data === "object" && data !== null && !Array.isArray(data)
+    ? JSON.stringify(data)
+    : data === undefined
+    ? "{}"
+    : `{"value":${JSON.stringify(data)}}`;
+  const id = record._id;
+  const idJson = id === undefined ? "null" : JSON.stringify(id);
+  return buildTail(ts, typeJson, dataJson, `${META_HEAD}${idJson}}`);
 }
 
 async function drain(sink: Sink, path: string): Promise<void> {
@@ -735,40 +752,18 @@ async function readInput(input: InputFile, ctx: ReadContext, counts: FileCounts)
   try {
     // Non-fatal decoding: the legacy writer emitted ASCII-only JSON (Python's ensure_ascii), so a
     // stray invalid byte can only sit in a line that is broken anyway.
-    const decoder = new TextDecoder();
-    let lineNo = 0;
-    let carry: string[] = [];
+    const splitter = new LineSplitter();
+    const onLine = (line: string, lineNo: number) => collector.line(line, lineNo);
     while (true) {
       ctx.signal?.throwIfAborted();
       const n = await file.read(buffer);
       if (n === null) break;
       collector.bytesRead += n;
-      const text = decoder.decode(buffer.subarray(0, n), { stream: true });
-      let start = 0;
-      let nl = text.indexOf("\n");
-      while (nl !== -1) {
-        let line = text.slice(start, nl);
-        if (carry.length > 0) {
-          carry.push(line);
-          line = carry.join("");
-          carry = [];
-        }
-        if (line.charCodeAt(line.length - 1) === 13) line = line.slice(0, -1);
-        collector.line(line, ++lineNo);
-        start = nl + 1;
-        nl = text.indexOf("\n", start);
-      }
-      // Only the new chunk is searched for a newline, so a very long line costs linear time.
-      if (start < text.length) carry.push(text.slice(start));
+      splitter.push(buffer.subarray(0, n), onLine);
       if (collector.flushDue) await collector.flush();
       ctx.progress();
     }
-    carry.push(decoder.decode());
-    let last = carry.join("");
-    if (last !== "") {
-      if (last.charCodeAt(last.length - 1) === 13) last = last.slice(0, -1);
-      collector.line(last, ++lineNo);
-    }
+    splitter.end(onLine);
   } finally {
     file.close();
   }
@@ -776,7 +771,9 @@ async function readInput(input: InputFile, ctx: ReadContext, counts: FileCounts)
 
 // --- pass 2: sort each day and write it ----------------------------------------------------------
 
-const SEQ_HEAD = encoder.encode(`{"seq":`);
+const SEQ_HEAD = encoder.encode(LINE_HEAD);
+// Digits of the largest seq a line can have (Number.MAX_SAFE_INTEGER).
+const MAX_SEQ_DIGITS = 16;
 
 function digit(bytes: Uint8Array, i: number): number {
   return (bytes[i] as number) - 48;
@@ -827,11 +824,11 @@ async function writeDay(tmp: string, date: string, buffers: DayBuffers): Promise
     p = bytes.indexOf(10, p) + 1; // every spilled line ends in "\n"
   }
   const n = starts.length;
-  // Epoch milliseconds from the fixed-width `"ts":"YYYY-MM-DDTHH:MM:SS.mmmZ"` at each line's head.
+  // Epoch milliseconds from the fixed-width `YYYY-MM-DDTHH:MM:SS.mmmZ` near each tail's head.
   const keys = new Float64Array(n);
   let sorted = true;
   for (let i = 0; i < n; i++) {
-    const s = (starts[i] as number) + 6;
+    const s = (starts[i] as number) + TAIL_TS_OFFSET;
     const year = twoDigits(bytes, s) * 100 + twoDigits(bytes, s + 2);
     const key = daysFromCivil(year, twoDigits(bytes, s + 5), twoDigits(bytes, s + 8)) * 86_400_000 +
       twoDigits(bytes, s + 11) * 3_600_000 + twoDigits(bytes, s + 14) * 60_000 +
@@ -846,7 +843,7 @@ async function writeDay(tmp: string, date: string, buffers: DayBuffers): Promise
     // Ties keep input order (sorted file path, then line number).
     order.sort((a, b) => (keys[a] as number) - (keys[b] as number) || a - b);
   }
-  const need = bytes.length + n * (SEQ_HEAD.length + 17);
+  const need = bytes.length + n * (SEQ_HEAD.length + MAX_SEQ_DIGITS);
   if (buffers.output.length < need) buffers.output = new Uint8Array(Math.ceil(need * 1.25));
   const out = buffers.output;
   let pos = 0;
@@ -858,7 +855,6 @@ async function writeDay(tmp: string, date: string, buffers: DayBuffers): Promise
     pos += SEQ_HEAD.length;
     const seq = String(i + 1);
     for (let d = 0; d < seq.length; d++) out[pos++] = seq.charCodeAt(d);
-    out[pos++] = 44; // ,
     out.set(bytes.subarray(start, end), pos);
     pos += end - start;
   }
@@ -1036,11 +1032,7 @@ export async function migrate(
   options: MigrateOptions = {},
 ): Promise<MigrateSummary> {
   const started = performance.now();
-  const force = options.force ?? false;
-  const dryRun = options.dryRun ?? false;
-  const chunkBytes = positiveInteger(options.chunkBytes, DEFAULT_CHUNK_BYTES, "chunkBytes");
-  const bufferBytes = positiveInteger(options.bufferBytes, DEFAULT_BUFFER_BYTES, "bufferBytes");
-  const { onProgress, signal } = options;
+  const settings = settingsOf(options);
   const src = resolve(source);
   const dst = resolve(dest);
   const rejectsFile = join(dst, REJECTS_FILE);
@@ -1049,31 +1041,99 @@ export async function migrate(
   const { inputs, skipped } = await discover(src);
   const totalBytes = inputs.reduce((sum, input) => sum + input.bytes, 0);
 
-  let lock: SiteLock | undefined;
-  let tmp: string | undefined;
+  const work: Workspace = { lock: undefined, tmp: undefined };
   try {
-    await prepareDest(dst, !dryRun);
-    if (!dryRun) {
-      lock = await lockDest(dst);
-      // A rejects file from an earlier run means this run must fail without force: read in
-      // counting mode only, to list every conflicting file without spilling anything.
-      const doomed = !force && await exists(rejectsFile);
-      if (!doomed) {
-        await withPermissionHint(
-          async () => {
-            await removeStaleTemp(dst);
-            tmp = join(dst, `${TMP_PREFIX}${crypto.randomUUID()}`);
-            await Deno.mkdir(tmp);
-            await Deno.writeFile(join(tmp, REJECTS_FILE), new Uint8Array());
-          },
-          `write "${dst}"`,
-          `--allow-write=${dst}`,
-        );
-      }
+    await openWorkspace(work, dst, rejectsFile, settings);
+    const collector = new Collector(work.tmp, settings.bufferBytes);
+    const report = reporter(collector, totalBytes, settings.onProgress);
+    const read = await readAll(inputs, collector, settings, report);
+    const plan = planFiles(collector, dst);
+    const existing = await existingTargets(plan.files, rejectsFile, dst);
+    if (existing.length > 0 && !settings.force) throw new MigrateConflictError(dst, existing);
+    if (work.tmp !== undefined) {
+      await writeDays(work.tmp, plan.dates, settings.signal, report);
+      await commit(work.tmp, plan.files, dst, report);
     }
+    return summarize(started, collector, {
+      source: src,
+      dest: dst,
+      dryRun: settings.dryRun,
+      ...read,
+      files: plan.files,
+      rejectsFile,
+      skipped,
+      replaced: existing,
+    });
+  } finally {
+    if (work.tmp !== undefined) await removeTree(work.tmp);
+    await work.lock?.release();
+  }
+}
 
-    const collector = new Collector(tmp, bufferBytes);
-    const snapshot = (phase: MigratePhase, filesDone: number, filesTotal: number) => ({
+/** {@linkcode MigrateOptions} with defaults applied and sizes checked. */
+interface Settings {
+  readonly force: boolean;
+  readonly dryRun: boolean;
+  readonly chunkBytes: number;
+  readonly bufferBytes: number;
+  readonly onProgress: ((progress: MigrateProgress) => void) | undefined;
+  readonly signal: AbortSignal | undefined;
+}
+
+function settingsOf(options: MigrateOptions): Settings {
+  return {
+    force: options.force ?? false,
+    dryRun: options.dryRun ?? false,
+    chunkBytes: positiveInteger(options.chunkBytes, DEFAULT_CHUNK_BYTES, "chunkBytes"),
+    bufferBytes: positiveInteger(options.bufferBytes, DEFAULT_BUFFER_BYTES, "bufferBytes"),
+    onProgress: options.onProgress,
+    signal: options.signal,
+  };
+}
+
+/** What a migration holds in the destination; released by {@linkcode migrate} in any case. */
+interface Workspace {
+  lock: SiteLock | undefined;
+  /** The temporary directory; `undefined` in a dry run or when the run is bound to conflict. */
+  tmp: string | undefined;
+}
+
+// Fills `work` step by step, so whatever was taken before a failure is still released.
+async function openWorkspace(
+  work: Workspace,
+  dst: string,
+  rejectsFile: string,
+  settings: Settings,
+): Promise<void> {
+  await prepareDest(dst, !settings.dryRun);
+  if (settings.dryRun) return;
+  work.lock = await lockDest(dst);
+  // A rejects file from an earlier run means this run must fail without force: read in
+  // counting mode only, to list every conflicting file without spilling anything.
+  const doomed = !settings.force && await exists(rejectsFile);
+  if (doomed) return;
+  await withPermissionHint(
+    async () => {
+      await removeStaleTemp(dst);
+      work.tmp = join(dst, `${TMP_PREFIX}${crypto.randomUUID()}`);
+      await Deno.mkdir(work.tmp);
+      await Deno.writeFile(join(work.tmp, REJECTS_FILE), new Uint8Array());
+    },
+    `write "${dst}"`,
+    `--allow-write=${dst}`,
+  );
+}
+
+/** Reports progress in a phase: files done and files of the phase. */
+type Report = (phase: MigratePhase, filesDone: number, filesTotal: number) => void;
+
+function reporter(
+  collector: Collector,
+  totalBytes: number,
+  onProgress: ((progress: MigrateProgress) => void) | undefined,
+): Report {
+  return (phase, filesDone, filesTotal) =>
+    onProgress?.({
       phase,
       bytesRead: collector.bytesRead,
       totalBytes,
@@ -1083,99 +1143,148 @@ export async function migrate(
       filesDone,
       filesTotal,
     });
-    const ctx: ReadContext = {
-      collector,
-      buffer: new Uint8Array(chunkBytes),
-      progress: () => onProgress?.(snapshot("read", 0, 0)),
-      signal,
-    };
-    const inputSummaries: MigrateInputSummary[] = [];
-    const collections = new Map<string, number>();
-    for (const input of inputs) {
-      const counts: FileCounts = { lines: 0, records: 0, rejects: 0, blankLines: 0 };
-      await readInput(input, ctx, counts);
-      inputSummaries.push({
-        path: input.rel,
-        collection: input.collection,
-        bytes: input.bytes,
-        ...counts,
-      });
-      collections.set(input.collection, (collections.get(input.collection) ?? 0) + counts.records);
-    }
-    await collector.flush();
+}
 
-    const dates = [...collector.buckets.keys()].sort();
-    const files: MigrateFileSummary[] = dates.map((date) => ({
-      name: siteName(date),
-      path: join(dst, siteName(date)),
-      lines: (collector.buckets.get(date) as Bucket).lines,
-    }));
-    const existing: string[] = [];
-    await withPermissionHint(
-      async () => {
-        for (const path of [...files.map((f) => f.path), rejectsFile]) {
-          if (await exists(path)) existing.push(path);
-        }
-      },
-      `read "${dst}"`,
-      `--allow-read=${dst}`,
-    );
-    existing.sort();
-    if (existing.length > 0 && !force) throw new MigrateConflictError(dst, existing);
-
-    if (tmp !== undefined) {
-      const workDir: string = tmp;
-      const syncer = new Syncer(4);
-      const buffers: DayBuffers = { input: new Uint8Array(0), output: new Uint8Array(0) };
-      try {
-        for (let i = 0; i < dates.length; i++) {
-          signal?.throwIfAborted();
-          await syncer.add(await writeDay(workDir, dates[i] as string, buffers));
-          onProgress?.(snapshot("write", i + 1, dates.length));
-        }
-      } catch (err) {
-        // The first failure is the one to report; the files are closed either way.
-        await syncer.drain().catch(() => {});
-        throw err;
-      }
-      await syncer.drain();
-      await syncFile(join(workDir, REJECTS_FILE));
-      // Every file is complete before the first rename: an interrupted commit leaves each
-      // target either absent or whole (CONTRACT 7).
-      const names = [...files.map((f) => f.name), REJECTS_FILE];
-      for (let i = 0; i < names.length; i++) {
-        const name = names[i] as string;
-        await Deno.rename(join(workDir, name), join(dst, name));
-        onProgress?.(snapshot("commit", i + 1, names.length));
-      }
-    }
-
-    const elapsedMs = performance.now() - started;
-    const sortedCollections: Record<string, number> = {};
-    for (const name of [...collections.keys()].sort()) {
-      sortedCollections[name] = collections.get(name) as number;
-    }
-    return {
-      source: src,
-      dest: dst,
-      dryRun,
-      records: collector.records,
-      collections: sortedCollections,
-      inputs: inputSummaries,
-      files,
-      rejects: collector.rejects,
-      rejectsFile,
-      blankLines: collector.blankLines,
-      skipped,
-      replaced: existing,
-      bytesRead: collector.bytesRead,
-      elapsedMs,
-      recordsPerSecond: elapsedMs > 0
-        ? Math.round(collector.records / (elapsedMs / 1000))
-        : collector.records,
-    };
-  } finally {
-    if (tmp !== undefined) await removeTree(tmp);
-    await lock?.release();
+/** Pass 1 over every input; returns what each contributed. */
+async function readAll(
+  inputs: readonly InputFile[],
+  collector: Collector,
+  settings: Settings,
+  report: Report,
+): Promise<{ inputs: MigrateInputSummary[]; collections: Map<string, number> }> {
+  const ctx: ReadContext = {
+    collector,
+    buffer: new Uint8Array(settings.chunkBytes),
+    progress: () => report("read", 0, 0),
+    signal: settings.signal,
+  };
+  const summaries: MigrateInputSummary[] = [];
+  const collections = new Map<string, number>();
+  for (const input of inputs) {
+    const counts: FileCounts = { lines: 0, records: 0, rejects: 0, blankLines: 0 };
+    await readInput(input, ctx, counts);
+    summaries.push({
+      path: input.rel,
+      collection: input.collection,
+      bytes: input.bytes,
+      ...counts,
+    });
+    collections.set(input.collection, (collections.get(input.collection) ?? 0) + counts.records);
   }
+  await collector.flush();
+  return { inputs: summaries, collections };
+}
+
+/** The site files to write, one per written date, both sorted. */
+function planFiles(
+  collector: Collector,
+  dst: string,
+): { dates: string[]; files: MigrateFileSummary[] } {
+  const dates = [...collector.buckets.keys()].sort();
+  const files: MigrateFileSummary[] = dates.map((date) => ({
+    name: siteName(date),
+    path: join(dst, siteName(date)),
+    lines: (collector.buckets.get(date) as Bucket).lines,
+  }));
+  return { dates, files };
+}
+
+/** The target files that already exist, sorted. */
+async function existingTargets(
+  files: readonly MigrateFileSummary[],
+  rejectsFile: string,
+  dst: string,
+): Promise<string[]> {
+  const existing: string[] = [];
+  await withPermissionHint(
+    async () => {
+      for (const path of [...files.map((f) => f.path), rejectsFile]) {
+        if (await exists(path)) existing.push(path);
+      }
+    },
+    `read "${dst}"`,
+    `--allow-read=${dst}`,
+  );
+  return existing.sort();
+}
+
+/** Pass 2: sorts and writes every day into `workDir`, fdatasyncing in the background. */
+async function writeDays(
+  workDir: string,
+  dates: readonly string[],
+  signal: AbortSignal | undefined,
+  report: Report,
+): Promise<void> {
+  const syncer = new Syncer(4);
+  const buffers: DayBuffers = { input: new Uint8Array(0), output: new Uint8Array(0) };
+  try {
+    for (let i = 0; i < dates.length; i++) {
+      signal?.throwIfAborted();
+      await syncer.add(await writeDay(workDir, dates[i] as string, buffers));
+      report("write", i + 1, dates.length);
+    }
+  } catch (err) {
+    // The first failure is the one to report; the files are closed either way.
+    await syncer.drain().catch(() => {});
+    throw err;
+  }
+  await syncer.drain();
+  await syncFile(join(workDir, REJECTS_FILE));
+}
+
+/** Renames the finished site files, then the rejects file, from `workDir` into `dst`. */
+async function commit(
+  workDir: string,
+  files: readonly MigrateFileSummary[],
+  dst: string,
+  report: Report,
+): Promise<void> {
+  // Every file is complete before the first rename: an interrupted commit leaves each
+  // target either absent or whole (CONTRACT 7).
+  const names = [...files.map((f) => f.name), REJECTS_FILE];
+  for (let i = 0; i < names.length; i++) {
+    const name = names[i] as string;
+    await Deno.rename(join(workDir, name), join(dst, name));
+    report("commit", i + 1, names.length);
+  }
+}
+
+/** The parts of a {@linkcode MigrateSummary} that {@linkcode summarize} does not count itself. */
+interface SummaryParts {
+  readonly source: string;
+  readonly dest: string;
+  readonly dryRun: boolean;
+  readonly inputs: readonly MigrateInputSummary[];
+  readonly collections: ReadonlyMap<string, number>;
+  readonly files: readonly MigrateFileSummary[];
+  readonly rejectsFile: string;
+  readonly skipped: readonly MigrateSkipped[];
+  readonly replaced: readonly string[];
+}
+
+function summarize(started: number, collector: Collector, parts: SummaryParts): MigrateSummary {
+  const elapsedMs = performance.now() - started;
+  const collections: Record<string, number> = {};
+  for (const name of [...parts.collections.keys()].sort()) {
+    collections[name] = parts.collections.get(name) as number;
+  }
+  return {
+    source: parts.source,
+    dest: parts.dest,
+    dryRun: parts.dryRun,
+    records: collector.records,
+    collections,
+    inputs: parts.inputs,
+    files: parts.files,
+    rejects: collector.rejects,
+    rejectsFile: parts.rejectsFile,
+    blankLines: collector.blankLines,
+    skipped: parts.skipped,
+    replaced: parts.replaced,
+    bytesRead: collector.bytesRead,
+    elapsedMs,
+    recordsPerSecond: elapsedMs > 0
+      ? Math.round(collector.records / (elapsedMs / 1000))
+      : collector.records,
+  };
 }

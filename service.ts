@@ -28,6 +28,7 @@ import {
 import { type EventCommand, parseEvents, parseRunStart, type RunStartCommand } from "./_request.ts";
 import { checkTimeZone } from "./_day_key.ts";
 import type { FsyncMode, NdjsonWriter } from "./_ndjson_writer.ts";
+import { buildLine, buildTail, withRunId } from "./_ndjson.ts";
 import { type ActiveRun, Runs, type RunStart, toWriteError } from "./_runs.ts";
 import { parseSavedSnapshot, Snapshot } from "./_snapshot.ts";
 import { SiteStore } from "./storage.ts";
@@ -507,7 +508,7 @@ export class TelemetryService implements AsyncDisposable {
       stored: boolean,
       target: () => NdjsonWriter | string,
     ) => {
-      const line = `{"seq":${++counter.seq}${tail}`;
+      const line = buildLine(++counter.seq, tail);
       if (stored) {
         push(target(), line);
         counter.written = counter.seq;
@@ -523,9 +524,7 @@ export class TelemetryService implements AsyncDisposable {
         const meta = runId === undefined || item.callerRunId !== undefined
           ? item.metaJson
           : withRunId(item.metaJson, runId);
-        const tail = `,"ts":"${ts}","type":${
-          JSON.stringify(item.type)
-        },"data":${item.dataJson},"meta":${meta}}`;
+        const tail = buildTail(ts, JSON.stringify(item.type), item.dataJson, meta);
         const stored = item.storePermanently;
         if (run && runCounter) {
           const line = stamp(runCounter, tail, stored, () => run.writer);
@@ -649,9 +648,4 @@ function runIdMismatch(item: EventCommand, active: string | undefined): InvalidR
  */
 export function shuttingDown(): ShuttingDownError {
   return new ShuttingDownError();
-}
-
-function withRunId(metaJson: string, runId: string): string {
-  const field = `"run_id":${JSON.stringify(runId)}`;
-  return metaJson === "{}" ? `{${field}}` : `${metaJson.slice(0, -1)},${field}}`;
 }

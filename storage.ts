@@ -31,6 +31,7 @@ import {
 import { DayKeyer } from "./_day_key.ts";
 import { errorText, InvalidRequestError, RunDirNotAllowedError, StorageError } from "./_errors.ts";
 import { type FsyncMode, NdjsonWriter, recoverTornTail } from "./_ndjson_writer.ts";
+import { LineSplitter, readSeqAndType } from "./_ndjson.ts";
 
 export { checkTimeZone, dayKey, DayKeyer } from "./_day_key.ts";
 export {
@@ -567,8 +568,6 @@ export interface StreamScan {
   countedAfter: number;
 }
 
-const CANONICAL_PREFIX = /^\{"seq":(\d+),"ts":"[^"]{24}","type":"/;
-
 /**
  * Reads a whole NDJSON stream file once and returns its last seq, its latest line per type, and
  * how many lines come after a given seq. Used on start-up to resume counters and rebuild the
@@ -589,61 +588,19 @@ export async function scanStream(path: string, countAfter = Infinity): Promise<S
   }
   const handle = (line: string) => {
     if (line.length === 0) return;
-    const parsed = fastSeqAndType(line);
+    const parsed = readSeqAndType(line);
     if (parsed === undefined) return;
-    const [seq, type] = parsed;
+    const { seq, type } = parsed;
     if (seq > result.lastSeq) result.lastSeq = seq;
     if (seq > countAfter) result.countedAfter++;
     // Delete first so the Map's order follows the latest occurrence, not the first.
     result.latest.delete(type);
     result.latest.set(type, line);
   };
-  let rest = "";
-  const stream = file.readable.pipeThrough(new TextDecoderStream());
-  for await (const chunk of stream) {
-    const text = rest + chunk;
-    let start = 0;
-    for (let nl = text.indexOf("\n"); nl >= 0; nl = text.indexOf("\n", start)) {
-      handle(text.slice(start, nl));
-      start = nl + 1;
-    }
-    rest = text.slice(start);
-  }
-  // A final line without "\n" is a torn tail: callers recover it before scanning.
+  // The snapshot keeps lines exactly as stored, so a "\r" stays part of its line.
+  const splitter = new LineSplitter({ crlf: false });
+  for await (const chunk of file.readable) splitter.push(chunk, handle);
+  // A final line without "\n" is a torn tail: callers recover it before scanning, and the
+  // splitter's end() is not called, so it is never handed out.
   return result;
-}
-
-/**
- * Extracts seq and type from a line: a fast path for lines in the service's own canonical form,
- * and a full parse for anything else.
- */
-function fastSeqAndType(line: string): [number, string] | undefined {
-  const m = CANONICAL_PREFIX.exec(line);
-  if (m && line.endsWith("}")) {
-    const typeStart = m[0].length - 1;
-    let i = typeStart + 1;
-    while (i < line.length) {
-      const c = line.charCodeAt(i);
-      if (c === 0x5c) i += 2; // backslash escape
-      else if (c === 0x22) break;
-      else i++;
-    }
-    try {
-      return [Number(m[1]), JSON.parse(line.slice(typeStart, i + 1)) as string];
-    } catch {
-      // fall through to the full parse
-    }
-  }
-  try {
-    const value = JSON.parse(line);
-    if (
-      typeof value === "object" && value !== null && Number.isSafeInteger(value.seq) &&
-      typeof value.type === "string"
-    ) {
-      return [value.seq, value.type];
-    }
-  } catch {
-    // not JSON: skipped
-  }
-  return undefined;
 }
