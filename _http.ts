@@ -35,6 +35,9 @@ const REASONS: Record<number, string> = {
 
 // Successful answers carry only their content type: every extra header costs about a
 // microsecond per response, and without validators no browser caches or sniffs them anyway.
+/** Default request body limit: 1 MiB (CONTRACT 2.1). */
+export const DEFAULT_MAX_BODY = 1024 * 1024;
+
 const JSON_HEADERS = { "content-type": "application/json; charset=utf-8" };
 const PROBLEM_HEADERS = {
   "content-type": "application/problem+json; charset=utf-8",

@@ -20,6 +20,7 @@ import type { ParseArgsConfig } from "node:util";
 import { DEFAULT_HOST, DEFAULT_PORT, readEnv } from "./_address.ts";
 import { checkTimeZone } from "./_day_key.ts";
 import { FSYNC_MODES, type FsyncMode } from "./_ndjson_writer.ts";
+import { DEFAULT_MAX_BODY } from "./_http.ts";
 import { DEFAULT_MAX_TYPES, DEFAULT_SITE_TYPES } from "./service.ts";
 
 /** Default site directory (SPEC 4.6). */
@@ -204,9 +205,7 @@ export const RUN_FLAGS: readonly RunFlag[] = [
     name: "max-body",
     arg: "BYTES",
     help: "Largest request body",
-    // DEFAULT_MAX_BODY lives in server.ts, which imports this module (through _spawn.ts);
-    // tests/run_flags_test.ts checks that the two agree.
-    shownDefault: "1048576",
+    shownDefault: String(DEFAULT_MAX_BODY),
     noteColumn: 34,
     parse: positiveInt("--max-body"),
     key: "maxBody",

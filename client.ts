@@ -29,7 +29,7 @@
 
 import { describe, isJsonObject, type JsonObject, type TelemetryEvent } from "./event.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, resolveBaseUrl, resolveToken } from "./_address.ts";
-import { type FetchFunction, Transport } from "./_transport.ts";
+import { Transport } from "./_transport.ts";
 import { type FollowMessage, type FollowOptions, followStream } from "./_follow.ts";
 import {
   checkDelay,

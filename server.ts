@@ -21,6 +21,7 @@ import denoJson from "./deno.json" with { type: "json" };
 import { type ServiceOptions, TelemetryService } from "./service.ts";
 import { errorText, ShuttingDownError } from "./_errors.ts";
 import {
+  DEFAULT_MAX_BODY,
   guardLoopback,
   guardToken,
   HttpError,
@@ -66,7 +67,7 @@ export {
   TypeLimitError,
   WriteError,
 } from "./_errors.ts";
-export { isLoopback, toProblem } from "./_http.ts";
+export { DEFAULT_MAX_BODY, isLoopback, toProblem } from "./_http.ts";
 export {
   Histogram,
   type RenderMetricsOptions,
@@ -84,8 +85,6 @@ export type { FsyncMode } from "./_ndjson_writer.ts";
 
 /** The package version, from `deno.json`. */
 export const VERSION: string = denoJson.version;
-/** Default request body limit: 1 MiB (CONTRACT 2.1). */
-export const DEFAULT_MAX_BODY = 1024 * 1024;
 /** How long a graceful shutdown waits for in-flight requests, in milliseconds. */
 export const DEFAULT_SHUTDOWN_GRACE_MS = 5000;
 export { DEFAULT_HOST, DEFAULT_PORT } from "./_address.ts";

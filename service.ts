@@ -640,12 +640,3 @@ function runIdMismatch(item: EventCommand, active: string | undefined): InvalidR
       : `${where}meta.run_id "${item.callerRunId}" was sent but no run is active; omit meta.run_id, the server stamps it during a run.`,
   );
 }
-
-/**
- * The error a service refuses work with while it shuts down.
- *
- * @returns A fresh {@linkcode ShuttingDownError}.
- */
-export function shuttingDown(): ShuttingDownError {
-  return new ShuttingDownError();
-}
