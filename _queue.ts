@@ -27,7 +27,10 @@ interface ItemOp<T> {
  * import assert from "node:assert/strict";
  *
  * const groups: number[][] = [];
- * const queue = new GroupQueue<number>(async (items) => void groups.push(items));
+ * const queue = new GroupQueue<number>(
+ *   async (items) => void groups.push(items),
+ *   (_items, err) => console.error(err),
+ * );
  * queue.push(1);
  * queue.push(2);
  * await queue.control(async () => {});
@@ -36,17 +39,23 @@ interface ItemOp<T> {
  */
 export class GroupQueue<T> {
   #commit: (items: T[]) => Promise<void>;
+  #fail: (items: T[], err: unknown) => void;
   #queue: (ItemOp<T> | ControlOp)[] = [];
   #draining: Promise<void> | undefined;
 
   /**
    * Creates an empty queue.
    *
-   * @param commit Handles one group of consecutive items; it must settle each item itself and
-   *   never throw.
+   * @param commit Handles one group of consecutive items, settling each item itself.
+   * @param fail Settles the items of a group whose `commit` threw (a bug, not a write error:
+   *   `commit` reports those itself); the queue goes on with the next group.
    */
-  constructor(commit: (items: T[]) => Promise<void>) {
+  constructor(
+    commit: (items: T[]) => Promise<void>,
+    fail: (items: T[], err: unknown) => void,
+  ) {
     this.#commit = commit;
+    this.#fail = fail;
   }
 
   /**
@@ -101,8 +110,12 @@ export class GroupQueue<T> {
         }
         let n = 1;
         while (n < this.#queue.length && this.#queue[n]!.kind === "item") n++;
-        const group = this.#queue.splice(0, n) as ItemOp<T>[];
-        await this.#commit(group.map((op) => op.item));
+        const items = (this.#queue.splice(0, n) as ItemOp<T>[]).map((op) => op.item);
+        try {
+          await this.#commit(items);
+        } catch (err) {
+          this.#fail(items, err);
+        }
       }
     } finally {
       this.#draining = undefined;

@@ -122,7 +122,10 @@ export class TelemetryService implements AsyncDisposable {
   #siteLastWritten = 0;
   #listeners = new Set<(message: ServiceMessage) => void>();
   #writeListeners = new Set<(report: WriteReport) => void>();
-  #queue: GroupQueue<EventOp> = new GroupQueue((ops) => this.#commit(ops));
+  #queue: GroupQueue<EventOp> = new GroupQueue(
+    (ops) => this.#commit(ops),
+    (ops, err) => ops.forEach((op) => op.reject(err)),
+  );
   #closing = false;
   #closed: Promise<void> | undefined;
   #lastReceivedMs = NaN;

@@ -8,13 +8,18 @@
 import assert from "node:assert/strict";
 import { GroupQueue } from "../_queue.ts";
 
+/** The `fail` handler of queues whose commit never throws: a call fails the test. */
+function unexpected(_items: number[], err: unknown): never {
+  throw new Error(`commit threw: ${err}`);
+}
+
 /** A queue that records each group it commits (and each control run) in `log`. */
 function loggingQueue(): { queue: GroupQueue<number>; log: (number[] | string)[] } {
   const log: (number[] | string)[] = [];
   const queue = new GroupQueue<number>((items) => {
     log.push(items);
     return Promise.resolve();
-  });
+  }, unexpected);
   return { queue, log };
 }
 
@@ -46,7 +51,7 @@ Deno.test("GroupQueue gathers the items pushed while a commit runs into the next
   const queue = new GroupQueue<number>(async (items) => {
     log.push(items);
     if (items.includes(1)) await first.promise;
-  });
+  }, unexpected);
   queue.push(1);
   await new Promise((r) => setTimeout(r, 0));
   assert.deepEqual(log, [[1]], "the first group is being committed");
@@ -67,7 +72,7 @@ Deno.test("GroupQueue never runs two commits at once", async () => {
     overlap ||= running > 1;
     await new Promise((r) => setTimeout(r, 1));
     running--;
-  });
+  }, unexpected);
   for (let i = 0; i < 20; i++) {
     queue.push(i);
     if (i % 3 === 0) await new Promise((r) => setTimeout(r, 0));
@@ -99,7 +104,7 @@ Deno.test("GroupQueue.idle() waits for every item and control queued before it",
   const queue = new GroupQueue<number>(async (items) => {
     await new Promise((r) => setTimeout(r, 5));
     log.push(items);
-  });
+  }, unexpected);
   queue.push(1);
   void queue.control(() => new Promise((r) => setTimeout(r, 5)));
   queue.push(2);
@@ -124,4 +129,21 @@ Deno.test("GroupQueue starts a new group for items pushed after it went idle", a
   queue.push(2);
   await queue.idle();
   assert.deepEqual(log, [[1], [2]]);
+});
+
+Deno.test("GroupQueue settles a group whose commit throws through fail, and goes on with the next", async () => {
+  const failed: number[][] = [];
+  const committed: number[][] = [];
+  const queue = new GroupQueue<number>(async (items) => {
+    await Promise.resolve();
+    if (items.includes(1)) throw new Error("bug");
+    committed.push(items);
+  }, (items) => failed.push(items));
+  queue.push(1);
+  queue.push(2);
+  await queue.idle();
+  queue.push(3);
+  await queue.idle();
+  assert.deepEqual(failed, [[1, 2]]);
+  assert.deepEqual(committed, [[3]]);
 });
