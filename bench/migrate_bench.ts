@@ -1,11 +1,16 @@
 /**
- * Benchmark of {@linkcode migrate}: generates a legacy store of N and 2N records (about 300 bytes
- * each) in a temporary directory, migrates each in a child process and reports records per
+ * Benchmark of {@linkcode migrate}: generates a legacy store of each size (about 300 bytes a
+ * record) in a temporary directory, migrates it in a child process and reports records per
  * second and the child's peak resident memory (VmHWM from `/proc/self/status`, Linux only).
- * Doubling the input should leave the peak RSS about the same.
+ * A larger input should leave the peak RSS about the same.
+ *
+ * Beside each migration, in the same rounds, runs the floor: a child that reads the same files
+ * line by line, parses each record and writes one envelope line per record into one file (no
+ * dates, no grouping by day, no sorting, no rejects). The ratio of the two is the figure the
+ * performance issue sets (>= 0.85x at 5M records).
  *
  * ```sh
- * deno run -A bench/migrate_bench.ts [--records 1000000] [--keep]
+ * deno run -A bench/migrate_bench.ts [--records 1000000,2000000] [--rounds 1] [--keep]
  * ```
  *
  * @module
@@ -14,6 +19,7 @@
 import { parseArgs } from "node:util";
 import { join } from "node:path";
 import { migrate } from "../migrate.ts";
+import { LineSplitter } from "../_ndjson.ts";
 
 const COLLECTIONS = ["weather.json", "environment.json", "status.json", "dome/dome.json"];
 const START = Date.UTC(2023, 0, 1);
@@ -113,19 +119,99 @@ async function child(source: string, dest: string): Promise<void> {
   console.log(JSON.stringify(result));
 }
 
-async function runOnce(records: number, keep: boolean): Promise<ChildResult & { mb: number }> {
+/** The floor: parse every record and write one envelope line per record, nothing else. */
+async function floorChild(source: string, dest: string): Promise<void> {
+  const cpuBefore = await cpuSeconds();
+  const started = performance.now();
+  await Deno.mkdir(dest, { recursive: true });
+  const out = await Deno.open(join(dest, "floor.ndjson"), { write: true, create: true });
+  const encoder = new TextEncoder();
+  let records = 0;
+  let text = "";
+  const flush = async () => {
+    const bytes = encoder.encode(text);
+    text = "";
+    for (let done = 0; done < bytes.length;) done += await out.write(bytes.subarray(done));
+  };
+  for (const name of COLLECTIONS) {
+    const onLine = (line: string) => {
+      if (line.length === 0) return;
+      const r = JSON.parse(line);
+      text += JSON.stringify({
+        seq: ++records,
+        ts: r.date,
+        type: r.type,
+        data: r.data,
+        meta: { migrated_from: "PanFileDB", original_id: r._id },
+      }) + "\n";
+    };
+    const splitter = new LineSplitter();
+    const file = await Deno.open(join(source, name));
+    for await (const chunk of file.readable) {
+      splitter.push(chunk, onLine);
+      if (text.length >= 1 << 16) await flush();
+    }
+    splitter.end(onLine);
+  }
+  await flush();
+  await out.sync();
+  out.close();
+  const elapsedMs = performance.now() - started;
+  const result: ChildResult = {
+    records,
+    files: 1,
+    elapsedMs,
+    recordsPerSecond: Math.round(records / (elapsedMs / 1000)),
+    cpuSeconds: await cpuSeconds() - cpuBefore,
+    peakRssKb: await peakRssKb(),
+  };
+  // deno-lint-ignore no-console
+  console.log(JSON.stringify(result));
+}
+
+async function runChild(mode: "--child" | "--floor", source: string, dest: string) {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", import.meta.filename as string, mode, source, dest],
+    stdout: "piped",
+    stderr: "inherit",
+  }).output();
+  if (!out.success) throw new Error(`Benchmark child failed with exit code ${out.code}`);
+  await Deno.remove(dest, { recursive: true });
+  return JSON.parse(new TextDecoder().decode(out.stdout)) as ChildResult;
+}
+
+function describeRun(label: string, r: ChildResult, mb: number): string {
+  return `${label} ${r.records} records (${mb.toFixed(0)} MB, ${r.files} files): ${
+    (r.elapsedMs / 1000).toFixed(2)
+  } s wall, ${r.recordsPerSecond} records/s; ${r.cpuSeconds.toFixed(2)} s CPU, ${
+    Math.round(r.records / r.cpuSeconds)
+  } records/CPU-s; peak RSS ${(r.peakRssKb / 1024).toFixed(0)} MiB`;
+}
+
+interface SizeResult {
+  records: number;
+  mb: number;
+  migrate: ChildResult[];
+  floor: ChildResult[];
+}
+
+async function runSize(records: number, rounds: number, keep: boolean): Promise<SizeResult> {
   const root = await Deno.makeTempDir({ prefix: "migrate-bench-" });
   try {
     const source = join(root, "legacy");
-    const bytes = await generate(source, records);
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", import.meta.filename as string, "--child", source, join(root, "site")],
-      stdout: "piped",
-      stderr: "inherit",
-    }).output();
-    if (!out.success) throw new Error(`Benchmark child failed with exit code ${out.code}`);
-    const result = JSON.parse(new TextDecoder().decode(out.stdout)) as ChildResult;
-    return { ...result, mb: bytes / 1e6 };
+    const mb = (await generate(source, records)) / 1e6;
+    const result: SizeResult = { records, mb, migrate: [], floor: [] };
+    for (let round = 0; round < rounds; round++) {
+      const m = await runChild("--child", source, join(root, "site"));
+      // deno-lint-ignore no-console
+      console.log(describeRun("migrate", m, mb));
+      const f = await runChild("--floor", source, join(root, "floor"));
+      // deno-lint-ignore no-console
+      console.log(describeRun("floor  ", f, mb));
+      result.migrate.push(m);
+      result.floor.push(f);
+    }
+    return result;
   } finally {
     // deno-lint-ignore no-console
     if (keep) console.log(`kept ${root}`);
@@ -133,38 +219,66 @@ async function runOnce(records: number, keep: boolean): Promise<ChildResult & { 
   }
 }
 
+function median(values: number[]): number {
+  const s = values.toSorted((a, b) => a - b);
+  return s[Math.floor(s.length / 2)] ?? NaN;
+}
+
 async function main(): Promise<void> {
   const { values, positionals } = parseArgs({
     args: Deno.args,
     options: {
-      records: { type: "string", default: "1000000" },
+      records: { type: "string", default: "1000000,2000000" },
+      rounds: { type: "string", default: "1" },
       child: { type: "boolean", default: false },
+      floor: { type: "boolean", default: false },
       keep: { type: "boolean", default: false },
     },
     allowPositionals: true,
     strict: true,
   });
-  if (values.child) {
+  if (values.child || values.floor) {
     const [source, dest] = positionals;
     if (source === undefined || dest === undefined) throw new Error("--child needs SOURCE DEST");
-    await child(source, dest);
+    await (values.floor ? floorChild(source, dest) : child(source, dest));
     return;
   }
-  const n = Number(values.records);
-  if (!Number.isSafeInteger(n) || n < 1) {
-    throw new RangeError(`Cannot use --records ${values.records}: expected a positive integer`);
+  const sizes = values.records.split(",").map(Number);
+  const rounds = Number(values.rounds);
+  if (sizes.some((n) => !Number.isSafeInteger(n) || n < 1)) {
+    throw new RangeError(`Cannot use --records ${values.records}: expected positive integers`);
   }
-  for (const records of [n, 2 * n]) {
-    const r = await runOnce(records, values.keep);
-    // deno-lint-ignore no-console
-    console.log(
-      `${r.records} records (${r.mb.toFixed(0)} MB, ${r.files} days): ${
-        (r.elapsedMs / 1000).toFixed(2)
-      } s wall, ${r.recordsPerSecond} records/s; ${r.cpuSeconds.toFixed(2)} s CPU, ${
-        Math.round(r.records / r.cpuSeconds)
-      } records/CPU-s; peak RSS ${(r.peakRssKb / 1024).toFixed(0)} MiB`,
+  if (!Number.isSafeInteger(rounds) || rounds < 1) {
+    throw new RangeError(`Cannot use --rounds ${values.rounds}: expected a positive integer`);
+  }
+  const rows: string[] = [];
+  for (const records of sizes) {
+    const r = await runSize(records, rounds, values.keep);
+    const m = median(r.migrate.map((x) => x.recordsPerSecond));
+    const f = median(r.floor.map((x) => x.recordsPerSecond));
+    const mc = median(r.migrate.map((x) => x.records / x.cpuSeconds));
+    const fc = median(r.floor.map((x) => x.records / x.cpuSeconds));
+    const rss = (runs: ChildResult[]) =>
+      Math.max(...runs.map((x) => x.peakRssKb / 1024)).toFixed(0);
+    rows.push(
+      `| ${records.toLocaleString("en-US")} | ${r.mb.toFixed(0)} MB | ${
+        m.toLocaleString("en-US")
+      } | ${f.toLocaleString("en-US")} | ${(m / f).toFixed(2)} | ${(mc / fc).toFixed(2)} | ${
+        rss(r.migrate)
+      } / ${rss(r.floor)} MiB |`,
     );
   }
+  // deno-lint-ignore no-console
+  console.log(
+    [
+      "",
+      `Medians of ${rounds} round(s):`,
+      "",
+      "| records | input | migrate records/s | floor records/s | x floor | x floor (CPU) | peak RSS migrate / floor |",
+      "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+      ...rows,
+    ].join("\n"),
+  );
 }
 
 if (import.meta.main) await main();
