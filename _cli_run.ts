@@ -82,6 +82,16 @@ class Warnings {
   }
 }
 
+/**
+ * An unexpected error of a request as one log line: its class and message, no stack trace (the
+ * log is read by people and line-based tools; CONTRACT 4.7, 9.4).
+ */
+export function unexpectedErrorLine(err: unknown): string {
+  const name = err instanceof Error ? err.name : typeof err;
+  const message = err instanceof Error ? err.message : String(err);
+  return `unexpected ${name} while answering a request: ${message.replace(/\s*[\r\n]+\s*/g, " ")}`;
+}
+
 /** Starts the server; a failure becomes one line naming the flag that fixes it. */
 async function start(flags: RunFlagValues, warnings: Warnings): Promise<ServerHandle> {
   const { siteDir, host: hostname, port } = flags;
@@ -99,7 +109,7 @@ async function start(flags: RunFlagValues, warnings: Warnings): Promise<ServerHa
       allowRunRoots: flags.allowRunRoots,
       ...(flags.siteTypes ? { siteTypes: flags.siteTypes } : {}),
       onWarning: (message) => warnings.warn(message),
-      onError: (err) => console.error(`error: ${err instanceof Error ? err.stack : err}`),
+      onError: (err) => console.error(`error: ${unexpectedErrorLine(err)}`),
     });
   } catch (err) {
     throw new Failure(startupFailure(err, { siteDir, hostname, port }));

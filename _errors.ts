@@ -238,6 +238,41 @@ export class StorageError extends Error {
 }
 
 /**
+ * A path where the service keeps one of its own files holds something else: a symbolic link, a
+ * directory or a device. The service never writes through it, so a link planted in the site
+ * directory cannot lead a write outside it.
+ *
+ * @example Usage
+ * ```ts
+ * import { UnsafeFileError } from "./_errors.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const err = new UnsafeFileError("/srv/telemetry/.lock", "a symbolic link");
+ * assert.equal(err.found, "a symbolic link");
+ * ```
+ */
+export class UnsafeFileError extends Error {
+  /** The path. */
+  readonly path: string;
+  /** What is there instead of a regular file, for example `"a symbolic link"`. */
+  readonly found: string;
+  /**
+   * Creates the error.
+   *
+   * @param path The path.
+   * @param found What is there instead of a regular file.
+   */
+  constructor(path: string, found: string) {
+    super(
+      `${path} is ${found}, not a regular file; the service never writes through it, so move it away`,
+    );
+    this.name = "UnsafeFileError";
+    this.path = path;
+    this.found = found;
+  }
+}
+
+/**
  * Another server (or another open in this process) holds the site directory (CONTRACT 4.6).
  *
  * @example Usage

@@ -6,7 +6,7 @@
  */
 
 import { basename, dirname, isAbsolute, join, relative, sep } from "node:path";
-import { SiteInUseError } from "./_errors.ts";
+import { SiteInUseError, UnsafeFileError } from "./_errors.ts";
 import { writeFull } from "./_ndjson_writer.ts";
 
 const encoder = new TextEncoder();
@@ -31,13 +31,11 @@ export class SiteLock {
    * @param siteDir The site directory.
    * @returns The held lock.
    * @throws {SiteInUseError} If another server (or another open in this process) holds it.
+   * @throws {UnsafeFileError} If `.lock` is a symbolic link, a directory or another non-file.
    */
   static async acquire(siteDir: string): Promise<SiteLock> {
-    const file = await Deno.open(join(siteDir, LOCK_FILE), {
-      read: true,
-      write: true,
-      create: true,
-    });
+    // The lock is truncated below: a `.lock` planted as a symlink must not truncate its target.
+    const file = await openPlainFile(join(siteDir, LOCK_FILE));
     let locked = false;
     try {
       locked = await file.tryLock(true);
@@ -178,5 +176,108 @@ export async function realPathOfNearest(path: string): Promise<string> {
       missing.push(basename(current));
       current = parent;
     }
+  }
+}
+
+/**
+ * What a path is, in words for an error message, when it is not a regular file.
+ *
+ * @param info Its `lstat`.
+ * @returns For example `"a symbolic link"`, or `undefined` for a regular file.
+ */
+export function notAFile(info: Deno.FileInfo): string | undefined {
+  if (info.isFile) return undefined;
+  if (info.isSymlink) return "a symbolic link";
+  if (info.isDirectory) return "a directory";
+  return "neither a file nor a directory";
+}
+
+/**
+ * Opens a file for reading and writing without ever following a symbolic link at its last
+ * component. Deno has no `O_NOFOLLOW`, so a new file is created exclusively (`O_EXCL` does not
+ * follow links), and an existing one must be a regular file by `lstat` and still the same inode
+ * once open.
+ *
+ * @param path The file, created if missing.
+ * @returns The open file.
+ * @throws {UnsafeFileError} If something other than a regular file is at `path`.
+ */
+export async function openPlainFile(path: string): Promise<Deno.FsFile> {
+  try {
+    return await Deno.open(path, { read: true, write: true, createNew: true });
+  } catch (err) {
+    if (!(err instanceof Deno.errors.AlreadyExists)) throw err;
+  }
+  const before = await Deno.lstat(path);
+  const found = notAFile(before);
+  if (found) throw new UnsafeFileError(path, found);
+  const file = await Deno.open(path, { read: true, write: true });
+  try {
+    assertSameInode(path, before, await file.stat());
+  } catch (err) {
+    file.close();
+    throw err;
+  }
+  return file;
+}
+
+/**
+ * Makes sure a regular file is at `path`, creating it empty (exclusively) when nothing is there,
+ * for writers that open the path themselves. Pair it with {@linkcode assertStillPlainFile}
+ * after they opened it.
+ *
+ * @param path The file.
+ * @returns Its `lstat`.
+ * @throws {UnsafeFileError} If something other than a regular file is at `path`.
+ */
+export async function ensurePlainFile(path: string): Promise<Deno.FileInfo> {
+  try {
+    (await Deno.open(path, { write: true, createNew: true })).close();
+  } catch (err) {
+    if (!(err instanceof Deno.errors.AlreadyExists)) throw err;
+  }
+  const info = await Deno.lstat(path);
+  const found = notAFile(info);
+  if (found) throw new UnsafeFileError(path, found);
+  return info;
+}
+
+/**
+ * Checks that `path` is still the regular file {@linkcode ensurePlainFile} saw: nothing swapped
+ * a link in between.
+ *
+ * @param path The file.
+ * @param before What {@linkcode ensurePlainFile} returned.
+ * @throws {UnsafeFileError} If it changed.
+ */
+export async function assertStillPlainFile(path: string, before: Deno.FileInfo): Promise<void> {
+  const now = await Deno.lstat(path);
+  const found = notAFile(now);
+  if (found) throw new UnsafeFileError(path, found);
+  assertSameInode(path, before, now);
+}
+
+/**
+ * Refuses a path that exists and is not a regular file; a missing path is fine.
+ *
+ * @param path A file the service may create, read or append to later.
+ * @throws {UnsafeFileError} If something other than a regular file is there.
+ */
+export async function refuseNonFile(path: string): Promise<void> {
+  let info: Deno.FileInfo;
+  try {
+    info = await Deno.lstat(path);
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return;
+    throw err;
+  }
+  const found = notAFile(info);
+  if (found) throw new UnsafeFileError(path, found);
+}
+
+function assertSameInode(path: string, a: Deno.FileInfo, b: Deno.FileInfo): void {
+  // `ino`/`dev` are null where the platform has none (Windows): nothing to compare there.
+  if (a.ino !== null && b.ino !== null && (a.ino !== b.ino || a.dev !== b.dev)) {
+    throw new UnsafeFileError(path, "a different file than a moment ago (it was replaced)");
   }
 }

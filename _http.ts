@@ -102,7 +102,34 @@ export function isLoopback(host: string): boolean {
     /^::ffff:127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
 }
 
-export const LOOPBACK_HOST_HEADER = /^(?:localhost|127\.0\.0\.1|\[::1\])(?::\d{1,5})?$/i;
+// Any number of port digits: the port's range is checked by `requestUrl()`, answering 400.
+export const LOOPBACK_HOST_HEADER = /^(?:localhost|127\.0\.0\.1|\[::1\])(?::\d+)?$/i;
+
+/**
+ * The request's URL. Deno builds it from the `Host` header, so a Host the URL parser refuses
+ * (a port above 65535, `a b`, an unclosed `[::1`) is the client's error, not the server's.
+ *
+ * @param req The request.
+ * @returns The parsed URL.
+ * @throws {HttpError} 400 naming the Host header.
+ */
+export function requestUrl(req: Request): URL {
+  try {
+    return new URL(req.url);
+  } catch (err) {
+    if (!(err instanceof TypeError)) throw err;
+    throw new HttpError(
+      400,
+      `Host ${
+        JSON.stringify((req.headers.get("host") ?? "(none)").slice(0, 200))
+      } is not a valid host and port; send a host name or address and a port from 0 to 65535, such as localhost:6562.`,
+    );
+  }
+}
+
+/** The detail of every unexpected 500: what failed stays in the server's log, not the answer. */
+export const UNEXPECTED_DETAIL =
+  "The server failed unexpectedly; nothing is known to be stored. Retry, and if it persists, check the server's log.";
 
 export function isLoopbackOrigin(origin: string): boolean {
   try {
@@ -264,10 +291,11 @@ export function parseNdjson(text: string): unknown[] {
  * so must any `Origin`.
  *
  * @param req The request.
- * @throws {HttpError} 403 naming the header to fix.
+ * @throws {HttpError} 403 naming the header to fix, 400 for a loopback Host with a bad port.
  */
 export function guardLoopback(req: Request): void {
   const host = req.headers.get("host");
+  if (host !== null && LOOPBACK_HOST_HEADER.test(host)) requestUrl(req); // a port past 65535
   if (host === null || !LOOPBACK_HOST_HEADER.test(host)) {
     throw new HttpError(
       403,

@@ -18,6 +18,10 @@ import { errorText, InvalidRequestError, itemPrefix } from "./_errors.ts";
 /** A run id is one safe path segment (CONTRACT 2.3). */
 export const RUN_ID_PATTERN: RegExp = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
+/** Unicode Cc (C0, DEL, C1): no place in a directory name, a log line or a terminal. */
+// deno-lint-ignore no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+
 /**
  * How many levels of objects and arrays `data` and `meta` may nest (`data` itself is level 1).
  * Deeper values are refused with 400: whether `JSON.stringify` overflows the stack on them depends
@@ -84,8 +88,16 @@ export function parseRunStart(body: unknown): RunStartCommand {
       } is not allowed; use 1 to 128 letters, digits, ".", "_" or "-", starting with a letter or digit.`,
     );
   }
-  if (runDir !== undefined && (runDir.length === 0 || runDir.includes("\0"))) {
-    throw new InvalidRequestError("run_dir must be a non-empty path without NUL characters.");
+  if (runDir !== undefined && (runDir.length === 0 || CONTROL.test(runDir))) {
+    throw new InvalidRequestError(
+      "run_dir must be a non-empty path without NUL or other control characters.",
+    );
+  }
+  if (runDir !== undefined && !runDir.isWellFormed()) {
+    // The file system would store a lone surrogate as U+FFFD: a directory other than the named one.
+    throw new InvalidRequestError(
+      "run_dir contains a lone UTF-16 surrogate; send well-formed Unicode.",
+    );
   }
   const meta = body.meta ?? {};
   if (!isJsonObject(meta)) {

@@ -115,11 +115,11 @@ export class Runs {
       return { runId, runDir };
     }
     if (command.runId !== undefined) {
-      return { runId: command.runId, runDir: this.#store.runDirOf(command.runId) };
+      return { runId: command.runId, runDir: await this.#store.runDirOf(command.runId) };
     }
     if (this.active) throw new RunConflictError(this.active.record.run_id, undefined);
     const runId = await this.#store.nextNumericRun();
-    return { runId, runDir: this.#store.runDirOf(runId) };
+    return { runId, runDir: await this.#store.runDirOf(runId) };
   }
 
   /**
@@ -160,7 +160,22 @@ export class Runs {
       return undefined;
     }
     const seqAtStart = typeof saved.seq_at_start === "number" ? saved.seq_at_start : 0;
-    const { writer, scan, mark } = await this.#store.openRunStream(saved.run_dir, seqAtStart);
+    let opened;
+    try {
+      opened = await this.#store.openRunStream(saved.run_dir, seqAtStart);
+    } catch (err) {
+      // The record names a place no run may use (a reserved name, a link leading outside the
+      // allowed roots): resuming would write there, and failing would stop every start.
+      if (!(err instanceof InvalidRequestError)) throw err;
+      const aside = await this.#store.setAsideActiveRun();
+      this.#warn(
+        `Run ${saved.run_id} was not resumed: ${
+          errorText(err)
+        } Its record was moved to ${aside}; start the run again under another name.`,
+      );
+      return undefined;
+    }
+    const { writer, scan, mark } = opened;
     this.active = {
       record: {
         run_id: saved.run_id,

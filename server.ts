@@ -19,7 +19,7 @@
 
 import denoJson from "./deno.json" with { type: "json" };
 import { type ServiceOptions, TelemetryService } from "./service.ts";
-import { errorText, ShuttingDownError } from "./_errors.ts";
+import { ShuttingDownError } from "./_errors.ts";
 import {
   DEFAULT_MAX_BODY,
   guardLoopback,
@@ -31,8 +31,10 @@ import {
   parseNdjson,
   problem,
   readJsonBody,
+  requestUrl,
   shuttingDownResponse,
   toProblem,
+  UNEXPECTED_DETAIL,
 } from "./_http.ts";
 import { parseEvent, parseEvents, parseRunStart } from "./_request.ts";
 import { type Route, route, Router } from "./_router.ts";
@@ -226,7 +228,7 @@ export function createHandler(
   ): Promise<Response> {
     if (stopping()) throw new ShuttingDownError();
     if (guardHost) guardLoopback(req);
-    const url = new URL(req.url);
+    const url = requestUrl(req);
     if (token !== undefined && url.pathname !== "/health") guardToken(req, token);
     const found = router.match(url);
     if (!found) {
@@ -258,7 +260,8 @@ export function createHandler(
       const answer = toProblem(err);
       if (answer) return answer;
       onError?.(err);
-      return problem(500, `The server failed unexpectedly (${errorText(err)}); check its log.`);
+      // The raw message may name paths and internals: it goes to the log, never to the client.
+      return problem(500, UNEXPECTED_DETAIL);
     }
   };
 }

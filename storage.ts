@@ -19,17 +19,26 @@
  * @module
  */
 
-import { isAbsolute, join, resolve } from "node:path";
+import { isAbsolute, join, relative, resolve, sep } from "node:path";
 import {
+  assertStillPlainFile,
+  ensurePlainFile,
   isStrictlyInside,
   readJsonFile,
   realPathOfNearest,
+  refuseNonFile,
   removeIfExists,
   SiteLock,
   writeJsonAtomic,
 } from "./_fs.ts";
 import { DayKeyer } from "./_day_key.ts";
-import { errorText, InvalidRequestError, RunDirNotAllowedError, StorageError } from "./_errors.ts";
+import {
+  errorText,
+  InvalidRequestError,
+  RunDirNotAllowedError,
+  StorageError,
+  UnsafeFileError,
+} from "./_errors.ts";
 import { type FsyncMode, NdjsonWriter, recoverTornTail } from "./_ndjson_writer.ts";
 import { LineSplitter, readSeqAndType } from "./_ndjson.ts";
 
@@ -61,6 +70,81 @@ export const RUN_FILE = "telemetry.ndjson";
 const ACTIVE_RUN_FILE = ".active-run.json";
 /** The snapshot as it was at the last clean shutdown, with the seqs it reflects. */
 const SNAPSHOT_FILE = ".snapshot.json";
+
+/**
+ * The names the service keeps for its own files, now and in the features CONTRACT 8, 11-13
+ * plan, and what each is, for the advice of a refused run directory. A name is reserved when it
+ * starts with one of these, so the files derived from it are reserved too: `<file>.torn`
+ * (CONTRACT 4.3), `<file>.gz` (CONTRACT 12), the `.tmp-<uuid>` files of atomic writes. The check
+ * ignores case, because on a case-insensitive file system (macOS, Windows) `RUNS.ndjson` is
+ * `runs.ndjson`. Not covered, as the service runs on Linux: Windows device names (`NUL`, `CON`),
+ * trailing dots and spaces that Windows drops, 8.3 short names, and names that only Unicode
+ * normalisation (HFS+) makes equal.
+ */
+const RESERVED_NAMES: readonly { pattern: RegExp; what: string }[] = [
+  {
+    // One dot, not two: `..2026` cannot be mistaken for a record, and CONTRACT 2.3 allows it.
+    pattern: /^\.(?!\.)/,
+    what:
+      'names starting with one "." hold the service\'s records (.lock, .active-run.json, .snapshot.json, .seq-mark.json, .forward/, temporary files)',
+  },
+  { pattern: /^site_\d{8}\.ndjson/i, what: "site_YYYYMMDD.ndjson names the site stream's files" },
+  { pattern: /^runs\.ndjson/i, what: "runs.ndjson is the run log" },
+  { pattern: /^telemetry\.ndjson/i, what: "telemetry.ndjson is a run's stream file" },
+  { pattern: /^run\.json/i, what: "run.json is a run's record" },
+];
+
+/**
+ * The exact names of the files the service opens at the top of a site directory. At start-up
+ * anything else found at one of them (a directory made by a run started there with 0.3, a
+ * symbolic link) is moved aside, so it neither stops the start nor leads a write elsewhere.
+ */
+const SERVICE_FILE =
+  /^(?:\.active-run\.json|\.snapshot\.json|\.seq-mark\.json|runs\.ndjson(?:\.torn|\.gz)?|site_\d{8}\.ndjson(?:\.torn|\.gz)?)$/i;
+
+/** Linux's limits: `NAME_MAX` bytes for one name, `PATH_MAX` (with its NUL) for a path. */
+const NAME_MAX = 255;
+const PATH_MAX = 4096;
+
+/**
+ * Why a name cannot be a directory of a run, or `undefined` when it can: every name the service
+ * gives its own files, in the site directory and in run directories (CONTRACT 3, 4, 8, 11-13).
+ * This is the one rule; run placement asks it of every segment of a run directory's path.
+ *
+ * @param name One path segment.
+ * @returns What the name is kept for, or `undefined`.
+ *
+ * @example Usage
+ * ```ts
+ * import { reservedName } from "./storage.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.match(reservedName("runs.ndjson") ?? "", /run log/);
+ * assert.equal(reservedName("night-1"), undefined);
+ * ```
+ */
+export function reservedName(name: string): string | undefined {
+  return RESERVED_NAMES.find(({ pattern }) => pattern.test(name))?.what;
+}
+
+function byteLength(text: string): number {
+  return encoder.encode(text).length;
+}
+
+function quoted(text: string, max = 60): string {
+  return JSON.stringify(text.length > max ? `${text.slice(0, max)}...` : text);
+}
+
+/** The message of a refused run directory: which field, the value, and what to choose instead. */
+function runDirProblem(field: RunDirField, requested: string, problem: string): string {
+  const example = field === "run_id" ? `"night-1"` : `"nights/night-1"`;
+  return `${field} ${
+    quoted(requested)
+  } cannot be used: ${problem}; choose another ${field}, for example ${example}.`;
+}
+
+/** Which request field named a run directory, for the advice in errors. */
+export type RunDirField = "run_id" | "run_dir";
 
 /** Options of {@linkcode SiteStore.open}. */
 export interface SiteStoreOptions {
@@ -140,6 +224,7 @@ export class SiteStore {
    * @param options Where, which zone and how to sync.
    * @returns The held store.
    * @throws {SiteInUseError} If another server holds the directory.
+   * @throws {UnsafeFileError} If its `.lock` is a symbolic link or not a file.
    * @throws {Deno.errors.NotCapable} If read or write permission for the directory is missing.
    */
   static async open(options: SiteStoreOptions): Promise<SiteStore> {
@@ -151,6 +236,12 @@ export class SiteStore {
       runRoots.push(await Deno.realPath(root));
     }
     const lock = await SiteLock.acquire(siteDir);
+    try {
+      await moveAsideSquatters(siteDir, options.warn);
+    } catch (err) {
+      await lock.release();
+      throw err;
+    }
     const store = new SiteStore(siteDir, runRoots, lock, options);
     if (options.fsync === "interval") {
       // A slow disk must not pile syncs up behind each other.
@@ -210,7 +301,7 @@ export class SiteStore {
     let writer = this.#siteWriters.get(night);
     if (!writer) {
       const path = join(this.siteDir, siteFileName(night));
-      writer = await NdjsonWriter.open(path, this.fsync, (n) => this.#warn(tornMessage(path, n)));
+      writer = await openPlainWriter(path, this.fsync, (n) => this.#warn(tornMessage(path, n)));
       this.#siteWriters.set(night, writer);
     }
     return writer;
@@ -266,43 +357,99 @@ export class SiteStore {
   // --- run directories ------------------------------------------------------------------------
 
   /**
-   * The directory of a run named only by its id: below the site directory.
+   * The directory of a run named only by its id: below the site directory, confined and checked
+   * like any requested run directory (a link named like the run leads nowhere outside).
    *
    * @param runId A valid run id.
    * @returns The absolute path.
+   * @throws {InvalidRequestError} If the id is a reserved name or a link leads outside.
    */
-  runDirOf(runId: string): string {
-    return join(this.siteDir, runId);
+  runDirOf(runId: string): Promise<string> {
+    return this.confineRunDir(runId, "run_id");
   }
 
   /**
    * Resolves a requested run directory and confines it to the site directory or an allowed run
-   * root, following symlinks of the part that exists (CONTRACT 2.3).
+   * root, following symlinks of the part that exists (CONTRACT 2.3). No segment of its path below
+   * that root may be a name the service keeps for its own files ({@linkcode reservedName}), and
+   * the path must fit the file system's limits.
    *
    * @param requested Relative (to the site directory) or absolute.
+   * @param field The request field it came from, named in errors.
    * @returns The absolute path.
    * @throws {RunDirNotAllowedError} If it lies outside every allowed root.
+   * @throws {InvalidRequestError} If it names a reserved file, is too long, is the site
+   *   directory itself, or a file or a loop of links is in its way.
    */
-  async confineRunDir(requested: string): Promise<string> {
+  async confineRunDir(requested: string, field: RunDirField = "run_dir"): Promise<string> {
     const target = isAbsolute(requested) ? resolve(requested) : resolve(this.siteDir, requested);
-    const real = await realPathOfNearest(target);
+    const refuse = (problem: string) =>
+      new InvalidRequestError(runDirProblem(field, requested, problem));
+    if (byteLength(target) >= PATH_MAX) {
+      throw refuse(
+        `as the absolute path ${quoted(target)} it is ${
+          byteLength(target)
+        } bytes long, and the system allows fewer than ${PATH_MAX}`,
+      );
+    }
+    const long = target.split(sep).find((segment) => byteLength(segment) > NAME_MAX);
+    if (long !== undefined) {
+      throw refuse(
+        `its segment ${quoted(long)} is ${
+          byteLength(long)
+        } bytes long, and a file name may have at most ${NAME_MAX}`,
+      );
+    }
+    if (target === this.siteDir) {
+      throw refuse("it is the site directory itself, and a run needs a directory of its own");
+    }
+    let real: string;
+    try {
+      real = await realPathOfNearest(target);
+    } catch (err) {
+      // The path as a whole is the caller's: a file in the way, a loop of links, a name too long.
+      if (err instanceof Deno.errors.NotADirectory) throw refuse("a file is in the way");
+      const code = (err as { code?: unknown }).code;
+      if (code === "ELOOP") throw refuse("it leads through a loop of symbolic links");
+      if (code === "ENAMETOOLONG") throw refuse("it is longer than the file system allows");
+      throw err;
+    }
     for (const root of [this.siteDir, ...this.runRoots]) {
-      if (isStrictlyInside(real, root) && isStrictlyInside(target, root)) return target;
+      if (!isStrictlyInside(real, root) || !isStrictlyInside(target, root)) continue;
+      // Both the path as written and where its links lead: `latest -> .forward` is refused too.
+      for (
+        const segment of [...relative(root, target).split(sep), ...relative(root, real).split(sep)]
+      ) {
+        const reserved = reservedName(segment);
+        if (reserved !== undefined) {
+          throw refuse(
+            `${quoted(segment)} is a name the service keeps for its own files (${reserved})`,
+          );
+        }
+      }
+      return target;
     }
     throw new RunDirNotAllowedError(requested, target, this.siteDir, this.runRoots);
   }
 
   /**
-   * The next derived run id: the largest all-digit directory name plus one, at least 3 digits.
+   * The next derived run id: the largest all-digit directory name plus one, at least 3 digits,
+   * stepping past files and links with that name, so the derived directory never lands on one.
    *
    * @returns For example `"001"`, `"008"` or `"1000"`.
    */
   async nextNumericRun(): Promise<string> {
     let max = 0;
+    const taken = new Set<string>();
     for await (const entry of Deno.readDir(this.siteDir)) {
-      if (entry.isDirectory && /^\d+$/.test(entry.name)) max = Math.max(max, Number(entry.name));
+      if (!/^\d+$/.test(entry.name)) continue;
+      if (entry.isDirectory) max = Math.max(max, Number(entry.name));
+      else taken.add(entry.name);
     }
-    return String(max + 1).padStart(3, "0");
+    let next = max + 1;
+    // A file or link with the next number would refuse a start the client cannot fix.
+    while (taken.has(String(next).padStart(3, "0"))) next++;
+    return String(next).padStart(3, "0");
   }
 
   /**
@@ -328,20 +475,32 @@ export class SiteStore {
   }
 
   /**
-   * Opens a run's stream file for appending and reads what it already holds.
+   * Opens a run's stream file for appending and reads what it already holds. The directory is
+   * confined again (a saved run directory, or a link swapped in since the request was checked),
+   * and the run's files must be regular files: a planted link is refused, never written through.
    *
    * @param runDir The run directory (created if missing).
    * @param countAfter Count the lines with a seq above this (a resumed run's events).
    * @returns The writer, the scan and the run's seq mark.
+   * @throws {InvalidRequestError} If the directory is not allowed, or one of its files is a
+   *   symbolic link, a directory or another non-file.
    */
   async openRunStream(runDir: string, countAfter = Infinity): Promise<RunStream> {
-    await Deno.mkdir(runDir, { recursive: true });
+    await this.confineRunDir(runDir);
+    await this.createRunDir(runDir);
+    await this.confineRunDir(runDir);
     const path = join(runDir, RUN_FILE);
-    const writer = await NdjsonWriter.open(
-      path,
-      this.fsync,
-      (n) => this.#warn(tornMessage(path, n)),
-    );
+    let writer: NdjsonWriter;
+    try {
+      await refuseNonFile(join(runDir, SEQ_MARK_FILE));
+      writer = await openPlainWriter(path, this.fsync, (n) => this.#warn(tornMessage(path, n)));
+    } catch (err) {
+      if (!(err instanceof UnsafeFileError)) throw err;
+      throw new InvalidRequestError(
+        `Cannot use run_dir ${runDir}: ${err.path} is ${err.found}, not a regular file, and the service never writes through one; choose another run_id or run_dir.`,
+        { cause: err },
+      );
+    }
     try {
       const scan = await scanStream(path, countAfter);
       const mark = await readSeqMark(runDir);
@@ -500,6 +659,72 @@ export class SiteStore {
 
 function tornMessage(path: string, bytes: number): string {
   return `Moved a torn last line (${bytes} bytes) of ${path} to ${path}.torn.`;
+}
+
+/**
+ * Opens a stream file's writer only when the file and its `.torn` file are regular files (or
+ * missing), and checks afterwards that no link was swapped in while it opened.
+ */
+async function openPlainWriter(
+  path: string,
+  fsync: FsyncMode,
+  onTorn: (bytes: number) => void,
+): Promise<NdjsonWriter> {
+  await refuseNonFile(`${path}.torn`);
+  const before = await ensurePlainFile(path);
+  const writer = await NdjsonWriter.open(path, fsync, onTorn);
+  try {
+    await assertStillPlainFile(path, before);
+  } catch (err) {
+    await writer.close().catch(() => {});
+    throw err;
+  }
+  return writer;
+}
+
+/**
+ * Moves aside whatever is at one of the service's file names in the site directory and is not a
+ * regular file: a directory (a run started there by 0.3, which did not reserve the names) would
+ * make every later write of that file fail, and a symbolic link would lead writes outside. Moving
+ * keeps everything in it; only the name changes.
+ */
+async function moveAsideSquatters(siteDir: string, warn: (message: string) => void): Promise<void> {
+  const found: Deno.DirEntry[] = [];
+  for await (const entry of Deno.readDir(siteDir)) {
+    if (!entry.isFile && SERVICE_FILE.test(entry.name)) found.push(entry);
+  }
+  for (const entry of found) {
+    const path = join(siteDir, entry.name);
+    const what = entry.isSymlink
+      ? `a symbolic link (to ${await Deno.readLink(path).catch(() => "?")})`
+      : entry.isDirectory
+      ? "a directory"
+      : "neither a file nor a directory";
+    let aside: string;
+    for (let n = 0;; n++) {
+      // Not a reserved name, so a run directory moved here can be started again by run_dir.
+      aside = join(
+        siteDir,
+        `moved-aside-${Date.now()}${n ? `-${n}` : ""}-${entry.name.replace(/^\./, "")}`,
+      );
+      // rename() replaces an empty directory at the target: never let it.
+      if (!(await exists(aside))) break;
+    }
+    await Deno.rename(path, aside);
+    warn(
+      `${path} was ${what} where the service keeps its ${entry.name} file; moved it to ${aside} unchanged.`,
+    );
+  }
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.lstat(path);
+    return true;
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return false;
+    throw err;
+  }
 }
 
 /**
