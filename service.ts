@@ -190,8 +190,11 @@ export class TelemetryService implements AsyncDisposable {
     });
     const service = new TelemetryService(store, timeZone, options);
     try {
-      await service.#resume();
-      if (service.#dirty) service.#armCheckpoint();
+      // Without a checkpoint to stand on, take one before accepting anything: from then on a
+      // restart only reads what follows it, even right after a rotation.
+      if (await service.#resume()) {
+        if (service.#dirty) service.#armCheckpoint();
+      } else await service.#checkpointNow();
       return service;
     } catch (err) {
       await store.close().catch(() => {});
@@ -206,8 +209,10 @@ export class TelemetryService implements AsyncDisposable {
    * mark and the counter the checkpoint saved, whatever the clock did to modification times. The
    * snapshot comes from the checkpoint plus the lines written after its cursors; without a usable
    * checkpoint it is rebuilt as in 0.3 (CONTRACT 3).
+   *
+   * @returns `true` when it came from a checkpoint.
    */
-  async #resume(): Promise<void> {
+  async #resume(): Promise<boolean> {
     const site = await this.#store.resumeSite();
     const record = parseSavedRecord(await this.#store.readSavedSnapshot());
     if (record.kind === "invalid") {
@@ -230,13 +235,14 @@ export class TelemetryService implements AsyncDisposable {
     if (checkpoint) {
       const restored = !runResume?.mismatch &&
         await this.#restoreCheckpoint(checkpoint, site, runResume);
-      if (restored) return;
+      if (restored) return true;
       this.#warn(
         "The checkpoint in .snapshot.json no longer matches the stream files (truncated or replaced); rebuilding the snapshot from the files.",
       );
       this.#snapshot.clear();
     }
     await this.#rebuild(saved, site, runResume);
+    return false;
   }
 
   /**
@@ -323,7 +329,6 @@ export class TelemetryService implements AsyncDisposable {
       }
     }
     this.#snapshot.restored();
-    this.#dirty = true; // the next checkpoint spares the next start this rebuild
   }
 
   /** The active run's record (with a live `events` count), or `undefined`. */
