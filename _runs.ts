@@ -11,7 +11,8 @@ import { formatTimestamp, isJsonObject, type RunRecord } from "./event.ts";
 import { InvalidRequestError, NoActiveRunError, RunConflictError, WriteError } from "./_errors.ts";
 import { RUN_ID_PATTERN, type RunStartCommand } from "./_request.ts";
 import type { NdjsonWriter } from "./_ndjson_writer.ts";
-import type { SiteStore, StreamScan } from "./storage.ts";
+import type { SiteStore, StreamScan, StreamTail } from "./storage.ts";
+import type { CheckpointCursor } from "./_snapshot.ts";
 import { errorText, isDiskFull } from "./_errors.ts";
 
 /** The active run and its stream's seq accounting. */
@@ -25,6 +26,16 @@ export interface ActiveRun {
   lastWritten: number;
   /** Seq of the run stream when this start happened; persisted to count `events` on resume. */
   seqAtStart: number;
+}
+
+/** What {@linkcode Runs.resume} read of the resumed run's file. */
+export interface RunResume {
+  /** The lines after the checkpoint's cursor, when it was given and still matches the file. */
+  after?: StreamTail;
+  /** The whole file, when no cursor was given or it no longer matched. */
+  scan?: StreamScan;
+  /** A cursor was given but no longer matches the file (truncated or replaced). */
+  mismatch: boolean;
 }
 
 /** What {@linkcode Runs.start} did. */
@@ -82,8 +93,8 @@ export class Runs {
     }
     await this.#store.createRunDir(runDir);
     // A directory that held a run before continues its seq, past any unwritten seqs too.
-    const { writer, scan, mark } = await this.#store.openRunStream(runDir);
-    const lastSeq = Math.max(scan.lastSeq, mark);
+    const { writer, lastSeq: lastWritten, mark } = await this.#store.openRunStream(runDir);
+    const lastSeq = Math.max(lastWritten, mark);
     const record: RunRecord = {
       run_id: runId,
       run_dir: runDir,
@@ -98,7 +109,7 @@ export class Runs {
       await this.#store.closeRunStream(writer);
       throw toWriteError(err);
     }
-    this.active = { record, writer, lastSeq, mark, lastWritten: scan.lastSeq, seqAtStart: lastSeq };
+    this.active = { record, writer, lastSeq, mark, lastWritten, seqAtStart: lastSeq };
     return { run: { ...record }, created: true };
   }
 
@@ -144,11 +155,19 @@ export class Runs {
   }
 
   /**
-   * Resumes the run that was active when the service stopped, if any.
+   * Resumes the run that was active when the service stopped, if any. Its seq continues above
+   * the last line of its file (read from the end), its seq mark and the checkpoint's counter.
    *
-   * @returns The scan of its file (its latest lines restore the snapshot), or `undefined`.
+   * @param checkpoint The checkpoint's run, when one was read: its directory, counter and cursor.
+   * @returns What was read of its file (its lines restore the snapshot), or `undefined`.
    */
-  async resume(): Promise<StreamScan | undefined> {
+  async resume(
+    checkpoint?: {
+      runDir: string;
+      runSeq: number;
+      cursor?: (CheckpointCursor & { events: number }) | undefined;
+    },
+  ): Promise<RunResume | undefined> {
     const saved = await this.#store.readActiveRun();
     if (saved === undefined) return undefined;
     if (
@@ -160,9 +179,10 @@ export class Runs {
       return undefined;
     }
     const seqAtStart = typeof saved.seq_at_start === "number" ? saved.seq_at_start : 0;
+    const runDir = saved.run_dir;
     let opened;
     try {
-      opened = await this.#store.openRunStream(saved.run_dir, seqAtStart);
+      opened = await this.#store.openRunStream(runDir);
     } catch (err) {
       // The record names a place no run may use (a reserved name, a link leading outside the
       // allowed roots): resuming would write there, and failing would stop every start.
@@ -175,23 +195,40 @@ export class Runs {
       );
       return undefined;
     }
-    const { writer, scan, mark } = opened;
+    const { writer, lastSeq: lastWritten, mark } = opened;
+    const same = checkpoint?.runDir === runDir ? checkpoint : undefined;
+    const resumed: RunResume = { mismatch: false };
+    let events: number;
+    try {
+      const after = same?.cursor && await this.#store.readRunAfter(runDir, same.cursor);
+      if (after) {
+        resumed.after = after;
+        events = same!.cursor!.events + after.count;
+      } else {
+        resumed.mismatch = same?.cursor !== undefined;
+        resumed.scan = await this.#store.scanRun(runDir, seqAtStart);
+        events = resumed.scan.countedAfter;
+      }
+    } catch (err) {
+      await this.#store.closeRunStream(writer);
+      throw err;
+    }
     this.active = {
       record: {
         run_id: saved.run_id,
-        run_dir: saved.run_dir,
+        run_dir: runDir,
         started_at: saved.started_at,
         stopped_at: null,
-        events: scan.countedAfter,
+        events,
         meta: isJsonObject(saved.meta) ? saved.meta : {},
       },
       writer,
-      lastSeq: Math.max(scan.lastSeq, mark),
+      lastSeq: Math.max(lastWritten, mark, same?.runSeq ?? 0),
       mark,
-      lastWritten: scan.lastSeq,
+      lastWritten,
       seqAtStart,
     };
-    return scan;
+    return resumed;
   }
 
   /**

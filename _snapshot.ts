@@ -1,6 +1,16 @@
 /**
- * The latest event of each type, kept as the stored lines themselves, and the rules that rebuild
- * it on start-up from the snapshot saved at the last clean shutdown and the stream files.
+ * The latest event of each type, kept as the stored lines themselves, its checkpoint (the saved
+ * `.snapshot.json` record) and the rules that restore it on start-up.
+ *
+ * The checkpoint is written at clean shutdown, at every run start and stop, at site-file
+ * rotation and periodically while events arrive. It holds the snapshot and, for the site stream
+ * and the active run, the file, byte offset and seq it covers. A restart loads it and applies
+ * only the lines after those offsets, so after any restart each type shows the event acknowledged
+ * last (by order of acknowledgment, not by `ts`, which clients may send) among those that reached
+ * a file. Events posted with `store_permanently: false` never reach a file: one posted after the
+ * last checkpoint does not survive a kill -9, and its type shows the newest stored (or
+ * checkpointed) event instead. One posted with `make_current: false` after the last checkpoint
+ * enters the snapshot after a kill -9, since its line does not say it was not meant to be current.
  *
  * @module
  */
@@ -24,6 +34,32 @@ export interface SavedSnapshot {
   /** The saved envelopes as lines. */
   current: string[];
 }
+
+/** The `format` of a checkpoint record; a 0.3 record has none. */
+export const CHECKPOINT_FORMAT = "obs-telemetry-checkpoint/1";
+
+/** Where a checkpoint stands in a stream: see {@linkcode Checkpoint}. */
+export interface CheckpointCursor {
+  /** Bytes of the file covered: the offset just after the last covered line. */
+  offset: number;
+  /** The seq of the line that ends at `offset` (0 when `offset` is 0). */
+  seq: number;
+}
+
+/** A checkpoint: the saved snapshot plus where it stands in the site stream and the active run. */
+export interface Checkpoint extends SavedSnapshot {
+  /** The site file holding the last stored site line it covers, or `null` (none stored yet). */
+  site: (CheckpointCursor & { file: string }) | null;
+  /** The active run's file (in `runDir`) up to where it is covered, with the run's event count. */
+  run: (CheckpointCursor & { events: number }) | null;
+}
+
+/** What a `.snapshot.json` turned out to be, from {@linkcode parseSavedRecord}. */
+export type SavedRecord =
+  | { kind: "checkpoint"; checkpoint: Checkpoint }
+  | { kind: "legacy"; saved: SavedSnapshot }
+  | { kind: "invalid"; reason: string }
+  | { kind: "none" };
 
 /** How a line found on start-up enters the snapshot; see {@linkcode Snapshot.restore}. */
 export interface RestoreOptions {
@@ -131,28 +167,113 @@ export class Snapshot {
     this.#entries.set(env.type, { line, ts, data: env.data });
   }
 
+  /**
+   * Puts a line written after the checkpoint into the snapshot: it was acknowledged after
+   * everything the checkpoint holds, so it replaces the entry whatever its `ts`.
+   *
+   * @param line A stored envelope line.
+   */
+  apply(line: string): void {
+    let env: unknown;
+    try {
+      env = JSON.parse(line);
+    } catch {
+      return;
+    }
+    if (!isJsonObject(env) || typeof env.type !== "string" || !isJsonObject(env.data)) return;
+    this.#entries.set(env.type, { line, ts: String(env.ts), data: env.data });
+  }
+
+  /** Forgets every entry: a restore that must start over. */
+  clear(): void {
+    this.#entries.clear();
+    this.#savedTypes.clear();
+  }
+
   /** Ends the start-up restore. */
   restored(): void {
     this.#savedTypes.clear();
   }
+}
 
-  /**
-   * The record saved on a clean shutdown.
-   *
-   * @param siteSeq The site stream's seq.
-   * @param runDir The active run's directory, or `null`.
-   * @param runSeq The active run's seq, or 0.
-   * @returns A JSON-serialisable value for {@linkcode parseSavedSnapshot}.
-   */
-  toSaved(siteSeq: number, runDir: string | null, runSeq: number): unknown {
+/**
+ * The checkpoint record as written to `.snapshot.json`: a 0.3 saved snapshot (so a 0.3 reader
+ * still finds its fields) plus `format` and the cursors.
+ *
+ * @param checkpoint What it covers, with `current` as the `GET /current` body text.
+ * @returns A JSON-serialisable value for {@linkcode parseSavedRecord}.
+ */
+export function checkpointRecord(
+  checkpoint: Omit<Checkpoint, "current"> & { currentJson: string },
+): unknown {
+  return {
+    format: CHECKPOINT_FORMAT,
+    site_seq: checkpoint.siteSeq,
+    run_dir: checkpoint.runDir,
+    run_seq: checkpoint.runSeq,
+    site: checkpoint.site,
+    run: checkpoint.run,
+    current: JSON.parse(checkpoint.currentJson),
+  };
+}
+
+function isCount(value: unknown): value is number {
+  return typeof value === "number" && Number.isSafeInteger(value) && value >= 0;
+}
+
+function parseCursor(value: unknown): CheckpointCursor | null | undefined {
+  if (value === null) return null;
+  if (!isJsonObject(value) || !isCount(value.offset) || !isCount(value.seq)) return undefined;
+  return { offset: value.offset, seq: value.seq };
+}
+
+/**
+ * Tells a checkpoint from a 0.3 saved snapshot and from anything else.
+ *
+ * @param value The parsed `.snapshot.json`, or `undefined` when there was none.
+ * @returns The record by kind; `invalid` says why it cannot be used.
+ */
+export function parseSavedRecord(value: unknown): SavedRecord {
+  if (value === undefined) return { kind: "none" };
+  if (!isJsonObject(value)) return { kind: "invalid", reason: "it is not a JSON object" };
+  if (value.format === undefined) {
+    const saved = parseSavedSnapshot(value);
+    return saved
+      ? { kind: "legacy", saved }
+      : { kind: "invalid", reason: "it lacks site_seq, run_dir, run_seq or current" };
+  }
+  if (value.format !== CHECKPOINT_FORMAT) {
     return {
-      site_seq: siteSeq,
-      run_dir: runDir,
-      run_seq: runSeq,
-      current: JSON.parse(this.json()),
+      kind: "invalid",
+      reason: `its format ${JSON.stringify(value.format)} is not ${CHECKPOINT_FORMAT}`,
     };
   }
+  const saved = parseSavedSnapshot(value);
+  const site = parseCursor(value.site);
+  const run = parseCursor(value.run);
+  const siteFile = isJsonObject(value.site) ? value.site.file : undefined;
+  const runEvents = isJsonObject(value.run) ? value.run.events : undefined;
+  if (
+    !saved || !isCount(saved.siteSeq) || !isCount(saved.runSeq) || site === undefined ||
+    run === undefined ||
+    (site !== null && (typeof siteFile !== "string" || !SITE_NAME.test(siteFile))) ||
+    (run !== null && (!isCount(runEvents) || saved.runDir === null)) ||
+    (run === null && saved.runDir !== null)
+  ) {
+    return { kind: "invalid", reason: "its fields do not have the checkpoint's shape" };
+  }
+  return {
+    kind: "checkpoint",
+    checkpoint: {
+      ...saved,
+      site: site && { ...site, file: siteFile as string },
+      run: run && { ...run, events: runEvents as number },
+    },
+  };
 }
+
+/** A site file name (a checkpoint never names anything else in the site directory). */
+const SITE_NAME = /^site_\d{8}\.ndjson$/;
 
 /**
  * Reads a saved snapshot record.

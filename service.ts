@@ -28,10 +28,16 @@ import {
 import { type EventCommand, parseEvents, parseRunStart, type RunStartCommand } from "./_request.ts";
 import { checkTimeZone } from "./_day_key.ts";
 import type { FsyncMode, NdjsonWriter } from "./_ndjson_writer.ts";
-import { buildLine, buildTail, withRunId } from "./_ndjson.ts";
-import { type ActiveRun, Runs, type RunStart, toWriteError } from "./_runs.ts";
-import { parseSavedSnapshot, Snapshot } from "./_snapshot.ts";
-import { SiteStore } from "./storage.ts";
+import { buildLine, buildTail, readSeqAndType, withRunId } from "./_ndjson.ts";
+import { type ActiveRun, type RunResume, Runs, type RunStart, toWriteError } from "./_runs.ts";
+import {
+  type Checkpoint,
+  checkpointRecord,
+  parseSavedRecord,
+  type SavedSnapshot,
+  Snapshot,
+} from "./_snapshot.ts";
+import { SITE_FILE, siteFileName, type SiteResume, SiteStore, type StreamTail } from "./storage.ts";
 import { GroupQueue } from "./_queue.ts";
 
 export { RUN_ID_PATTERN } from "./_request.ts";
@@ -56,6 +62,11 @@ export const DEFAULT_MAX_TYPES = 10_000;
  * every ephemeral event costs a file write. After a crash, seq continues above the reservation.
  */
 const SEQ_RESERVE = 1024;
+
+/** How long a changed snapshot may wait for its periodic checkpoint (see `_snapshot.ts`). */
+const CHECKPOINT_DELAY_MS = 5_000;
+/** Bytes written after which a checkpoint is taken without waiting, bounding a kill -9 restart. */
+const CHECKPOINT_BYTES = 32 * 1024 * 1024;
 
 interface EventOp {
   items: EventCommand[];
@@ -130,6 +141,17 @@ export class TelemetryService implements AsyncDisposable {
   #closed: Promise<void> | undefined;
   #lastReceivedMs = NaN;
   #lastReceivedTs = "";
+  /** The night whose site file holds the last stored site line (the checkpoint's site cursor). */
+  #siteNight: string | undefined;
+  /** `#siteNight` as the last checkpoint saw it: a change is a rotation. */
+  #checkpointNight: string | undefined;
+  /** Something was accepted since the last checkpoint was taken. */
+  #dirty = false;
+  #bytesSinceCheckpoint = 0;
+  #checkpointTimer: ReturnType<typeof setTimeout> | undefined;
+  #checkpointQueued = false;
+  /** The checkpoint writes, in the order they were taken. */
+  #checkpointWrites: Promise<void> = Promise.resolve();
 
   private constructor(store: SiteStore, timeZone: string, options: ServiceOptions) {
     this.siteDir = store.siteDir;
@@ -171,7 +193,11 @@ export class TelemetryService implements AsyncDisposable {
     });
     const service = new TelemetryService(store, timeZone, options);
     try {
-      await service.#resume();
+      // Without a checkpoint to stand on, take one before accepting anything: from then on a
+      // restart only reads what follows it, even right after a rotation.
+      if (await service.#resume()) {
+        if (service.#dirty) service.#armCheckpoint();
+      } else await service.#checkpointNow();
       return service;
     } catch (err) {
       await store.close().catch(() => {});
@@ -179,26 +205,129 @@ export class TelemetryService implements AsyncDisposable {
     }
   }
 
-  /** Resumes seq counters, the snapshot and the active run from the site directory. */
-  async #resume(): Promise<void> {
+  /**
+   * Resumes seq counters, the snapshot and the active run from the site directory.
+   *
+   * Seq continues above the last line of EVERY file of a stream (read from its end), its seq
+   * mark and the counter the checkpoint saved, whatever the clock did to modification times. The
+   * snapshot comes from the checkpoint plus the lines written after its cursors; without a usable
+   * checkpoint it is rebuilt as in 0.3 (CONTRACT 3).
+   *
+   * @returns `true` when it came from a checkpoint.
+   */
+  async #resume(): Promise<boolean> {
     const site = await this.#store.resumeSite();
-    this.#siteSeq = Math.max(site.lastSeq, site.mark);
+    const record = parseSavedRecord(await this.#store.readSavedSnapshot());
+    if (record.kind === "invalid") {
+      this.#warn(
+        `The saved snapshot .snapshot.json cannot be used: ${record.reason}; rebuilding from the files alone.`,
+      );
+    }
+    const checkpoint = record.kind === "checkpoint" ? record.checkpoint : undefined;
+    const saved = checkpoint ?? (record.kind === "legacy" ? record.saved : undefined);
+    this.#siteSeq = Math.max(site.lastSeq, site.mark, saved?.siteSeq ?? 0);
     this.#siteMark = site.mark;
     this.#siteLastWritten = site.lastSeq;
-    // The snapshot saved at the last clean shutdown holds what files cannot tell (events
-    // posted with store_permanently or make_current false); lines written after it win.
-    const saved = parseSavedSnapshot(await this.#store.readSavedSnapshot());
+    this.#siteNight = nightOfFile(site.files.at(-1));
+    this.#checkpointNight = this.#siteNight;
+    const runResume = await this.#runs.resume(
+      saved !== undefined && saved.runDir !== null
+        ? { runDir: saved.runDir, runSeq: saved.runSeq, cursor: checkpoint?.run ?? undefined }
+        : undefined,
+    );
+    if (checkpoint) {
+      const restored = !runResume?.mismatch &&
+        await this.#restoreCheckpoint(checkpoint, site, runResume);
+      if (restored) return true;
+      this.#warn(
+        "The checkpoint in .snapshot.json no longer matches the stream files (truncated or replaced); rebuilding the snapshot from the files.",
+      );
+      this.#snapshot.clear();
+    }
+    await this.#rebuild(saved, site, runResume);
+    return false;
+  }
+
+  /**
+   * Lays the lines written after a checkpoint over its snapshot, in the order they were
+   * acknowledged: a run that was active at the checkpoint (and may have stopped since), then the
+   * site stream in seq order, then the active run, whose copy of a site-wide event wins
+   * (CONTRACT 3). Runs start and stop only after a checkpoint, so no other order can occur.
+   *
+   * @returns `false` when a cursor no longer matches its file.
+   */
+  async #restoreCheckpoint(
+    checkpoint: Checkpoint,
+    site: SiteResume,
+    runResume: RunResume | undefined,
+  ): Promise<boolean> {
+    const run = this.#runs.active;
+    const cursor = checkpoint.site;
+    const afterSeq = cursor?.seq ?? 0;
+    const siteLatest = new Map<string, { seq: number; line: string }>();
+    let cursorFound = cursor === null;
+    let read = 0;
+    for (const file of site.files) {
+      const atCursor = cursor !== null && file.name === cursor.file;
+      cursorFound ||= atCursor;
+      if (!atCursor && file.lastSeq <= afterSeq) continue;
+      const tail = await this.#store.readSiteAfter(file.name, atCursor ? cursor : { afterSeq });
+      if (!tail) return false;
+      read += tail.count;
+      for (const [type, entry] of tail.latest) {
+        if ((siteLatest.get(type)?.seq ?? 0) < entry.seq) siteLatest.set(type, entry);
+      }
+    }
+    if (!cursorFound) return false;
+    let stopped: StreamTail | undefined;
+    if (checkpoint.runDir !== null && checkpoint.run && checkpoint.runDir !== run?.record.run_dir) {
+      // Stopped after the checkpoint, but its stop could not save one.
+      stopped = await this.#store.readRunAfter(checkpoint.runDir, checkpoint.run);
+      if (!stopped) return false;
+    }
+    let active = runResume?.after;
+    if (run && !active) {
+      // Started after the checkpoint, but its start could not save one: this start's lines.
+      active = await this.#store.readRunAfter(run.record.run_dir, { afterSeq: run.seqAtStart });
+    }
+    for (const line of checkpoint.current) this.#snapshot.apply(line);
+    for (const entry of stopped?.latest.values() ?? []) this.#snapshot.apply(entry.line);
+    for (const { line } of [...siteLatest.values()].sort((a, b) => a.seq - b.seq)) {
+      // A run's copy of a site-wide event was applied from its run file already.
+      if (stopped && runIdOf(line) !== undefined) continue;
+      this.#snapshot.apply(line);
+    }
+    for (const entry of active?.latest.values() ?? []) this.#snapshot.apply(entry.line);
+    this.#snapshot.restored();
+    this.#dirty = read + (stopped?.count ?? 0) + (active?.count ?? 0) > 0;
+    return true;
+  }
+
+  /**
+   * The 0.3 rebuild, without a usable checkpoint: a 0.3 saved snapshot, then the newest site
+   * file (by seq) and the active run's file; lines above the seqs the saved snapshot reflects
+   * replace its entries, otherwise the later `ts` wins.
+   */
+  async #rebuild(
+    saved: SavedSnapshot | undefined,
+    site: SiteResume,
+    runResume: RunResume | undefined,
+  ): Promise<void> {
     for (const line of saved?.current ?? []) this.#snapshot.restore(line, { saved: true });
-    for (const line of site.latest.values()) {
+    const newest = site.files.at(-1);
+    const siteScan = newest && newest.lastSeq > 0
+      ? await this.#store.scanSite(newest.name)
+      : undefined;
+    for (const line of siteScan?.latest.values() ?? []) {
       this.#snapshot.restore(line, { after: saved?.siteSeq ?? 0, covered: saved !== undefined });
     }
-    const runScan = await this.#runs.resume();
     const run = this.#runs.active;
-    if (runScan && run) {
+    if (run && runResume) {
+      const scan = runResume.scan ?? await this.#store.scanRun(run.record.run_dir);
       // Seq counts per run directory, so the saved snapshot covers this run file only if it was
       // saved while this same directory was the active run.
       const covered = saved !== undefined && saved.runDir === run.record.run_dir;
-      for (const line of runScan.latest.values()) {
+      for (const line of scan.latest.values()) {
         this.#snapshot.restore(line, { after: covered ? saved.runSeq : 0, covered });
       }
     }
@@ -299,6 +428,8 @@ export class TelemetryService implements AsyncDisposable {
         meta: command.meta,
       });
       const started = await this.#runs.start(checked);
+      // Restores lay the run file after the site stream: true only from a checkpoint on.
+      if (started.created) await this.#checkpointNow();
       if (started.created) this.#publish({ kind: "run", run: started.run, active: true });
       return started;
     });
@@ -319,6 +450,7 @@ export class TelemetryService implements AsyncDisposable {
   stopRun(): Promise<RunRecord> {
     return this.#control(async () => {
       const record = await this.#runs.stop();
+      await this.#checkpointNow();
       this.#publish({ kind: "run", run: record, active: false });
       return record;
     });
@@ -404,14 +536,10 @@ export class TelemetryService implements AsyncDisposable {
     } catch (err) {
       failure = err;
     }
-    try {
-      await this.#store.writeSavedSnapshot(
-        this.#snapshot.toSaved(this.#siteSeq, run?.record.run_dir ?? null, run?.lastSeq ?? 0),
-      );
-    } catch (err) {
-      // Losing it only loses what the files cannot tell; the close itself must go on.
-      this.#warn(`Cannot save the snapshot for the next start: ${errorText(err)}`);
-    }
+    clearTimeout(this.#checkpointTimer);
+    // The queue is idle: this checkpoint covers everything, so the next start reads nothing.
+    // Losing it only costs that start a longer read; the close itself must go on.
+    await this.#checkpointNow();
     this.#listeners.clear();
     this.#writeListeners.clear();
     try {
@@ -431,6 +559,93 @@ export class TelemetryService implements AsyncDisposable {
       await this.#store.writeSeqMark(this.siteDir, this.#siteSeq);
       this.#siteMark = this.#siteSeq;
     }
+  }
+
+  /** After a commit: notes where the site stream ends and schedules a checkpoint. */
+  #committed(group: Assigned, bytes: number): void {
+    for (const [target, lines] of group.pending) {
+      if (typeof target !== "string") continue;
+      if (readSeqAndType(lines.at(-1)!)?.seq === group.site.written) this.#siteNight = target;
+    }
+    this.#dirty = true;
+    this.#bytesSinceCheckpoint += bytes;
+    if (
+      this.#siteNight !== this.#checkpointNight || this.#bytesSinceCheckpoint >= CHECKPOINT_BYTES
+    ) {
+      this.#scheduleCheckpoint(); // a rotation, or a kill -9 restart would read too much
+    } else this.#armCheckpoint();
+  }
+
+  /** Makes sure a checkpoint follows within {@linkcode CHECKPOINT_DELAY_MS}. */
+  #armCheckpoint(): void {
+    this.#checkpointTimer ??= setTimeout(() => {
+      this.#checkpointTimer = undefined;
+      if (this.#dirty && !this.#closing) this.#scheduleCheckpoint();
+    }, CHECKPOINT_DELAY_MS);
+  }
+
+  /**
+   * Takes a checkpoint as a control step of the queue (between two commits, so the snapshot and
+   * the offsets agree) and writes it afterwards, off the queue.
+   */
+  #scheduleCheckpoint(): void {
+    if (this.#checkpointQueued || this.#closing) return;
+    this.#checkpointQueued = true;
+    clearTimeout(this.#checkpointTimer);
+    this.#checkpointTimer = undefined;
+    this.#queue.control(async () => {
+      this.#checkpointQueued = false;
+      if (!this.#closing) this.#writeCheckpoint(await this.#takeCheckpoint());
+    }).catch((err) => this.#warn(`Cannot take a snapshot checkpoint: ${errorText(err)}`));
+  }
+
+  /** Takes a checkpoint and waits until it is written; call only where no commit runs. */
+  async #checkpointNow(): Promise<void> {
+    try {
+      await this.#writeCheckpoint(await this.#takeCheckpoint());
+    } catch (err) {
+      this.#warn(`Cannot take a snapshot checkpoint: ${errorText(err)}`);
+    }
+  }
+
+  /**
+   * What a checkpoint holds now: the snapshot and where the site stream and the active run end.
+   * Only the site cursor's size may need a stat; the rest is in memory.
+   */
+  async #takeCheckpoint(): Promise<() => unknown> {
+    const run = this.#runs.active;
+    const night = this.#siteNight;
+    const site = night !== undefined && this.#siteLastWritten > 0
+      ? {
+        file: siteFileName(night),
+        offset: await this.#store.siteFileEnd(night),
+        seq: this.#siteLastWritten,
+      }
+      : null;
+    const taken = {
+      siteSeq: this.#siteSeq,
+      runDir: run?.record.run_dir ?? null,
+      runSeq: run?.lastSeq ?? 0,
+      site,
+      run: run
+        ? { offset: run.writer.size, seq: run.lastWritten, events: run.record.events }
+        : null,
+      currentJson: this.#snapshot.json(),
+    };
+    this.#dirty = false;
+    this.#bytesSinceCheckpoint = 0;
+    this.#checkpointNight = night;
+    return () => checkpointRecord(taken);
+  }
+
+  /** Writes a taken checkpoint after the ones taken before it; a failure is warned. */
+  #writeCheckpoint(record: () => unknown): Promise<void> {
+    const write = this.#checkpointWrites.then(() => this.#store.writeSavedSnapshot(record()));
+    this.#checkpointWrites = write.catch((err) => {
+      this.#dirty = true;
+      this.#warn(`Cannot save the snapshot checkpoint: ${errorText(err)}`);
+    });
+    return this.#checkpointWrites;
   }
 
   #control<T>(fn: () => Promise<T>): Promise<T> {
@@ -471,6 +686,7 @@ export class TelemetryService implements AsyncDisposable {
       run.lastWritten = group.run.written;
       run.record.events += group.pending.get(run.writer)?.length ?? 0;
     }
+    this.#committed(group, bytes);
     this.#report({ ok: true, seconds, bytes, copies: group.copies });
     for (let i = 0; i < accepted.length; i++) {
       const op = accepted[i]!;
@@ -631,6 +847,21 @@ export class TelemetryService implements AsyncDisposable {
         // A metrics failure must never affect ingestion.
       }
     }
+  }
+}
+
+/** The night of a site file, from its name. */
+function nightOfFile(file: { name: string } | undefined): string | undefined {
+  return file && SITE_FILE.exec(file.name)?.[1];
+}
+
+/** A stored line's `meta.run_id`, if any. */
+function runIdOf(line: string): string | undefined {
+  try {
+    const runId = JSON.parse(line)?.meta?.run_id;
+    return typeof runId === "string" ? runId : undefined;
+  } catch {
+    return undefined;
   }
 }
 

@@ -164,16 +164,51 @@ export interface SiteStoreOptions {
 export interface RunStream {
   /** The run file's writer. */
   writer: NdjsonWriter;
-  /** What the existing run file holds. */
-  scan: StreamScan;
+  /** The seq of the run file's last complete line (read from its end), or 0. */
+  lastSeq: number;
   /** The run directory's seq mark (0: none). */
   mark: number;
 }
 
+/** One site file as {@linkcode SiteStore.resumeSite} found it, from its end. */
+export interface SiteFileTail {
+  /** The file name, for example `site_20260510.ndjson`. */
+  name: string;
+  /** Its size in bytes (after any torn tail was moved aside). */
+  size: number;
+  /** The seq of its last complete line that parses, or 0. */
+  lastSeq: number;
+}
+
 /** What the site stream resumes from, found by {@linkcode SiteStore.resumeSite}. */
-export interface SiteResume extends StreamScan {
+export interface SiteResume {
+  /** The highest last seq of any site file (seq order, never modification times). */
+  lastSeq: number;
   /** The site directory's seq mark (0: none). */
   mark: number;
+  /** Every site file, by ascending last seq (then name). */
+  files: SiteFileTail[];
+}
+
+/**
+ * Where a checkpoint stands in one stream file: the byte offset just after the last line it
+ * covers, and that line's seq (0 and 0: an empty file).
+ */
+export interface StreamCursor {
+  /** Bytes of the file the checkpoint covers. */
+  offset: number;
+  /** The seq of the line that ends at `offset` (0 when `offset` is 0). */
+  seq: number;
+}
+
+/** The lines of a stream after a point, found by {@linkcode readStreamAfter}. */
+export interface StreamTail {
+  /** The last line of each type after the point, with its seq, in order of last occurrence. */
+  latest: Map<string, { seq: number; line: string }>;
+  /** How many lines with a seq came after the point. */
+  count: number;
+  /** How many bytes were read forwards. */
+  bytes: number;
 }
 
 /**
@@ -254,31 +289,60 @@ export class SiteStore {
   // --- the site stream ------------------------------------------------------------------------
 
   /**
-   * Recovers torn tails and finds where the site stream stands: its last seq, the latest line of
-   * each type in the file that holds that seq, and the seq mark.
+   * Recovers torn tails and finds where the site stream stands: the last seq of EVERY site file,
+   * read from its end (cheap whatever its size), and the seq mark. Modification times are never
+   * trusted: a clock stepped back across local noon writes newer lines into an older night's file
+   * with an older mtime.
    *
    * @returns The resume point.
    */
   async resumeSite(): Promise<SiteResume> {
-    const candidates = await latestSiteFiles(this.siteDir);
-    let best: StreamScan = { lastSeq: 0, latest: new Map(), countedAfter: 0 };
-    for (const path of candidates) {
-      const moved = await recoverTornTail(path);
-      if (moved > 0) this.#warn(tornMessage(path, moved));
-      const scan = await scanStream(path);
-      if (scan.lastSeq > best.lastSeq) best = scan;
-    }
-    if (candidates.length > 0 && best.lastSeq === 0) {
-      // The newest files are empty (a rolled-back first write): seq must still continue, and
-      // the snapshot comes from the file that holds the last seq.
-      for await (const entry of Deno.readDir(this.siteDir)) {
-        if (SITE_FILE.test(entry.name)) {
-          const other = await scanStream(join(this.siteDir, entry.name));
-          if (other.lastSeq > best.lastSeq) best = other;
-        }
+    const files: SiteFileTail[] = [];
+    for await (const entry of Deno.readDir(this.siteDir)) {
+      if (!entry.isFile || !SITE_FILE.test(entry.name)) continue;
+      const path = join(this.siteDir, entry.name);
+      let tail = await readTail(path);
+      if (tail.torn) {
+        const moved = await recoverTornTail(path);
+        if (moved > 0) this.#warn(tornMessage(path, moved));
+        tail = await readTail(path);
       }
+      files.push({ name: entry.name, size: tail.size, lastSeq: tail.lastSeq });
     }
-    return { ...best, mark: await readSeqMark(this.siteDir) };
+    files.sort((a, b) => a.lastSeq - b.lastSeq || (a.name < b.name ? -1 : 1));
+    return {
+      lastSeq: files.at(-1)?.lastSeq ?? 0,
+      mark: await readSeqMark(this.siteDir),
+      files,
+    };
+  }
+
+  /**
+   * The path of a site file.
+   *
+   * @param name A name from {@linkcode siteFileName} or {@linkcode SiteResume.files}.
+   * @returns The absolute path.
+   */
+  sitePath(name: string): string {
+    return join(this.siteDir, name);
+  }
+
+  /**
+   * The size of a night's site file as the checkpoint sees it: its writer's size when open (no
+   * commit runs during a checkpoint), else its size on disk.
+   *
+   * @param night A key from {@linkcode SiteStore.nightOf}.
+   * @returns Bytes, 0 when the file does not exist.
+   */
+  async siteFileEnd(night: string): Promise<number> {
+    const writer = this.#siteWriters.get(night);
+    if (writer) return writer.size;
+    try {
+      return (await Deno.stat(join(this.siteDir, siteFileName(night)))).size;
+    } catch (err) {
+      if (err instanceof Deno.errors.NotFound) return 0;
+      throw err;
+    }
   }
 
   /**
@@ -475,17 +539,17 @@ export class SiteStore {
   }
 
   /**
-   * Opens a run's stream file for appending and reads what it already holds. The directory is
-   * confined again (a saved run directory, or a link swapped in since the request was checked),
-   * and the run's files must be regular files: a planted link is refused, never written through.
+   * Opens a run's stream file for appending and reads its last seq from its end. The directory
+   * is confined again (a saved run directory, or a link swapped in since the request was
+   * checked), and the run's files must be regular files: a planted link is refused, never
+   * written through.
    *
    * @param runDir The run directory (created if missing).
-   * @param countAfter Count the lines with a seq above this (a resumed run's events).
-   * @returns The writer, the scan and the run's seq mark.
+   * @returns The writer, the last seq and the run's seq mark.
    * @throws {InvalidRequestError} If the directory is not allowed, or one of its files is a
    *   symbolic link, a directory or another non-file.
    */
-  async openRunStream(runDir: string, countAfter = Infinity): Promise<RunStream> {
+  async openRunStream(runDir: string): Promise<RunStream> {
     await this.confineRunDir(runDir);
     await this.createRunDir(runDir);
     await this.confineRunDir(runDir);
@@ -502,14 +566,63 @@ export class SiteStore {
       );
     }
     try {
-      const scan = await scanStream(path, countAfter);
+      const { lastSeq } = await readTail(path, writer.size);
       const mark = await readSeqMark(runDir);
       this.#runWriters.add(writer);
-      return { writer, scan, mark };
+      return { writer, lastSeq, mark };
     } catch (err) {
       await writer.close();
       throw err;
     }
+  }
+
+  /**
+   * Reads a run file whole: its latest line per type and how many lines follow a seq.
+   *
+   * @param runDir The run directory.
+   * @param countAfter Count the lines with a seq above this (a resumed run's events).
+   * @returns The scan.
+   */
+  scanRun(runDir: string, countAfter = Infinity): Promise<StreamScan> {
+    return scanStream(join(runDir, RUN_FILE), countAfter);
+  }
+
+  /**
+   * Reads a run file after a checkpoint's cursor, or after a seq.
+   *
+   * @param runDir The run directory.
+   * @param after Where the checkpoint stands in it, or the seq to read past.
+   * @returns The lines after it, or `undefined` when the cursor no longer matches the file.
+   */
+  readRunAfter(
+    runDir: string,
+    after: StreamCursor | { afterSeq: number },
+  ): Promise<StreamTail | undefined> {
+    return readStreamAfter(join(runDir, RUN_FILE), after);
+  }
+
+  /**
+   * Reads a site file after a checkpoint's cursor, or after a seq.
+   *
+   * @param name The site file's name.
+   * @param after The cursor, or the seq to read past.
+   * @returns The lines after it, or `undefined` when the cursor no longer matches the file.
+   */
+  readSiteAfter(
+    name: string,
+    after: StreamCursor | { afterSeq: number },
+  ): Promise<StreamTail | undefined> {
+    return readStreamAfter(join(this.siteDir, name), after);
+  }
+
+  /**
+   * Reads a site file whole: its latest line per type (the rebuild without a checkpoint).
+   *
+   * @param name The site file's name.
+   * @returns The scan.
+   */
+  scanSite(name: string): Promise<StreamScan> {
+    return scanStream(join(this.siteDir, name));
   }
 
   /**
@@ -727,27 +840,182 @@ async function exists(path: string): Promise<boolean> {
   }
 }
 
-/**
- * Finds the site files that may hold the site stream's last seq: the newest by day key and the
- * most recently modified (they differ after the clock was stepped back across local noon).
- *
- * @param siteDir The site directory.
- * @returns One or two paths, the newest by name first; none when there is no site file.
- */
-export async function latestSiteFiles(siteDir: string): Promise<string[]> {
-  let byName: string | undefined;
-  let byTime: string | undefined;
-  let newestTime = -Infinity;
-  for await (const entry of Deno.readDir(siteDir)) {
-    if (!entry.isFile || !SITE_FILE.test(entry.name)) continue;
-    if (byName === undefined || entry.name > byName) byName = entry.name;
-    const mtime = (await Deno.stat(join(siteDir, entry.name))).mtime?.getTime() ?? -Infinity;
-    if (mtime > newestTime) {
-      newestTime = mtime;
-      byTime = entry.name;
-    }
+/** How much is read per step when reading a file backwards. */
+const BACK_CHUNK = 64 * 1024;
+const NL = 0x0a;
+const decoder = new TextDecoder();
+
+/** A complete line met while reading backwards: `[start, end)` holds it without its `\n`. */
+interface BackLine {
+  text: string;
+  start: number;
+  /** The offset just after its `\n`. */
+  end: number;
+}
+
+async function readAt(file: Deno.FsFile, position: number, length: number): Promise<Uint8Array> {
+  const out = new Uint8Array(length);
+  await file.seek(position, Deno.SeekMode.Start);
+  let filled = 0;
+  while (filled < length) {
+    const n = await file.read(out.subarray(filled));
+    if (n === null) break;
+    filled += n;
   }
-  return [...new Set([byName, byTime])].filter((n) => n !== undefined).map((n) => join(siteDir, n));
+  return out.subarray(0, filled);
+}
+
+/**
+ * The complete lines of `[0, end)` from the last to the first, reading 64 KiB steps from the end,
+ * so the cost is what the caller consumes, not the file's size. Bytes after the last `\n` (a
+ * torn tail) are no line.
+ */
+async function* linesBackward(file: Deno.FsFile, end: number): AsyncGenerator<BackLine> {
+  let pos = end; // buf holds [pos, pos + buf.length)
+  let buf = new Uint8Array(0);
+  let terminated = false; // buf ends with the "\n" of the next line to hand out
+  while (true) {
+    const searchEnd = terminated ? buf.length - 1 : buf.length;
+    const nl = buf.subarray(0, searchEnd).lastIndexOf(NL);
+    if (!terminated) {
+      if (nl >= 0) {
+        buf = buf.subarray(0, nl + 1);
+        terminated = true;
+        continue;
+      }
+    } else if (nl >= 0) {
+      yield {
+        text: decoder.decode(buf.subarray(nl + 1, buf.length - 1)),
+        start: pos + nl + 1,
+        end: pos + buf.length,
+      };
+      buf = buf.subarray(0, nl + 1);
+      continue;
+    }
+    if (pos === 0) {
+      if (terminated && buf.length > 0) {
+        yield { text: decoder.decode(buf.subarray(0, buf.length - 1)), start: 0, end: buf.length };
+      }
+      return;
+    }
+    const step = Math.min(BACK_CHUNK, pos);
+    const chunk = await readAt(file, pos - step, step);
+    const joined = new Uint8Array(chunk.length + buf.length);
+    joined.set(chunk);
+    joined.set(buf, chunk.length);
+    buf = joined;
+    pos -= step;
+  }
+}
+
+/** What the end of a stream file says, found by {@linkcode readTail}. */
+export interface FileTail {
+  /** Size in bytes. */
+  size: number;
+  /** The seq of the last complete line that parses, or 0. */
+  lastSeq: number;
+  /** The file does not end with `\n`. */
+  torn: boolean;
+}
+
+/**
+ * Reads a stream file's last seq from its end: the cost is the last line, not the file. Lines
+ * within one stream file are appended in seq order, so that is the file's highest seq.
+ *
+ * @param path The NDJSON file; a missing file reads as empty.
+ * @param size Bytes to consider (default: the whole file).
+ * @returns Its size, last seq and whether its tail is torn.
+ */
+export async function readTail(path: string, size?: number): Promise<FileTail> {
+  let file: Deno.FsFile;
+  try {
+    file = await Deno.open(path, { read: true });
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return { size: 0, lastSeq: 0, torn: false };
+    throw err;
+  }
+  try {
+    const end = size ?? (await file.stat()).size;
+    const last = end > 0 ? await readAt(file, end - 1, 1) : new Uint8Array(0);
+    const torn = last.length === 1 && last[0] !== NL;
+    for await (const line of linesBackward(file, end)) {
+      const parsed = readSeqAndType(line.text);
+      if (parsed !== undefined) return { size: end, lastSeq: parsed.seq, torn };
+    }
+    return { size: end, lastSeq: 0, torn };
+  } finally {
+    file.close();
+  }
+}
+
+/**
+ * Reads what a stream file holds after a point: from a checkpoint's cursor when it is given
+ * (after checking it still matches the file), else from the first line whose seq is above
+ * `afterSeq` (found by reading backwards; seq increases within a file).
+ *
+ * @param path The NDJSON file.
+ * @param after The cursor of a checkpoint, or the seq to read past.
+ * @returns The latest line per type after the point, or `undefined` when the cursor does not
+ *   match the file (shorter than the offset, no `\n` before it, another seq on the line before
+ *   it): the file was truncated or replaced.
+ */
+export async function readStreamAfter(
+  path: string,
+  after: StreamCursor | { afterSeq: number },
+): Promise<StreamTail | undefined> {
+  const result: StreamTail = { latest: new Map(), count: 0, bytes: 0 };
+  let file: Deno.FsFile;
+  try {
+    file = await Deno.open(path, { read: true });
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) {
+      return "offset" in after && after.offset > 0 ? undefined : result;
+    }
+    throw err;
+  }
+  try {
+    const size = (await file.stat()).size;
+    let start = 0;
+    let afterSeq: number;
+    if ("offset" in after) {
+      if (after.offset > size) return undefined;
+      if (after.offset > 0) {
+        const before = await linesBackward(file, after.offset).next();
+        if (before.done || before.value.end !== after.offset) return undefined;
+        if (readSeqAndType(before.value.text)?.seq !== after.seq) return undefined;
+      } else if (after.seq !== 0) return undefined;
+      start = after.offset;
+      afterSeq = after.seq;
+    } else {
+      afterSeq = after.afterSeq;
+      for await (const line of linesBackward(file, size)) {
+        const seq = readSeqAndType(line.text)?.seq;
+        if (seq !== undefined && seq <= afterSeq) break;
+        start = line.start;
+      }
+    }
+    if (start >= size) return result;
+    await file.seek(start, Deno.SeekMode.Start);
+    const handle = (line: string) => {
+      const parsed = line.length > 0 ? readSeqAndType(line) : undefined;
+      if (parsed === undefined || parsed.seq <= afterSeq) return;
+      result.count++;
+      result.latest.delete(parsed.type);
+      result.latest.set(parsed.type, { seq: parsed.seq, line });
+    };
+    const splitter = new LineSplitter({ crlf: false });
+    const buf = new Uint8Array(256 * 1024);
+    // Only complete lines count: a torn tail was recovered before, and end() is never called.
+    while (true) {
+      const n = await file.read(buf);
+      if (n === null) break;
+      result.bytes += n;
+      splitter.push(buf.subarray(0, n), handle);
+    }
+    return result;
+  } finally {
+    file.close();
+  }
 }
 
 /**

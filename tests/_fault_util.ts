@@ -159,7 +159,13 @@ export async function listTree(root: string): Promise<string[]> {
       } else if (entry.isSymlink) {
         out.push(`${rel} -> ${await Deno.readLink(path)}`);
       } else {
-        out.push(`${rel} (${(await Deno.stat(path)).size})`);
+        // A temporary file of an atomic write (the snapshot checkpoint) may be renamed away
+        // between readDir and stat.
+        const size = await Deno.stat(path).then((s) => s.size, (err) => {
+          if (err instanceof Deno.errors.NotFound) return undefined;
+          throw err;
+        });
+        if (size !== undefined) out.push(`${rel} (${size})`);
       }
     }
   };
