@@ -159,12 +159,17 @@ async function exhaust(port: number): Promise<Deno.Conn[]> {
     try {
       conns.push(await Deno.connect({ hostname: "127.0.0.1", port }));
     } catch (err) {
-      if (err instanceof Deno.errors.ConnectionRefused) return conns;
+      // Refused, or reset in the handshake as the listener ended under it.
+      if (isRefused(err)) return conns;
       throw err;
     }
   }
   for (const c of conns) c.close();
   throw new Error("2000 connections were accepted: the descriptor limit did not apply");
+}
+
+function isRefused(err: unknown): boolean {
+  return err instanceof Deno.errors.ConnectionRefused || err instanceof Deno.errors.ConnectionReset;
 }
 
 function closeAll(conns: Deno.Conn[]): void {
@@ -251,7 +256,7 @@ Deno.test({
           try {
             conns.push(await Deno.connect({ hostname: "127.0.0.1", port: child.port }));
           } catch (e) {
-            if (!(e instanceof Deno.errors.ConnectionRefused)) throw e;
+            if (!isRefused(e)) throw e;
           }
           await delay(5);
         }
@@ -276,4 +281,170 @@ Deno.test({
     assert.equal(await postEvent(again.url, "probe", { after: true }), seq + 1);
     assert.equal((await again.kill("SIGTERM")).code, 0);
   },
+});
+
+/**
+ * Starts a child under a low descriptor limit with one keep-alive connection already open,
+ * then uses up every descriptor: the listener ends, is opened again and holds the last one.
+ */
+async function exhausted(
+  siteDir: string,
+): Promise<{ child: Child; conn: Deno.Conn; conns: Deno.Conn[] }> {
+  const child = await spawn(siteDir, { nofile: 64 });
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port: child.port });
+  assert.equal((await exchange(conn, "GET", "/health")).status, 200);
+  const conns = await exhaust(child.port);
+  await child.waitFor("Listening again");
+  return { child, conn, conns };
+}
+
+Deno.test({
+  name:
+    "the service answers a 5xx problem naming the file when descriptors run out as it opens a site file",
+  ignore: noPrlimit !== undefined,
+  async fn() {
+    await using tmp = await tempDir();
+    const { child, conn, conns } = await exhausted(tmp.path);
+    await using _child = child;
+    try {
+      const res = await exchange(conn, "POST", "/event", { type: "probe", data: { n: 1 } });
+      assert.equal(res.status, 500, res.text);
+      const { detail } = assertProblem(500, res.contentType, res.text, "POST /event");
+      assert.match(detail, /site_\d{8}\.ndjson/);
+      assert.match(detail, /Too many open files/);
+    } finally {
+      conn.close();
+      closeAll(conns);
+    }
+    await waitHealthy(child.url);
+    // Nothing was stored and no seq was used: the first stored event is seq 1.
+    assert.equal(await postEvent(child.url, "probe", { n: 2 }), 1);
+    assert.equal((await child.kill("SIGTERM")).code, 0, child.output());
+    const lines = [...(await readAllStreams(tmp.path)).values()].flat();
+    assert.deepEqual(lines.map((l) => [l.seq, l.data]), [[1, { n: 2 }]]);
+  },
+});
+
+Deno.test({
+  name:
+    "the service answers a 5xx problem when descriptors run out as it opens a run file, and starts the run once they are back",
+  ignore: noPrlimit !== undefined,
+  async fn() {
+    await using tmp = await tempDir();
+    const { child, conn, conns } = await exhausted(tmp.path);
+    await using _child = child;
+    try {
+      const res = await exchange(conn, "POST", "/run/start", { run_id: "r1" }).catch((e) => {
+        throw new Error(`${e.message}; server output:\n${child.output()}`);
+      });
+      assert.ok(res.status >= 500, res.text);
+      assertProblem(res.status, res.contentType, res.text, "POST /run/start");
+    } finally {
+      conn.close();
+      closeAll(conns);
+    }
+    await waitHealthy(child.url);
+    const res = await fetch(`${child.url}/run/start`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ run_id: "r1" }),
+    });
+    assert.equal(res.status, 201, await res.text());
+    assert.equal(await postEvent(child.url, "probe", { n: 1 }), 1);
+    assert.equal((await child.kill("SIGTERM")).code, 0, child.output());
+    const streams = await readAllStreams(tmp.path);
+    assert.deepEqual(streams.get(join("r1", "telemetry.ndjson"))?.map((l) => l.seq), [1]);
+  },
+});
+
+// --- files and directories removed under the running service ----------------------------------
+
+async function postMany(url: string, rng: Rng, type = "probe"): Promise<number[]> {
+  const seqs: number[] = [];
+  for (let i = 0, n = rng.int(2, 6); i < n; i++) seqs.push(await postEvent(url, type, { i }));
+  return seqs;
+}
+
+async function theSiteFile(siteDir: string): Promise<string> {
+  const names = (await Array.fromAsync(Deno.readDir(siteDir))).map((e) => e.name)
+    .filter((n) => /^site_\d{8}\.ndjson$/.test(n));
+  assert.equal(names.length, 1, names.join(", "));
+  return join(siteDir, names[0]!);
+}
+
+/**
+ * The guarantee after a deletion: every seq acknowledged after it is kept; the only others are
+ * the last ones before it (written since the last check found the file in place).
+ */
+function assertKeeps(kept: number[], before: number[], after: number[]): void {
+  assert.deepEqual(kept.filter((s) => after.includes(s)), after, `lost some of ${after}: ${kept}`);
+  const carried = kept.filter((s) => !after.includes(s));
+  assert.deepEqual(carried, before.slice(before.length - carried.length), String(kept));
+}
+
+async function seqsIn(path: string): Promise<number[]> {
+  const text = await Deno.readTextFile(path);
+  return text.split("\n").filter((l) => l !== "").map((l) => JSON.parse(l).seq);
+}
+
+Deno.test("the service keeps every event acknowledged after its site file was deleted, across kill -9", async () => {
+  const rng = new Rng(SEED + 1);
+  await using tmp = await tempDir();
+  await using child = await spawn(tmp.path);
+  const before = await postMany(child.url, rng);
+  const path = await theSiteFile(tmp.path);
+  await Deno.remove(path);
+  const after = await postMany(child.url, rng);
+  await child.waitFor(`${path} was deleted while the service had it open`);
+  await child.kill("SIGKILL");
+  assertKeeps(await seqsIn(path), before, after);
+  await readAllStreams(tmp.path); // whole lines, seq increasing
+});
+
+Deno.test("the service starts a new site file after the old one was renamed, duplicating nothing", async () => {
+  const rng = new Rng(SEED + 2);
+  await using tmp = await tempDir();
+  await using child = await spawn(tmp.path);
+  const before = await postMany(child.url, rng);
+  const path = await theSiteFile(tmp.path);
+  const archive = join(tmp.path, "archive.ndjson");
+  await Deno.rename(path, archive);
+  const after = await postMany(child.url, rng);
+  assert.equal((await child.kill("SIGTERM")).code, 0, child.output());
+  assert.match(child.output(), /was renamed or moved away while the service had it open/);
+  assert.deepEqual(await seqsIn(archive), before);
+  assert.deepEqual(await seqsIn(path), after);
+});
+
+Deno.test("the service recreates a deleted site directory and takes its lock again", async () => {
+  const rng = new Rng(SEED + 3);
+  await using tmp = await tempDir();
+  const siteDir = join(tmp.path, "site");
+  await using child = await spawn(siteDir);
+  const before = await postMany(child.url, rng);
+  await Deno.remove(siteDir, { recursive: true });
+  const after = await postMany(child.url, rng);
+  await child.waitFor("was deleted while the service ran; took the lock again");
+  // The new lock keeps a second server out, as the first one did.
+  await assert.rejects(spawn(siteDir), /in use by another telemetry server/);
+  assert.equal((await child.kill("SIGTERM")).code, 0, child.output());
+  assertKeeps(await seqsIn(await theSiteFile(siteDir)), before, after);
+});
+
+Deno.test("the service recreates a deleted run directory and keeps the run's events", async () => {
+  const rng = new Rng(SEED + 4);
+  await using tmp = await tempDir();
+  await using child = await spawn(tmp.path);
+  const res = await fetch(`${child.url}/run/start`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ run_id: "r1" }),
+  });
+  assert.equal(res.status, 201, await res.text());
+  const before = await postMany(child.url, rng);
+  await Deno.remove(join(tmp.path, "r1"), { recursive: true });
+  const after = await postMany(child.url, rng);
+  assert.equal((await child.kill("SIGTERM")).code, 0, child.output());
+  assert.match(child.output(), /r1 and the file/);
+  assertKeeps(await seqsIn(join(tmp.path, "r1", "telemetry.ndjson")), before, after);
 });
