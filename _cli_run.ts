@@ -12,8 +12,8 @@
  */
 
 // deno-lint-ignore-file no-console
-import { ConfigError, type ServerHandle, startServer } from "./server.ts";
-import { SiteInUseError } from "./_errors.ts";
+import { ConfigError, ListenerError, type ServerHandle, startServer } from "./server.ts";
+import { errorText, SiteInUseError } from "./_errors.ts";
 import { resolveRunFlags, runFlagHelp, type RunFlagValues, runParseOptions } from "./_run_flags.ts";
 import {
   Failure,
@@ -157,6 +157,15 @@ async function serve(
   warnings.release();
   try {
     await server.finished;
+  } catch (err) {
+    // CONTRACT 10: only POST /shutdown, SIGINT and SIGTERM end the service with 0; any other
+    // way out (a listener that stayed down, a failed close) is non-zero so a supervisor restarts.
+    console.error(
+      err instanceof ListenerError
+        ? `error: ${err.message}; the service stopped (files flushed and closed), exiting 1 so a supervisor restarts it`
+        : `error: the service stopped with an error: ${errorText(err)}; exiting 1`,
+    );
+    return 1;
   } finally {
     for (const s of signalNames) Deno.removeSignalListener(s, onSignal);
   }

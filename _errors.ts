@@ -183,32 +183,51 @@ export class ShuttingDownError extends Error {
 
 /**
  * The disk refused a write. Nothing of the failed write remains on disk and no seq was consumed.
+ * It names the file being written and, when it could be found, the mount point of the file
+ * system that holds it, so the operator knows which disk to free.
  *
  * @example Usage
  * ```ts
  * import { WriteError } from "@obs-utils/telemetry/server";
  * import assert from "node:assert/strict";
  *
- * const err = new WriteError("Cannot write to a.ndjson: No space left on device", {
+ * const err = new WriteError("Cannot write to /srv/t/a.ndjson: No space left on device", {
  *   cause: undefined,
  *   diskFull: true,
+ *   path: "/srv/t/a.ndjson",
+ *   mountPoint: "/srv",
  * });
  * assert.equal(err.diskFull, true);
+ * assert.equal(err.mountPoint, "/srv");
  * ```
  */
 export class WriteError extends Error {
   /** `true` when the disk (or quota) is full: ENOSPC or EDQUOT. */
   readonly diskFull: boolean;
+  /** The file being written, when known. */
+  readonly path: string | undefined;
+  /** The mount point of the file system holding {@linkcode WriteError.path}, when known. */
+  readonly mountPoint: string | undefined;
   /**
    * Creates the error.
    *
    * @param message What failed.
-   * @param options `cause` and whether the disk was full.
+   * @param options `cause`, whether the disk was full, and the file and its mount point.
    */
-  constructor(message: string, options: { cause: unknown; diskFull: boolean }) {
+  constructor(
+    message: string,
+    options: {
+      cause: unknown;
+      diskFull: boolean;
+      path?: string | undefined;
+      mountPoint?: string | undefined;
+    },
+  ) {
     super(message, { cause: options.cause });
     this.name = "WriteError";
     this.diskFull = options.diskFull;
+    this.path = options.path;
+    this.mountPoint = options.mountPoint;
   }
 }
 

@@ -370,20 +370,27 @@ export function toProblem(err: unknown): Response | undefined {
   }
   if (err instanceof ShuttingDownError) return problem(503, SHUTTING_DOWN);
   if (err instanceof WriteError) {
-    return err.diskFull
-      ? problem(
-        507,
-        "The disk is full; nothing was written. Free space on the disk holding the site directory and retry.",
-      )
-      : problem(
-        500,
-        `The event could not be written (${
-          errorText(err)
-        }); nothing was stored. Check the site directory and retry.`,
-      );
+    return err.diskFull ? problem(507, diskFullDetail(err)) : problem(
+      500,
+      `The event could not be written (${
+        errorText(err)
+      }); nothing was stored. Check the site directory and retry.`,
+    );
   }
   if (err instanceof StorageError) return problem(500, `${err.message}.`);
   return undefined;
+}
+
+/** The 507 `detail`: which file system is full, and what to do (CONTRACT 2.1). */
+function diskFullDetail(err: WriteError): string {
+  const where = err.mountPoint !== undefined
+    ? `the file system mounted at ${err.mountPoint}${
+      err.path === undefined ? "" : ` (writing ${err.path})`
+    }`
+    : err.path !== undefined
+    ? `the file system holding ${err.path}`
+    : "the file system holding the site directory";
+  return `The disk is full: ${where} has no space left; nothing was written and no seq was used. Free space there (or raise the quota) and retry.`;
 }
 
 /**

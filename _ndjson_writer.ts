@@ -5,6 +5,7 @@
  * @module
  */
 
+import { dirname } from "node:path";
 import { errorText, isDiskFull, WriteError } from "./_errors.ts";
 
 /**
@@ -99,6 +100,11 @@ export async function writeFull(file: Deno.FsFile, bytes: Uint8Array): Promise<v
  * bytes completely or, on failure, truncates the file back to where it was, so a failed write
  * never leaves a partial line.
  *
+ * The writer also notices when its file was deleted, renamed or replaced under it
+ * ({@linkcode NdjsonWriter.verify}): it opens the path again (recreating the directory) and,
+ * when the old file is no longer linked anywhere, copies into the new one what it wrote since
+ * the path was last seen holding it, so no acknowledged line stays only in a deleted inode.
+ *
  * @example Usage
  * ```ts ignore
  * import { NdjsonWriter } from "./_ndjson_writer.ts";
@@ -111,17 +117,24 @@ export class NdjsonWriter {
   /** The file's path. */
   readonly path: string;
   #file: Deno.FsFile;
+  #id: FileId;
   #size: number;
+  /** Bytes the file held when the path was last seen to be this file. */
+  #verified: number;
   #fsync: FsyncMode;
   #dirty = false;
   #closed = false;
   #sizeUnknown = false;
   #syncing: Promise<void> | undefined;
+  /** Appends, rollbacks and checks take turns: a check may swap the file under them. */
+  #turn: Promise<unknown> = Promise.resolve();
 
-  private constructor(path: string, file: Deno.FsFile, size: number, fsync: FsyncMode) {
+  private constructor(path: string, file: Deno.FsFile, info: Deno.FileInfo, fsync: FsyncMode) {
     this.path = path;
     this.#file = file;
-    this.#size = size;
+    this.#id = idOf(info);
+    this.#size = info.size;
+    this.#verified = info.size;
     this.#fsync = fsync;
   }
 
@@ -132,21 +145,27 @@ export class NdjsonWriter {
    * @param fsync When to fdatasync.
    * @param onTorn Told how many bytes of a torn last line were moved to `<path>.torn`.
    * @returns The writer.
+   * @throws {WriteError} If the file cannot be opened (out of descriptors, a directory in the
+   *   way...); a missing permission stays `Deno.errors.NotCapable`.
    */
   static async open(
     path: string,
     fsync: FsyncMode,
     onTorn?: (bytes: number) => void,
   ): Promise<NdjsonWriter> {
-    const moved = await recoverTornTail(path);
-    if (moved > 0) onTorn?.(moved);
-    const file = await Deno.open(path, { append: true, create: true });
     try {
-      const size = (await file.stat()).size;
-      return new NdjsonWriter(path, file, size, fsync);
+      const moved = await recoverTornTail(path);
+      if (moved > 0) onTorn?.(moved);
+      const file = await openForAppend(path);
+      try {
+        return new NdjsonWriter(path, file, await file.stat(), fsync);
+      } catch (err) {
+        file.close();
+        throw err;
+      }
     } catch (err) {
-      file.close();
-      throw err;
+      if (err instanceof WriteError || err instanceof Deno.errors.NotCapable) throw err;
+      throw await writeError(`Cannot open ${path} for appending: ${errorText(err)}`, path, err);
     }
   }
 
@@ -162,7 +181,11 @@ export class NdjsonWriter {
    * @param bytes Complete `\n`-terminated lines.
    * @throws {WriteError} If the write (or the fsync) failed.
    */
-  async append(bytes: Uint8Array): Promise<void> {
+  append(bytes: Uint8Array): Promise<void> {
+    return this.#exclusive(() => this.#append(bytes));
+  }
+
+  async #append(bytes: Uint8Array): Promise<void> {
     if (this.#closed) throw new Error(`Cannot write to ${this.path}: the writer is closed`);
     if (this.#sizeUnknown) {
       // An earlier rollback failed: learn where the file really ends before writing again.
@@ -178,13 +201,10 @@ export class NdjsonWriter {
       else this.#dirty = true;
       this.#size = before + bytes.length;
     } catch (err) {
-      await this.truncate(before).catch(() => {
+      await this.#truncate(before).catch(() => {
         this.#sizeUnknown = true;
       });
-      throw new WriteError(`Cannot write to ${this.path}: ${errorText(err)}`, {
-        cause: err,
-        diskFull: isDiskFull(err),
-      });
+      throw await writeError(`Cannot write to ${this.path}: ${errorText(err)}`, this.path, err);
     }
   }
 
@@ -194,7 +214,11 @@ export class NdjsonWriter {
    *
    * @param size The length to keep.
    */
-  async truncate(size: number): Promise<void> {
+  truncate(size: number): Promise<void> {
+    return this.#exclusive(() => this.#truncate(size));
+  }
+
+  async #truncate(size: number): Promise<void> {
     try {
       await this.#file.truncate(size);
     } catch (err) {
@@ -202,6 +226,103 @@ export class NdjsonWriter {
       throw err;
     }
     this.#size = size;
+    this.#verified = Math.min(this.#verified, size);
+  }
+
+  /**
+   * Checks that the path still names this writer's file (one `lstat`; call it once per commit
+   * group or timer tick, not per line). When the file was deleted, renamed or replaced by
+   * another file, opens the path again (recreating its directory) and, if the old file is
+   * linked nowhere any more, copies into the new file every byte written since the last check
+   * that found it in place; later appends go to the new file.
+   *
+   * @returns One line saying what was found and done, or `undefined` when all was in place.
+   * @throws {WriteError} If the path cannot be restored: a directory or symlink is in its way,
+   *   its directory was replaced by a symlink (not followed), or the open or copy failed.
+   */
+  verify(): Promise<string | undefined> {
+    return this.#exclusive(() => this.#verify());
+  }
+
+  async #verify(): Promise<string | undefined> {
+    if (this.#closed) return undefined;
+    const size = this.#size;
+    const now = await lstatOrUndefined(this.path);
+    if (now?.isFile && sameFile(idOf(now), this.#id)) {
+      this.#verified = size;
+      return undefined;
+    }
+    return await this.#reopen(now);
+  }
+
+  async #reopen(now: Deno.FileInfo | undefined): Promise<string> {
+    const fail = (why: string, cause?: unknown) =>
+      new WriteError(`Cannot write to ${this.path}: ${why}`, {
+        cause,
+        diskFull: isDiskFull(cause),
+        path: this.path,
+      });
+    if (now !== undefined && !now.isFile) {
+      throw fail(
+        `it was replaced by a ${
+          now.isDirectory ? "directory" : "symbolic link or special file"
+        }; move that away so the file can be recreated`,
+      );
+    }
+    const dir = dirname(this.path);
+    const dirInfo = await lstatOrUndefined(dir);
+    if (dirInfo?.isSymlink) {
+      throw fail(
+        `its directory ${dir} was replaced by a symbolic link, which is not followed; put the directory back`,
+      );
+    }
+    let old: Deno.FileInfo;
+    let file: Deno.FsFile;
+    try {
+      old = await this.#file.stat();
+      if (dirInfo === undefined) await Deno.mkdir(dir, { recursive: true });
+      if (now !== undefined) await recoverTornTail(this.path);
+      file = await openForAppend(this.path);
+    } catch (err) {
+      throw fail(`it vanished and cannot be opened again (${errorText(err)})`, err);
+    }
+    // Deleted (linked nowhere): what it got since the path last held it exists only here.
+    // Renamed (still linked): those bytes are safe under the new name and are not duplicated.
+    const orphaned = old.nlink === 0;
+    const from = this.#verified;
+    const carried = orphaned ? this.#size - from : 0;
+    let info: Deno.FileInfo;
+    try {
+      if (carried > 0) {
+        const bytes = new Uint8Array(carried);
+        await this.#file.seek(from, Deno.SeekMode.Start);
+        await readFull(this.#file, bytes);
+        await writeFull(file, bytes);
+      }
+      if (this.#fsync !== "never") await file.syncData();
+      info = await file.stat();
+    } catch (err) {
+      file.close();
+      throw fail(`it vanished and cannot be recreated (${errorText(err)})`, err);
+    }
+    await this.#syncing?.catch(() => {});
+    this.#file.close();
+    this.#file = file;
+    this.#id = idOf(info);
+    this.#size = info.size;
+    this.#verified = info.size;
+    this.#dirty = false;
+    this.#sizeUnknown = false;
+    const found = now !== undefined
+      ? "was replaced by another file"
+      : orphaned
+      ? "was deleted"
+      : "was renamed or moved away";
+    const made = dirInfo === undefined ? `recreated ${dir} and the file` : "reopened the path";
+    const kept = orphaned
+      ? `copied the ${carried} bytes written since it was last seen there`
+      : "the old file keeps what was written to it";
+    return `${this.path} ${found} while the service had it open: ${made}, ${kept}; new events go to ${this.path}.`;
   }
 
   /**
@@ -225,14 +346,90 @@ export class NdjsonWriter {
   }
 
   /** Syncs (unless `fsync` is `never`) and closes the file. Safe to call twice. */
-  async close(): Promise<void> {
-    if (this.#closed) return;
-    try {
-      await this.#syncing?.catch(() => {});
-      if (this.#fsync !== "never") await this.sync();
-    } finally {
-      this.#closed = true;
-      this.#file.close();
-    }
+  close(): Promise<void> {
+    return this.#exclusive(async () => {
+      if (this.#closed) return;
+      try {
+        await this.#syncing?.catch(() => {});
+        if (this.#fsync !== "never") await this.sync();
+      } finally {
+        this.#closed = true;
+        this.#file.close();
+      }
+    });
   }
+
+  #exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const result = this.#turn.then(fn);
+    this.#turn = result.catch(() => {});
+    return result;
+  }
+}
+
+/** Where a file lives: equal for two names of one file. */
+interface FileId {
+  dev: number | null;
+  ino: number | null;
+}
+
+function idOf(info: Deno.FileInfo): FileId {
+  return { dev: info.dev, ino: info.ino };
+}
+
+/** Without inode numbers (Windows) a file that still exists counts as the same. */
+function sameFile(a: FileId, b: FileId): boolean {
+  return a.ino === null || b.ino === null || (a.ino === b.ino && a.dev === b.dev);
+}
+
+async function lstatOrUndefined(path: string): Promise<Deno.FileInfo | undefined> {
+  try {
+    return await Deno.lstat(path);
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return undefined;
+    throw err;
+  }
+}
+
+/** Read access too: a deleted file's last lines are copied out of it (see `verify`). */
+function openForAppend(path: string): Promise<Deno.FsFile> {
+  return Deno.open(path, { read: true, append: true, create: true });
+}
+
+/** A failure as a {@linkcode WriteError} naming the file and, for a full disk, its mount. */
+async function writeError(message: string, path: string, cause: unknown): Promise<WriteError> {
+  const diskFull = isDiskFull(cause);
+  const mountPoint = diskFull ? await mountPointOf(path) : undefined;
+  return new WriteError(message, { cause, diskFull, path, mountPoint });
+}
+
+/**
+ * The mount point of the file system holding `path`, from `/proc/self/mountinfo` (Linux): the
+ * longest mount point that contains it. `undefined` where that file cannot be read (another
+ * system, or no read permission for it), so callers fall back to naming the path.
+ *
+ * @param path An absolute path.
+ * @returns The mount point, or `undefined`.
+ */
+export async function mountPointOf(path: string): Promise<string | undefined> {
+  if (Deno.build.os !== "linux") return undefined;
+  const table = "/proc/self/mountinfo";
+  // Never prompt: the scoped permissions of `run` may not include /proc.
+  const state = (await Deno.permissions.query({ name: "read", path: table })).state;
+  if (state !== "granted") return undefined;
+  let text: string;
+  try {
+    text = await Deno.readTextFile(table);
+  } catch {
+    return undefined;
+  }
+  let best: string | undefined;
+  for (const line of text.split("\n")) {
+    const field = line.split(" ")[4];
+    if (field === undefined) continue;
+    // mountinfo escapes space, tab, newline and backslash as \ooo.
+    const mount = field.replace(/\\([0-7]{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)));
+    const inside = mount === "/" || path === mount || path.startsWith(mount + "/");
+    if (inside && (best === undefined || mount.length > best.length)) best = mount;
+  }
+  return best;
 }

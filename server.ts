@@ -19,7 +19,7 @@
 
 import denoJson from "./deno.json" with { type: "json" };
 import { type ServiceOptions, TelemetryService } from "./service.ts";
-import { ShuttingDownError } from "./_errors.ts";
+import { errorText, ShuttingDownError } from "./_errors.ts";
 import {
   DEFAULT_MAX_BODY,
   guardLoopback,
@@ -423,6 +423,32 @@ export interface ServerOptions extends ServiceOptions {
    * @default {5000}
    */
   shutdownGraceMs?: number;
+  /**
+   * How the server listens again when the listener ends by itself (a failed `accept`, such as
+   * EMFILE): at most `attempts` tries, waiting from `firstDelayMs` doubling up to `maxDelayMs`
+   * between them. An error that is not transient (the port taken by another process, a missing
+   * permission) gets at most 5 tries.
+   * @default {{ attempts: 40, firstDelayMs: 50, maxDelayMs: 2000 }}
+   */
+  relisten?: { attempts?: number; firstDelayMs?: number; maxDelayMs?: number };
+}
+
+/**
+ * The reason {@linkcode ServerHandle.finished} rejects when the listener ended by itself and
+ * could not be opened again: the server shut down (files closed, lock released) without being
+ * asked to, so its owner should exit non-zero and let a supervisor restart it (CONTRACT 10).
+ */
+export class ListenerError extends Error {
+  /**
+   * Creates the error.
+   *
+   * @param message What ended the listener and why it stays down.
+   * @param options The last error.
+   */
+  constructor(message: string, options: { cause: unknown }) {
+    super(message, options);
+    this.name = "ListenerError";
+  }
 }
 
 /** A running server from {@linkcode startServer}. */
@@ -438,7 +464,11 @@ export interface ServerHandle extends AsyncDisposable {
    * flushed, fsynced and closed, the lock is released.
    */
   shutdown(): Promise<void>;
-  /** Settles when the server has shut down, by any means. */
+  /**
+   * Resolves when the server has shut down as asked ({@linkcode ServerHandle.shutdown},
+   * `POST /shutdown`); rejects when the shutdown failed or the server ended without being asked
+   * (a {@linkcode ListenerError}).
+   */
   readonly finished: Promise<void>;
 }
 
@@ -503,16 +533,20 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
       if (--inFlight === 0) drained?.resolve();
     }
   };
+  const listen = (at: number) => Deno.serve({ hostname, port: at, onListen: () => {} }, counted);
   let server: Deno.HttpServer<Deno.NetAddr>;
   try {
-    server = Deno.serve({ hostname, port, onListen: () => {} }, counted);
+    server = listen(port);
   } catch (err) {
     await service.close();
     throw err;
   }
   const graceMs = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
+  const warn = options.onWarning ?? (() => {});
   // Settles when shutdown() has closed the service, however the shutdown was started.
   const done = Promise.withResolvers<void>();
+  // Set when the server ends without being asked: `finished` then rejects with it.
+  let failure: ListenerError | undefined;
   function shutdown(): Promise<void> {
     if (stopping) return stopping;
     stopping = (async () => {
@@ -533,10 +567,32 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
         await raceDeadline(server.shutdown(), deadline);
       }
     })();
-    stopping.then(done.resolve, done.reject);
+    stopping.then(() => failure ? done.reject(failure) : done.resolve(), done.reject);
     return stopping;
   }
-  server.finished.then(shutdown, shutdown).catch(() => {}); // failures surface via `finished`
+  const port0 = server.addr.port;
+  const relisten = new Relistener(options.relisten ?? {}, warn, `${hostForUrl(hostname)}:${port0}`);
+  // Deno.serve ends its listener on the first failed accept (EMFILE, ENFILE, ECONNABORTED...).
+  // That is no reason to stop (CONTRACT 10): listen again on the same address, keeping the
+  // lock and the open files; only when that keeps failing does the server stop, with an error.
+  const watch = (current: Deno.HttpServer<Deno.NetAddr>) => {
+    current.finished.then(() => undefined, (err: unknown) => err).then(async (err) => {
+      if (stopping) return;
+      const next = await relisten.run(err, () => stopping !== undefined, () => listen(port0));
+      if (stopping) {
+        await next?.shutdown();
+        return;
+      }
+      if (next) {
+        server = next;
+        watch(next);
+        return;
+      }
+      failure = relisten.failure();
+      await shutdown();
+    }).catch(() => {}); // failures surface via `finished`
+  };
+  watch(server);
   // Callers that never await `finished` must not crash on a failed close; those who do see it.
   done.promise.catch(() => {});
   const finished = done.promise;
@@ -552,4 +608,94 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
     finished,
     [Symbol.asyncDispose]: shutdown,
   };
+}
+
+/** Errors of a failed `accept` or `listen` that pass once descriptors or memory are back. */
+const TRANSIENT =
+  /os error (24|23|12|103|105|11)\b|too many open files|EMFILE|ENFILE|ENOMEM|ENOBUFS|ECONNABORTED/i;
+
+/**
+ * Listens again after the listener ended by itself, with bounded backoff; logs one line when it
+ * went down (at most one a second, counting the rest) and one when it is back.
+ */
+class Relistener {
+  #attempts: number;
+  #firstDelayMs: number;
+  #maxDelayMs: number;
+  #warn: (message: string) => void;
+  #where: string;
+  #lastLine = -Infinity;
+  #suppressed = 0;
+  #lastError: unknown;
+  #tries = 0;
+  #downLogged = false;
+
+  constructor(
+    options: NonNullable<ServerOptions["relisten"]>,
+    warn: (message: string) => void,
+    where: string,
+  ) {
+    this.#attempts = Math.max(1, options.attempts ?? 40);
+    this.#firstDelayMs = Math.max(0, options.firstDelayMs ?? 50);
+    this.#maxDelayMs = Math.max(this.#firstDelayMs, options.maxDelayMs ?? 2000);
+    this.#warn = warn;
+    this.#where = where;
+  }
+
+  /** Tries to listen again; `undefined` when it gave up or shutdown began. */
+  async run(
+    cause: unknown,
+    stopped: () => boolean,
+    listen: () => Deno.HttpServer<Deno.NetAddr>,
+  ): Promise<Deno.HttpServer<Deno.NetAddr> | undefined> {
+    this.#lastError = cause;
+    this.#downLogged = this.#log(
+      `The listener on ${this.#where} stopped accepting connections (${
+        cause === undefined ? "it closed" : errorText(cause)
+      }); listening again, the files stay open.`,
+    );
+    let delay = this.#firstDelayMs;
+    let fatalTries = 0;
+    for (this.#tries = 1; this.#tries <= this.#attempts; this.#tries++) {
+      await new Promise((r) => setTimeout(r, delay));
+      delay = Math.min(this.#maxDelayMs, delay * 2);
+      if (stopped()) return undefined;
+      try {
+        const server = listen();
+        // Said only when its "stopped" line was: a flapping listener stays at a line a second.
+        if (this.#downLogged) {
+          this.#warn(`Listening again on ${this.#where} after ${this.#tries} tries.`);
+        }
+        return server;
+      } catch (err) {
+        this.#lastError = err;
+        if (!TRANSIENT.test(errorText(err)) && ++fatalTries >= 5) break;
+      }
+    }
+    return undefined;
+  }
+
+  /** The error `finished` rejects with after {@linkcode Relistener.run} gave up. */
+  failure(): ListenerError {
+    return new ListenerError(
+      `Cannot listen on ${this.#where} again after ${
+        Math.min(this.#tries, this.#attempts)
+      } tries: ${errorText(this.#lastError)}`,
+      { cause: this.#lastError },
+    );
+  }
+
+  /** Warns at most once a second; `false` when the line was suppressed. */
+  #log(line: string): boolean {
+    const now = Date.now();
+    if (now - this.#lastLine < 1000) {
+      this.#suppressed++;
+      return false;
+    }
+    this.#lastLine = now;
+    const more = this.#suppressed > 0 ? ` (${this.#suppressed} similar lines suppressed)` : "";
+    this.#suppressed = 0;
+    this.#warn(line + more);
+    return true;
+  }
 }

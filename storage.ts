@@ -24,6 +24,7 @@ import {
   assertStillPlainFile,
   ensurePlainFile,
   isStrictlyInside,
+  LOCK_FILE,
   readJsonFile,
   realPathOfNearest,
   refuseNonFile,
@@ -36,6 +37,7 @@ import {
   errorText,
   InvalidRequestError,
   RunDirNotAllowedError,
+  SiteInUseError,
   StorageError,
   UnsafeFileError,
 } from "./_errors.ts";
@@ -238,6 +240,8 @@ export class SiteStore {
   #runWriters = new Set<NdjsonWriter>();
   #syncTimer: ReturnType<typeof setInterval> | undefined;
   #syncing: Promise<void> | undefined;
+  /** Problems already warned about, by path, so a lasting one is one line, not one a second. */
+  #problems = new Map<string, string>();
 
   private constructor(
     siteDir: string,
@@ -278,11 +282,11 @@ export class SiteStore {
       throw err;
     }
     const store = new SiteStore(siteDir, runRoots, lock, options);
-    if (options.fsync === "interval") {
-      // A slow disk must not pile syncs up behind each other.
-      store.#syncTimer = setInterval(() => store.#syncing ??= store.syncAll(), 1000);
-      Deno.unrefTimer(store.#syncTimer);
-    }
+    // Every second: fdatasync (`interval`), and in every mode check that the open files are
+    // still where they belong (deleted, renamed, the lock gone). A slow disk must not pile
+    // ticks up behind each other.
+    store.#syncTimer = setInterval(() => store.#syncing ??= store.syncAll(), 1000);
+    Deno.unrefTimer(store.#syncTimer);
     return store;
   }
 
@@ -388,6 +392,9 @@ export class SiteStore {
         const writer = typeof target !== "string"
           ? target
           : this.#siteWriters.get(target) ?? await this.openSiteWriter(target);
+        // Once per file and group, off the per-line path: a file deleted or renamed under the
+        // writer is recreated before these lines go out (and what it lost is carried over).
+        this.#noteVerified(writer, await writer.verify());
         const chunk = encoder.encode(group.join("\n") + "\n");
         const before = writer.size;
         await writer.append(chunk); // truncates itself back on failure
@@ -724,18 +731,84 @@ export class SiteStore {
   // --- syncing and closing --------------------------------------------------------------------
 
   /**
-   * fdatasyncs every open file that has unsynced writes; a failure is warned, not thrown.
+   * Checks that every open file is still in place (recreating a deleted or renamed one, see
+   * {@linkcode NdjsonWriter.verify}) and that the `.lock` still exists; with `fsync: "interval"`
+   * fdatasyncs every file that has unsynced writes. A failure is warned (once while it lasts),
+   * not thrown.
    *
    * @returns When every sync has finished.
    */
   syncAll(): Promise<void> {
     return (async () => {
       for (const writer of [...this.#siteWriters.values(), ...this.#runWriters]) {
+        try {
+          this.#noteVerified(writer, await writer.verify());
+        } catch (err) {
+          this.#noteProblem(writer.path, errorText(err));
+        }
+        if (this.fsync !== "interval") continue;
         await writer.sync().catch((e) =>
-          this.#warn(`Cannot fdatasync ${writer.path}: ${errorText(e)}`)
+          this.#noteProblem(writer.path, `Cannot fdatasync ${writer.path}: ${errorText(e)}`)
         );
       }
+      await this.#checkLock();
     })().finally(() => this.#syncing = undefined);
+  }
+
+  #noteVerified(writer: NdjsonWriter, message: string | undefined): void {
+    if (message !== undefined) this.#warn(message);
+    this.#problems.delete(writer.path);
+  }
+
+  #noteProblem(path: string, message: string): void {
+    if (this.#problems.get(path) === message) return;
+    this.#problems.set(path, message);
+    this.#warn(message);
+  }
+
+  /**
+   * A deleted `.lock` no longer keeps a second server out (CONTRACT 4.6): take a new one, or
+   * warn loudly when another server already did. A site directory replaced by a symlink is
+   * warned about, not followed.
+   */
+  async #checkLock(): Promise<void> {
+    const lockPath = join(this.siteDir, LOCK_FILE);
+    try {
+      const dir = await Deno.lstat(this.siteDir);
+      if (dir.isSymlink) {
+        this.#noteProblem(
+          this.siteDir,
+          `The site directory ${this.siteDir} was replaced by a symbolic link; it is not followed, so new files cannot be created there. Put the directory back.`,
+        );
+        return;
+      }
+      await Deno.lstat(lockPath);
+      this.#problems.delete(lockPath);
+      return;
+    } catch (err) {
+      if (!(err instanceof Deno.errors.NotFound)) {
+        this.#noteProblem(lockPath, `Cannot check ${lockPath}: ${errorText(err)}`);
+        return;
+      }
+    }
+    try {
+      await Deno.mkdir(this.siteDir, { recursive: true });
+      const lock = await SiteLock.acquire(this.siteDir);
+      const old = this.#lock;
+      this.#lock = lock;
+      await old.release().catch(() => {});
+      this.#warn(`${lockPath} was deleted while the service ran; took the lock again.`);
+      this.#problems.delete(lockPath);
+    } catch (err) {
+      this.#noteProblem(
+        lockPath,
+        err instanceof SiteInUseError
+          ? `${lockPath} was deleted while the service ran and another server has taken the new one: two servers now write to ${this.siteDir}; stop one of them.`
+          : `${lockPath} was deleted while the service ran and cannot be taken again: ${
+            errorText(err)
+          }`,
+      );
+    }
   }
 
   /**
@@ -749,6 +822,8 @@ export class SiteStore {
     const errors: unknown[] = [];
     for (const writer of [...this.#siteWriters.values(), ...this.#runWriters]) {
       try {
+        // A file deleted since the last tick gets its last lines back before it is closed.
+        this.#noteVerified(writer, await writer.verify().catch((e) => errorText(e)));
         await writer.close();
       } catch (err) {
         errors.push(err);

@@ -8,7 +8,8 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import type { ServerHandle } from "../server.ts";
 import { TelemetryService } from "../service.ts";
-import { WriteError } from "../server.ts";
+import { toProblem, WriteError } from "../server.ts";
+import { mountPointOf } from "../_ndjson_writer.ts";
 import { getJson, readLines, readSiteLines, tempDir, testServer } from "./_util.ts";
 
 const decoder = new TextDecoder();
@@ -171,4 +172,53 @@ Deno.test({
       assert.equal(service.currentLine("weather"), runLines[0]);
     }
   },
+});
+
+Deno.test({
+  name:
+    "POST /event on a full disk names the full file system's mount point and the file in its 507 detail",
+  ignore: skipReason !== undefined,
+  async fn() {
+    await using mnt = await smallTmpfs();
+    const siteDir = join(mnt.path, "site");
+    {
+      await using server = await testServer({ siteDir });
+      await post(server, { type: "w", data: { n: 1 } }).then((r) => r.body?.cancel());
+      await fill(mnt.path);
+      const res = await post(server, { type: "w", data: { pad: "x".repeat(16 * 1024) } });
+      assert.equal(res.status, 507);
+      const { detail } = await res.json();
+      const file = (await Array.fromAsync(Deno.readDir(siteDir))).find((e) =>
+        e.name.startsWith("site_")
+      )!.name;
+      assert.ok(detail.includes(`mounted at ${mnt.path} (writing ${join(siteDir, file)})`), detail);
+      assert.match(detail, /Free space there/);
+    }
+  },
+});
+
+Deno.test({
+  name: "mountPointOf() finds the innermost mount holding a path",
+  ignore: skipReason !== undefined,
+  async fn() {
+    await using mnt = await smallTmpfs();
+    assert.equal(await mountPointOf(join(mnt.path, "site", "site_20260101.ndjson")), mnt.path);
+    assert.equal(await mountPointOf(mnt.path), mnt.path);
+    assert.notEqual(await mountPointOf(`${mnt.path}-sibling/x`), mnt.path);
+  },
+});
+
+Deno.test("toProblem() names the file in a 507 detail when the mount point is unknown", async () => {
+  const err = new WriteError("Cannot write to /srv/t/site_20260101.ndjson: No space left", {
+    cause: undefined,
+    diskFull: true,
+    path: "/srv/t/site_20260101.ndjson",
+  });
+  const res = toProblem(err)!;
+  assert.equal(res.status, 507);
+  const { detail } = await res.json();
+  assert.equal(
+    detail,
+    "The disk is full: the file system holding /srv/t/site_20260101.ndjson has no space left; nothing was written and no seq was used. Free space there (or raise the quota) and retry.",
+  );
 });

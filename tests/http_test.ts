@@ -149,7 +149,7 @@ Deno.test("toProblem() answers a disk-full WriteError with 507 and says to free 
       diskFull: true,
     }),
     507,
-    "The disk is full; nothing was written. Free space on the disk holding the site directory and retry.",
+    "The disk is full: the file system holding the site directory has no space left; nothing was written and no seq was used. Free space there (or raise the quota) and retry.",
   );
 });
 

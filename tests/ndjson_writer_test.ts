@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { NdjsonWriter, recoverTornTail } from "../_ndjson_writer.ts";
+import { WriteError } from "../_errors.ts";
 import { tempDir } from "./_util.ts";
 
 const encoder = new TextEncoder();
@@ -48,4 +49,113 @@ Deno.test("NdjsonWriter.open() recovers a torn tail before appending", async () 
   await writer.close();
   assert.equal(await Deno.readTextFile(path), '{"seq":1}\n{"seq":2}\n');
   assert.equal(await Deno.readTextFile(`${path}.torn`), '{"se');
+});
+
+const line = (seq: number) => encoder.encode(`{"seq":${seq}}\n`);
+
+Deno.test("NdjsonWriter.verify() recreates a deleted file with the lines written since the last check", async () => {
+  await using dir = await tempDir();
+  const path = join(dir.path, "site_20260101.ndjson");
+  const writer = await NdjsonWriter.open(path, "never");
+  try {
+    await writer.append(line(1));
+    assert.equal(await writer.verify(), undefined);
+    await writer.append(line(2));
+    await Deno.remove(path);
+    await writer.append(line(3)); // acknowledged into the deleted inode
+    const message = await writer.verify();
+    assert.match(message ?? "", /was deleted while the service had it open/);
+    assert.ok(message?.includes(path), message);
+    await writer.append(line(4));
+    assert.equal(await Deno.readTextFile(path), '{"seq":2}\n{"seq":3}\n{"seq":4}\n');
+  } finally {
+    await writer.close();
+  }
+});
+
+Deno.test("NdjsonWriter.verify() leaves a renamed file its lines and starts a new one at the path", async () => {
+  await using dir = await tempDir();
+  const path = join(dir.path, "site_20260101.ndjson");
+  const writer = await NdjsonWriter.open(path, "never");
+  try {
+    await writer.append(line(1));
+    await Deno.rename(path, `${path}.1`);
+    await writer.append(line(2));
+    assert.match((await writer.verify()) ?? "", /renamed or moved away.*old file keeps/);
+    await writer.append(line(3));
+    assert.equal(await Deno.readTextFile(`${path}.1`), '{"seq":1}\n{"seq":2}\n');
+    assert.equal(await Deno.readTextFile(path), '{"seq":3}\n');
+  } finally {
+    await writer.close();
+  }
+});
+
+Deno.test("NdjsonWriter.verify() recreates a deleted directory", async () => {
+  await using dir = await tempDir();
+  const runDir = join(dir.path, "r1");
+  await Deno.mkdir(runDir);
+  const path = join(runDir, "telemetry.ndjson");
+  const writer = await NdjsonWriter.open(path, "interval");
+  try {
+    await writer.verify();
+    await writer.append(line(1));
+    await Deno.remove(runDir, { recursive: true });
+    assert.match((await writer.verify()) ?? "", /recreated .*r1 and the file, copied the 10 bytes/);
+    assert.equal(await Deno.readTextFile(path), '{"seq":1}\n');
+  } finally {
+    await writer.close();
+  }
+});
+
+Deno.test("NdjsonWriter.verify() refuses a directory in the file's place until it is gone", async () => {
+  await using dir = await tempDir();
+  const path = join(dir.path, "site_20260101.ndjson");
+  const writer = await NdjsonWriter.open(path, "never");
+  try {
+    await writer.append(line(1));
+    await Deno.remove(path);
+    await Deno.mkdir(path);
+    await assert.rejects(
+      writer.verify(),
+      (err: unknown) =>
+        err instanceof WriteError && /replaced by a directory; move that away/.test(err.message),
+    );
+    await Deno.remove(path);
+    assert.match((await writer.verify()) ?? "", /was deleted/);
+    assert.equal(await Deno.readTextFile(path), '{"seq":1}\n');
+  } finally {
+    await writer.close();
+  }
+});
+
+Deno.test("NdjsonWriter.verify() does not follow a directory replaced by a symlink", async () => {
+  await using dir = await tempDir();
+  const siteDir = join(dir.path, "site");
+  await Deno.mkdir(siteDir);
+  await Deno.mkdir(join(dir.path, "other"));
+  const path = join(siteDir, "site_20260101.ndjson");
+  const writer = await NdjsonWriter.open(path, "never");
+  try {
+    await writer.append(line(1));
+    await Deno.remove(siteDir, { recursive: true });
+    await Deno.symlink(join(dir.path, "other"), siteDir);
+    await assert.rejects(writer.verify(), (err: unknown) =>
+      err instanceof WriteError &&
+      /replaced by a symbolic link, which is not followed/.test(err.message));
+    assert.deepEqual(await Array.fromAsync(Deno.readDir(join(dir.path, "other"))), []);
+  } finally {
+    await writer.close();
+  }
+});
+
+Deno.test("NdjsonWriter.open() names the file in a WriteError when it cannot be opened", async () => {
+  await using dir = await tempDir();
+  const path = join(dir.path, "a.ndjson");
+  await Deno.mkdir(path);
+  await assert.rejects(
+    NdjsonWriter.open(path, "never"),
+    (err: unknown) =>
+      err instanceof WriteError && err.path === path &&
+      err.message.startsWith(`Cannot open ${path}`),
+  );
 });
