@@ -95,6 +95,12 @@ export async function writeFull(file: Deno.FsFile, bytes: Uint8Array): Promise<v
   while (off < bytes.length) off += await file.write(bytes.subarray(off));
 }
 
+/** {@linkcode writeFull} on the calling thread, for appends to the page cache. */
+function writeFullSync(file: Deno.FsFile, bytes: Uint8Array): void {
+  let off = file.writeSync(bytes);
+  while (off < bytes.length) off += file.writeSync(bytes.subarray(off));
+}
+
 /**
  * An append-only NDJSON file with one writer. Each {@linkcode NdjsonWriter.append} writes its
  * bytes completely or, on failure, truncates the file back to where it was, so a failed write
@@ -128,6 +134,10 @@ export class NdjsonWriter {
   #syncing: Promise<void> | undefined;
   /** Appends, rollbacks and checks take turns: a check may swap the file under them. */
   #turn: Promise<unknown> = Promise.resolve();
+  /** Turns queued or running: appends take the synchronous fast path only when there are none. */
+  #busy = 0;
+  /** When {@linkcode NdjsonWriter.inPlace} last saw the path name this file (`performance.now()`). */
+  #seenAt = -Infinity;
 
   private constructor(path: string, file: Deno.FsFile, info: Deno.FileInfo, fsync: FsyncMode) {
     this.path = path;
@@ -182,6 +192,19 @@ export class NdjsonWriter {
    * @throws {WriteError} If the write (or the fsync) failed.
    */
   append(bytes: Uint8Array): Promise<void> {
+    if (this.#busy === 0 && !this.#closed && !this.#sizeUnknown && this.#fsync !== "always") {
+      // The common case: nothing else is under way, so the bytes go to the page cache right here
+      // with one write(2) on this thread, without a hop to the blocking pool and back.
+      const before = this.#size;
+      try {
+        writeFullSync(this.#file, bytes);
+      } catch (err) {
+        return this.#exclusive(() => this.#rollBack(before, err));
+      }
+      this.#size = before + bytes.length;
+      this.#dirty = true;
+      return Promise.resolve();
+    }
     return this.#exclusive(() => this.#append(bytes));
   }
 
@@ -194,18 +217,21 @@ export class NdjsonWriter {
     }
     const before = this.#size;
     try {
-      // One write almost always takes it all; writeFull only for the rare short write.
-      const n = await this.#file.write(bytes);
-      if (n < bytes.length) await writeFull(this.#file, bytes.subarray(n));
+      writeFullSync(this.#file, bytes);
+      this.#size = before + bytes.length;
       if (this.#fsync === "always") await this.#file.syncData();
       else this.#dirty = true;
-      this.#size = before + bytes.length;
     } catch (err) {
-      await this.#truncate(before).catch(() => {
-        this.#sizeUnknown = true;
-      });
-      throw await writeError(`Cannot write to ${this.path}: ${errorText(err)}`, this.path, err);
+      await this.#rollBack(before, err);
     }
+  }
+
+  /** After a failed append: cuts the file back to `before` and throws the write error. */
+  async #rollBack(before: number, err: unknown): Promise<never> {
+    await this.#truncate(before).catch(() => {
+      this.#sizeUnknown = true;
+    });
+    throw await writeError(`Cannot write to ${this.path}: ${errorText(err)}`, this.path, err);
   }
 
   /**
@@ -244,12 +270,40 @@ export class NdjsonWriter {
     return this.#exclusive(() => this.#verify());
   }
 
+  /**
+   * The cheap form of {@linkcode NdjsonWriter.verify} for every commit group: `true` when the
+   * path was seen naming this writer's file less than `maxAgeMs` ago, or is seen so now (one
+   * synchronous `lstat`), and nothing else is under way. On `false`, call
+   * {@linkcode NdjsonWriter.verify}, which repairs what it finds. An `lstat` costs about as
+   * much as the append itself, so busy writers look at most once per `maxAgeMs`; whatever went
+   * into a deleted file in that window is copied over when the check finds it.
+   *
+   * @param maxAgeMs How old a sighting may be; 0 looks every time.
+   * @returns Whether the file is in place.
+   */
+  inPlace(maxAgeMs: number): boolean {
+    if (this.#closed || this.#busy > 0) return false;
+    const now = performance.now();
+    if (now - this.#seenAt < maxAgeMs) return true;
+    let info: Deno.FileInfo;
+    try {
+      info = Deno.lstatSync(this.path);
+    } catch {
+      return false; // missing or unreadable: verify() finds out which
+    }
+    if (!info.isFile || !sameFile(idOf(info), this.#id)) return false;
+    this.#verified = this.#size;
+    this.#seenAt = now;
+    return true;
+  }
+
   async #verify(): Promise<string | undefined> {
     if (this.#closed) return undefined;
     const size = this.#size;
     const now = await lstatOrUndefined(this.path);
     if (now?.isFile && sameFile(idOf(now), this.#id)) {
       this.#verified = size;
+      this.#seenAt = performance.now();
       return undefined;
     }
     return await this.#reopen(now);
@@ -360,7 +414,8 @@ export class NdjsonWriter {
   }
 
   #exclusive<T>(fn: () => Promise<T>): Promise<T> {
-    const result = this.#turn.then(fn);
+    this.#busy++;
+    const result = this.#turn.then(fn).finally(() => this.#busy--);
     this.#turn = result.catch(() => {});
     return result;
   }

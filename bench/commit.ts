@@ -1,0 +1,264 @@
+/**
+ * CPU per event at a fixed load (`deno run -A bench/commit.ts`): the service with
+ * `--fsync interval` against `bench/writesync_server.ts`, a bare Deno server that `writeSync`s
+ * each event, both fed the same single `POST /event` requests at a fixed rate (default
+ * 5,000 events/s over 16 keep-alive connections) by a raw-TCP load generator in this process.
+ * The figure is the server process's user + system CPU (from `/proc/<pid>/stat`) over the
+ * measured window divided by the events answered in it; targets alternate for `--rounds`.
+ *
+ * Usage: deno run -A bench/commit.ts [--rate 5000] [--seconds 8] [--rounds 3]
+ *   [--connections 16] [--baseline DIR]
+ *
+ * `--baseline DIR` adds the service of another checkout (e.g. `git worktree add /tmp/base
+ * <commit>`), for before/after ratios from the same rounds.
+ *
+ * @module
+ */
+
+// deno-lint-ignore-file no-console
+import { parseArgs } from "node:util";
+import { join, resolve } from "node:path";
+import { SERVICE_V8_FLAGS } from "../_spawn.ts";
+
+const { values: flags } = parseArgs({
+  args: Deno.args.filter((a) => a !== "--"),
+  options: {
+    rate: { type: "string", default: "5000" },
+    seconds: { type: "string", default: "8" },
+    rounds: { type: "string", default: "3" },
+    connections: { type: "string", default: "16" },
+    baseline: { type: "string" },
+  },
+  strict: true,
+});
+const RATE = Number(flags.rate);
+const SECONDS = Number(flags.seconds);
+const ROUNDS = Number(flags.rounds);
+const CONNECTIONS = Number(flags.connections);
+const ROOT = new URL("..", import.meta.url).pathname;
+const BASELINE = flags.baseline === undefined ? undefined : resolve(flags.baseline);
+const CLK_TCK = 100;
+
+type Target = "writesync" | "service" | "baseline";
+
+const BODY = JSON.stringify({
+  type: "weather",
+  data: { wind_mps: 2.1, temp_c: -3.5, humidity: 41, sky: "clear" },
+});
+
+interface Running {
+  child: Deno.ChildProcess;
+  port: number;
+  dir: string;
+}
+
+function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  listener.close();
+  return port;
+}
+
+async function start(target: Target): Promise<Running> {
+  const port = freePort();
+  const dir = await Deno.makeTempDir({ prefix: `bench-commit-${target}-` });
+  const args = target === "writesync"
+    ? [
+      "run",
+      "--allow-net",
+      `--allow-write=${dir}`,
+      join(ROOT, "bench/writesync_server.ts"),
+      String(port),
+      join(dir, "writesync.ndjson"),
+    ]
+    : [
+      "run",
+      ...SERVICE_V8_FLAGS,
+      `--allow-net=127.0.0.1:${port}`,
+      `--allow-read=${dir}`,
+      `--allow-write=${dir}`,
+      "--allow-env",
+      join(target === "baseline" ? BASELINE! : ROOT, "cli.ts"),
+      "telemetry",
+      "run",
+      "--site-dir",
+      dir,
+      "--host",
+      "127.0.0.1",
+      "--port",
+      String(port),
+      "--tz",
+      "UTC",
+    ];
+  const child = new Deno.Command(Deno.execPath(), { args, stdout: "null", stderr: "inherit" })
+    .spawn();
+  for (let i = 0; i < 200; i++) {
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}/ready`);
+      await res.body?.cancel();
+      if (res.ok) return { child, port, dir };
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  child.kill("SIGKILL");
+  throw new Error(`${target} did not become ready`);
+}
+
+async function stop(running: Running): Promise<void> {
+  running.child.kill("SIGTERM");
+  await running.child.status;
+  await Deno.remove(running.dir, { recursive: true });
+}
+
+/** User + system CPU seconds of a process so far. */
+async function cpuOf(pid: number): Promise<number> {
+  const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
+}
+
+/**
+ * One keep-alive connection sending `POST /event` and reading each answer (status line,
+ * headers, `content-length` body) before the next.
+ */
+class Connection {
+  #conn: Deno.TcpConn;
+  #request: Uint8Array;
+  #buf = new Uint8Array(64 * 1024);
+  #have = 0;
+
+  private constructor(conn: Deno.TcpConn, port: number) {
+    this.#conn = conn;
+    this.#request = new TextEncoder().encode(
+      `POST /event HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${BODY.length}\r\n\r\n${BODY}`,
+    );
+  }
+
+  static async open(port: number): Promise<Connection> {
+    return new Connection(await Deno.connect({ hostname: "127.0.0.1", port }), port);
+  }
+
+  /** Sends one event; resolves with the status code. */
+  async post(): Promise<number> {
+    await this.#conn.write(this.#request);
+    while (true) {
+      const text = new TextDecoder().decode(this.#buf.subarray(0, this.#have));
+      const head = text.indexOf("\r\n\r\n");
+      if (head >= 0) {
+        const length = Number(/content-length: *(\d+)/i.exec(text.slice(0, head))?.[1] ?? 0);
+        const total = head + 4 + length;
+        if (this.#have >= total) {
+          const status = Number(text.slice(9, 12));
+          this.#buf.copyWithin(0, total, this.#have);
+          this.#have -= total;
+          return status;
+        }
+      }
+      const n = await this.#conn.read(this.#buf.subarray(this.#have));
+      if (n === null) throw new Error("the server closed the connection");
+      this.#have += n;
+    }
+  }
+
+  close(): void {
+    this.#conn.close();
+  }
+}
+
+interface Measured {
+  events: number;
+  cpuUsPerEvent: number;
+  achievedRate: number;
+  errors: number;
+}
+
+/** Sends at `RATE` for `SECONDS` (after a 1 s warm-up) and measures the server's CPU. */
+async function load(running: Running): Promise<Measured> {
+  const conns = await Promise.all(
+    Array.from({ length: CONNECTIONS }, () => Connection.open(running.port)),
+  );
+  const interval = 1000 / RATE; // ms between events, over all connections
+  let next = performance.now();
+  let sent = 0;
+  let errors = 0;
+  let counting = false;
+  let events = 0;
+  const warmUntil = performance.now() + 1000;
+  const endAt = warmUntil + SECONDS * 1000;
+  let cpuStart = 0;
+  let windowStart = 0;
+  const worker = async (conn: Connection) => {
+    while (true) {
+      const slot = next;
+      next += interval;
+      const now = performance.now();
+      if (slot >= endAt) return;
+      if (slot > now) await new Promise((r) => setTimeout(r, slot - now));
+      const status = await conn.post();
+      sent++;
+      if (status !== 200) errors++;
+      if (counting) events++;
+    }
+  };
+  const workers = conns.map(worker);
+  await new Promise((r) => setTimeout(r, warmUntil - performance.now()));
+  cpuStart = await cpuOf(running.child.pid);
+  windowStart = performance.now();
+  counting = true;
+  await Promise.all(workers);
+  const cpu = await cpuOf(running.child.pid) - cpuStart;
+  const seconds = (performance.now() - windowStart) / 1000;
+  for (const conn of conns) conn.close();
+  return {
+    events,
+    cpuUsPerEvent: (cpu / events) * 1e6,
+    achievedRate: events / seconds,
+    errors,
+  };
+}
+
+function median(values: number[]): number {
+  const s = values.toSorted((a, b) => a - b);
+  return s[Math.floor(s.length / 2)] ?? NaN;
+}
+
+async function main(): Promise<void> {
+  const targets: Target[] = ["writesync", "service", ...(BASELINE ? ["baseline" as const] : [])];
+  const results = new Map<Target, Measured[]>(targets.map((t) => [t, []]));
+  console.log(
+    `# CPU per event at ${RATE} events/s, ${CONNECTIONS} connections, ${ROUNDS} rounds x ${SECONDS}s`,
+  );
+  for (let round = 1; round <= ROUNDS; round++) {
+    for (const target of targets) {
+      const running = await start(target);
+      try {
+        const m = await load(running);
+        results.get(target)!.push(m);
+        console.log(
+          `round ${round} ${target.padEnd(9)} ${m.cpuUsPerEvent.toFixed(1)} µs CPU/event at ${
+            Math.round(m.achievedRate)
+          } events/s, errors ${m.errors}`,
+        );
+      } finally {
+        await stop(running);
+      }
+    }
+  }
+  const floor = median(results.get("writesync")!.map((m) => m.cpuUsPerEvent));
+  console.log("\n| target | µs CPU per event | x writeSync floor | events/s |");
+  console.log("| --- | ---: | ---: | ---: |");
+  for (const target of targets) {
+    const runs = results.get(target)!;
+    const cpu = median(runs.map((m) => m.cpuUsPerEvent));
+    console.log(
+      `| ${target} | ${cpu.toFixed(1)} | ${(cpu / floor).toFixed(2)} | ${
+        Math.round(median(runs.map((m) => m.achievedRate)))
+      } |`,
+    );
+  }
+}
+
+if (import.meta.main) await main();
