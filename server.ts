@@ -300,7 +300,8 @@ function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
     }),
     route("/event", { POST: ({ req }) => postEvent(service, req, maxBody) }),
     route("/events", { POST: ({ req }) => postEvents(service, req, maxBody) }),
-    route("/current", { GET: () => json(200, service.currentJson()) }),
+    // Streamed in chunks: a snapshot of any size is answered, and no answer holds the loop long.
+    route("/current", { GET: () => jsonStream(service.currentBody()) }),
     route("/current/:type(.*)", { GET: ({ params }) => currentOfType(service, params.type ?? "") }),
     route("/stream", { GET: ({ url }) => streams.response(url) }),
     route("/metrics", { GET: () => metrics.response({ streams }) }),
@@ -319,6 +320,13 @@ function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
       },
     }),
   ];
+}
+
+function jsonStream(body: ReadableStream<Uint8Array>): Response {
+  return new Response(body, {
+    status: 200,
+    headers: { "content-type": "application/json; charset=utf-8" },
+  });
 }
 
 function readyBody(service: TelemetryService): string {

@@ -30,7 +30,7 @@ import { checkTimeZone } from "./_day_key.ts";
 import type { FsyncMode, NdjsonWriter } from "./_ndjson_writer.ts";
 import { buildLine, buildTail, withRunId } from "./_ndjson.ts";
 import { type ActiveRun, Runs, type RunStart, toWriteError } from "./_runs.ts";
-import { parseSavedSnapshot, Snapshot } from "./_snapshot.ts";
+import { parseSavedSnapshot, Snapshot, type SnapshotBodyOptions } from "./_snapshot.ts";
 import { SiteStore } from "./storage.ts";
 import { GroupQueue } from "./_queue.ts";
 
@@ -329,6 +329,17 @@ export class TelemetryService implements AsyncDisposable {
    */
   currentJson(): string {
     return this.#snapshot.json();
+  }
+
+  /**
+   * The snapshot as the `GET /current` body, streamed in chunks as it is at the time of the call,
+   * so that a snapshot of any size is answered without being built as one string.
+   *
+   * @param options Optional type filter, and text around the JSON object.
+   * @returns The body.
+   */
+  currentBody(options: SnapshotBodyOptions = {}): ReadableStream<Uint8Array> {
+    return this.#snapshot.body(options);
   }
 
   /**
