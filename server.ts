@@ -44,6 +44,7 @@ import { StreamHub } from "./stream.ts";
 
 export {
   type CommittedEvent,
+  DEFAULT_MAX_SNAPSHOT_BYTES,
   DEFAULT_MAX_TYPES,
   DEFAULT_SITE_TYPES,
   type EventCommand,
@@ -63,6 +64,7 @@ export {
   RunDirNotAllowedError,
   ShuttingDownError,
   SiteInUseError,
+  SnapshotLimitError,
   StorageError,
   TypeLimitError,
   WriteError,
