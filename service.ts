@@ -503,7 +503,6 @@ export class TelemetryService implements AsyncDisposable {
       run.lastWritten = group.run.written;
       run.record.events += group.pending.get(run.writer)?.length ?? 0;
     }
-    this.#report({ ok: true, seconds, bytes, copies: group.copies });
     for (let i = 0; i < accepted.length; i++) {
       const op = accepted[i]!;
       const out = group.results[i]!;
@@ -522,6 +521,8 @@ export class TelemetryService implements AsyncDisposable {
       }
       op.resolve(out);
     }
+    // After the snapshot took the group: metrics tell current types from the rest (CONTRACT 2.7).
+    this.#report({ ok: true, seconds, bytes, copies: group.copies });
   }
 
   /** Assigns seqs and builds every line of a group; nothing is written yet. */
