@@ -5,9 +5,11 @@
  *    subscribers. Every subscriber is a real HTTP reader in this process that counts the bytes it
  *    receives; one of them parses every message. After the load, each subscriber must have
  *    received exactly the bytes of the parsed one, which saw every stored seq exactly once.
+ *    The server's CPU time per event (user + system, from /proc) is reported too: on a shared
+ *    machine it tells the server's own cost from the load of the readers and `wrk`.
  * 2. With 10,000 types in the snapshot: event-loop time of one `GET /current` and one
- *    `GET /metrics` (measured in-process: the handler and the reading of its whole body, with
- *    nothing else running), and the `POST /event` rate cycling over the 10,000 types against the
+ *    `GET /metrics` (measured in-process: the handler and the reading of its whole body chunk
+ *    by chunk, as the HTTP layer reads it, with nothing else running), and the `POST /event` rate cycling over the 10,000 types against the
  *    rate with one type (child servers, `wrk`).
  *
  * Usage: deno run -A bench/scale.ts [--seconds 3] [--rounds 2] [--subscribers 200]
@@ -202,7 +204,16 @@ async function siteLineCount(siteDir: string): Promise<number> {
 interface StreamSample {
   subscribers: number;
   rate: number;
+  /** CPU time of the server process per acknowledged event, in µs (user + system). */
+  serverUs: number;
   verified: string;
+}
+
+/** User + system CPU time of a process so far, in µs (from /proc, Linux). */
+function cpuUs(pid: number): number {
+  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 1e6 / 100; // clock ticks of 10 ms
 }
 
 async function streamRound(subscribers: number): Promise<StreamSample> {
@@ -210,7 +221,9 @@ async function streamRound(subscribers: number): Promise<StreamSample> {
   const subs: Subscriber[] = [];
   try {
     for (let i = 0; i < subscribers; i++) subs.push(await subscribe(run.url, i === 0));
+    const cpuBefore = cpuUs(run.child.pid);
     const { rate, errors } = await wrk(run.url);
+    const serverUs = (cpuUs(run.child.pid) - cpuBefore) / (rate * SECONDS);
     let verified = errors === 0 ? "ok" : `${errors} wrk errors`;
     if (subscribers > 0) {
       await new Promise((r) => setTimeout(r, 200));
@@ -233,7 +246,7 @@ async function streamRound(subscribers: number): Promise<StreamSample> {
         ? `${short} of ${subscribers} subscribers short`
         : `ok: ${subscribers} x ${stored} events`;
     }
-    return { subscribers, rate, verified };
+    return { subscribers, rate, serverUs, verified };
   } finally {
     await Promise.all(subs.map((s) => s.close()));
     await stop(run);
@@ -276,8 +289,10 @@ async function bodiesInProcess(): Promise<{ current: number; metrics: number; by
       const res = await handler(
         new Request(`http://127.0.0.1${path}`, { headers: { host: "127.0.0.1" } }),
       );
-      const n = (await res.arrayBuffer()).byteLength;
       if (res.status !== 200) throw new Error(`GET ${path} answered ${res.status}`);
+      // Read as the HTTP layer reads it: chunk by chunk, without joining them.
+      let n = 0;
+      for await (const chunk of res.body!) n += chunk.byteLength;
       if (path === "/current") currentBytes = n;
       else metricsBytes = n;
     };
@@ -345,6 +360,8 @@ async function main() {
 
   const none = median(streams.filter((s) => s.subscribers === 0).map((s) => s.rate));
   const many = median(streams.filter((s) => s.subscribers > 0).map((s) => s.rate));
+  const noneUs = median(streams.filter((s) => s.subscribers === 0).map((s) => s.serverUs));
+  const manyUs = median(streams.filter((s) => s.subscribers > 0).map((s) => s.serverUs));
   const one = median(oneType);
   const all = median(manyTypes);
   console.log();
@@ -355,6 +372,14 @@ async function main() {
     `| POST /event, ${SUBSCRIBERS} subscribers (events/s) | ${fmt(many)} | ${
       (many / none).toFixed(2)
     } | >= 0.50 | ${streams.filter((s) => s.subscribers > 0).map((s) => s.verified).join("; ")} |`,
+  );
+  console.log(
+    `| server CPU per event, 0 subscribers (µs) | ${noneUs.toFixed(1)} | 1.00 | | |`,
+  );
+  console.log(
+    `| server CPU per event, ${SUBSCRIBERS} subscribers (µs) | ${manyUs.toFixed(1)} | ${
+      (manyUs / noneUs).toFixed(2)
+    } | <= 2.00 | |`,
   );
   console.log(`| POST /event, 1 type (events/s) | ${fmt(one)} | 1.00 | | |`);
   console.log(
