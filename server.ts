@@ -53,6 +53,7 @@ export {
   type RunStartCommand,
   type ServiceMessage,
   type ServiceOptions,
+  type SnapshotBodyOptions,
   type StreamName,
   TelemetryService,
   type WriteReport,

@@ -38,6 +38,7 @@ import { GroupQueue } from "./_queue.ts";
 export { RUN_ID_PATTERN } from "./_request.ts";
 export type { EventCommand, RunStartCommand } from "./_request.ts";
 export type { RunStart } from "./_runs.ts";
+export type { SnapshotBodyOptions } from "./_snapshot.ts";
 import type {
   CommittedEvent,
   ServiceMessage,
