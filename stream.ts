@@ -40,8 +40,8 @@ export { type ServerSentEventMessage, ServerSentEventStream } from "./sse.ts";
 export const DEFAULT_KEEPALIVE_MS = 15_000;
 /** Default per-client queue bound: 1 MiB of pending event bytes. */
 export const DEFAULT_STREAM_QUEUE_BYTES = 1024 * 1024;
-/** Default shortest interval between two sends to the clients: 20 ms. */
-export const DEFAULT_STREAM_FLUSH_MS = 20;
+/** Default shortest interval between two sends to the clients: 50 ms. */
+export const DEFAULT_STREAM_FLUSH_MS = 50;
 /** Bytes of messages that are sent at once, without waiting for the flush interval. */
 const FLUSH_BYTES = 64 * 1024;
 
@@ -64,7 +64,7 @@ export interface StreamHubOptions {
    * a quiet interval goes out at once; events that follow within it are sent together when it
    * ends (or once 64 KiB of them wait), so that under load each client gets one chunk per
    * interval instead of one per event.
-   * @default {20}
+   * @default {50}
    */
   flushMs?: number;
   /**
