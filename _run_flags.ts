@@ -51,7 +51,7 @@ export interface RunFlagValues {
   maxBody?: number;
   /** Most event types the snapshot holds (`--max-types`). */
   maxTypes?: number;
-  /** Budget of the snapshot in bytes (`--max-snapshot-bytes`). */
+  /** Budget of the snapshot in bytes (`--max-snapshot`). */
   maxSnapshotBytes?: number;
   /** Allow a non-loopback host without a token (`--insecure`). */
   insecure: boolean;
@@ -221,11 +221,11 @@ export const RUN_FLAGS: readonly RunFlag[] = [
     key: "maxTypes",
   },
   {
-    name: "max-snapshot-bytes",
+    name: "max-snapshot",
     arg: "BYTES",
     help: "Largest snapshot (GET /current body)",
     shownDefault: String(DEFAULT_MAX_SNAPSHOT_BYTES),
-    parse: positiveInt("--max-snapshot-bytes"),
+    parse: positiveInt("--max-snapshot"),
     key: "maxSnapshotBytes",
   },
   { name: "insecure", help: "Allow a non-loopback --host without a token", key: "insecure" },

@@ -36,7 +36,7 @@ export interface ServiceOptions {
   maxTypes?: number;
   /**
    * Budget of the snapshot in bytes, measured as its `GET /current` body: an event whose
-   * `make_current` would grow it past this is refused (413, `--max-snapshot-bytes`).
+   * `make_current` would grow it past this is refused (413, `--max-snapshot`).
    * @default {67108864}
    */
   maxSnapshotBytes?: number;

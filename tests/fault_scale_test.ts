@@ -35,7 +35,7 @@ function joined(chunks: Uint8Array[]): string {
   return chunks.map((c) => decoder.decode(c, { stream: true })).join("") + decoder.decode();
 }
 
-Deno.test("POST /event answers 413 naming --max-snapshot-bytes once the snapshot budget is spent, and /current, /stream and a restart still answer", async () => {
+Deno.test("POST /event answers 413 naming --max-snapshot once the snapshot budget is spent, and /current, /stream and a restart still answer", async () => {
   const rng = new Rng(SEED);
   await using tmp = await tempDir();
   const budget = 600_000;
@@ -61,7 +61,7 @@ Deno.test("POST /event answers 413 naming --max-snapshot-bytes once the snapshot
   assert.ok(refused, "no event was refused");
   assert.ok(accepted >= 5, `only ${accepted} events fitted the budget`);
   assert.match(refused.detail, /limit of 600000 bytes/);
-  assert.match(refused.detail, /--max-snapshot-bytes/);
+  assert.match(refused.detail, /raise --max-snapshot\.$/);
   assert.match(refused.detail, /"make_current": false/);
 
   const res = await fetch(`${server.url}/current`);

@@ -106,7 +106,7 @@ Deno.test("HELP_TEXT.run shows the defaults the server really uses", () => {
   assert.equal(shown("site-types"), DEFAULT_SITE_TYPES.join(","));
   assert.equal(shown("max-body"), String(DEFAULT_MAX_BODY));
   assert.equal(shown("max-types"), String(DEFAULT_MAX_TYPES));
-  assert.equal(shown("max-snapshot-bytes"), String(DEFAULT_MAX_SNAPSHOT_BYTES));
+  assert.equal(shown("max-snapshot"), String(DEFAULT_MAX_SNAPSHOT_BYTES));
 });
 
 Deno.test("runParseOptions() accepts every flag that runFlagArgs() writes", () => {
