@@ -104,6 +104,7 @@ async function start(flags: RunFlagValues, warnings: Warnings): Promise<ServerHa
       fsync: flags.fsync,
       ...(flags.maxBody !== undefined ? { maxBody: flags.maxBody } : {}),
       ...(flags.maxTypes !== undefined ? { maxTypes: flags.maxTypes } : {}),
+      ...(flags.maxSnapshotBytes !== undefined ? { maxSnapshotBytes: flags.maxSnapshotBytes } : {}),
       token: flags.token,
       insecure: flags.insecure,
       allowRunRoots: flags.allowRunRoots,

@@ -110,6 +110,53 @@ export class TypeLimitError extends Error {
 }
 
 /**
+ * An event refused because making it current would grow the snapshot (its `GET /current` body)
+ * past the service's budget (`maxSnapshotBytes`).
+ *
+ * @example Usage
+ * ```ts
+ * import { SnapshotLimitError } from "@obs-utils/telemetry/server";
+ * import assert from "node:assert/strict";
+ *
+ * const err = new SnapshotLimitError(1024, 2048, { type: "image", item: undefined });
+ * assert.equal(err.limit, 1024);
+ * ```
+ */
+export class SnapshotLimitError extends Error {
+  /** The budget in bytes. */
+  readonly limit: number;
+  /** At most how large the snapshot would have become, in bytes. */
+  readonly projected: number;
+  /** The type of the refused item (the largest one of the request). */
+  readonly type: string;
+  /** The 0-based index of the refused item in a batch, if the request was one. */
+  readonly item: number | undefined;
+  /**
+   * Creates the error.
+   *
+   * @param limit The budget in bytes.
+   * @param projected At most how large the snapshot would have become.
+   * @param refused The type and batch index of the item named.
+   */
+  constructor(
+    limit: number,
+    projected: number,
+    refused: { type: string; item: number | undefined },
+  ) {
+    super(
+      `${itemPrefix(refused.item)}making this event of type ${
+        JSON.stringify(refused.type)
+      } current would grow the snapshot to about ${projected} bytes, past its limit of ${limit} bytes; send it with "make_current": false`,
+    );
+    this.name = "SnapshotLimitError";
+    this.limit = limit;
+    this.projected = projected;
+    this.type = refused.type;
+    this.item = refused.item;
+  }
+}
+
+/**
  * A run start refused because another run is active.
  *
  * @example Usage

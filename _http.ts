@@ -13,6 +13,7 @@ import {
   RunConflictError,
   RunDirNotAllowedError,
   ShuttingDownError,
+  SnapshotLimitError,
   StorageError,
   TypeLimitError,
   WriteError,
@@ -358,6 +359,9 @@ export function toProblem(err: unknown): Response | undefined {
   }
   if (err instanceof InvalidRequestError) return problem(400, err.message);
   if (err instanceof TypeLimitError) return problem(400, `${err.message} or raise --max-types.`);
+  if (err instanceof SnapshotLimitError) {
+    return problem(413, `${err.message}, or raise --max-snapshot.`);
+  }
   if (err instanceof RunConflictError) {
     const next = err.requestedRunId === undefined ? "a new one" : `"${err.requestedRunId}"`;
     return problem(

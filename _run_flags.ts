@@ -21,7 +21,7 @@ import { DEFAULT_HOST, DEFAULT_PORT, readEnv } from "./_address.ts";
 import { checkTimeZone } from "./_day_key.ts";
 import { FSYNC_MODES, type FsyncMode } from "./_ndjson_writer.ts";
 import { DEFAULT_MAX_BODY } from "./_http.ts";
-import { DEFAULT_MAX_TYPES, DEFAULT_SITE_TYPES } from "./service.ts";
+import { DEFAULT_MAX_SNAPSHOT_BYTES, DEFAULT_MAX_TYPES, DEFAULT_SITE_TYPES } from "./service.ts";
 
 /** Default site directory (SPEC 4.6). */
 export const DEFAULT_SITE_DIR = "telemetry";
@@ -51,6 +51,8 @@ export interface RunFlagValues {
   maxBody?: number;
   /** Most event types the snapshot holds (`--max-types`). */
   maxTypes?: number;
+  /** Budget of the snapshot in bytes (`--max-snapshot`). */
+  maxSnapshotBytes?: number;
   /** Allow a non-loopback host without a token (`--insecure`). */
   insecure: boolean;
   /** Log one line per event (`--verbose`). */
@@ -217,6 +219,14 @@ export const RUN_FLAGS: readonly RunFlag[] = [
     shownDefault: String(DEFAULT_MAX_TYPES),
     parse: positiveInt("--max-types"),
     key: "maxTypes",
+  },
+  {
+    name: "max-snapshot",
+    arg: "BYTES",
+    help: "Largest snapshot (GET /current body)",
+    shownDefault: String(DEFAULT_MAX_SNAPSHOT_BYTES),
+    parse: positiveInt("--max-snapshot"),
+    key: "maxSnapshotBytes",
   },
   { name: "insecure", help: "Allow a non-loopback --host without a token", key: "insecure" },
   { name: "verbose", help: "Log one line per incoming event", key: "verbose" },

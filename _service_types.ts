@@ -35,6 +35,12 @@ export interface ServiceOptions {
    */
   maxTypes?: number;
   /**
+   * Budget of the snapshot in bytes, measured as its `GET /current` body: an event whose
+   * `make_current` would grow it past this is refused (413, `--max-snapshot`).
+   * @default {67108864}
+   */
+  maxSnapshotBytes?: number;
+  /**
    * The clock, in epoch milliseconds; tests inject one to cross noon or a DST change.
    * @default {Date.now}
    */

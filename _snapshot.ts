@@ -23,6 +23,10 @@ interface Entry {
   line: string;
   ts: string;
   data: JsonObject;
+  /** `"<type>":<line>`: this type's member of the `GET /current` object. */
+  fragment?: string;
+  /** The fragment's size in UTF-8 bytes. */
+  size?: number;
 }
 
 /** The snapshot as saved on a clean shutdown, with the seqs it reflects (CONTRACT 3). */
@@ -71,12 +75,123 @@ export interface RestoreOptions {
   after?: number;
 }
 
+const encoder = new TextEncoder();
+
+/**
+ * Characters per chunk of a snapshot body (a larger fragment is a chunk of its own): small
+ * enough that making one chunk never holds the loop long.
+ */
+const BODY_CHUNK_CHARS = 64 * 1024;
+
+/**
+ * The entries, keeping each one's body fragment and their total size current on every change,
+ * whichever code path makes it (a commit, the start-up restore, a removal).
+ */
+class Entries extends Map<string, Entry> {
+  /** Size of the `GET /current` body in bytes. */
+  bytes = 2;
+
+  override set(type: string, entry: Entry): this {
+    const old = this.get(type);
+    if (entry.fragment === undefined) {
+      // The key text is the same for every event of the type: made once.
+      const key = old ? old.fragment!.slice(0, old.fragment!.length - old.line.length) : (
+        JSON.stringify(type) + ":"
+      );
+      entry.fragment = key + entry.line;
+      entry.size = utf8Length(entry.fragment);
+    }
+    this.bytes += entry.size! + (old ? -old.size! : 1);
+    return super.set(type, entry);
+  }
+
+  override delete(type: string): boolean {
+    const old = this.get(type);
+    if (old) this.bytes -= old.size! + 1;
+    return super.delete(type);
+  }
+
+  override clear(): void {
+    this.bytes = 2;
+    super.clear();
+  }
+}
+
+/** Options of {@linkcode Snapshot.body}. */
+export interface SnapshotBodyOptions {
+  /** Only these types; all when absent. */
+  types?: ReadonlySet<string>;
+  /** Text before the JSON object, such as an SSE message's `event: snapshot\ndata: `. */
+  prefix?: string;
+  /** Text after the JSON object, such as the `\n\n` that ends an SSE message. */
+  suffix?: string;
+}
+
+/**
+ * The UTF-8 length of a text without encoding it.
+ *
+ * @param text Any string.
+ * @returns Its size in bytes as UTF-8 (a lone surrogate counts 3, as `TextEncoder` writes it).
+ */
+export function utf8Length(text: string): number {
+  let n = text.length;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x80) continue;
+    if (c < 0x800) n += 1;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) {
+      const d = text.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        n += 2; // a pair: 2 code units, 4 bytes
+        i++;
+      } else n += 2;
+    } else n += 2;
+  }
+  return n;
+}
+
+/**
+ * A JSON object body streamed from ready-made `"<key>":<value>` fragments, in chunks of about
+ * 64 KiB, each made when the consumer asks for it: a snapshot of any size is served without ever
+ * being one string, and no chunk holds the event loop for long.
+ *
+ * @param fragments The members.
+ * @param prefix Text before the opening brace.
+ * @param suffix Text after the closing brace.
+ * @returns The body.
+ */
+function objectStream(
+  fragments: string[],
+  prefix: string,
+  suffix: string,
+): ReadableStream<Uint8Array> {
+  let i = 0;
+  let done = false;
+  return new ReadableStream<Uint8Array>({
+    pull(controller) {
+      if (done) return;
+      let out = i === 0 ? prefix + "{" : "";
+      // Whole fragments (and their commas) up to the chunk size, at least one.
+      do {
+        if (i === fragments.length) {
+          out += "}" + suffix;
+          done = true;
+          break;
+        }
+        out += (i > 0 ? "," : "") + fragments[i++];
+      } while (out.length < BODY_CHUNK_CHARS);
+      controller.enqueue(encoder.encode(out));
+      if (done) controller.close();
+    },
+  }, { highWaterMark: 0 });
+}
+
 /**
  * The latest event per type. Answers `GET /current` by concatenating the stored lines, so an
  * answer is exactly the bytes on disk.
  */
 export class Snapshot {
-  #entries = new Map<string, Entry>();
+  #entries = new Entries();
   /** Types whose entry came from the saved snapshot, while restoring. */
   #savedTypes = new Set<string>();
 
@@ -117,8 +232,42 @@ export class Snapshot {
     this.#entries.set(type, { line, ts, data });
   }
 
+  /** Size in bytes of the `GET /current` body (UTF-8, all types). */
+  get bytes(): number {
+    return this.#entries.bytes;
+  }
+
   /**
-   * The `GET /current` body: an object keyed by type, from the stored lines.
+   * Size in bytes of one type's member of the `GET /current` body, with its comma.
+   *
+   * @param type The event type.
+   * @returns The size, or 0 when the type has no entry.
+   */
+  bytesOf(type: string): number {
+    const size = this.#entries.get(type)?.size;
+    return size === undefined ? 0 : size + 1;
+  }
+
+  /**
+   * The `GET /current` body as a stream of chunks, as the snapshot is at the time of the call:
+   * built from the stored lines, never as one string, so any size is served.
+   *
+   * @param options Optional type filter, and text around the object.
+   * @returns The body.
+   */
+  body(options: SnapshotBodyOptions = {}): ReadableStream<Uint8Array> {
+    const { types, prefix = "", suffix = "" } = options;
+    const fragments: string[] = [];
+    // In the snapshot's order, filtered or not, so that both bodies list types alike.
+    for (const [type, entry] of this.#entries) {
+      if (!types || types.has(type)) fragments.push(entry.fragment!);
+    }
+    return objectStream(fragments, prefix, suffix);
+  }
+
+  /**
+   * The `GET /current` body as one string: only for a snapshot within a string's size (the
+   * service's snapshot budget keeps it there); answers stream {@linkcode Snapshot.body}.
    *
    * @returns A JSON object text.
    */

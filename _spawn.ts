@@ -82,6 +82,8 @@ export interface SpawnOptions {
   maxBody?: number;
   /** Most event types the snapshot holds (`--max-types`). */
   maxTypes?: number;
+  /** Budget of the snapshot in bytes (`--max-snapshot`). */
+  maxSnapshotBytes?: number;
   /** Allow a non-loopback `host` without a token (`--insecure`). */
   insecure?: boolean;
   /** Log one line per event (`--verbose`). */

@@ -13,6 +13,7 @@
  * @module
  */
 
+import type { JsonObject } from "./event.ts";
 import type { TelemetryService, WriteReport } from "./service.ts";
 
 /** The `Content-Type` of the Prometheus text format 0.0.4. */
@@ -53,6 +54,37 @@ export interface RenderMetricsOptions {
   streams?: StreamCounts;
 }
 
+/** Most `telemetry_value` series of one type: its first 100 numeric or boolean fields. */
+export const DEFAULT_MAX_VALUE_FIELDS = 100;
+/** Most `telemetry_value` series in one scrape. */
+export const DEFAULT_MAX_VALUE_SERIES = 50_000;
+/**
+ * Most `telemetry_events_total` series of types that were not in the snapshot when their first
+ * event was counted; later such types are counted under {@linkcode OTHER_TYPE}.
+ */
+export const DEFAULT_MAX_OTHER_EVENT_SERIES = 1_000;
+/** The `type` label that counts the events of types beyond the series caps. */
+export const OTHER_TYPE = "_other";
+
+/** Options of {@linkcode ServiceMetrics}: the caps that keep a scrape bounded (CONTRACT 2.7). */
+export interface ServiceMetricsOptions {
+  /**
+   * Most `telemetry_value` series per type (its first numeric or boolean fields, in order).
+   * @default {100}
+   */
+  maxValueFields?: number;
+  /**
+   * Most `telemetry_value` series per scrape; the types that do not fit are left out whole.
+   * @default {50000}
+   */
+  maxValueSeries?: number;
+  /**
+   * Most `telemetry_events_total` series for types not in the snapshot.
+   * @default {1000}
+   */
+  maxOtherEventSeries?: number;
+}
+
 function formatValue(value: number): string {
   if (Number.isNaN(value)) return "NaN";
   if (value === Infinity) return "+Inf";
@@ -65,14 +97,52 @@ function labels(pairs: Record<string, string>): string {
   return parts.length === 0 ? "" : `{${parts.join(",")}}`;
 }
 
-class Exposition {
-  text = "";
-  family(name: string, type: "counter" | "gauge" | "histogram", help: string): void {
-    this.text += `# HELP ${name} ${help}\n# TYPE ${name} ${type}\n`;
+const encoder = new TextEncoder();
+
+function family(name: string, type: "counter" | "gauge" | "histogram", help: string): string {
+  return `# HELP ${name} ${help}\n# TYPE ${name} ${type}\n`;
+}
+
+function sample(name: string, value: number, pairs: Record<string, string> = {}): string {
+  return `${name}${labels(pairs)} ${formatValue(value)}\n`;
+}
+
+/** One `telemetry_events_total` series: its text up to the value, and its count. */
+interface EventSeries {
+  head: string;
+  count: number;
+  /** Its place in the order first seen, which puts it in run `index / SEGMENT_TYPES`. */
+  index: number;
+}
+
+/** One type's `telemetry_value` lines. */
+interface ValueBlock {
+  text: string;
+  series: number;
+  /** Numeric or boolean fields past the per-type cap. */
+  omitted: number;
+}
+
+/** Types per run of `telemetry_value` lines kept between scrapes. */
+const SEGMENT_TYPES = 256;
+
+/** The `telemetry_value` lines of a run of consecutive types of the snapshot. */
+interface Segment {
+  types: string[];
+  /** Each type's `data` when rendered: a new event of the type brings a new object. */
+  data: JsonObject[];
+  bytes: Uint8Array;
+  series: number;
+  omitted: number;
+}
+
+function sameRun(segment: Segment, run: [string, JsonObject][]): boolean {
+  if (segment.types.length !== run.length) return false;
+  for (let i = 0; i < run.length; i++) {
+    const [type, data] = run[i]!;
+    if (segment.types[i] !== type || segment.data[i] !== data) return false;
   }
-  sample(name: string, value: number, pairs: Record<string, string> = {}): void {
-    this.text += `${name}${labels(pairs)} ${formatValue(value)}\n`;
-  }
+  return true;
 }
 
 /** A cumulative histogram with fixed upper bounds. */
@@ -111,6 +181,13 @@ export class Histogram {
  * The service's counters, kept by listening to its group commits from the moment it is created
  * (`createHandler` creates one per service), and rendered for `GET /metrics`.
  *
+ * Every part of a scrape is bounded (CONTRACT 2.7): `telemetry_events_total` has a series per
+ * stream and type for types in the snapshot and for up to 1,000 other types, the rest being
+ * counted under `type="_other"`; `telemetry_value` takes at most the first 100 numeric or boolean
+ * fields of a type and 50,000 series in all, and `telemetry_value_omitted` counts what it left
+ * out. Each type's `telemetry_value` lines are rendered once per new event of it, and the body
+ * is sent in chunks, so a scrape of 10,000 types costs the loop little.
+ *
  * @example Usage
  * ```ts ignore
  * import { ServiceMetrics, TelemetryService } from "@obs-utils/telemetry/server";
@@ -122,8 +199,6 @@ export class Histogram {
  * ```
  */
 export class ServiceMetrics {
-  /** Events accepted per `stream` and `type` (key `"<stream>\u0000<type>"`). */
-  readonly eventsTotal: Map<string, number> = new Map();
   /** Failed group writes. */
   writeErrors = 0;
   /** Bytes appended to NDJSON files. */
@@ -142,15 +217,40 @@ export class ServiceMetrics {
     1,
   ]);
   #service: TelemetryService;
+  #maxValueFields: number;
+  #maxValueSeries: number;
+  #maxOtherEventSeries: number;
+  /** Events per `"<stream>\u0000<type>"`, in the order first seen. */
+  #events = new Map<string, EventSeries>();
+  /** The series in the order first seen. */
+  #eventList: EventSeries[] = [];
+  /** Each run's `telemetry_events_total` lines as last rendered; `undefined` once a count moved. */
+  #eventRuns: (Uint8Array | undefined)[] = [];
+  /** How many of those are for types that were not in the snapshot. */
+  #otherSeries = 0;
+  /** The `telemetry_value` lines of the snapshot's types, in runs of consecutive types. */
+  #segments: Segment[] = [];
 
   /**
    * Starts counting the service's commits.
    *
    * @param service The service to count.
+   * @param options The caps on series.
    */
-  constructor(service: TelemetryService) {
+  constructor(service: TelemetryService, options: ServiceMetricsOptions = {}) {
     this.#service = service;
+    this.#maxValueFields = options.maxValueFields ?? DEFAULT_MAX_VALUE_FIELDS;
+    this.#maxValueSeries = options.maxValueSeries ?? DEFAULT_MAX_VALUE_SERIES;
+    this.#maxOtherEventSeries = options.maxOtherEventSeries ?? DEFAULT_MAX_OTHER_EVENT_SERIES;
     service.watchWrites((report) => this.#count(report));
+  }
+
+  /**
+   * Events accepted per `stream` and `type`, keyed `"<stream>\u0000<type>"`, as
+   * `telemetry_events_total` reports them (types beyond the caps under `"_other"`).
+   */
+  get eventsTotal(): ReadonlyMap<string, number> {
+    return new Map([...this.#events].map(([key, series]) => [key, series.count]));
   }
 
   #count(report: WriteReport): void {
@@ -163,33 +263,67 @@ export class ServiceMetrics {
       this.bytesWritten += report.bytes;
     }
     for (const [stream, type] of report.copies) {
-      const key = `${stream}\u0000${type}`;
-      this.eventsTotal.set(key, (this.eventsTotal.get(key) ?? 0) + 1);
+      const series = this.#events.get(`${stream}\u0000${type}`) ?? this.#newSeries(stream, type);
+      series.count++;
+      this.#eventRuns[(series.index / SEGMENT_TYPES) | 0] = undefined;
     }
+  }
+
+  /** A series for a type seen for the first time, or the `_other` one past the cap. */
+  #newSeries(stream: string, type: string): EventSeries {
+    const current = this.#service.currentLine(type) !== undefined;
+    if (!current && this.#otherSeries >= this.#maxOtherEventSeries) type = OTHER_TYPE;
+    const key = `${stream}\u0000${type}`;
+    let series = this.#events.get(key);
+    if (!series) {
+      series = {
+        head: `telemetry_events_total${labels({ stream, type })} `,
+        count: 0,
+        index: this.#eventList.length,
+      };
+      this.#events.set(key, series);
+      this.#eventList.push(series);
+      if (!current && type !== OTHER_TYPE) this.#otherSeries++;
+    }
+    return series;
   }
 
   /**
    * Renders the metrics as Prometheus text format 0.0.4: events per stream and type, write
    * errors, bytes written, the write-duration histogram, whether a run is active, and
-   * `telemetry_value{type,field}` for every top-level finite number or boolean (as 1/0) in the
-   * latest `data` of each type.
+   * `telemetry_value{type,field}` for the top-level finite numbers and booleans (as 1/0) in the
+   * latest `data` of each type, within the caps.
    *
    * @param options Optionally the stream hub, for client gauges.
    * @returns The exposition text, ending in a newline; serve it as
    *   {@linkcode METRICS_CONTENT_TYPE}.
    */
   render(options: RenderMetricsOptions = {}): string {
-    return renderMetrics(this, this.#service, options);
+    const decoder = new TextDecoder();
+    let text = "";
+    for (const chunk of this.#chunks(options)) text += decoder.decode(chunk, { stream: true });
+    return text + decoder.decode();
   }
 
   /**
-   * The `GET /metrics` response.
+   * The `GET /metrics` response, its body produced in chunks as it is read.
    *
    * @param options Optionally the stream hub, for client gauges.
    * @returns A `200` response in the Prometheus text format 0.0.4, `cache-control: no-store`.
    */
   response(options: RenderMetricsOptions = {}): Response {
-    return new Response(this.render(options), {
+    const chunks = this.#chunks(options);
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        const next = chunks.next();
+        if (next.done) controller.close();
+        else controller.enqueue(next.value);
+      },
+      cancel() {
+        chunks.return(undefined);
+      },
+    }, { highWaterMark: 0 });
+    return new Response(body, {
       headers: {
         "content-type": METRICS_CONTENT_TYPE,
         "cache-control": "no-store",
@@ -197,69 +331,169 @@ export class ServiceMetrics {
       },
     });
   }
-}
 
-function renderMetrics(
-  stats: ServiceMetrics,
-  service: TelemetryService,
-  options: RenderMetricsOptions,
-): string {
-  const out = new Exposition();
-
-  out.family("telemetry_events_total", "counter", "Events accepted, per stream copy and type.");
-  const keys = [...stats.eventsTotal.keys()].sort();
-  for (const key of keys) {
-    const cut = key.indexOf("\u0000");
-    out.sample("telemetry_events_total", stats.eventsTotal.get(key)!, {
-      stream: key.slice(0, cut),
-      type: key.slice(cut + 1),
-    });
-  }
-
-  out.family("telemetry_write_errors_total", "counter", "Batch writes that failed.");
-  out.sample("telemetry_write_errors_total", stats.writeErrors);
-
-  out.family("telemetry_bytes_written_total", "counter", "Bytes appended to NDJSON files.");
-  out.sample("telemetry_bytes_written_total", stats.bytesWritten);
-
-  const hist = stats.writeSeconds;
-  out.family("telemetry_write_seconds", "histogram", "Duration of one batch write in seconds.");
-  let cumulative = 0;
-  for (let i = 0; i < hist.bounds.length; i++) {
-    cumulative += hist.counts[i] ?? 0;
-    out.sample("telemetry_write_seconds_bucket", cumulative, { le: formatValue(hist.bounds[i]!) });
-  }
-  out.sample("telemetry_write_seconds_bucket", hist.count, { le: "+Inf" });
-  out.sample("telemetry_write_seconds_sum", hist.sum);
-  out.sample("telemetry_write_seconds_count", hist.count);
-
-  out.family("telemetry_run_active", "gauge", "1 while a run is active, else 0.");
-  out.sample("telemetry_run_active", service.run ? 1 : 0);
-
-  if (options.streams) {
-    out.family("telemetry_stream_clients", "gauge", "Open GET /stream connections.");
-    out.sample("telemetry_stream_clients", options.streams.clients);
-    out.family(
-      "telemetry_stream_dropped_total",
+  /** The exposition in chunks of about 64 KiB, each made when asked for. */
+  *#chunks(options: RenderMetricsOptions): Generator<Uint8Array> {
+    const head = family(
+      "telemetry_events_total",
       "counter",
-      "GET /stream clients dropped for falling too far behind.",
+      'Events accepted, per stream copy and type (types beyond the caps as type="_other").',
     );
-    out.sample("telemetry_stream_dropped_total", options.streams.dropped);
-  }
-
-  out.family(
-    "telemetry_value",
-    "gauge",
-    "Latest top-level numeric or boolean (1/0) data field of each event type.",
-  );
-  for (const [type, data] of service.currentData()) {
-    for (const [field, value] of Object.entries(data)) {
-      if (typeof value === "boolean") {
-        out.sample("telemetry_value", value ? 1 : 0, { type, field });
-      } else if (typeof value === "number" && Number.isFinite(value)) {
-        out.sample("telemetry_value", value, { type, field });
+    yield encoder.encode(head);
+    // In runs kept while none of their counts moved, as the values below.
+    const list = this.#eventList;
+    for (let run = 0; run * SEGMENT_TYPES < list.length; run++) {
+      let bytes = this.#eventRuns[run];
+      if (!bytes) {
+        let text = "";
+        const end = Math.min(list.length, (run + 1) * SEGMENT_TYPES);
+        for (let i = run * SEGMENT_TYPES; i < end; i++) {
+          text += list[i]!.head + list[i]!.count + "\n";
+        }
+        bytes = this.#eventRuns[run] = encoder.encode(text);
+      }
+      yield bytes;
+    }
+    yield encoder.encode(this.#counters(options));
+    // telemetry_value, in runs of SEGMENT_TYPES types whose bytes are kept while none of their
+    // types changed: a scrape re-renders only what changed since the last one.
+    const cap = { series: 0, omitted: 0 };
+    let index = 0;
+    let run: [string, JsonObject][] = [];
+    for (const entry of this.#service.currentData()) {
+      run.push(entry);
+      if (run.length === SEGMENT_TYPES) {
+        const bytes = this.#segment(index++, run, cap);
+        if (bytes.byteLength > 0) yield bytes;
+        run = [];
       }
     }
+    if (run.length > 0) {
+      const bytes = this.#segment(index++, run, cap);
+      if (bytes.byteLength > 0) yield bytes;
+    }
+    this.#segments.length = Math.min(this.#segments.length, index);
+    const omitted = cap.omitted;
+    yield encoder.encode(
+      family(
+        "telemetry_value_omitted",
+        "gauge",
+        `Numeric or boolean fields left out of telemetry_value by its caps (${this.#maxValueFields} per type, ${this.#maxValueSeries} in all).`,
+      ) + sample("telemetry_value_omitted", omitted),
+    );
   }
-  return out.text;
+
+  /** The small families between the event counts and the values. */
+  #counters(options: RenderMetricsOptions): string {
+    let out = family("telemetry_write_errors_total", "counter", "Batch writes that failed.") +
+      sample("telemetry_write_errors_total", this.writeErrors) +
+      family("telemetry_bytes_written_total", "counter", "Bytes appended to NDJSON files.") +
+      sample("telemetry_bytes_written_total", this.bytesWritten);
+
+    const hist = this.writeSeconds;
+    out += family(
+      "telemetry_write_seconds",
+      "histogram",
+      "Duration of one batch write in seconds.",
+    );
+    let cumulative = 0;
+    for (let i = 0; i < hist.bounds.length; i++) {
+      cumulative += hist.counts[i] ?? 0;
+      out += sample("telemetry_write_seconds_bucket", cumulative, {
+        le: formatValue(hist.bounds[i]!),
+      });
+    }
+    out += sample("telemetry_write_seconds_bucket", hist.count, { le: "+Inf" }) +
+      sample("telemetry_write_seconds_sum", hist.sum) +
+      sample("telemetry_write_seconds_count", hist.count);
+
+    out += family("telemetry_run_active", "gauge", "1 while a run is active, else 0.") +
+      sample("telemetry_run_active", this.#service.run ? 1 : 0);
+
+    if (options.streams) {
+      out += family("telemetry_stream_clients", "gauge", "Open GET /stream connections.") +
+        sample("telemetry_stream_clients", options.streams.clients) +
+        family(
+          "telemetry_stream_dropped_total",
+          "counter",
+          "GET /stream clients dropped for falling too far behind.",
+        ) +
+        sample("telemetry_stream_dropped_total", options.streams.dropped);
+    }
+    return out + family(
+      "telemetry_value",
+      "gauge",
+      "Latest top-level numeric or boolean (1/0) data field of each event type.",
+    );
+  }
+
+  /**
+   * The `telemetry_value` bytes of one run of types: kept from the last scrape when the run holds
+   * the same types with the same data, rendered again otherwise. Past the series cap, whole types
+   * are left out and counted in `cap.omitted`.
+   */
+  #segment(
+    index: number,
+    run: [string, JsonObject][],
+    cap: { series: number; omitted: number },
+  ): Uint8Array {
+    let segment = this.#segments[index];
+    if (!segment || !sameRun(segment, run)) {
+      let text = "";
+      let series = 0;
+      let omitted = 0;
+      for (const [type, data] of run) {
+        const block = this.#block(type, data);
+        text += block.text;
+        series += block.series;
+        omitted += block.omitted;
+      }
+      segment = {
+        types: run.map(([type]) => type),
+        data: run.map(([, data]) => data),
+        bytes: encoder.encode(text),
+        series,
+        omitted,
+      };
+      this.#segments[index] = segment;
+    }
+    cap.omitted += segment.omitted;
+    if (cap.series + segment.series <= this.#maxValueSeries) {
+      cap.series += segment.series;
+      return segment.bytes;
+    }
+    // The cap falls inside this run: its types one by one, as many whole ones as fit.
+    let text = "";
+    for (const [type, data] of run) {
+      const block = this.#block(type, data);
+      if (cap.series + block.series > this.#maxValueSeries) cap.omitted += block.series;
+      else {
+        cap.series += block.series;
+        text += block.text;
+      }
+    }
+    return encoder.encode(text);
+  }
+
+  /** One type's `telemetry_value` lines: its first numeric or boolean fields, up to the cap. */
+  #block(type: string, data: JsonObject): ValueBlock {
+    const head = `telemetry_value{type="${escapeLabelValue(type)}",field="`;
+    let text = "";
+    let series = 0;
+    let omitted = 0;
+    for (const field in data) {
+      const value = data[field];
+      let number: number;
+      if (typeof value === "boolean") number = value ? 1 : 0;
+      else if (typeof value === "number" && Number.isFinite(value)) number = value;
+      else continue;
+      if (series >= this.#maxValueFields) {
+        omitted++;
+        continue;
+      }
+      text += `${head}${escapeLabelValue(field)}"} ${formatValue(number)}\n`;
+      series++;
+    }
+    return { text, series, omitted };
+  }
 }

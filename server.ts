@@ -46,6 +46,7 @@ import { StreamHub } from "./stream.ts";
 
 export {
   type CommittedEvent,
+  DEFAULT_MAX_SNAPSHOT_BYTES,
   DEFAULT_MAX_TYPES,
   DEFAULT_SITE_TYPES,
   type EventCommand,
@@ -54,6 +55,7 @@ export {
   type RunStartCommand,
   type ServiceMessage,
   type ServiceOptions,
+  type SnapshotBodyOptions,
   type StreamName,
   TelemetryService,
   type WriteReport,
@@ -65,6 +67,7 @@ export {
   RunDirNotAllowedError,
   ShuttingDownError,
   SiteInUseError,
+  SnapshotLimitError,
   StorageError,
   TypeLimitError,
   WriteError,
@@ -303,7 +306,8 @@ function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
     }),
     route("/event", { POST: ({ req }) => postEvent(service, req, maxBody) }),
     route("/events", { POST: ({ req }) => postEvents(service, req, maxBody) }),
-    route("/current", { GET: () => json(200, service.currentJson()) }),
+    // Streamed in chunks: a snapshot of any size is answered, and no answer holds the loop long.
+    route("/current", { GET: () => jsonStream(service.currentBody()) }),
     route("/current/:type(.*)", { GET: ({ params }) => currentOfType(service, params.type ?? "") }),
     route("/stream", { GET: ({ url }) => streams.response(url) }),
     route("/metrics", { GET: () => metrics.response({ streams }) }),
@@ -322,6 +326,13 @@ function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
       },
     }),
   ];
+}
+
+function jsonStream(body: ReadableStream<Uint8Array>): Response {
+  return new Response(body, {
+    status: 200,
+    headers: { "content-type": "application/json; charset=utf-8" },
+  });
 }
 
 function readyBody(service: TelemetryService): string {

@@ -23,6 +23,7 @@ import {
   InvalidRequestError,
   itemPrefix,
   ShuttingDownError,
+  SnapshotLimitError,
   TypeLimitError,
 } from "./_errors.ts";
 import { type EventCommand, parseEvents, parseRunStart, type RunStartCommand } from "./_request.ts";
@@ -36,6 +37,8 @@ import {
   parseSavedRecord,
   type SavedSnapshot,
   Snapshot,
+  type SnapshotBodyOptions,
+  utf8Length,
 } from "./_snapshot.ts";
 import { SITE_FILE, siteFileName, type SiteResume, SiteStore, type StreamTail } from "./storage.ts";
 import { GroupQueue } from "./_queue.ts";
@@ -43,6 +46,7 @@ import { GroupQueue } from "./_queue.ts";
 export { RUN_ID_PATTERN } from "./_request.ts";
 export type { EventCommand, RunStartCommand } from "./_request.ts";
 export type { RunStart } from "./_runs.ts";
+export type { SnapshotBodyOptions } from "./_snapshot.ts";
 import type {
   CommittedEvent,
   ServiceMessage,
@@ -56,6 +60,17 @@ export type { CommittedEvent, ServiceMessage, ServiceOptions, StreamName, WriteR
 export const DEFAULT_SITE_TYPES: readonly string[] = ["weather", "environment"];
 /** How many distinct event types the snapshot may hold (CONTRACT 4.8). */
 export const DEFAULT_MAX_TYPES = 10_000;
+/**
+ * How large the snapshot may grow, measured as its `GET /current` body in bytes: 64 MiB. It keeps
+ * the saved snapshot, built as one text on shutdown, far inside what a string can hold.
+ */
+export const DEFAULT_MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024;
+
+/**
+ * An upper bound on what an envelope adds around its type, `data` and `meta` in the snapshot: the
+ * key, seq, ts, field names, a stamped `run_id` (at most 128 characters) and the separators.
+ */
+const ENVELOPE_BYTES = 256;
 
 /**
  * How far past an unwritten (ephemeral) seq the persisted high-water mark reserves, so that not
@@ -82,6 +97,16 @@ interface Counter {
   written: number;
   /** Highest seq handed out but not stored (0: none). */
   unwritten: number;
+}
+
+/** What the events of one group accepted so far will do to the snapshot. */
+interface PendingSnapshot {
+  /** Types not in the snapshot yet. */
+  types: Set<string>;
+  /** The most each type's part of the snapshot body will be, in bytes. */
+  bytes: Map<string, number>;
+  /** The most the snapshot body will have grown, in bytes. */
+  delta: number;
 }
 
 /** A group of events with seqs assigned, waiting to be written. */
@@ -125,6 +150,7 @@ export class TelemetryService implements AsyncDisposable {
   #clock: () => number;
   #siteTypes: Set<string>;
   #maxTypes: number;
+  #maxSnapshotBytes: number;
   #warn: (message: string) => void;
   #siteSeq = 0;
   /** The persisted high-water mark of the site stream (0: none). */
@@ -162,6 +188,7 @@ export class TelemetryService implements AsyncDisposable {
     this.#warn = options.onWarning ?? (() => {});
     this.#siteTypes = new Set(options.siteTypes ?? DEFAULT_SITE_TYPES);
     this.#maxTypes = options.maxTypes ?? DEFAULT_MAX_TYPES;
+    this.#maxSnapshotBytes = options.maxSnapshotBytes ?? DEFAULT_MAX_SNAPSHOT_BYTES;
     this.#runs = new Runs(store, this.#clock, this.#warn);
   }
 
@@ -467,6 +494,17 @@ export class TelemetryService implements AsyncDisposable {
   }
 
   /**
+   * The snapshot as the `GET /current` body, streamed in chunks as it is at the time of the call,
+   * so that a snapshot of any size is answered without being built as one string.
+   *
+   * @param options Optional type filter, and text around the JSON object.
+   * @returns The body.
+   */
+  currentBody(options: SnapshotBodyOptions = {}): ReadableStream<Uint8Array> {
+    return this.#snapshot.body(options);
+  }
+
+  /**
    * The latest envelope line of one type.
    *
    * @param type The event type.
@@ -657,9 +695,9 @@ export class TelemetryService implements AsyncDisposable {
   async #commit(ops: EventOp[]): Promise<void> {
     const run = this.#runs.active;
     const accepted: EventOp[] = [];
-    const newTypes = new Set<string>();
+    const pending: PendingSnapshot = { types: new Set(), bytes: new Map(), delta: 0 };
     for (const op of ops) {
-      const problem = this.#checkAtCommit(op, run, newTypes);
+      const problem = this.#checkAtCommit(op, run, pending);
       if (problem) op.reject(problem);
       else accepted.push(op);
     }
@@ -687,7 +725,6 @@ export class TelemetryService implements AsyncDisposable {
       run.record.events += group.pending.get(run.writer)?.length ?? 0;
     }
     this.#committed(group, bytes);
-    this.#report({ ok: true, seconds, bytes, copies: group.copies });
     for (let i = 0; i < accepted.length; i++) {
       const op = accepted[i]!;
       const out = group.results[i]!;
@@ -706,6 +743,8 @@ export class TelemetryService implements AsyncDisposable {
       }
       op.resolve(out);
     }
+    // After the snapshot took the group: metrics tell current types from the rest (CONTRACT 2.7).
+    this.#report({ ok: true, seconds, bytes, copies: group.copies });
   }
 
   /** Assigns seqs and builds every line of a group; nothing is written yet. */
@@ -801,14 +840,22 @@ export class TelemetryService implements AsyncDisposable {
   #checkAtCommit(
     op: EventOp,
     run: ActiveRun | undefined,
-    newTypes: Set<string>,
+    pending: PendingSnapshot,
   ): Error | undefined {
+    const newTypes = pending.types;
     const added: string[] = [];
+    /** What the op would make each type's snapshot size, at most (CONTRACT 4.8). */
+    const sizes = new Map<string, number>();
+    /** The largest of them, which the refusal names. */
+    let largest: EventCommand | undefined;
+    let largestSize = 0;
     for (const item of op.items) {
       if (item.callerRunId !== undefined && item.callerRunId !== run?.record.run_id) {
+        for (const t of added) newTypes.delete(t);
         return runIdMismatch(item, run?.record.run_id);
       }
-      if (item.makeCurrent && !this.#snapshot.has(item.type) && !newTypes.has(item.type)) {
+      if (!item.makeCurrent) continue;
+      if (!this.#snapshot.has(item.type) && !newTypes.has(item.type)) {
         if (this.#snapshot.size + newTypes.size >= this.#maxTypes) {
           for (const t of added) newTypes.delete(t);
           return new TypeLimitError(this.#maxTypes, item.item);
@@ -816,7 +863,27 @@ export class TelemetryService implements AsyncDisposable {
         newTypes.add(item.type);
         added.push(item.type);
       }
+      const size = 2 * utf8Length(item.type) + utf8Length(item.dataJson) +
+        utf8Length(item.metaJson) + ENVELOPE_BYTES;
+      sizes.set(item.type, size);
+      if (size > largestSize) [largest, largestSize] = [item, size];
     }
+    if (sizes.size === 0) return undefined;
+    let delta = 0;
+    for (const [type, size] of sizes) {
+      delta += size - (pending.bytes.get(type) ?? this.#snapshot.bytesOf(type));
+    }
+    const projected = this.#snapshot.bytes + pending.delta + delta;
+    // Growth past the budget is refused; an update that shrinks the snapshot always passes.
+    if (delta > 0 && projected > this.#maxSnapshotBytes) {
+      for (const t of added) newTypes.delete(t);
+      return new SnapshotLimitError(this.#maxSnapshotBytes, projected, {
+        type: largest!.type,
+        item: largest!.item,
+      });
+    }
+    for (const [type, size] of sizes) pending.bytes.set(type, size);
+    pending.delta += delta;
     return undefined;
   }
 

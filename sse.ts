@@ -50,7 +50,26 @@ function checkNoNewline(value: string, field: string): void {
   }
 }
 
-function encodeMessage(message: ServerSentEventMessage): Uint8Array {
+/**
+ * Encodes one {@linkcode ServerSentEventMessage} as UTF-8 `text/event-stream` bytes, ending in
+ * the blank line that ends a message. The hub of `GET /stream` encodes each message once this way
+ * and sends the same bytes to every client.
+ *
+ * @param message The message.
+ * @returns Its bytes.
+ * @throws {SyntaxError} If `comment`, `event` or `id` contains a line break.
+ * @throws {RangeError} If `retry` is not a non-negative integer.
+ *
+ * @example Usage
+ * ```ts
+ * import { encodeServerSentEvent } from "./sse.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const bytes = encodeServerSentEvent({ event: "run", data: "{}" });
+ * assert.equal(new TextDecoder().decode(bytes), "event: run\ndata: {}\n\n");
+ * ```
+ */
+export function encodeServerSentEvent(message: ServerSentEventMessage): Uint8Array {
   let out = "";
   if (message.comment !== undefined) {
     checkNoNewline(message.comment, "comment");
@@ -100,7 +119,7 @@ export class ServerSentEventStream extends TransformStream<ServerSentEventMessag
   constructor() {
     super({
       transform(message, controller) {
-        controller.enqueue(encodeMessage(message));
+        controller.enqueue(encodeServerSentEvent(message));
       },
     });
   }

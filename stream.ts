@@ -1,7 +1,7 @@
 /**
  * Live telemetry over Server-Sent Events (CONTRACT 2.6): {@linkcode StreamHub} turns the
- * service's accepted events and run changes into one bounded stream per client, written in the
- * `text/event-stream` wire format by {@linkcode ServerSentEventStream} (from `sse.ts`).
+ * service's accepted events and run changes into one bounded stream per client, in the
+ * `text/event-stream` wire format of `sse.ts` (each message encoded once, for all clients).
  *
  * Wire format of `GET /stream`:
  *
@@ -31,15 +31,19 @@
 
 import type { ServiceMessage, TelemetryService } from "./service.ts";
 import { ShuttingDownError } from "./_errors.ts";
-import { type ServerSentEventMessage, ServerSentEventStream } from "./sse.ts";
+import { encodeServerSentEvent } from "./sse.ts";
 
 // The encoder lives in sse.ts with its parser; server.ts exports it from here.
 export { type ServerSentEventMessage, ServerSentEventStream } from "./sse.ts";
 
 /** Default interval of `: keepalive` comments: 15 s (CONTRACT 2.6). */
 export const DEFAULT_KEEPALIVE_MS = 15_000;
-/** Default per-client queue bound: 1 MiB of pending event text. */
+/** Default per-client queue bound: 1 MiB of pending event bytes. */
 export const DEFAULT_STREAM_QUEUE_BYTES = 1024 * 1024;
+/** Default shortest interval between two sends to the clients: 50 ms. */
+export const DEFAULT_STREAM_FLUSH_MS = 50;
+/** Bytes of messages that are sent at once, without waiting for the flush interval. */
+const FLUSH_BYTES = 64 * 1024;
 
 /** Options of {@linkcode StreamHub}. */
 export interface StreamHubOptions {
@@ -49,12 +53,20 @@ export interface StreamHubOptions {
    */
   keepaliveMs?: number;
   /**
-   * How much event text (in UTF-16 code units, plus a fixed overhead per message) may wait for
-   * one client beyond its snapshot. A client that falls further behind is dropped: its stream is
-   * aborted and {@linkcode StreamHub.dropped} counts it.
+   * How many bytes of live messages may wait for one client, beyond the snapshot it is still
+   * being sent. A client that falls further behind is dropped: its stream is aborted and
+   * {@linkcode StreamHub.dropped} counts it.
    * @default {1048576}
    */
   maxQueueBytes?: number;
+  /**
+   * Shortest interval in milliseconds between two sends to the clients. The first event after
+   * a quiet interval goes out at once; events that follow within it are sent together when it
+   * ends (or once 64 KiB of them wait), so that under load each client gets one chunk per
+   * interval instead of one per event.
+   * @default {50}
+   */
+  flushMs?: number;
   /**
    * When aborted, every open stream ends and new ones are refused with 503. `startServer`
    * aborts it before it waits for in-flight requests, which open streams would otherwise hold
@@ -69,23 +81,49 @@ export interface OpenStreamOptions {
   types?: readonly string[];
 }
 
-/** Per-message bookkeeping overhead counted against the queue bound. */
-const MESSAGE_OVERHEAD = 64;
+const KEEPALIVE = encodeServerSentEvent({ comment: "keepalive" });
+const SNAPSHOT_PREFIX = "event: snapshot\ndata: ";
+const SNAPSHOT_SUFFIX = "\n\n";
 
-function messageSize(message: ServerSentEventMessage): number {
-  return MESSAGE_OVERHEAD + (message.data?.length ?? 0) + (message.comment?.length ?? 0);
+/** One encoded message waiting for the next fan-out; `type` is absent for run messages. */
+interface Encoded {
+  type: string | undefined;
+  bytes: Uint8Array;
 }
 
 /** One connected client. */
 interface Client {
+  /** Its type filter, and the same as a key shared by clients with the same filter. */
+  filter: Set<string> | undefined;
+  filterKey: string;
+  /** Messages of the batch being collected that were published before it connected. */
+  skip: number;
+  /** Hands it live bytes (shared with other clients: never modified). */
+  deliver(bytes: Uint8Array): void;
   /** Ends the stream for a server shutdown. */
   end(): void;
+}
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  if (parts.length === 1) return parts[0]!;
+  let size = 0;
+  for (const p of parts) size += p.byteLength;
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.byteLength;
+  }
+  return out;
 }
 
 /**
  * Fans the service's messages out to Server-Sent Event clients, each with its own bounded
  * queue, so a slow or stalled client is dropped instead of slowing ingestion or growing memory
- * (CONTRACT 2.6). Listeners run synchronously in the commit loop and only enqueue.
+ * (CONTRACT 2.6). The hub listens to the service once: each message is encoded once, the
+ * messages of one commit are joined into one chunk, and that chunk's bytes are shared by every
+ * client (clients with the same type filter share theirs), so a viewer costs a queue push per
+ * commit, not an encoding per event.
  *
  * @example Usage
  * ```ts ignore
@@ -105,6 +143,13 @@ export class StreamHub {
   #signal: AbortSignal | undefined;
   #clients = new Set<Client>();
   #dropped = 0;
+  /** Messages published since the last fan-out. */
+  #batch: Encoded[] = [];
+  #batchBytes = 0;
+  #flushMs: number;
+  #lastFanOut = -Infinity;
+  /** The fan-out is queued: as a microtask, or as a timer (which can be brought forward). */
+  #scheduled: "microtask" | ReturnType<typeof setTimeout> | undefined;
 
   /**
    * Creates the hub of one service; streams open with {@linkcode StreamHub.open}.
@@ -124,8 +169,10 @@ export class StreamHub {
     this.#service = service;
     this.#keepaliveMs = keepaliveMs;
     this.#maxQueueBytes = maxQueueBytes;
+    this.#flushMs = options.flushMs ?? DEFAULT_STREAM_FLUSH_MS;
     this.#signal = options.signal;
     this.#signal?.addEventListener("abort", () => this.closeAll(), { once: true });
+    service.subscribe((message) => this.#publish(message));
   }
 
   /** Number of open streams. */
@@ -155,68 +202,101 @@ export class StreamHub {
       throw new ShuttingDownError();
     }
     const filter = options.types && options.types.length > 0 ? new Set(options.types) : undefined;
-    const snapshot: ServerSentEventMessage = { event: "snapshot", data: this.#snapshot(filter) };
-    // The snapshot may legitimately be large; only what queues up behind it is bounded.
-    const limit = this.#maxQueueBytes + messageSize(snapshot);
-    let controller!: ReadableStreamDefaultController<ServerSentEventMessage>;
-    let unsubscribe = (): void => {};
-    let timer: ReturnType<typeof setInterval> | undefined;
+    // The snapshot is taken now, in the same turn the client joins: every later event follows it.
+    let snapshot: ReadableStreamDefaultReader<Uint8Array> | undefined = this.#service.currentBody({
+      ...(filter ? { types: filter } : {}),
+      prefix: SNAPSHOT_PREFIX,
+      suffix: SNAPSHOT_SUFFIX,
+    }).getReader();
+    const maxQueueBytes = this.#maxQueueBytes;
+    let controller!: ReadableStreamDefaultController<Uint8Array>;
+    /** Live bytes the client has not taken yet. */
+    let pending: Uint8Array[] = [];
+    let pendingBytes = 0;
+    /** Resolves the pull that waits for live bytes. */
+    let wake: (() => void) | undefined;
     let ended = false;
     const cleanup = (): void => {
       ended = true;
-      unsubscribe();
       clearInterval(timer);
       this.#clients.delete(client);
+      if (this.#clients.size === 0) this.#discard();
+      snapshot?.cancel().catch(() => {});
+      snapshot = undefined;
+      pending = [];
+      wake?.();
+      wake = undefined;
     };
     const client: Client = {
+      filter,
+      filterKey: filter ? [...filter].sort().join("\u0000") : "",
+      skip: this.#batch.length,
+      deliver: (bytes) => {
+        if (ended) return;
+        if (wake) {
+          controller.enqueue(bytes);
+          wake();
+          wake = undefined;
+          return;
+        }
+        pending.push(bytes);
+        pendingBytes += bytes.byteLength;
+        if (pendingBytes > maxQueueBytes) {
+          this.#dropped++;
+          cleanup();
+          // Erroring (not closing) makes Deno abort the response. Deno logs the reason on
+          // stderr; a string keeps that to one line without a stack trace.
+          controller.error(
+            `GET /stream: dropped a client with more than ${maxQueueBytes} bytes of events waiting; it may reconnect for a fresh snapshot`,
+          );
+        }
+      },
       end() {
         if (ended) return;
         // A client that has not taken everything yet would hold a graceful close open, so its
         // response is aborted instead.
-        const idle = controller.desiredSize === limit;
+        const idle = wake !== undefined;
         cleanup();
         if (idle) controller.close();
-        else {controller.error(
+        else {
+          controller.error(
             "GET /stream: aborted a client that was behind, the server is stopping",
-          );}
+          );
+        }
       },
     };
-    const push = (message: ServerSentEventMessage): void => {
-      if (ended) return;
-      controller.enqueue(message);
-      if ((controller.desiredSize ?? 0) < 0) {
-        this.#dropped++;
-        cleanup();
-        // Erroring (not closing) discards the queue and makes Deno abort the response. Deno
-        // logs the reason on stderr; a string keeps that to one line without a stack trace.
-        controller.error(
-          `GET /stream: dropped a client with more than ${limit} bytes of events waiting; it may reconnect for a fresh snapshot`,
-        );
-      }
-    };
-    const listener = (message: ServiceMessage): void => {
-      if (message.kind === "run") {
-        push({ event: "run", data: JSON.stringify(message.run) });
-        return;
-      }
-      const event = message.event;
-      if (filter && !filter.has(event.type)) return;
-      const stream = event.stream === "site" ? "site" : `run:${event.runId}`;
-      push({ event: "telemetry", id: `${stream}:${event.seq}`, data: event.line });
-    };
+    this.#clients.add(client);
+    // Declared after cleanup(), which only runs once the client is registered here.
+    const timer = setInterval(() => client.deliver(KEEPALIVE), this.#keepaliveMs);
 
-    const source = new ReadableStream<ServerSentEventMessage>({
+    return new ReadableStream<Uint8Array>({
       start: (c) => {
         controller = c;
-        c.enqueue(snapshot);
-        this.#clients.add(client);
-        unsubscribe = this.#service.subscribe(listener);
-        timer = setInterval(() => push({ comment: "keepalive" }), this.#keepaliveMs);
+      },
+      // Pulled as the connection takes bytes: first the snapshot in chunks, then whatever
+      // queued up meanwhile, then live chunks as they come.
+      pull: async (c) => {
+        if (ended) return;
+        if (snapshot) {
+          const { value, done } = await snapshot.read();
+          if (ended) return;
+          if (!done) {
+            c.enqueue(value);
+            return;
+          }
+          snapshot = undefined;
+        }
+        if (pending.length > 0) {
+          c.enqueue(concat(pending));
+          pending = [];
+          pendingBytes = 0;
+          return;
+        }
+        await new Promise<void>((resolve) => (wake = resolve));
       },
       // The consumer went away (disconnect or cancelled body): nothing is left to send to.
       cancel: cleanup,
-    }, { highWaterMark: limit, size: messageSize });
-    return source.pipeThrough(new ServerSentEventStream());
+    }, { highWaterMark: 0 });
   }
 
   /**
@@ -258,16 +338,85 @@ export class StreamHub {
     for (const client of [...this.#clients]) client.end();
   }
 
-  #snapshot(filter: Set<string> | undefined): string {
-    if (!filter) return this.#service.currentJson();
-    let out = "{";
-    for (const [type] of this.#service.currentData()) {
-      if (!filter.has(type)) continue;
-      const line = this.#service.currentLine(type);
-      if (line === undefined) continue;
-      if (out.length > 1) out += ",";
-      out += JSON.stringify(type) + ":" + line;
+  /** Encodes a message once and queues it for the fan-out at the end of this commit. */
+  #publish(message: ServiceMessage): void {
+    if (this.#clients.size === 0) return;
+    let encoded: Encoded;
+    if (message.kind === "run") {
+      encoded = {
+        type: undefined,
+        bytes: encodeServerSentEvent({ event: "run", data: JSON.stringify(message.run) }),
+      };
+    } else {
+      const event = message.event;
+      const stream = event.stream === "site" ? "site" : `run:${event.runId}`;
+      encoded = {
+        type: event.type,
+        bytes: encodeServerSentEvent({
+          event: "telemetry",
+          id: `${stream}:${event.seq}`,
+          data: event.line,
+        }),
+      };
     }
-    return out + "}";
+    this.#batch.push(encoded);
+    this.#batchBytes += encoded.bytes.byteLength;
+    if (this.#scheduled === "microtask") return;
+    const wait = this.#lastFanOut + this.#flushMs - performance.now();
+    if (wait > 0 && this.#batchBytes < FLUSH_BYTES) {
+      this.#scheduled ??= setTimeout(() => this.#fanOut(), wait);
+      return;
+    }
+    // At the end of this commit: a microtask runs before any other task.
+    if (this.#scheduled !== undefined) clearTimeout(this.#scheduled);
+    this.#scheduled = "microtask";
+    queueMicrotask(() => this.#fanOut());
   }
+
+  /** No client is left: nothing waits to be sent. */
+  #discard(): void {
+    if (this.#scheduled !== undefined && this.#scheduled !== "microtask") {
+      clearTimeout(this.#scheduled);
+      this.#scheduled = undefined;
+    }
+    this.#batch = [];
+    this.#batchBytes = 0;
+  }
+
+  /** Hands the batch to every client: one chunk for all unfiltered ones, one per filter. */
+  #fanOut(): void {
+    if (this.#scheduled !== "microtask" && this.#scheduled !== undefined) {
+      clearTimeout(this.#scheduled);
+    }
+    this.#scheduled = undefined;
+    this.#lastFanOut = performance.now();
+    const batch = this.#batch;
+    this.#batch = [];
+    this.#batchBytes = 0;
+    let all: Uint8Array | undefined;
+    const byFilter = new Map<string, Uint8Array | undefined>();
+    for (const client of [...this.#clients]) {
+      let chunk: Uint8Array | undefined;
+      if (client.skip > 0) {
+        // Joined while this batch was collected: its snapshot already holds the earlier part.
+        chunk = select(batch.slice(client.skip), client.filter);
+        client.skip = 0;
+      } else if (!client.filter) chunk = all ??= select(batch, undefined);
+      else if (byFilter.has(client.filterKey)) chunk = byFilter.get(client.filterKey);
+      else {
+        chunk = select(batch, client.filter);
+        byFilter.set(client.filterKey, chunk);
+      }
+      if (chunk) client.deliver(chunk);
+    }
+  }
+}
+
+/** The bytes of the messages a filter lets through, as one chunk; `undefined` when none. */
+function select(batch: Encoded[], filter: Set<string> | undefined): Uint8Array | undefined {
+  const parts: Uint8Array[] = [];
+  for (const m of batch) {
+    if (!filter || m.type === undefined || filter.has(m.type)) parts.push(m.bytes);
+  }
+  return parts.length === 0 ? undefined : concat(parts);
 }

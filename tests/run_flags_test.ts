@@ -11,6 +11,7 @@ import { HELP_TEXT } from "../cli.ts";
 import {
   DEFAULT_HOST,
   DEFAULT_MAX_BODY,
+  DEFAULT_MAX_SNAPSHOT_BYTES,
   DEFAULT_MAX_TYPES,
   DEFAULT_PORT,
   DEFAULT_SITE_TYPES,
@@ -44,6 +45,7 @@ const EVERY_FLAG: RunFlagValues = {
   allowRunRoots: ["/data/a", "/data/b"],
   maxBody: 2048,
   maxTypes: 12,
+  maxSnapshotBytes: 4096,
   insecure: true,
   verbose: true,
 };
@@ -104,6 +106,7 @@ Deno.test("HELP_TEXT.run shows the defaults the server really uses", () => {
   assert.equal(shown("site-types"), DEFAULT_SITE_TYPES.join(","));
   assert.equal(shown("max-body"), String(DEFAULT_MAX_BODY));
   assert.equal(shown("max-types"), String(DEFAULT_MAX_TYPES));
+  assert.equal(shown("max-snapshot"), String(DEFAULT_MAX_SNAPSHOT_BYTES));
 });
 
 Deno.test("runParseOptions() accepts every flag that runFlagArgs() writes", () => {
@@ -171,6 +174,7 @@ Deno.test("spawnServer() takes an option for every run flag and no other but out
     allowRunRoots: "flag",
     maxBody: "flag",
     maxTypes: "flag",
+    maxSnapshotBytes: "flag",
     insecure: "flag",
     verbose: "flag",
     output: "spawn",

@@ -1,0 +1,420 @@
+/**
+ * The scale benchmark: many live viewers and many event types, side by side in one run.
+ *
+ * 1. Ingestion (`POST /event` from `wrk`, 16 connections) with 0 and with 200 `GET /stream`
+ *    subscribers. Every subscriber is a real HTTP reader in this process that counts the bytes it
+ *    receives; one of them parses every message. After the load, each subscriber must have
+ *    received exactly the bytes of the parsed one, which saw every stored seq exactly once.
+ *    The server's CPU time per event (user + system, from /proc) is reported too: on a shared
+ *    machine it tells the server's own cost from the load of the readers and `wrk`.
+ * 2. With 10,000 types in the snapshot: event-loop time of one `GET /current` and one
+ *    `GET /metrics` (measured in-process: the handler and the reading of its whole body chunk
+ *    by chunk, as the HTTP layer reads it, with nothing else running), and the `POST /event` rate cycling over the 10,000 types against the
+ *    rate with one type (child servers, `wrk`).
+ *
+ * Usage: deno run -A bench/scale.ts [--seconds 3] [--rounds 2] [--subscribers 200]
+ *   [--types 10000]
+ * @module
+ */
+
+// deno-lint-ignore-file no-console
+import { parseArgs } from "node:util";
+import { join } from "node:path";
+import { SERVICE_V8_FLAGS } from "../_spawn.ts";
+import { createHandler, TelemetryService } from "../server.ts";
+import { ServerSentEventParserStream } from "../sse.ts";
+
+const { values: flags } = parseArgs({
+  args: Deno.args.filter((a) => a !== "--"),
+  options: {
+    seconds: { type: "string", default: "3" },
+    rounds: { type: "string", default: "2" },
+    subscribers: { type: "string", default: "200" },
+    types: { type: "string", default: "10000" },
+  },
+  strict: true,
+});
+const SECONDS = Number(flags.seconds);
+const ROUNDS = Number(flags.rounds);
+const SUBSCRIBERS = Number(flags.subscribers);
+const TYPES = Number(flags.types);
+const ROOT = new URL("..", import.meta.url).pathname;
+const EVENT_DATA = { wind_mps: 2.1, temp_c: -3.5, humidity: 41, sky: "clear" };
+
+function freePort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
+}
+
+interface Running {
+  child: Deno.ChildProcess;
+  url: string;
+  siteDir: string;
+}
+
+async function start(): Promise<Running> {
+  const port = freePort();
+  const siteDir = await Deno.makeTempDir({ prefix: "bench-scale-" });
+  const args = [
+    "run",
+    ...SERVICE_V8_FLAGS,
+    `--allow-net=127.0.0.1:${port}`,
+    `--allow-read=${siteDir}`,
+    `--allow-write=${siteDir}`,
+    "--allow-env",
+    join(ROOT, "cli.ts"),
+    "telemetry",
+    "run",
+    "--site-dir",
+    siteDir,
+    "--host",
+    "127.0.0.1",
+    "--port",
+    String(port),
+    "--tz",
+    "UTC",
+  ];
+  const child = new Deno.Command(Deno.execPath(), { args, stdout: "null", stderr: "inherit" })
+    .spawn();
+  const url = `http://127.0.0.1:${port}`;
+  const t0 = performance.now();
+  while (true) {
+    try {
+      const res = await fetch(`${url}/ready`);
+      await res.body?.cancel();
+      if (res.ok) break;
+    } catch {
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    if (performance.now() - t0 > 15_000) throw new Error("the server did not become ready");
+  }
+  return { child, url, siteDir };
+}
+
+async function stop(run: Running): Promise<void> {
+  try {
+    run.child.kill("SIGTERM");
+  } catch {
+    // gone
+  }
+  await run.child.status;
+  await Deno.remove(run.siteDir, { recursive: true });
+}
+
+const WRK_DONE = `
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('\\nRESULT {"requests":%d,"errors":%d,"duration_us":%d}\\n',
+    summary.requests, e.connect + e.read + e.write + e.timeout + e.status, summary.duration))
+end
+`;
+
+function luaString(s: string): string {
+  return `"${s.replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("\n", "\\n")}"`;
+}
+
+/** `wrk` posting single events for SECONDS; with `types`, cycling over `t0`..`t<types-1>`. */
+async function wrk(url: string, types = 0): Promise<{ rate: number; errors: number }> {
+  const script = await Deno.makeTempFile({ suffix: ".lua" });
+  const fixed = types === 0
+    ? `wrk.body = ${luaString(JSON.stringify({ type: "weather", data: EVENT_DATA }))}\n`
+    : `local n = 0
+request = function()
+  n = n + 1
+  local body = '{"type":"t' .. (n % ${types}) .. '","data":{"wind_mps":2.1,"temp_c":-3.5,"humidity":41,"sky":"clear"}}'
+  return wrk.format("POST", nil, nil, body)
+end
+`;
+  await Deno.writeTextFile(
+    script,
+    `wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n${fixed}${WRK_DONE}`,
+  );
+  const out = await new Deno.Command("wrk", {
+    args: ["-t2", "-c16", `-d${SECONDS}s`, "--timeout", "10s", "-s", script, `${url}/event`],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  await Deno.remove(script);
+  const text = new TextDecoder().decode(out.stdout);
+  const m = /RESULT (\{.*\})/.exec(text);
+  if (!m) throw new Error(`wrk failed: ${text}${new TextDecoder().decode(out.stderr)}`);
+  const r = JSON.parse(m[1]!);
+  return { rate: r.requests / (r.duration_us / 1e6), errors: r.errors };
+}
+
+/** One `GET /stream` reader that counts bytes; `parsed` ones also collect every telemetry seq. */
+interface Subscriber {
+  bytes: number;
+  seqs: number[] | undefined;
+  /** Cancels the reading and waits for it to end. */
+  close(): Promise<void>;
+}
+
+async function subscribe(url: string, parsed: boolean): Promise<Subscriber> {
+  const res = await fetch(`${url}/stream`);
+  if (!res.ok || !res.body) throw new Error(`GET /stream answered ${res.status}`);
+  const [counted, forParse] = parsed ? res.body.tee() : [res.body, undefined];
+  const counter = counted.getReader();
+  const parser = forParse?.pipeThrough(new TextDecoderStream()).pipeThrough(
+    new ServerSentEventParserStream(),
+  ).getReader();
+  const sub: Subscriber = { bytes: 0, seqs: parsed ? [] : undefined, close: async () => {} };
+  const count = (async () => {
+    try {
+      while (true) {
+        const { value, done } = await counter.read();
+        if (done) break;
+        sub.bytes += value.byteLength;
+      }
+    } catch {
+      // cancelled at the end, or dropped by the server (seen as missing bytes)
+    }
+  })();
+  const parse = (async () => {
+    if (!parser) return;
+    try {
+      while (true) {
+        const { value: m, done } = await parser.read();
+        if (done) break;
+        if (m.event === "telemetry") sub.seqs!.push(Number(m.id.slice(m.id.lastIndexOf(":") + 1)));
+      }
+    } catch {
+      // cancelled
+    }
+  })();
+  sub.close = async () => {
+    await Promise.all([counter.cancel().catch(() => {}), parser?.cancel().catch(() => {})]);
+    await Promise.all([count, parse]);
+  };
+  return sub;
+}
+
+async function siteLineCount(siteDir: string): Promise<number> {
+  let n = 0;
+  for await (const e of Deno.readDir(siteDir)) {
+    if (!/^site_\d{8}\.ndjson$/.test(e.name)) continue;
+    const text = await Deno.readTextFile(join(siteDir, e.name));
+    n += text.split("\n").length - 1;
+  }
+  return n;
+}
+
+interface StreamSample {
+  subscribers: number;
+  rate: number;
+  /** CPU time of the server process per acknowledged event, in µs (user + system). */
+  serverUs: number;
+  /** The user-space part of it: the service's own work, without the kernel's TCP. */
+  serverUserUs: number;
+  verified: string;
+}
+
+/** User and system CPU time of a process so far, in µs (from /proc, Linux). */
+function cpuUs(pid: number): { user: number; total: number } {
+  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const user = Number(fields[11]) * 1e4; // clock ticks of 10 ms
+  return { user, total: user + Number(fields[12]) * 1e4 };
+}
+
+async function streamRound(subscribers: number): Promise<StreamSample> {
+  const run = await start();
+  const subs: Subscriber[] = [];
+  try {
+    for (let i = 0; i < subscribers; i++) subs.push(await subscribe(run.url, i === 0));
+    const cpuBefore = cpuUs(run.child.pid);
+    const { rate, errors } = await wrk(run.url);
+    const cpuAfter = cpuUs(run.child.pid);
+    const serverUs = (cpuAfter.total - cpuBefore.total) / (rate * SECONDS);
+    const serverUserUs = (cpuAfter.user - cpuBefore.user) / (rate * SECONDS);
+    let verified = errors === 0 ? "ok" : `${errors} wrk errors`;
+    if (subscribers > 0) {
+      await new Promise((r) => setTimeout(r, 200));
+      const stored = await siteLineCount(run.siteDir);
+      const ref = subs[0]!;
+      const deadline = Date.now() + 30_000;
+      while (ref.seqs!.length < stored && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const seqs = ref.seqs!;
+      const exact = seqs.length === stored && seqs.every((s, i) => s === i + 1);
+      // Let the other readers catch up with the reference.
+      while (subs.some((s) => s.bytes < ref.bytes) && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const short = subs.filter((s) => s.bytes !== ref.bytes).length;
+      verified = !exact
+        ? `reference saw ${seqs.length} of ${stored} events`
+        : short > 0
+        ? `${short} of ${subscribers} subscribers short`
+        : `ok: ${subscribers} x ${stored} events`;
+    }
+    return { subscribers, rate, serverUs, serverUserUs, verified };
+  } finally {
+    await Promise.all(subs.map((s) => s.close()));
+    await stop(run);
+  }
+}
+
+/** Median wall time in ms of `fn`, over `n` runs after 3 warm-ups. */
+async function timeIt(n: number, fn: () => Promise<unknown>): Promise<number> {
+  for (let i = 0; i < 3; i++) await fn();
+  const times: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    await fn();
+    times.push(performance.now() - t0);
+  }
+  return median(times);
+}
+
+function median(xs: number[]): number {
+  const s = xs.toSorted((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+}
+
+/** In-process: the handler plus reading its whole body, with 10,000 types in the snapshot. */
+async function bodiesInProcess(): Promise<{ current: number; metrics: number; bytes: string }> {
+  const siteDir = await Deno.makeTempDir({ prefix: "bench-scale-types-" });
+  try {
+    await using service = await TelemetryService.open({ siteDir, timeZone: "UTC" });
+    const handler = createHandler(service, { hostname: "127.0.0.1" });
+    for (let i = 0; i < TYPES; i += 1000) {
+      const items = [];
+      for (let j = i; j < Math.min(TYPES, i + 1000); j++) {
+        items.push({ type: `t${j}`, data: { ...EVENT_DATA, n: j } });
+      }
+      await service.record(items);
+    }
+    let currentBytes = 0;
+    let metricsBytes = 0;
+    const get = async (path: string) => {
+      const res = await handler(
+        new Request(`http://127.0.0.1${path}`, { headers: { host: "127.0.0.1" } }),
+      );
+      if (res.status !== 200) throw new Error(`GET ${path} answered ${res.status}`);
+      // Read as the HTTP layer reads it: chunk by chunk, without joining them.
+      let n = 0;
+      for await (const chunk of res.body!) n += chunk.byteLength;
+      if (path === "/current") currentBytes = n;
+      else metricsBytes = n;
+    };
+    const current = await timeIt(20, () => get("/current"));
+    const metrics = await timeIt(20, () => get("/metrics"));
+    return {
+      current,
+      metrics,
+      bytes: `${(currentBytes / 1e6).toFixed(2)} MB / ${(metricsBytes / 1e6).toFixed(2)} MB`,
+    };
+  } finally {
+    await Deno.remove(siteDir, { recursive: true });
+  }
+}
+
+/** `POST /event` rate with one type, and cycling over TYPES types already in the snapshot. */
+async function typesRound(types: number): Promise<number> {
+  const run = await start();
+  try {
+    if (types > 0) {
+      for (let i = 0; i < types; i += 1000) {
+        const lines = [];
+        for (let j = i; j < Math.min(types, i + 1000); j++) {
+          lines.push(JSON.stringify({ type: `t${j}`, data: EVENT_DATA }));
+        }
+        const res = await fetch(`${run.url}/events`, {
+          method: "POST",
+          headers: { "content-type": "application/x-ndjson" },
+          body: lines.join("\n") + "\n",
+        });
+        await res.body?.cancel();
+        if (!res.ok) throw new Error(`POST /events answered ${res.status}`);
+      }
+    }
+    const { rate, errors } = await wrk(run.url, types);
+    if (errors > 0) throw new Error(`wrk saw ${errors} errors`);
+    return rate;
+  } finally {
+    await stop(run);
+  }
+}
+
+function fmt(n: number): string {
+  return Math.round(n).toLocaleString("en-US");
+}
+
+async function main() {
+  const commit = new TextDecoder().decode(
+    (await new Deno.Command("git", { args: ["-C", ROOT, "rev-parse", "--short", "HEAD"] })
+      .output()).stdout,
+  ).trim();
+  console.log(
+    `bench/scale.ts at ${commit}: ${ROUNDS} rounds x ${SECONDS} s, wrk -t2 -c16, ${SUBSCRIBERS} subscribers, ${TYPES} types`,
+  );
+  const streams: StreamSample[] = [];
+  const oneType: number[] = [];
+  const manyTypes: number[] = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    streams.push(await streamRound(0));
+    streams.push(await streamRound(SUBSCRIBERS));
+    oneType.push(await typesRound(0));
+    manyTypes.push(await typesRound(TYPES));
+  }
+  const bodies = await bodiesInProcess();
+
+  const none = median(streams.filter((s) => s.subscribers === 0).map((s) => s.rate));
+  const many = median(streams.filter((s) => s.subscribers > 0).map((s) => s.rate));
+  const noneUs = median(streams.filter((s) => s.subscribers === 0).map((s) => s.serverUs));
+  const manyUs = median(streams.filter((s) => s.subscribers > 0).map((s) => s.serverUs));
+  const noneUser = median(streams.filter((s) => s.subscribers === 0).map((s) => s.serverUserUs));
+  const manyUser = median(streams.filter((s) => s.subscribers > 0).map((s) => s.serverUserUs));
+  const one = median(oneType);
+  const all = median(manyTypes);
+  console.log();
+  console.log("| measurement | value | ratio | target | check |");
+  console.log("| --- | ---: | ---: | --- | --- |");
+  console.log(`| POST /event, 0 subscribers (events/s) | ${fmt(none)} | 1.00 | | |`);
+  console.log(
+    `| POST /event, ${SUBSCRIBERS} subscribers (events/s) | ${fmt(many)} | ${
+      (many / none).toFixed(2)
+    } | >= 0.50 | ${streams.filter((s) => s.subscribers > 0).map((s) => s.verified).join("; ")} |`,
+  );
+  console.log(
+    `| server CPU per event, 0 subscribers (µs) | ${noneUs.toFixed(1)} | 1.00 | | |`,
+  );
+  console.log(
+    `| server CPU per event, ${SUBSCRIBERS} subscribers (µs) | ${manyUs.toFixed(1)} | ${
+      (manyUs / noneUs).toFixed(2)
+    } | <= 2.00 | |`,
+  );
+  console.log(
+    `| server user-space CPU per event, 0 / ${SUBSCRIBERS} subscribers (µs) | ${
+      noneUser.toFixed(1)
+    } / ${manyUser.toFixed(1)} | ${(manyUser / noneUser).toFixed(2)} | | |`,
+  );
+  console.log(`| POST /event, 1 type (events/s) | ${fmt(one)} | 1.00 | | |`);
+  console.log(
+    `| POST /event, cycling ${fmt(TYPES)} types (events/s) | ${fmt(all)} | ${
+      (one / all).toFixed(2)
+    } slower | <= 1.10 | |`,
+  );
+  console.log(
+    `| GET /current, ${fmt(TYPES)} types (event-loop ms) | ${
+      bodies.current.toFixed(2)
+    } | | < 2 | body ${bodies.bytes.split(" / ")[0]} |`,
+  );
+  console.log(
+    `| GET /metrics, ${fmt(TYPES)} types (event-loop ms) | ${
+      bodies.metrics.toFixed(2)
+    } | | < 2 | body ${bodies.bytes.split(" / ")[1]} |`,
+  );
+  console.log();
+  console.log(
+    "Rounds: " + streams.map((s) => `${s.subscribers} subs ${fmt(s.rate)}`).join(", ") +
+      `; 1 type ${oneType.map(fmt).join(", ")}; ${TYPES} types ${manyTypes.map(fmt).join(", ")}`,
+  );
+}
+
+if (import.meta.main) await main();
