@@ -31,7 +31,7 @@ import { join, resolve } from "node:path";
 import { SERVICE_V8_FLAGS } from "../_spawn.ts";
 
 const { values: flags } = parseArgs({
-  args: Deno.args.filter((a) => a !== "--"), // `deno task bench -- --seconds 2` passes the "--"
+  args: Deno.args.filter((a) => a !== "--"), // `deno task bench:ingest -- --seconds 2` passes the "--"
   options: {
     seconds: { type: "string", default: "5" },
     rounds: { type: "string", default: "3" },
