@@ -167,9 +167,13 @@ function contentLength(req: Request): number | undefined {
     : undefined;
 }
 
-async function readBody(req: Request, maxBody: number): Promise<Uint8Array> {
+async function readBody(
+  req: Request,
+  maxBody: number,
+  declared = contentLength(req),
+): Promise<Uint8Array> {
   try {
-    return await readBodyBytes(req, maxBody);
+    return await readBodyBytes(req, maxBody, declared);
   } catch (err) {
     // A body that ends before its Content-Length, or a chunked body cut mid-chunk, is the
     // client's fault: Deno reports it as BadResource, which must not become a 500.
@@ -183,8 +187,11 @@ async function readBody(req: Request, maxBody: number): Promise<Uint8Array> {
   }
 }
 
-async function readBodyBytes(req: Request, maxBody: number): Promise<Uint8Array> {
-  const declared = contentLength(req);
+async function readBodyBytes(
+  req: Request,
+  maxBody: number,
+  declared: number | undefined,
+): Promise<Uint8Array> {
   if (declared !== undefined && declared > maxBody) {
     await req.body?.cancel();
     throw tooLarge(maxBody);
@@ -259,7 +266,7 @@ export async function readJsonBody(req: Request, maxBody: number, allowNdjson = 
       }.`,
     );
   }
-  const bytes = await readBody(req, maxBody);
+  const bytes = await readBody(req, maxBody, declared);
   if (bytes.length === 0) return { value: undefined, ndjson: undefined };
   const text = decodeText(bytes);
   if (isNdjson) return { value: undefined, ndjson: text };

@@ -29,7 +29,7 @@ import {
 import { type EventCommand, parseEvents, parseRunStart, type RunStartCommand } from "./_request.ts";
 import { checkTimeZone } from "./_day_key.ts";
 import type { FsyncMode, NdjsonWriter } from "./_ndjson_writer.ts";
-import { buildLine, buildTail, readSeqAndType, withRunId } from "./_ndjson.ts";
+import { buildLine, buildTail, withRunId } from "./_ndjson.ts";
 import { type ActiveRun, type RunResume, Runs, type RunStart, toWriteError } from "./_runs.ts";
 import {
   type Checkpoint,
@@ -117,6 +117,8 @@ interface Assigned {
   pending: Map<NdjsonWriter | string, string[]>;
   site: Counter;
   run: Counter | undefined;
+  /** The night whose site file got the group's last stored site line. */
+  siteNight?: string;
 }
 
 /**
@@ -601,10 +603,7 @@ export class TelemetryService implements AsyncDisposable {
 
   /** After a commit: notes where the site stream ends and schedules a checkpoint. */
   #committed(group: Assigned, bytes: number): void {
-    for (const [target, lines] of group.pending) {
-      if (typeof target !== "string") continue;
-      if (readSeqAndType(lines.at(-1)!)?.seq === group.site.written) this.#siteNight = target;
-    }
+    if (group.siteNight !== undefined) this.#siteNight = group.siteNight;
     this.#dirty = true;
     this.#bytesSinceCheckpoint += bytes;
     if (
@@ -768,7 +767,9 @@ export class TelemetryService implements AsyncDisposable {
     ) => {
       const line = buildLine(++counter.seq, tail);
       if (stored) {
-        push(target(), line);
+        const to = target();
+        push(to, line);
+        if (typeof to === "string") group.siteNight = to;
         counter.written = counter.seq;
       } else counter.unwritten = counter.seq;
       return line;
