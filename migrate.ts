@@ -549,7 +549,7 @@ function fileState(input: InputFile, rejects: Sink): FileState {
 
 /**
  * Converts lines one at a time and counts everything. {@linkcode Converter.line} returns whether
- * the line was a record; if so `day`, `ts` and `tail` describe it until the next call. Rejects go
+ * the line was a record; if so `day` and `tail` describe it until the next call. Rejects go
  * to the selected file's sink (or are only counted, when tails are not built: a dry run).
  */
 class Converter {
@@ -562,8 +562,6 @@ class Converter {
   pending = 0;
   /** The last record's written date, `YYYY-MM-DD`. */
   day = "";
-  /** The last record's envelope `ts`. */
-  ts = "";
   /** The last record's line without its `{"seq":N` head, newline included; "" if not built. */
   tail = "";
   readonly build: boolean;
@@ -626,7 +624,6 @@ class Converter {
     this.records++;
     counts.records++;
     this.day = date.slice(0, 10);
-    this.ts = ts;
     this.tail = this.build ? `${migratedTail(record, ts, typeJson)}\n` : "";
     return true;
   }
@@ -872,14 +869,26 @@ async function readInto(path: string, buffers: DayBuffers): Promise<Uint8Array> 
   }
 }
 
-/**
- * Sorts one day's spilled lines by `ts` (stable) and writes them with `seq` 1..n to
- * `<tmp>/site_YYYYMMDD.ndjson`, working on bytes only. Returns the open file, written but not yet
- * synced, so the caller can overlap the fdatasync with the next day's work.
- */
+/** Sorts and writes one day from its spill file (see {@linkcode writeSorted}), then removes it. */
 async function writeDay(tmp: string, date: string, buffers: DayBuffers): Promise<Deno.FsFile> {
   const spill = spillPath(tmp, date);
-  const bytes = await readInto(spill, buffers);
+  const file = await writeSorted(tmp, date, await readInto(spill, buffers), buffers);
+  await Deno.remove(spill);
+  return file;
+}
+
+/**
+ * Sorts one day's converted lines (tails ending in "\n", in input order) by `ts` (stable) and
+ * writes them with `seq` 1..n to `<tmp>/site_YYYYMMDD.ndjson`, working on bytes only. Returns the
+ * open file, written but not yet synced, so the caller can overlap the fdatasync with the next
+ * day's work.
+ */
+async function writeSorted(
+  tmp: string,
+  date: string,
+  bytes: Uint8Array,
+  buffers: DayBuffers,
+): Promise<Deno.FsFile> {
   const starts: number[] = [];
   for (let p = 0; p < bytes.length;) {
     starts.push(p);
@@ -927,7 +936,6 @@ async function writeDay(tmp: string, date: string, buffers: DayBuffers): Promise
     file.close();
     throw err;
   }
-  await Deno.remove(spill);
   return file;
 }
 
@@ -989,18 +997,35 @@ const MERGE_MAX_INPUTS = 64;
 /** Bytes read at a time from all merged inputs together, at most. */
 const MERGE_READ_BUDGET = 16 << 20;
 
-/** One day's records in input order (sorted file path, then line number). */
-interface DayRecords {
-  keys: number[];
-  tails: string[];
+/**
+ * One day's converted lines in input order (sorted file path, then line number), encoded as they
+ * come: a rope of tails is encoded every {@linkcode ENCODE_CHARS} code units into a buffer reused
+ * from day to day, so the tails die young instead of piling up in V8's old generation.
+ */
+interface DayText {
+  text: string;
+  bytes: Uint8Array;
+  length: number;
+  lines: number;
 }
 
-/** Epoch milliseconds of a `YYYY-MM-DDTHH:MM:SS.mmmZ` timestamp, as the spill path computes them. */
-function tsKey(ts: string): number {
-  const year = digits2(ts, 0) * 100 + digits2(ts, 2);
-  return daysFromCivil(year, digits2(ts, 5), digits2(ts, 8)) * 86_400_000 +
-    digits2(ts, 11) * 3_600_000 + digits2(ts, 14) * 60_000 + digits2(ts, 17) * 1000 +
-    (ts.charCodeAt(20) - 48) * 100 + (ts.charCodeAt(21) - 48) * 10 + ts.charCodeAt(22) - 48;
+function appendToDay(day: DayText, tail: string): void {
+  day.text += tail;
+  day.lines++;
+  if (day.text.length >= ENCODE_CHARS) encodeDay(day);
+}
+
+function encodeDay(day: DayText): Uint8Array {
+  // encodeInto writes at most 3 bytes per UTF-16 code unit.
+  const need = day.length + day.text.length * 3;
+  if (day.bytes.length < need) {
+    const grown = new Uint8Array(Math.ceil(need * 1.25));
+    grown.set(day.bytes.subarray(0, day.length));
+    day.bytes = grown;
+  }
+  day.length += encoder.encodeInto(day.text, day.bytes.subarray(day.length)).written;
+  day.text = "";
+  return day.bytes.subarray(0, day.length);
 }
 
 interface MergeContext {
@@ -1022,7 +1047,6 @@ class InputReader {
   rejectsSpilled = false;
   hasHead = false;
   day = "";
-  #key = 0;
   #tail = "";
   #file: Deno.FsFile | undefined;
   #splitter = new LineSplitter();
@@ -1061,12 +1085,11 @@ class InputReader {
   }
 
   /** Moves every record of `day` from here on into `out`, up to the first of another day. */
-  async take(day: string, out: DayRecords, ctx: MergeContext): Promise<void> {
+  async take(day: string, out: DayText, ctx: MergeContext): Promise<void> {
     const conv = ctx.conv;
     conv.select(this.state);
     while (this.hasHead && this.day === day) {
-      out.keys.push(this.#key);
-      out.tails.push(this.#tail);
+      appendToDay(out, this.#tail);
       if (!this.#advance(conv)) await this.next(ctx);
     }
   }
@@ -1079,7 +1102,6 @@ class InputReader {
       if (conv.line(lines[i] as string, this.#firstLineNo + i)) {
         this.hasHead = true;
         this.day = conv.day;
-        this.#key = tsKey(conv.ts);
         this.#tail = conv.tail;
         return true;
       }
@@ -1109,53 +1131,6 @@ function smallestDay(readers: readonly InputReader[]): string | undefined {
   let day: string | undefined;
   for (const r of readers) if (r.hasHead && (day === undefined || r.day < day)) day = r.day;
   return day;
-}
-
-/**
- * Sorts one day's records by `ts` (stable: ties keep input order) and writes them with `seq`
- * 1..n to `<tmp>/site_YYYYMMDD.ndjson`. Returns the open file, written but not yet synced.
- */
-async function writeMergedDay(
-  tmp: string,
-  date: string,
-  day: DayRecords,
-  buffers: DayBuffers,
-): Promise<Deno.FsFile> {
-  const { keys, tails } = day;
-  const n = keys.length;
-  const order: number[] = new Array(n);
-  let sorted = true;
-  for (let i = 0; i < n; i++) {
-    order[i] = i;
-    if (sorted && i > 0 && (keys[i] as number) < (keys[i - 1] as number)) sorted = false;
-  }
-  if (!sorted) order.sort((a, b) => (keys[a] as number) - (keys[b] as number) || a - b);
-  let pos = 0;
-  let text = "";
-  const flush = () => {
-    // encodeInto writes at most 3 bytes per UTF-16 code unit.
-    const need = pos + text.length * 3;
-    if (buffers.output.length < need) {
-      const grown = new Uint8Array(Math.ceil(need * 1.25));
-      grown.set(buffers.output.subarray(0, pos));
-      buffers.output = grown;
-    }
-    pos += encoder.encodeInto(text, buffers.output.subarray(pos)).written;
-    text = "";
-  };
-  for (let i = 0; i < n; i++) {
-    text += `${LINE_HEAD}${i + 1}${tails[order[i] as number]}`;
-    if (text.length >= ENCODE_CHARS) flush();
-  }
-  flush();
-  const file = await Deno.open(join(tmp, siteName(date)), { write: true, createNew: true });
-  try {
-    await writeFull(file, buffers.output.subarray(0, pos));
-  } catch (err) {
-    file.close();
-    throw err;
-  }
-  return file;
 }
 
 /** Appends each reader's buffered rejects to its part file. */
@@ -1217,7 +1192,7 @@ async function mergeAll(
 ): Promise<MergeResult | undefined> {
   const readers = inputs.map((input, index) => new InputReader(input, index, tmp));
   const days = new Map<string, number>();
-  const day: DayRecords = { keys: [], tails: [] };
+  const day: DayText = { text: "", bytes: new Uint8Array(0), length: 0, lines: 0 };
   const buffers: DayBuffers = { input: new Uint8Array(0), output: new Uint8Array(0) };
   try {
     for (const r of readers) {
@@ -1228,10 +1203,9 @@ async function mergeAll(
       if (days.has(date)) return undefined;
       for (const r of readers) await r.take(date, day, ctx);
       ctx.signal?.throwIfAborted();
-      await syncer.add(await writeMergedDay(tmp, date, day, buffers));
-      days.set(date, day.keys.length);
-      day.keys.length = 0;
-      day.tails.length = 0;
+      await syncer.add(await writeSorted(tmp, date, encodeDay(day), buffers));
+      days.set(date, day.lines);
+      day.length = day.lines = 0;
       if (ctx.conv.pending >= bufferBytes) {
         await spillRejects(readers);
         ctx.conv.pending = 0;
