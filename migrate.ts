@@ -8,6 +8,11 @@
  * - Every `<collection>.json` under the source, recursively, in sorted path order;
  *   `current_*.json` snapshot files are skipped and listed in the summary.
  * - Input is streamed line by line; memory is bounded by one output day, never by the input.
+ *   Legacy collections are appended in time order, so the collections are read together, merged
+ *   by written date, and each day is sorted and written as soon as every collection has moved
+ *   past it. Collections whose dates go back to a day already written, and stores of more than
+ *   64 collections, are read one after the other instead, every record spilled to a per-day
+ *   file in the temporary directory and sorted from there: slower, same output.
  * - Legacy dates `YYYY-MM-DDTHH:MM:SS[.f{1,9}]`, `T` or a space, optionally ending in `Z` or
  *   `±HH:MM`; a date without a zone is UTC. The envelope's `ts` is UTC, milliseconds, `Z`
  *   (extra fraction digits are truncated).
@@ -72,6 +77,11 @@ export type MigratePhase = "read" | "write" | "commit";
  * Progress of a running migration. `read` reports input bytes and records; `write` reports site
  * files built in the temporary directory; `commit` reports output files renamed into place
  * (site files, then the rejects file).
+ *
+ * When the collections are merged by date (see the module documentation), site files are
+ * sorted and written during `read`, and `write` counts them once the last one is on disk. When a
+ * date goes back to a day already written, the migration starts over on the spill path: `read`
+ * then begins again at 0 bytes.
  */
 export interface MigrateProgress {
   /** The stage the migration is in. */
@@ -109,19 +119,23 @@ export interface MigrateOptions {
   dryRun?: boolean | undefined;
   /**
    * Called synchronously after every input chunk, every site file built and every file
-   * committed, for example to draw a progress line. An exception it throws aborts the run.
+   * committed, for example to draw a progress line (see {@linkcode MigrateProgress} for the
+   * phases). An exception it throws aborts the run.
    */
   onProgress?: ((progress: MigrateProgress) => void) | undefined;
   /** Aborts the migration; the temporary directory is removed and `signal.reason` is thrown. */
   signal?: AbortSignal | undefined;
   /**
-   * Bytes read from an input file at a time.
+   * Bytes read from an input file at a time. While the collections are merged, all reads in
+   * flight together stay under 16 MiB, so with many collections each read is smaller.
    * @default {1048576}
    */
   chunkBytes?: number | undefined;
   /**
    * Converted text (in UTF-16 code units, about bytes for ASCII) held in memory before it is
-   * appended to the per-day spill files. Memory grows with it, and with the largest output day.
+   * appended to the per-day spill files, or, while merging, rejected lines held before they are
+   * appended to per-collection spill files. Memory grows with it, and with the largest output
+   * day.
    * @default {4194304}
    */
   bufferBytes?: number | undefined;
