@@ -1047,14 +1047,16 @@ function encodeDay(day: DayText): Uint8Array {
 
 interface MergeContext {
   readonly conv: Converter;
-  readonly buffer: Uint8Array;
+  /** Bytes each input reads at a time. */
+  readonly readBytes: number;
   readonly progress: () => void;
   readonly signal: AbortSignal | undefined;
 }
 
 /**
  * One input of the merge: its lines of the last read, converted on demand, and its next record
- * (the head). The file is closed as soon as it is read to the end.
+ * (the head). The next read is always under way while the last one is converted, so the merge
+ * rarely waits for the disk. The file is closed as soon as it is read to the end.
  */
 class InputReader {
   readonly input: InputFile;
@@ -1066,6 +1068,8 @@ class InputReader {
   day = "";
   #tail = "";
   #file: Deno.FsFile | undefined;
+  #buffer = new Uint8Array(0);
+  #reading: Promise<number | null> | undefined;
   #splitter = new LineSplitter();
   #lines: string[] = [];
   #pos = 0;
@@ -1080,13 +1084,26 @@ class InputReader {
     this.rejectsPart = join(tmp, `rejects-${index}.part`);
   }
 
-  async open(): Promise<void> {
+  async open(ctx: MergeContext): Promise<void> {
     this.#file = await openInput(this.input);
+    this.#buffer = new Uint8Array(ctx.readBytes);
+    this.#read();
   }
 
-  close(): void {
+  /** Closes the file once its read under way, if any, has ended. */
+  async close(): Promise<void> {
+    const reading = this.#reading;
+    this.#reading = undefined;
+    await reading?.catch(() => {});
     this.#file?.close();
     this.#file = undefined;
+  }
+
+  #read(): void {
+    const reading = (this.#file as Deno.FsFile).read(this.#buffer);
+    // Awaited by #fill or close; until then a failure must not count as unhandled.
+    reading.catch(() => {});
+    this.#reading = reading;
   }
 
   /** Moves to the next record, reading as needed; `hasHead` is false at the end. */
@@ -1128,18 +1145,20 @@ class InputReader {
 
   async #fill(ctx: MergeContext): Promise<void> {
     ctx.signal?.throwIfAborted();
-    const file = this.#file as Deno.FsFile;
     this.#lines.length = 0;
     this.#pos = 0;
     this.#firstLineNo = this.#splitter.lines + 1;
-    const n = await file.read(ctx.buffer);
-    if (n === null) {
-      this.close();
+    const n = await this.#reading;
+    this.#reading = undefined;
+    if (n === null || n === undefined) {
+      await this.close();
       this.#splitter.end(this.#onLine);
       return;
     }
     ctx.conv.bytesRead += n;
-    this.#splitter.push(ctx.buffer.subarray(0, n), this.#onLine);
+    // The splitter decodes (copies) the bytes, so the buffer is free for the next read.
+    this.#splitter.push(this.#buffer.subarray(0, n), this.#onLine);
+    this.#read();
     ctx.progress();
   }
 }
@@ -1212,10 +1231,8 @@ async function mergeAll(
   const day: DayText = { text: "", bytes: new Uint8Array(0), length: 0, lines: 0 };
   const buffers: DayBuffers = { input: new Uint8Array(0), output: new Uint8Array(0) };
   try {
-    for (const r of readers) {
-      await r.open();
-      await r.next(ctx);
-    }
+    for (const r of readers) await r.open(ctx);
+    for (const r of readers) await r.next(ctx);
     for (let date = smallestDay(readers); date !== undefined; date = smallestDay(readers)) {
       if (days.has(date)) return undefined;
       for (const r of readers) await r.take(date, day, ctx);
@@ -1229,7 +1246,7 @@ async function mergeAll(
       }
     }
   } finally {
-    for (const r of readers) r.close();
+    for (const r of readers) await r.close();
   }
   await writeRejects(tmp, readers);
   const collections = new Map<string, number>();
@@ -1500,7 +1517,7 @@ async function migrateMerged(run: Run, tmp: string): Promise<RunResult | undefin
   const syncer = new Syncer(4);
   const ctx: MergeContext = {
     conv,
-    buffer: new Uint8Array(Math.min(settings.chunkBytes, MERGE_READ_BYTES)),
+    readBytes: Math.min(settings.chunkBytes, MERGE_READ_BYTES),
     progress: () => report("read", 0, 0),
     signal: settings.signal,
   };
