@@ -8,6 +8,11 @@
  * - Every `<collection>.json` under the source, recursively, in sorted path order;
  *   `current_*.json` snapshot files are skipped and listed in the summary.
  * - Input is streamed line by line; memory is bounded by one output day, never by the input.
+ *   Legacy collections are appended in time order, so the collections are read together, merged
+ *   by written date, and each day is sorted and written as soon as every collection has moved
+ *   past it. Collections whose dates go back to a day already written, and stores of more than
+ *   64 collections, are read one after the other instead, every record spilled to a per-day
+ *   file in the temporary directory and sorted from there: slower, same output.
  * - Legacy dates `YYYY-MM-DDTHH:MM:SS[.f{1,9}]`, `T` or a space, optionally ending in `Z` or
  *   `±HH:MM`; a date without a zone is UTC. The envelope's `ts` is UTC, milliseconds, `Z`
  *   (extra fraction digits are truncated).
@@ -72,6 +77,11 @@ export type MigratePhase = "read" | "write" | "commit";
  * Progress of a running migration. `read` reports input bytes and records; `write` reports site
  * files built in the temporary directory; `commit` reports output files renamed into place
  * (site files, then the rejects file).
+ *
+ * When the collections are merged by date (see the module documentation), site files are
+ * sorted and written during `read`, and `write` counts them once the last one is on disk. When a
+ * date goes back to a day already written, the migration starts over on the spill path: `read`
+ * then begins again at 0 bytes.
  */
 export interface MigrateProgress {
   /** The stage the migration is in. */
@@ -109,19 +119,22 @@ export interface MigrateOptions {
   dryRun?: boolean | undefined;
   /**
    * Called synchronously after every input chunk, every site file built and every file
-   * committed, for example to draw a progress line. An exception it throws aborts the run.
+   * committed, for example to draw a progress line (see {@linkcode MigrateProgress} for the
+   * phases). An exception it throws aborts the run.
    */
   onProgress?: ((progress: MigrateProgress) => void) | undefined;
   /** Aborts the migration; the temporary directory is removed and `signal.reason` is thrown. */
   signal?: AbortSignal | undefined;
   /**
-   * Bytes read from an input file at a time.
+   * Bytes read from an input file at a time (at most 64 KiB while the collections are merged).
    * @default {1048576}
    */
   chunkBytes?: number | undefined;
   /**
    * Converted text (in UTF-16 code units, about bytes for ASCII) held in memory before it is
-   * appended to the per-day spill files. Memory grows with it, and with the largest output day.
+   * appended to the per-day spill files, or, while merging, rejected lines held before they are
+   * appended to per-collection spill files. Memory grows with it, and with the largest output
+   * day.
    * @default {4194304}
    */
   bufferBytes?: number | undefined;
@@ -493,7 +506,7 @@ async function discover(
   return { inputs, skipped };
 }
 
-// --- pass 1: read, convert, spill per day --------------------------------------------------------
+// --- converting lines ----------------------------------------------------------------------------
 
 async function appendBytes(path: string, chunks: readonly Uint8Array[]): Promise<void> {
   const file = await Deno.open(path, { append: true, create: true });
@@ -505,7 +518,7 @@ async function appendBytes(path: string, chunks: readonly Uint8Array[]): Promise
 }
 
 /**
- * Converted lines on their way to one spill file. Lines are joined into a short rope and encoded
+ * Converted lines on their way to one file. Lines are joined into a short rope and encoded
  * every {@linkcode ENCODE_CHARS} code units: encoding a long rope once is several times cheaper
  * than encoding each line, and short-lived ropes die young instead of growing V8's old
  * generation (which would show as resident memory).
@@ -517,12 +530,6 @@ interface Sink {
 
 const ENCODE_CHARS = 1 << 16;
 
-interface Bucket extends Sink {
-  /** `YYYY-MM-DD` as written in the records' `date`. */
-  readonly date: string;
-  lines: number;
-}
-
 interface FileCounts {
   lines: number;
   records: number;
@@ -533,130 +540,112 @@ interface FileCounts {
 /** A type's JSON text when the service accepts it, else why not. */
 type TypeVerdict = string | { readonly reason: string };
 
+/** What the lines of one input file are converted with, and where its counts and rejects go. */
+interface FileState {
+  readonly rel: string;
+  readonly collectionType: TypeVerdict;
+  readonly counts: FileCounts;
+  readonly rejects: Sink;
+}
+
+function fileState(input: InputFile, rejects: Sink): FileState {
+  const problem = checkEventType(input.collection);
+  return {
+    rel: input.rel,
+    collectionType: problem === undefined
+      ? JSON.stringify(input.collection)
+      : { reason: `record has no "type" and the collection name is not a usable type: ${problem}` },
+    counts: { lines: 0, records: 0, rejects: 0, blankLines: 0 },
+    rejects,
+  };
+}
+
 /**
- * Pass 1: converts lines into envelope tails grouped by written date, counting everything, and
- * spills them to `spill-YYYY-MM-DD.ndjson` files (or only counts, in a dry run).
+ * Converts lines one at a time and counts everything. {@linkcode Converter.line} returns whether
+ * the line was a record; if so `day` and `tail` describe it until the next call. Rejects go
+ * to the selected file's sink (or are only counted, when tails are not built: a dry run).
  */
-class Collector {
-  readonly buckets: Map<string, Bucket> = new Map();
+class Converter {
   records = 0;
   rejects = 0;
   blankLines = 0;
   lines = 0;
   bytesRead = 0;
-  #spillDir: string | undefined;
-  #budget: number;
-  #pending = 0;
-  #rejects: Sink = { text: "", chunks: [] };
+  /** UTF-16 code units appended to sinks since the owner last reset it after a flush. */
+  pending = 0;
+  /** The last record's written date, `YYYY-MM-DD`. */
+  day = "";
+  /** The last record's line without its `{"seq":N` head, newline included; "" if not built. */
+  tail = "";
+  readonly build: boolean;
   #types: Map<string, TypeVerdict> = new Map();
-  #lastDate = "";
-  #lastBucket: Bucket | undefined;
-  // Per input file:
-  #rel = "";
-  #collectionType: TypeVerdict = "";
-  #counts: FileCounts = { lines: 0, records: 0, rejects: 0, blankLines: 0 };
+  #file: FileState | undefined;
 
-  /**
-   * @param spillDir Where to spill converted lines; `undefined` to count only (dry run).
-   * @param budget UTF-16 code units of converted text held before a flush is due.
-   */
-  constructor(spillDir: string | undefined, budget: number) {
-    this.#spillDir = spillDir;
-    this.#budget = budget;
+  /** @param build Whether to build tails and reject lines, or only count (dry run). */
+  constructor(build: boolean) {
+    this.build = build;
   }
 
-  get flushDue(): boolean {
-    return this.#pending >= this.#budget;
+  /** Zeroes every count, for a run that starts over. */
+  reset(): void {
+    this.records =
+      this.rejects =
+      this.blankLines =
+      this.lines =
+      this.bytesRead =
+      this.pending =
+        0;
   }
 
-  /** Appends every day's pending text to its spill file, and the rejects to theirs. */
-  async flush(): Promise<void> {
-    const dir = this.#spillDir;
-    if (dir === undefined) return;
-    for (const bucket of this.buckets.values()) await drain(bucket, spillPath(dir, bucket.date));
-    await drain(this.#rejects, join(dir, REJECTS_FILE));
-    this.#pending = 0;
+  /** Sets the file whose lines come next. */
+  select(file: FileState): void {
+    this.#file = file;
   }
 
-  #append(sink: Sink, line: string): void {
+  append(sink: Sink, line: string): void {
     sink.text += line;
-    this.#pending += line.length;
+    this.pending += line.length;
     if (sink.text.length >= ENCODE_CHARS) {
       sink.chunks.push(encoder.encode(sink.text));
       sink.text = "";
     }
   }
 
-  startFile(input: InputFile, counts: FileCounts): void {
-    this.#rel = input.rel;
-    this.#counts = counts;
-    const problem = checkEventType(input.collection);
-    this.#collectionType = problem === undefined
-      ? JSON.stringify(input.collection)
-      : { reason: `record has no "type" and the collection name is not a usable type: ${problem}` };
-  }
-
-  line(text: string, lineNo: number): void {
+  line(text: string, lineNo: number): boolean {
+    const counts = (this.#file as FileState).counts;
     this.lines++;
-    this.#counts.lines++;
+    counts.lines++;
     if (isBlank(text)) {
       this.blankLines++;
-      this.#counts.blankLines++;
-      return;
+      counts.blankLines++;
+      return false;
     }
     const record = parseRecord(text);
-    if (typeof record === "string") {
-      this.#reject(text, lineNo, record);
-      return;
-    }
+    if (typeof record === "string") return this.#reject(text, lineNo, record);
     const date = record.date;
     if (typeof date !== "string") {
-      this.#reject(
+      return this.#reject(
         text,
         lineNo,
         date === undefined ? `record has no "date"` : `"date" is ${describe(date)}, not a string`,
       );
-      return;
     }
     const ts = convertDate(date);
-    if (typeof ts !== "string") {
-      this.#reject(text, lineNo, ts.reason);
-      return;
-    }
+    if (typeof ts !== "string") return this.#reject(text, lineNo, ts.reason);
     const typeJson = this.#typeJson(record.type);
-    if (typeof typeJson !== "string") {
-      this.#reject(text, lineNo, typeJson.reason);
-      return;
-    }
-    const bucket = this.#bucket(date.slice(0, 10));
-    bucket.lines++;
+    if (typeof typeJson !== "string") return this.#reject(text, lineNo, typeJson.reason);
     this.records++;
-    this.#counts.records++;
-    if (this.#spillDir === undefined) return;
-    // The line without its `{"seq":N` head, which pass 2 adds after sorting.
-    this.#append(bucket, `${migratedTail(record, ts, typeJson)}\n`);
+    counts.records++;
+    this.day = date.slice(0, 10);
+    this.tail = this.build ? `${migratedTail(record, ts, typeJson)}\n` : "";
+    return true;
   }
 
   /** The record's `type` as JSON, the collection's when it has none; or why it is refused. */
   #typeJson(type: unknown): TypeVerdict {
-    if (type === undefined || type === null) return this.#collectionType;
+    if (type === undefined || type === null) return (this.#file as FileState).collectionType;
     if (typeof type === "string") return this.#types.get(type) ?? this.#checkType(type);
     return { reason: `"type" is ${describe(type)}, not a string` };
-  }
-
-  /** The bucket of a written date, `YYYY-MM-DD`; consecutive records mostly share one. */
-  #bucket(key: string): Bucket {
-    let bucket = this.#lastBucket;
-    if (key !== this.#lastDate || bucket === undefined) {
-      bucket = this.buckets.get(key);
-      if (bucket === undefined) {
-        bucket = { date: key, lines: 0, text: "", chunks: [] };
-        this.buckets.set(key, bucket);
-      }
-      this.#lastDate = key;
-      this.#lastBucket = bucket;
-    }
-    return bucket;
   }
 
   #checkType(type: string): TypeVerdict {
@@ -668,16 +657,18 @@ class Collector {
     return verdict;
   }
 
-  #reject(text: string, lineNo: number, reason: string): void {
+  #reject(text: string, lineNo: number, reason: string): false {
+    const file = this.#file as FileState;
     this.rejects++;
-    this.#counts.rejects++;
-    if (this.#spillDir === undefined) return;
-    this.#append(
-      this.#rejects,
-      `{"file":${JSON.stringify(this.#rel)},"line":${lineNo},"reason":${
+    file.counts.rejects++;
+    if (!this.build) return false;
+    this.append(
+      file.rejects,
+      `{"file":${JSON.stringify(file.rel)},"line":${lineNo},"reason":${
         JSON.stringify(reason)
       },"text":${JSON.stringify(text)}}\n`,
     );
+    return false;
   }
 }
 
@@ -726,12 +717,96 @@ async function drain(sink: Sink, path: string): Promise<void> {
   await appendBytes(path, chunks);
 }
 
-function spillPath(dir: string, date: string): string {
-  return join(dir, `spill-${date}.ndjson`);
-}
-
 function siteName(date: string): string {
   return siteFileName(date.replaceAll("-", ""));
+}
+
+function openInput(input: InputFile): Promise<Deno.FsFile> {
+  return withPermissionHint(
+    () => Deno.open(input.abs, { read: true }),
+    `read "${input.abs}"`,
+    `--allow-read=${input.abs}`,
+  );
+}
+
+// --- the spill path: read every input in turn, spill per day, then sort each day ----------------
+
+interface Bucket extends Sink {
+  /** `YYYY-MM-DD` as written in the records' `date`. */
+  readonly date: string;
+  lines: number;
+}
+
+/**
+ * Groups converted lines by written date and spills them to `spill-YYYY-MM-DD.ndjson` files (or
+ * only counts, in a dry run). Used when the inputs cannot be merged by date: a dry run, too many
+ * inputs to keep open together, or dates that go back to a day already written.
+ */
+class Collector {
+  readonly buckets: Map<string, Bucket> = new Map();
+  readonly conv: Converter;
+  #spillDir: string | undefined;
+  #budget: number;
+  #rejects: Sink = { text: "", chunks: [] };
+  #lastDate = "";
+  #lastBucket: Bucket | undefined;
+
+  /**
+   * @param conv Converts the lines; builds tails only when `spillDir` is set.
+   * @param spillDir Where to spill converted lines; `undefined` to count only (dry run).
+   * @param budget UTF-16 code units of converted text held before a flush is due.
+   */
+  constructor(conv: Converter, spillDir: string | undefined, budget: number) {
+    this.conv = conv;
+    this.#spillDir = spillDir;
+    this.#budget = budget;
+  }
+
+  get flushDue(): boolean {
+    return this.conv.pending >= this.#budget;
+  }
+
+  /** Appends every day's pending text to its spill file, and the rejects to theirs. */
+  async flush(): Promise<void> {
+    const dir = this.#spillDir;
+    if (dir === undefined) return;
+    for (const bucket of this.buckets.values()) await drain(bucket, spillPath(dir, bucket.date));
+    await drain(this.#rejects, join(dir, REJECTS_FILE));
+    this.conv.pending = 0;
+  }
+
+  startFile(input: InputFile): FileCounts {
+    const file = fileState(input, this.#rejects);
+    this.conv.select(file);
+    return file.counts;
+  }
+
+  line(text: string, lineNo: number): void {
+    const conv = this.conv;
+    if (!conv.line(text, lineNo)) return;
+    const bucket = this.#bucket(conv.day);
+    bucket.lines++;
+    if (conv.build) conv.append(bucket, conv.tail);
+  }
+
+  /** The bucket of a written date, `YYYY-MM-DD`; consecutive records mostly share one. */
+  #bucket(key: string): Bucket {
+    let bucket = this.#lastBucket;
+    if (key !== this.#lastDate || bucket === undefined) {
+      bucket = this.buckets.get(key);
+      if (bucket === undefined) {
+        bucket = { date: key, lines: 0, text: "", chunks: [] };
+        this.buckets.set(key, bucket);
+      }
+      this.#lastDate = key;
+      this.#lastBucket = bucket;
+    }
+    return bucket;
+  }
+}
+
+function spillPath(dir: string, date: string): string {
+  return join(dir, `spill-${date}.ndjson`);
 }
 
 interface ReadContext {
@@ -741,14 +816,10 @@ interface ReadContext {
   readonly signal: AbortSignal | undefined;
 }
 
-async function readInput(input: InputFile, ctx: ReadContext, counts: FileCounts): Promise<void> {
+async function readInput(input: InputFile, ctx: ReadContext): Promise<FileCounts> {
   const { collector, buffer } = ctx;
-  collector.startFile(input, counts);
-  const file = await withPermissionHint(
-    () => Deno.open(input.abs, { read: true }),
-    `read "${input.abs}"`,
-    `--allow-read=${input.abs}`,
-  );
+  const counts = collector.startFile(input);
+  const file = await openInput(input);
   try {
     // Non-fatal decoding: the legacy writer emitted ASCII-only JSON (Python's ensure_ascii), so a
     // stray invalid byte can only sit in a line that is broken anyway.
@@ -758,7 +829,7 @@ async function readInput(input: InputFile, ctx: ReadContext, counts: FileCounts)
       ctx.signal?.throwIfAborted();
       const n = await file.read(buffer);
       if (n === null) break;
-      collector.bytesRead += n;
+      collector.conv.bytesRead += n;
       splitter.push(buffer.subarray(0, n), onLine);
       if (collector.flushDue) await collector.flush();
       ctx.progress();
@@ -767,6 +838,7 @@ async function readInput(input: InputFile, ctx: ReadContext, counts: FileCounts)
   } finally {
     file.close();
   }
+  return counts;
 }
 
 // --- pass 2: sort each day and write it ----------------------------------------------------------
@@ -810,14 +882,26 @@ async function readInto(path: string, buffers: DayBuffers): Promise<Uint8Array> 
   }
 }
 
-/**
- * Sorts one day's spilled lines by `ts` (stable) and writes them with `seq` 1..n to
- * `<tmp>/site_YYYYMMDD.ndjson`, working on bytes only. Returns the open file, written but not yet
- * synced, so the caller can overlap the fdatasync with the next day's work.
- */
+/** Sorts and writes one day from its spill file (see {@linkcode writeSorted}), then removes it. */
 async function writeDay(tmp: string, date: string, buffers: DayBuffers): Promise<Deno.FsFile> {
   const spill = spillPath(tmp, date);
-  const bytes = await readInto(spill, buffers);
+  const file = await writeSorted(tmp, date, await readInto(spill, buffers), buffers);
+  await Deno.remove(spill);
+  return file;
+}
+
+/**
+ * Sorts one day's converted lines (tails ending in "\n", in input order) by `ts` (stable) and
+ * writes them with `seq` 1..n to `<tmp>/site_YYYYMMDD.ndjson`, working on bytes only. Returns the
+ * open file, written but not yet synced, so the caller can overlap the fdatasync with the next
+ * day's work.
+ */
+async function writeSorted(
+  tmp: string,
+  date: string,
+  bytes: Uint8Array,
+  buffers: DayBuffers,
+): Promise<Deno.FsFile> {
   const starts: number[] = [];
   for (let p = 0; p < bytes.length;) {
     starts.push(p);
@@ -865,7 +949,6 @@ async function writeDay(tmp: string, date: string, buffers: DayBuffers): Promise
     file.close();
     throw err;
   }
-  await Deno.remove(spill);
   return file;
 }
 
@@ -915,6 +998,264 @@ async function syncFile(path: string): Promise<void> {
   } finally {
     file.close();
   }
+}
+
+// --- the merge path: read the inputs together, day by day ----------------------------------------
+
+/**
+ * Inputs merged at most: each holds an open file and up to one read of decoded lines. A store
+ * with more collections takes the spill path.
+ */
+const MERGE_MAX_INPUTS = 64;
+/**
+ * Bytes read from a merged input at a time, at most. The lines of a read wait until the merge
+ * reaches their day; small reads let them die young instead of being promoted to V8's old
+ * generation, which kept peak RSS 60 MiB higher with 1 MiB reads.
+ */
+const MERGE_READ_BYTES = 64 << 10;
+
+/**
+ * One day's converted lines in input order (sorted file path, then line number), encoded as they
+ * come: a rope of tails is encoded every {@linkcode ENCODE_CHARS} code units into a buffer reused
+ * from day to day, so the tails die young instead of piling up in V8's old generation.
+ */
+interface DayText {
+  text: string;
+  bytes: Uint8Array;
+  length: number;
+  lines: number;
+}
+
+function appendToDay(day: DayText, tail: string): void {
+  day.text += tail;
+  day.lines++;
+  if (day.text.length >= ENCODE_CHARS) encodeDay(day);
+}
+
+function encodeDay(day: DayText): Uint8Array {
+  // encodeInto writes at most 3 bytes per UTF-16 code unit.
+  const need = day.length + day.text.length * 3;
+  if (day.bytes.length < need) {
+    const grown = new Uint8Array(Math.ceil(need * 1.25));
+    grown.set(day.bytes.subarray(0, day.length));
+    day.bytes = grown;
+  }
+  day.length += encoder.encodeInto(day.text, day.bytes.subarray(day.length)).written;
+  day.text = "";
+  return day.bytes.subarray(0, day.length);
+}
+
+interface MergeContext {
+  readonly conv: Converter;
+  /** Bytes each input reads at a time. */
+  readonly readBytes: number;
+  readonly progress: () => void;
+  readonly signal: AbortSignal | undefined;
+}
+
+/**
+ * One input of the merge: its lines of the last read, converted on demand, and its next record
+ * (the head). The next read is always under way while the last one is converted, so the merge
+ * rarely waits for the disk. The file is closed as soon as it is read to the end.
+ */
+class InputReader {
+  readonly input: InputFile;
+  readonly state: FileState;
+  /** Where this input's rejects were spilled, if they outgrew the buffer. */
+  readonly rejectsPart: string;
+  rejectsSpilled = false;
+  hasHead = false;
+  day = "";
+  #tail = "";
+  #file: Deno.FsFile | undefined;
+  #buffer = new Uint8Array(0);
+  #reading: Promise<number | null> | undefined;
+  #splitter = new LineSplitter();
+  #lines: string[] = [];
+  #pos = 0;
+  #firstLineNo = 1;
+  #onLine = (line: string) => {
+    this.#lines.push(line);
+  };
+
+  constructor(input: InputFile, index: number, tmp: string) {
+    this.input = input;
+    this.state = fileState(input, { text: "", chunks: [] });
+    this.rejectsPart = join(tmp, `rejects-${index}.part`);
+  }
+
+  async open(ctx: MergeContext): Promise<void> {
+    this.#file = await openInput(this.input);
+    this.#buffer = new Uint8Array(ctx.readBytes);
+    this.#read();
+  }
+
+  /** Closes the file once its read under way, if any, has ended. */
+  async close(): Promise<void> {
+    const reading = this.#reading;
+    this.#reading = undefined;
+    await reading?.catch(() => {});
+    this.#file?.close();
+    this.#file = undefined;
+  }
+
+  #read(): void {
+    const reading = (this.#file as Deno.FsFile).read(this.#buffer);
+    // Awaited by #fill or close; until then a failure must not count as unhandled.
+    reading.catch(() => {});
+    this.#reading = reading;
+  }
+
+  /** Moves to the next record, reading as needed; `hasHead` is false at the end. */
+  async next(ctx: MergeContext): Promise<void> {
+    ctx.conv.select(this.state);
+    while (!this.#advance(ctx.conv)) {
+      if (this.#file === undefined) {
+        this.hasHead = false;
+        return;
+      }
+      await this.#fill(ctx);
+    }
+  }
+
+  /** Moves every record of `day` from here on into `out`, up to the first of another day. */
+  async take(day: string, out: DayText, ctx: MergeContext): Promise<void> {
+    const conv = ctx.conv;
+    conv.select(this.state);
+    while (this.hasHead && this.day === day) {
+      appendToDay(out, this.#tail);
+      if (!this.#advance(conv)) await this.next(ctx);
+    }
+  }
+
+  // Converts the lines already read up to the next record; false when they ran out first.
+  #advance(conv: Converter): boolean {
+    const lines = this.#lines;
+    while (this.#pos < lines.length) {
+      const i = this.#pos++;
+      if (conv.line(lines[i] as string, this.#firstLineNo + i)) {
+        this.hasHead = true;
+        this.day = conv.day;
+        this.#tail = conv.tail;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  async #fill(ctx: MergeContext): Promise<void> {
+    ctx.signal?.throwIfAborted();
+    this.#lines.length = 0;
+    this.#pos = 0;
+    this.#firstLineNo = this.#splitter.lines + 1;
+    const n = await this.#reading;
+    this.#reading = undefined;
+    if (n === null || n === undefined) {
+      await this.close();
+      this.#splitter.end(this.#onLine);
+      return;
+    }
+    ctx.conv.bytesRead += n;
+    // The splitter decodes (copies) the bytes, so the buffer is free for the next read.
+    this.#splitter.push(this.#buffer.subarray(0, n), this.#onLine);
+    this.#read();
+    ctx.progress();
+  }
+}
+
+function smallestDay(readers: readonly InputReader[]): string | undefined {
+  let day: string | undefined;
+  for (const r of readers) if (r.hasHead && (day === undefined || r.day < day)) day = r.day;
+  return day;
+}
+
+/** Appends each reader's buffered rejects to its part file. */
+async function spillRejects(readers: readonly InputReader[]): Promise<void> {
+  for (const r of readers) {
+    const sink = r.state.rejects;
+    if (sink.text === "" && sink.chunks.length === 0) continue;
+    r.rejectsSpilled = true;
+    await drain(sink, r.rejectsPart);
+  }
+}
+
+/** Builds the rejects file from every reader's part file and buffer, in input order. */
+async function writeRejects(tmp: string, readers: readonly InputReader[]): Promise<void> {
+  const out = await Deno.open(join(tmp, REJECTS_FILE), { append: true });
+  try {
+    const buffer = new Uint8Array(1 << 20);
+    for (const r of readers) {
+      if (r.rejectsSpilled) {
+        const part = await Deno.open(r.rejectsPart, { read: true });
+        try {
+          for (let n = await part.read(buffer); n !== null; n = await part.read(buffer)) {
+            await writeFull(out, buffer.subarray(0, n));
+          }
+        } finally {
+          part.close();
+        }
+        await Deno.remove(r.rejectsPart);
+      }
+      const { text, chunks } = r.state.rejects;
+      for (const chunk of chunks) await writeFull(out, chunk);
+      if (text !== "") await writeFull(out, encoder.encode(text));
+    }
+  } finally {
+    out.close();
+  }
+}
+
+/** What the merge read and wrote. */
+interface MergeResult {
+  readonly inputs: MigrateInputSummary[];
+  readonly collections: Map<string, number>;
+  /** Lines of each day written, by written date. */
+  readonly days: Map<string, number>;
+}
+
+/**
+ * Reads every input together, in order of written date: takes the smallest date any input is
+ * at, moves every input's records of that date (in input order) into one day, and writes it,
+ * with no spill. Returns `undefined`, having written the days it could, as soon as an input goes
+ * back to a day already written (see {@linkcode migrateMerged}).
+ */
+async function mergeAll(
+  inputs: readonly InputFile[],
+  ctx: MergeContext,
+  tmp: string,
+  bufferBytes: number,
+  syncer: Syncer,
+): Promise<MergeResult | undefined> {
+  const readers = inputs.map((input, index) => new InputReader(input, index, tmp));
+  const days = new Map<string, number>();
+  const day: DayText = { text: "", bytes: new Uint8Array(0), length: 0, lines: 0 };
+  const buffers: DayBuffers = { input: new Uint8Array(0), output: new Uint8Array(0) };
+  try {
+    for (const r of readers) await r.open(ctx);
+    for (const r of readers) await r.next(ctx);
+    for (let date = smallestDay(readers); date !== undefined; date = smallestDay(readers)) {
+      if (days.has(date)) return undefined;
+      for (const r of readers) await r.take(date, day, ctx);
+      ctx.signal?.throwIfAborted();
+      await syncer.add(await writeSorted(tmp, date, encodeDay(day), buffers));
+      days.set(date, day.lines);
+      day.length = day.lines = 0;
+      if (ctx.conv.pending >= bufferBytes) {
+        await spillRejects(readers);
+        ctx.conv.pending = 0;
+      }
+    }
+  } finally {
+    for (const r of readers) await r.close();
+  }
+  await writeRejects(tmp, readers);
+  const collections = new Map<string, number>();
+  const summaries = readers.map(({ input, state }) => {
+    const c = state.counts;
+    collections.set(input.collection, (collections.get(input.collection) ?? 0) + c.records);
+    return { path: input.rel, collection: input.collection, bytes: input.bytes, ...c };
+  });
+  return { inputs: summaries, collections, days };
 }
 
 // --- destination ---------------------------------------------------------------------------------
@@ -1044,25 +1385,25 @@ export async function migrate(
   const work: Workspace = { lock: undefined, tmp: undefined };
   try {
     await openWorkspace(work, dst, rejectsFile, settings);
-    const collector = new Collector(work.tmp, settings.bufferBytes);
-    const report = reporter(collector, totalBytes, settings.onProgress);
-    const read = await readAll(inputs, collector, settings, report);
-    const plan = planFiles(collector, dst);
-    const existing = await existingTargets(plan.files, rejectsFile, dst);
-    if (existing.length > 0 && !settings.force) throw new MigrateConflictError(dst, existing);
-    if (work.tmp !== undefined) {
-      await writeDays(work.tmp, plan.dates, settings.signal, report);
-      await commit(work.tmp, plan.files, dst, report);
-    }
-    return summarize(started, collector, {
+    const conv = new Converter(work.tmp !== undefined);
+    const run: Run = {
+      inputs,
+      conv,
+      dst,
+      rejectsFile,
+      settings,
+      report: reporter(conv, totalBytes, settings.onProgress),
+    };
+    const done = (work.tmp !== undefined && inputs.length <= MERGE_MAX_INPUTS
+      ? await migrateMerged(run, work.tmp)
+      : undefined) ?? await migrateSpilled(run, work.tmp);
+    return summarize(started, conv, {
       source: src,
       dest: dst,
       dryRun: settings.dryRun,
-      ...read,
-      files: plan.files,
+      ...done,
       rejectsFile,
       skipped,
-      replaced: existing,
     });
   } finally {
     if (work.tmp !== undefined) await removeTree(work.tmp);
@@ -1128,7 +1469,7 @@ async function openWorkspace(
 type Report = (phase: MigratePhase, filesDone: number, filesTotal: number) => void;
 
 function reporter(
-  collector: Collector,
+  collector: Converter,
   totalBytes: number,
   onProgress: ((progress: MigrateProgress) => void) | undefined,
 ): Report {
@@ -1145,7 +1486,112 @@ function reporter(
     });
 }
 
-/** Pass 1 over every input; returns what each contributed. */
+/** What a run read and wrote, for {@linkcode summarize}. */
+interface RunResult {
+  readonly inputs: MigrateInputSummary[];
+  readonly collections: Map<string, number>;
+  readonly files: MigrateFileSummary[];
+  readonly replaced: string[];
+}
+
+/** What both ways of running a migration work with. */
+interface Run {
+  readonly inputs: readonly InputFile[];
+  readonly conv: Converter;
+  readonly dst: string;
+  readonly rejectsFile: string;
+  readonly settings: Settings;
+  readonly report: Report;
+}
+
+/**
+ * Merges the inputs by written date and writes each day as soon as it is complete (see
+ * {@linkcode mergeAll}), then checks the targets, waits for the fdatasyncs and commits. Returns
+ * `undefined`, with the temporary directory emptied and the counts zeroed, when a record goes
+ * back to a day already written: the caller then starts over on the spill path, which orders
+ * such records as CONTRACT 7 wants. Legacy collections are appended in time order, so that is
+ * rare, and starting over keeps one ordering algorithm for it instead of two.
+ */
+async function migrateMerged(run: Run, tmp: string): Promise<RunResult | undefined> {
+  const { inputs, conv, settings, report } = run;
+  const syncer = new Syncer(4);
+  const ctx: MergeContext = {
+    conv,
+    readBytes: Math.min(settings.chunkBytes, MERGE_READ_BYTES),
+    progress: () => report("read", 0, 0),
+    signal: settings.signal,
+  };
+  let merged: MergeResult | undefined;
+  let files: MigrateFileSummary[] = [];
+  let replaced: string[] = [];
+  try {
+    merged = await mergeAll(inputs, ctx, tmp, settings.bufferBytes, syncer);
+    if (merged !== undefined) {
+      const days = merged.days;
+      files = [...days.keys()].sort().map((date) => fileSummary(run.dst, date, days));
+      replaced = await checkTargets(files, run);
+    }
+  } catch (err) {
+    // The first failure is the one to report; the files are closed either way.
+    await syncer.drain().catch(() => {});
+    throw err;
+  }
+  await syncer.drain();
+  if (merged === undefined) {
+    await clearScratch(tmp);
+    conv.reset();
+    return undefined;
+  }
+  // Each day was written while reading; this phase waits for the last fdatasyncs.
+  for (let i = 0; i < files.length; i++) report("write", i + 1, files.length);
+  await syncFile(join(tmp, REJECTS_FILE));
+  await commit(tmp, files, run.dst, report);
+  return { inputs: merged.inputs, collections: merged.collections, files, replaced };
+}
+
+/** Removes everything but the (still empty) rejects file from the temporary directory. */
+async function clearScratch(tmp: string): Promise<void> {
+  const names: string[] = [];
+  for await (const entry of Deno.readDir(tmp)) {
+    if (entry.name !== REJECTS_FILE) names.push(entry.name);
+  }
+  for (const name of names) await Deno.remove(join(tmp, name));
+}
+
+/**
+ * Reads every input in turn, spilling converted lines per day, then sorts and writes each day.
+ * Without `tmp` (a dry run, or a run bound to conflict) it only counts.
+ */
+async function migrateSpilled(run: Run, tmp: string | undefined): Promise<RunResult> {
+  const collector = new Collector(run.conv, tmp, run.settings.bufferBytes);
+  const read = await readAll(run.inputs, collector, run.settings, run.report);
+  const plan = planFiles(collector, run.dst);
+  const replaced = await checkTargets(plan.files, run);
+  if (tmp !== undefined) {
+    await writeDays(tmp, plan.dates, run.settings.signal, run.report);
+    await commit(tmp, plan.files, run.dst, run.report);
+  }
+  return { ...read, files: plan.files, replaced };
+}
+
+/** The targets that exist; throws {@linkcode MigrateConflictError} if any does, without force. */
+async function checkTargets(files: readonly MigrateFileSummary[], run: Run): Promise<string[]> {
+  const existing = await existingTargets(files, run.rejectsFile, run.dst);
+  if (existing.length > 0 && !run.settings.force) {
+    throw new MigrateConflictError(run.dst, existing);
+  }
+  return existing;
+}
+
+function fileSummary(
+  dst: string,
+  date: string,
+  days: ReadonlyMap<string, number>,
+): MigrateFileSummary {
+  return { name: siteName(date), path: join(dst, siteName(date)), lines: days.get(date) as number };
+}
+
+/** The spill path's pass 1 over every input; returns what each contributed. */
 async function readAll(
   inputs: readonly InputFile[],
   collector: Collector,
@@ -1161,8 +1607,7 @@ async function readAll(
   const summaries: MigrateInputSummary[] = [];
   const collections = new Map<string, number>();
   for (const input of inputs) {
-    const counts: FileCounts = { lines: 0, records: 0, rejects: 0, blankLines: 0 };
-    await readInput(input, ctx, counts);
+    const counts = await readInput(input, ctx);
     summaries.push({
       path: input.rel,
       collection: input.collection,
@@ -1181,12 +1626,8 @@ function planFiles(
   dst: string,
 ): { dates: string[]; files: MigrateFileSummary[] } {
   const dates = [...collector.buckets.keys()].sort();
-  const files: MigrateFileSummary[] = dates.map((date) => ({
-    name: siteName(date),
-    path: join(dst, siteName(date)),
-    lines: (collector.buckets.get(date) as Bucket).lines,
-  }));
-  return { dates, files };
+  const lines = new Map(dates.map((date) => [date, (collector.buckets.get(date) as Bucket).lines]));
+  return { dates, files: dates.map((date) => fileSummary(dst, date, lines)) };
 }
 
 /** The target files that already exist, sorted. */
@@ -1262,7 +1703,7 @@ interface SummaryParts {
   readonly replaced: readonly string[];
 }
 
-function summarize(started: number, collector: Collector, parts: SummaryParts): MigrateSummary {
+function summarize(started: number, collector: Converter, parts: SummaryParts): MigrateSummary {
   const elapsedMs = performance.now() - started;
   const collections: Record<string, number> = {};
   for (const name of [...parts.collections.keys()].sort()) {

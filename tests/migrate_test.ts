@@ -530,6 +530,195 @@ Deno.test("migrate() reports progress in phase order up to the totals", async ()
   assert.deepEqual(seen.at(-1), { ...seen.at(-1), phase: "commit", filesDone: 5, filesTotal: 5 });
 });
 
+// --- merging collections by date ----------------------------------------------------------------
+
+/** Collections by path relative to the source, each a list of records in file order. */
+type Store = Record<string, LegacyRecord[]>;
+
+async function writeStore(dir: string, store: Store): Promise<void> {
+  for (const [rel, records] of Object.entries(store)) await writeLegacy(dir, rel, records);
+}
+
+/**
+ * What CONTRACT 7 asks for, computed the slow way: every record in the file of its written date,
+ * sorted by ts, ties in sorted path order, then line order. Site file name to original ids.
+ */
+function expectedDays(store: Store): Map<string, unknown[]> {
+  const all = Object.keys(store).sort().flatMap((rel, file) =>
+    store[rel]!.map((r, line) => ({ r, file, line, ts: legacyDateToTs(r.date as string) }))
+  );
+  all.sort((a, b) => (a.ts < b.ts ? -1 : a.ts > b.ts ? 1 : a.file - b.file || a.line - b.line));
+  const days = new Map<string, unknown[]>();
+  for (const { r } of all) {
+    const name = `site_${(r.date as string).slice(0, 10).replaceAll("-", "")}.ndjson`;
+    days.set(name, [...(days.get(name) ?? []), r._id]);
+  }
+  return days;
+}
+
+/** Every site file in `dir` with its original ids, checking that seq runs 1..n. */
+async function actualDays(dir: string): Promise<Map<string, unknown[]>> {
+  const days = new Map<string, unknown[]>();
+  for (const name of await siteFiles(dir)) {
+    const events = (await readLines(join(dir, name))).map((l) => JSON.parse(l));
+    assert.deepEqual(events.map((e) => e.seq), events.map((_, i) => i + 1), name);
+    days.set(name, events.map((e) => e.meta.original_id));
+  }
+  return days;
+}
+
+/** `count` records a `stepMinutes` apart from `start` (UTC, written without a zone). */
+function series(
+  start: string,
+  count: number,
+  stepMinutes: number,
+  type = "weather",
+): LegacyRecord[] {
+  const t0 = Date.parse(`${start}Z`);
+  return Array.from({ length: count }, (_, i) => {
+    const iso = new Date(t0 + i * stepMinutes * 60_000).toISOString();
+    return legacy(iso.slice(0, 23), { type });
+  });
+}
+
+Deno.test("migrate() merges in-order collections into days sorted by ts, ties in path order", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  // Identical timestamps in every collection, across several days and read chunks.
+  const store: Store = {
+    "weather.json": series("2026-03-01T00:00:00", 300, 37),
+    "dome/dome.json": series("2026-03-01T00:00:00", 300, 37, "dome"),
+    "dome/a.json": series("2026-03-01T00:00:00", 150, 74, "a"),
+    "status.json": series("2026-03-02T12:00:00", 100, 5, "status"),
+  };
+  await writeStore(src, store);
+
+  const summary = await migrate(src, dst, { chunkBytes: 1000 });
+
+  assert.deepEqual(await actualDays(dst), expectedDays(store));
+  assert.equal(summary.records, 850);
+});
+
+Deno.test("migrate() puts records whose dates go back in a collection in their day in ts order", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  const weather = series("2026-03-01T00:00:00", 200, 45);
+  // Back to the first day, already complete when the merge reaches them, and a tie in ts.
+  weather.push(legacy("2026-03-01T06:00:00"), legacy("2026-03-01T00:00:00.000"));
+  weather.push(...series("2026-03-08T00:00:00", 20, 45));
+  const store: Store = { "weather.json": weather, "z.json": series("2026-03-01T00:00:00", 50, 90) };
+  await writeStore(src, store);
+
+  const summary = await migrate(src, dst, { chunkBytes: 4096 });
+
+  assert.deepEqual(await actualDays(dst), expectedDays(store));
+  assert.equal(summary.records, 272);
+  assert.deepEqual(summary.inputs.map((i) => [i.path, i.records]), [
+    ["weather.json", 222],
+    ["z.json", 50],
+  ]);
+});
+
+Deno.test("migrate() puts a collection that starts before an earlier one ends in its days", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  const late = series("2026-03-01T00:00:00", 100, 60);
+  late.push(legacy("2026-03-01T03:00:00"));
+  const store: Store = {
+    "a.json": series("2026-03-03T00:00:00", 100, 60),
+    "b.json": late,
+    "c.json": series("2026-02-27T00:00:00", 100, 60),
+  };
+  await writeStore(src, store);
+
+  await migrate(src, dst);
+
+  assert.deepEqual(await actualDays(dst), expectedDays(store));
+});
+
+Deno.test("migrate() orders a store with more collections than it merges at once the same way", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  const store: Store = {};
+  for (let i = 0; i < 70; i++) {
+    store[`site${i % 4}/c${i}/c${i}.json`] = series("2026-03-01T00:00:00", 6, 360 + i % 3 * 60);
+  }
+  await writeStore(src, store);
+
+  const summary = await migrate(src, dst);
+
+  assert.deepEqual(await actualDays(dst), expectedDays(store));
+  assert.equal(summary.inputs.length, 70);
+});
+
+Deno.test("migrate() keeps each collection's rejects together in path order while merging", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  const lines = (name: string) => [
+    ...series("2026-03-01T00:00:00", 40, 60).map((r) => pyDumps(r)),
+    `{broken ${name} 41`,
+    ...series("2026-03-03T00:00:00", 40, 60).map((r) => pyDumps(r)),
+    `{broken ${name} 82`,
+  ];
+  await writeLegacy(src, "b.json", lines("b"));
+  await writeLegacy(src, "a/a.json", lines("a"));
+
+  const summary = await migrate(src, dst, { chunkBytes: 500, bufferBytes: 100 });
+
+  const rejects = (await readLines(join(dst, REJECTS_FILE))).map((l) => JSON.parse(l));
+  assert.deepEqual(rejects.map((r) => [r.file, r.line, r.text]), [
+    ["a/a.json", 41, "{broken a 41"],
+    ["a/a.json", 82, "{broken a 82"],
+    ["b.json", 41, "{broken b 41"],
+    ["b.json", 82, "{broken b 82"],
+  ]);
+  assert.equal(summary.rejects, 4);
+  assert.deepEqual(await treeState(dst).then((t) => t.filter((e) => e.includes(".part"))), []);
+});
+
+Deno.test("migrate() reports reading, then each site file, then the commit while merging", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  await writeStore(src, {
+    "a.json": series("2026-03-01T00:00:00", 100, 60),
+    "b.json": series("2026-03-01T00:00:00", 100, 60),
+  });
+  const seen: MigrateProgress[] = [];
+
+  await migrate(src, dst, { chunkBytes: 2048, onProgress: (p) => seen.push(p) });
+
+  const reads = seen.filter((p) => p.phase === "read");
+  assert.ok(reads.every((p, i) => i === 0 || p.bytesRead >= reads[i - 1]!.bytesRead));
+  assert.equal(reads.at(-1)!.bytesRead, reads.at(-1)!.totalBytes);
+  assert.deepEqual(
+    seen.filter((p) => p.phase !== "read").map((p) => `${p.phase} ${p.filesDone}/${p.filesTotal}`),
+    ["write 1/5", "write 2/5", "write 3/5", "write 4/5", "write 5/5"]
+      .concat(["commit 1/6", "commit 2/6", "commit 3/6", "commit 4/6", "commit 5/6", "commit 6/6"]),
+  );
+});
+
+Deno.test("migrate() aborted while merging throws the reason and leaves no output", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  await writeStore(src, { "a.json": series("2026-03-01T00:00:00", 400, 30) });
+  const controller = new AbortController();
+  const reason = new Error("stop");
+
+  await assert.rejects(
+    () =>
+      migrate(src, dst, {
+        chunkBytes: 1024,
+        signal: controller.signal,
+        onProgress: (p) => {
+          if (p.bytesRead > p.totalBytes / 2) controller.abort(reason);
+        },
+      }),
+    (err) => err === reason,
+  );
+
+  assert.deepEqual((await treeState(dst)).filter((e) => !e.startsWith(".lock ")), []);
+});
+
 // --- interruption --------------------------------------------------------------------------------
 
 Deno.test("migrate() killed mid-commit leaves each site file absent or complete", async () => {
