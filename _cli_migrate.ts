@@ -93,7 +93,7 @@ function progressLine(tty: boolean): (p: MigrateProgress) => void {
       : (p.filesTotal > 0 ? Math.floor(p.filesDone / p.filesTotal * 100) : 100);
     writeErr(
       `\r\x1b[K${
-        p.phase === "read" ? "reading" : p.phase === "write" ? "sorting" : "renaming"
+        p.phase === "read" ? "reading" : p.phase === "write" ? "writing" : "renaming"
       } ${pct}% · ${p.records.toLocaleString("en-US")} records · ${
         p.rejects.toLocaleString("en-US")
       } rejects`,
