@@ -95,6 +95,12 @@ export async function writeFull(file: Deno.FsFile, bytes: Uint8Array): Promise<v
   while (off < bytes.length) off += await file.write(bytes.subarray(off));
 }
 
+/**
+ * Appends closer together than this (milliseconds) mean load: the write then goes to the blocking
+ * pool, so that requests gather into larger groups meanwhile.
+ */
+const BUSY_GAP_MS = 0.1;
+
 /** {@linkcode writeFull} on the calling thread, for appends to the page cache. */
 function writeFullSync(file: Deno.FsFile, bytes: Uint8Array): void {
   let off = file.writeSync(bytes);
@@ -136,6 +142,8 @@ export class NdjsonWriter {
   #turn: Promise<unknown> = Promise.resolve();
   /** Turns queued or running: appends take the synchronous fast path only when there are none. */
   #busy = 0;
+  /** When the last append began (`performance.now()`). */
+  #lastAppend = -Infinity;
   /** When {@linkcode NdjsonWriter.inPlace} last saw the path name this file (`performance.now()`). */
   #seenAt = -Infinity;
 
@@ -192,9 +200,16 @@ export class NdjsonWriter {
    * @throws {WriteError} If the write (or the fsync) failed.
    */
   append(bytes: Uint8Array): Promise<void> {
-    if (this.#busy === 0 && !this.#closed && !this.#sizeUnknown && this.#fsync !== "always") {
-      // The common case: nothing else is under way, so the bytes go to the page cache right here
-      // with one write(2) on this thread, without a hop to the blocking pool and back.
+    const now = performance.now();
+    const quiet = now - this.#lastAppend > BUSY_GAP_MS;
+    this.#lastAppend = now;
+    if (
+      quiet && this.#busy === 0 && !this.#closed && !this.#sizeUnknown && this.#fsync !== "always"
+    ) {
+      // A quiet moment: the bytes go to the page cache right here with one write(2) on this
+      // thread, without a hop to the blocking pool and back (about half the CPU of an event at a
+      // few thousand a second). Under load the write goes to the pool instead: while it is out,
+      // the requests that arrive gather into the next group, which then shares one write.
       const before = this.#size;
       try {
         writeFullSync(this.#file, bytes);
@@ -217,7 +232,7 @@ export class NdjsonWriter {
     }
     const before = this.#size;
     try {
-      writeFullSync(this.#file, bytes);
+      await writeFull(this.#file, bytes);
       this.#size = before + bytes.length;
       if (this.#fsync === "always") await this.#file.syncData();
       else this.#dirty = true;
