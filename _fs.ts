@@ -281,3 +281,20 @@ function assertSameInode(path: string, a: Deno.FileInfo, b: Deno.FileInfo): void
     throw new UnsafeFileError(path, "a different file than a moment ago (it was replaced)");
   }
 }
+
+/**
+ * Whether something (a file, a directory, a link) is at a path, without following a link.
+ *
+ * @param path The path.
+ * @returns `true` when `lstat` finds it.
+ * @throws {Error} Any error but `NotFound`, such as a missing permission.
+ */
+export async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.lstat(path);
+    return true;
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return false;
+    throw err;
+  }
+}

@@ -54,6 +54,7 @@ import { join, resolve } from "node:path";
 import { checkEventType, daysInMonth, describe } from "./event.ts";
 import { siteFileName, SiteInUseError, SiteLock, writeFull } from "./storage.ts";
 import { buildTail, LINE_HEAD, LineSplitter, TAIL_TS_OFFSET } from "./_ndjson.ts";
+import { exists } from "./_fs.ts";
 
 /** Name of the file, in the destination, that receives every input line that was not converted. */
 export const REJECTS_FILE = "migrate-rejects.ndjson";
@@ -385,16 +386,6 @@ export function legacyDateToTs(text: string): string {
 }
 
 // --- file system helpers -------------------------------------------------------------------------
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.lstat(path);
-    return true;
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound) return false;
-    throw err;
-  }
-}
 
 function isPermissionError(err: unknown): boolean {
   return err instanceof Deno.errors.NotCapable || err instanceof Deno.errors.PermissionDenied;

@@ -23,6 +23,7 @@ import { isAbsolute, join, relative, resolve, sep } from "node:path";
 import {
   assertStillPlainFile,
   ensurePlainFile,
+  exists,
   isStrictlyInside,
   LOCK_FILE,
   readJsonFile,
@@ -908,16 +909,6 @@ async function moveAsideSquatters(siteDir: string, warn: (message: string) => vo
     warn(
       `${path} was ${what} where the service keeps its ${entry.name} file; moved it to ${aside} unchanged.`,
     );
-  }
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.lstat(path);
-    return true;
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound) return false;
-    throw err;
   }
 }
 

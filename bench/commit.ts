@@ -18,7 +18,7 @@
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
 import { join, resolve } from "node:path";
-import { SERVICE_V8_FLAGS } from "../_spawn.ts";
+import { freePort, ROOT, serviceArgs, waitReady } from "./_util.ts";
 
 const { values: flags } = parseArgs({
   args: Deno.args.filter((a) => a !== "--"),
@@ -35,7 +35,6 @@ const RATE = Number(flags.rate);
 const SECONDS = Number(flags.seconds);
 const ROUNDS = Number(flags.rounds);
 const CONNECTIONS = Number(flags.connections);
-const ROOT = new URL("..", import.meta.url).pathname;
 const BASELINE = flags.baseline === undefined ? undefined : resolve(flags.baseline);
 const CLK_TCK = 100;
 
@@ -52,13 +51,6 @@ interface Running {
   dir: string;
 }
 
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
-}
-
 async function start(target: Target): Promise<Running> {
   const port = freePort();
   const dir = await Deno.makeTempDir({ prefix: `bench-commit-${target}-` });
@@ -71,39 +63,16 @@ async function start(target: Target): Promise<Running> {
       String(port),
       join(dir, "writesync.ndjson"),
     ]
-    : [
-      "run",
-      ...SERVICE_V8_FLAGS,
-      `--allow-net=127.0.0.1:${port}`,
-      `--allow-read=${dir}`,
-      `--allow-write=${dir}`,
-      "--allow-env",
-      join(target === "baseline" ? BASELINE! : ROOT, "cli.ts"),
-      "telemetry",
-      "run",
-      "--site-dir",
-      dir,
-      "--host",
-      "127.0.0.1",
-      "--port",
-      String(port),
-      "--tz",
-      "UTC",
-    ];
+    : serviceArgs({ root: target === "baseline" ? BASELINE! : ROOT, siteDir: dir, port });
   const child = new Deno.Command(Deno.execPath(), { args, stdout: "null", stderr: "inherit" })
     .spawn();
-  for (let i = 0; i < 200; i++) {
-    try {
-      const res = await fetch(`http://127.0.0.1:${port}/ready`);
-      await res.body?.cancel();
-      if (res.ok) return { child, port, dir };
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 50));
+  try {
+    await waitReady(`http://127.0.0.1:${port}`, target, 10_000);
+  } catch (err) {
+    child.kill("SIGKILL");
+    throw err;
   }
-  child.kill("SIGKILL");
-  throw new Error(`${target} did not become ready`);
+  return { child, port, dir };
 }
 
 async function stop(running: Running): Promise<void> {

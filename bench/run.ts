@@ -28,7 +28,7 @@
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
 import { join, resolve } from "node:path";
-import { SERVICE_V8_FLAGS } from "../_spawn.ts";
+import { freePort, ROOT, serviceArgs, waitReady } from "./_util.ts";
 
 const { values: flags } = parseArgs({
   args: Deno.args.filter((a) => a !== "--"), // `deno task bench:ingest -- --seconds 2` passes the "--"
@@ -48,7 +48,6 @@ const SECONDS = Number(flags.seconds);
 const ROUNDS = Number(flags.rounds);
 const CONNECTIONS = Number(flags.connections);
 const BATCH = Number(flags["batch-size"]);
-const ROOT = new URL("..", import.meta.url).pathname;
 const EVENT = {
   type: "weather",
   data: { wind_mps: 2.1, temp_c: -3.5, humidity: 41, sky: "clear" },
@@ -83,13 +82,6 @@ function hasWrk(): boolean {
   }
 }
 
-function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
-}
-
 interface Running {
   child: Deno.ChildProcess;
   url: string;
@@ -105,43 +97,18 @@ async function start(target: Target): Promise<Running> {
     args = ["run", "--allow-net", join(ROOT, "bench/floor_server.ts"), String(port)];
   } else {
     siteDir = await Deno.makeTempDir({ prefix: `bench-${target}-` });
-    const root = target === "baseline" ? BASELINE! : ROOT;
-    args = [
-      "run",
-      ...SERVICE_V8_FLAGS, // as `deno task start` and spawnServer() run it
-      `--allow-net=127.0.0.1:${port}`,
-      `--allow-read=${siteDir}`,
-      `--allow-write=${siteDir}`,
-      "--allow-env",
-      join(root, "cli.ts"),
-      "telemetry",
-      "run",
-      "--site-dir",
+    args = serviceArgs({
+      root: target === "baseline" ? BASELINE! : ROOT,
       siteDir,
-      "--host",
-      "127.0.0.1",
-      "--port",
-      String(port),
-      "--fsync",
-      target === "baseline" ? "interval" : target,
-      "--tz",
-      "UTC",
-    ];
+      port,
+      fsync: target === "baseline" ? "interval" : target,
+    });
   }
   const t0 = performance.now();
   const child = new Deno.Command(Deno.execPath(), { args, stdout: "null", stderr: "inherit" })
     .spawn();
   const url = `http://127.0.0.1:${port}`;
-  while (true) {
-    try {
-      const res = await fetch(`${url}/ready`);
-      await res.body?.cancel();
-      if (res.ok) break;
-    } catch {
-      await new Promise((r) => setTimeout(r, 2));
-    }
-    if (performance.now() - t0 > 15_000) throw new Error(`${target} did not become ready`);
-  }
+  await waitReady(url, target);
   return { child, url, startupMs: performance.now() - t0, siteDir };
 }
 

@@ -20,7 +20,7 @@
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
 import { join } from "node:path";
-import { SERVICE_V8_FLAGS } from "../_spawn.ts";
+import { freePort, ROOT, serviceArgs, waitReady } from "./_util.ts";
 import { createHandler, TelemetryService } from "../server.ts";
 import { ServerSentEventParserStream } from "../sse.ts";
 
@@ -38,15 +38,7 @@ const SECONDS = Number(flags.seconds);
 const ROUNDS = Number(flags.rounds);
 const SUBSCRIBERS = Number(flags.subscribers);
 const TYPES = Number(flags.types);
-const ROOT = new URL("..", import.meta.url).pathname;
 const EVENT_DATA = { wind_mps: 2.1, temp_c: -3.5, humidity: 41, sky: "clear" };
-
-function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
-}
 
 interface Running {
   child: Deno.ChildProcess;
@@ -57,39 +49,11 @@ interface Running {
 async function start(): Promise<Running> {
   const port = freePort();
   const siteDir = await Deno.makeTempDir({ prefix: "bench-scale-" });
-  const args = [
-    "run",
-    ...SERVICE_V8_FLAGS,
-    `--allow-net=127.0.0.1:${port}`,
-    `--allow-read=${siteDir}`,
-    `--allow-write=${siteDir}`,
-    "--allow-env",
-    join(ROOT, "cli.ts"),
-    "telemetry",
-    "run",
-    "--site-dir",
-    siteDir,
-    "--host",
-    "127.0.0.1",
-    "--port",
-    String(port),
-    "--tz",
-    "UTC",
-  ];
+  const args = serviceArgs({ siteDir, port });
   const child = new Deno.Command(Deno.execPath(), { args, stdout: "null", stderr: "inherit" })
     .spawn();
   const url = `http://127.0.0.1:${port}`;
-  const t0 = performance.now();
-  while (true) {
-    try {
-      const res = await fetch(`${url}/ready`);
-      await res.body?.cancel();
-      if (res.ok) break;
-    } catch {
-      await new Promise((r) => setTimeout(r, 5));
-    }
-    if (performance.now() - t0 > 15_000) throw new Error("the server did not become ready");
-  }
+  await waitReady(url, "the server");
   return { child, url, siteDir };
 }
 

@@ -1,0 +1,81 @@
+/**
+ * What the service benchmarks share: a free loopback port, the command line that starts the
+ * service as `deno task start` does (scoped permissions, the same V8 flags), and waiting for
+ * `/ready`.
+ *
+ * @module
+ */
+
+import { join } from "node:path";
+import { SERVICE_V8_FLAGS } from "../_spawn.ts";
+
+/** The checkout these benchmarks belong to. */
+export const ROOT: string = new URL("..", import.meta.url).pathname;
+
+/**
+ * A loopback port nothing listens on right now.
+ *
+ * @returns The port.
+ */
+export function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  listener.close();
+  return port;
+}
+
+/**
+ * The `deno` arguments that run a checkout's service on `127.0.0.1:<port>` with `siteDir`.
+ *
+ * @param options The checkout (default this one), the site directory, the port and the fsync mode.
+ * @returns The arguments after `deno`.
+ */
+export function serviceArgs(
+  options: { root?: string; siteDir: string; port: number; fsync?: string },
+): string[] {
+  const { root = ROOT, siteDir, port, fsync = "interval" } = options;
+  return [
+    "run",
+    ...SERVICE_V8_FLAGS, // as `deno task start` and spawnServer() run it
+    `--allow-net=127.0.0.1:${port}`,
+    `--allow-read=${siteDir}`,
+    `--allow-write=${siteDir}`,
+    "--allow-env",
+    join(root, "cli.ts"),
+    "telemetry",
+    "run",
+    "--site-dir",
+    siteDir,
+    "--host",
+    "127.0.0.1",
+    "--port",
+    String(port),
+    "--fsync",
+    fsync,
+    "--tz",
+    "UTC",
+  ];
+}
+
+/**
+ * Polls `GET /ready` until it answers 200.
+ *
+ * @param url The server's base URL.
+ * @param what Named in the error.
+ * @param timeoutMs How long to wait.
+ * @returns Milliseconds it took.
+ * @throws {Error} When it does not become ready in time.
+ */
+export async function waitReady(url: string, what: string, timeoutMs = 15_000): Promise<number> {
+  const t0 = performance.now();
+  while (true) {
+    try {
+      const res = await fetch(`${url}/ready`);
+      await res.body?.cancel();
+      if (res.ok) return performance.now() - t0;
+    } catch {
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    if (performance.now() - t0 > timeoutMs) throw new Error(`${what} did not become ready`);
+  }
+}
