@@ -30,17 +30,16 @@ import { type EventCommand, parseEvents, parseRunStart, type RunStartCommand } f
 import { checkTimeZone } from "./_day_key.ts";
 import type { FsyncMode, NdjsonWriter } from "./_ndjson_writer.ts";
 import { buildLine, buildTail, withRunId } from "./_ndjson.ts";
-import { type ActiveRun, type RunResume, Runs, type RunStart, toWriteError } from "./_runs.ts";
+import { type ActiveRun, Runs, type RunStart, toWriteError } from "./_runs.ts";
 import {
-  type Checkpoint,
   checkpointRecord,
   parseSavedRecord,
-  type SavedSnapshot,
   Snapshot,
   type SnapshotBodyOptions,
   utf8Length,
 } from "./_snapshot.ts";
-import { SITE_FILE, siteFileName, type SiteResume, SiteStore, type StreamTail } from "./storage.ts";
+import { SITE_FILE, siteFileName, SiteStore } from "./storage.ts";
+import { rebuildSnapshot, restoreFromCheckpoint } from "./_restore.ts";
 import { GroupQueue } from "./_queue.ts";
 
 export { RUN_ID_PATTERN } from "./_request.ts";
@@ -264,103 +263,22 @@ export class TelemetryService implements AsyncDisposable {
         ? { runDir: saved.runDir, runSeq: saved.runSeq, cursor: checkpoint?.run ?? undefined }
         : undefined,
     );
+    const sources = { store: this.#store, snapshot: this.#snapshot, site, runResume };
+    const run = this.#runs.active;
     if (checkpoint) {
       const restored = !runResume?.mismatch &&
-        await this.#restoreCheckpoint(checkpoint, site, runResume);
-      if (restored) return true;
+        await restoreFromCheckpoint(sources, run, checkpoint);
+      if (restored) {
+        this.#dirty = restored.read > 0;
+        return true;
+      }
       this.#warn(
         "The checkpoint in .snapshot.json no longer matches the stream files (truncated or replaced); rebuilding the snapshot from the files.",
       );
       this.#snapshot.clear();
     }
-    await this.#rebuild(saved, site, runResume);
+    await rebuildSnapshot(sources, run, saved);
     return false;
-  }
-
-  /**
-   * Lays the lines written after a checkpoint over its snapshot, in the order they were
-   * acknowledged: a run that was active at the checkpoint (and may have stopped since), then the
-   * site stream in seq order, then the active run, whose copy of a site-wide event wins
-   * (CONTRACT 3). Runs start and stop only after a checkpoint, so no other order can occur.
-   *
-   * @returns `false` when a cursor no longer matches its file.
-   */
-  async #restoreCheckpoint(
-    checkpoint: Checkpoint,
-    site: SiteResume,
-    runResume: RunResume | undefined,
-  ): Promise<boolean> {
-    const run = this.#runs.active;
-    const cursor = checkpoint.site;
-    const afterSeq = cursor?.seq ?? 0;
-    const siteLatest = new Map<string, { seq: number; line: string }>();
-    let cursorFound = cursor === null;
-    let read = 0;
-    for (const file of site.files) {
-      const atCursor = cursor !== null && file.name === cursor.file;
-      cursorFound ||= atCursor;
-      if (!atCursor && file.lastSeq <= afterSeq) continue;
-      const tail = await this.#store.readSiteAfter(file.name, atCursor ? cursor : { afterSeq });
-      if (!tail) return false;
-      read += tail.count;
-      for (const [type, entry] of tail.latest) {
-        if ((siteLatest.get(type)?.seq ?? 0) < entry.seq) siteLatest.set(type, entry);
-      }
-    }
-    if (!cursorFound) return false;
-    let stopped: StreamTail | undefined;
-    if (checkpoint.runDir !== null && checkpoint.run && checkpoint.runDir !== run?.record.run_dir) {
-      // Stopped after the checkpoint, but its stop could not save one.
-      stopped = await this.#store.readRunAfter(checkpoint.runDir, checkpoint.run);
-      if (!stopped) return false;
-    }
-    let active = runResume?.after;
-    if (run && !active) {
-      // Started after the checkpoint, but its start could not save one: this start's lines.
-      active = await this.#store.readRunAfter(run.record.run_dir, { afterSeq: run.seqAtStart });
-    }
-    for (const line of checkpoint.current) this.#snapshot.apply(line);
-    for (const entry of stopped?.latest.values() ?? []) this.#snapshot.apply(entry.line);
-    for (const { line } of [...siteLatest.values()].sort((a, b) => a.seq - b.seq)) {
-      // A run's copy of a site-wide event was applied from its run file already.
-      if (stopped && runIdOf(line) !== undefined) continue;
-      this.#snapshot.apply(line);
-    }
-    for (const entry of active?.latest.values() ?? []) this.#snapshot.apply(entry.line);
-    this.#snapshot.restored();
-    this.#dirty = read + (stopped?.count ?? 0) + (active?.count ?? 0) > 0;
-    return true;
-  }
-
-  /**
-   * The 0.3 rebuild, without a usable checkpoint: a 0.3 saved snapshot, then the newest site
-   * file (by seq) and the active run's file; lines above the seqs the saved snapshot reflects
-   * replace its entries, otherwise the later `ts` wins.
-   */
-  async #rebuild(
-    saved: SavedSnapshot | undefined,
-    site: SiteResume,
-    runResume: RunResume | undefined,
-  ): Promise<void> {
-    for (const line of saved?.current ?? []) this.#snapshot.restore(line, { saved: true });
-    const newest = site.files.at(-1);
-    const siteScan = newest && newest.lastSeq > 0
-      ? await this.#store.scanSite(newest.name)
-      : undefined;
-    for (const line of siteScan?.latest.values() ?? []) {
-      this.#snapshot.restore(line, { after: saved?.siteSeq ?? 0, covered: saved !== undefined });
-    }
-    const run = this.#runs.active;
-    if (run && runResume) {
-      const scan = runResume.scan ?? await this.#store.scanRun(run.record.run_dir);
-      // Seq counts per run directory, so the saved snapshot covers this run file only if it was
-      // saved while this same directory was the active run.
-      const covered = saved !== undefined && saved.runDir === run.record.run_dir;
-      for (const line of scan.latest.values()) {
-        this.#snapshot.restore(line, { after: covered ? saved.runSeq : 0, covered });
-      }
-    }
-    this.#snapshot.restored();
   }
 
   /** The active run's record (with a live `events` count), or `undefined`. */
@@ -921,16 +839,6 @@ export class TelemetryService implements AsyncDisposable {
 /** The night of a site file, from its name. */
 function nightOfFile(file: { name: string } | undefined): string | undefined {
   return file && SITE_FILE.exec(file.name)?.[1];
-}
-
-/** A stored line's `meta.run_id`, if any. */
-function runIdOf(line: string): string | undefined {
-  try {
-    const runId = JSON.parse(line)?.meta?.run_id;
-    return typeof runId === "string" ? runId : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 /** A caller's `meta.run_id` that is not the active run's (CONTRACT 2.1). */
