@@ -19,7 +19,6 @@
 
 import { formatTimestamp, type JsonObject, type RunRecord } from "./event.ts";
 import {
-  errorText,
   InvalidRequestError,
   itemPrefix,
   ShuttingDownError,
@@ -41,6 +40,7 @@ import {
 import { SITE_FILE, siteFileName, SiteStore } from "./storage.ts";
 import { rebuildSnapshot, restoreFromCheckpoint } from "./_restore.ts";
 import { GroupQueue } from "./_queue.ts";
+import { Checkpointer } from "./_checkpointer.ts";
 
 export { RUN_ID_PATTERN } from "./_request.ts";
 export type { EventCommand, RunStartCommand } from "./_request.ts";
@@ -76,11 +76,6 @@ const ENVELOPE_BYTES = 256;
  * every ephemeral event costs a file write. After a crash, seq continues above the reservation.
  */
 const SEQ_RESERVE = 1024;
-
-/** How long a changed snapshot may wait for its periodic checkpoint (see `_snapshot.ts`). */
-const CHECKPOINT_DELAY_MS = 5_000;
-/** Bytes written after which a checkpoint is taken without waiting, bounding a kill -9 restart. */
-const CHECKPOINT_BYTES = 32 * 1024 * 1024;
 
 interface EventOp {
   items: EventCommand[];
@@ -170,15 +165,14 @@ export class TelemetryService implements AsyncDisposable {
   #lastReceivedTs = "";
   /** The night whose site file holds the last stored site line (the checkpoint's site cursor). */
   #siteNight: string | undefined;
-  /** `#siteNight` as the last checkpoint saw it: a change is a rotation. */
-  #checkpointNight: string | undefined;
-  /** Something was accepted since the last checkpoint was taken. */
-  #dirty = false;
-  #bytesSinceCheckpoint = 0;
-  #checkpointTimer: ReturnType<typeof setTimeout> | undefined;
-  #checkpointQueued = false;
-  /** The checkpoint writes, in the order they were taken. */
-  #checkpointWrites: Promise<void> = Promise.resolve();
+  #checkpoints: Checkpointer = new Checkpointer({
+    take: () => this.#takeCheckpoint(),
+    write: (record) => this.#store.writeSavedSnapshot(record),
+    control: (fn) => this.#queue.control(fn),
+    night: () => this.#siteNight,
+    closing: () => this.#closing,
+    warn: (message) => this.#warn(message),
+  });
 
   private constructor(store: SiteStore, timeZone: string, options: ServiceOptions) {
     this.siteDir = store.siteDir;
@@ -224,8 +218,8 @@ export class TelemetryService implements AsyncDisposable {
       // Without a checkpoint to stand on, take one before accepting anything: from then on a
       // restart only reads what follows it, even right after a rotation.
       if (await service.#resume()) {
-        if (service.#dirty) service.#armCheckpoint();
-      } else await service.#checkpointNow();
+        if (service.#checkpoints.dirty) service.#checkpoints.arm();
+      } else await service.#checkpoints.now();
       return service;
     } catch (err) {
       await store.close().catch(() => {});
@@ -257,7 +251,7 @@ export class TelemetryService implements AsyncDisposable {
     this.#siteMark = site.mark;
     this.#siteLastWritten = site.lastSeq;
     this.#siteNight = nightOfFile(site.files.at(-1));
-    this.#checkpointNight = this.#siteNight;
+    this.#checkpoints.synced();
     const runResume = await this.#runs.resume(
       saved !== undefined && saved.runDir !== null
         ? { runDir: saved.runDir, runSeq: saved.runSeq, cursor: checkpoint?.run ?? undefined }
@@ -269,7 +263,7 @@ export class TelemetryService implements AsyncDisposable {
       const restored = !runResume?.mismatch &&
         await restoreFromCheckpoint(sources, run, checkpoint);
       if (restored) {
-        this.#dirty = restored.read > 0;
+        this.#checkpoints.dirty = restored.read > 0;
         return true;
       }
       this.#warn(
@@ -376,7 +370,7 @@ export class TelemetryService implements AsyncDisposable {
       });
       const started = await this.#runs.start(checked);
       // Restores lay the run file after the site stream: true only from a checkpoint on.
-      if (started.created) await this.#checkpointNow();
+      if (started.created) await this.#checkpoints.now();
       if (started.created) this.#publish({ kind: "run", run: started.run, active: true });
       return started;
     });
@@ -397,7 +391,7 @@ export class TelemetryService implements AsyncDisposable {
   stopRun(): Promise<RunRecord> {
     return this.#control(async () => {
       const record = await this.#runs.stop();
-      await this.#checkpointNow();
+      await this.#checkpoints.now();
       this.#publish({ kind: "run", run: record, active: false });
       return record;
     });
@@ -494,10 +488,10 @@ export class TelemetryService implements AsyncDisposable {
     } catch (err) {
       failure = err;
     }
-    clearTimeout(this.#checkpointTimer);
+    this.#checkpoints.stop();
     // The queue is idle: this checkpoint covers everything, so the next start reads nothing.
     // Losing it only costs that start a longer read; the close itself must go on.
-    await this.#checkpointNow();
+    await this.#checkpoints.now();
     this.#listeners.clear();
     this.#writeListeners.clear();
     try {
@@ -522,45 +516,7 @@ export class TelemetryService implements AsyncDisposable {
   /** After a commit: notes where the site stream ends and schedules a checkpoint. */
   #committed(group: Assigned, bytes: number): void {
     if (group.siteNight !== undefined) this.#siteNight = group.siteNight;
-    this.#dirty = true;
-    this.#bytesSinceCheckpoint += bytes;
-    if (
-      this.#siteNight !== this.#checkpointNight || this.#bytesSinceCheckpoint >= CHECKPOINT_BYTES
-    ) {
-      this.#scheduleCheckpoint(); // a rotation, or a kill -9 restart would read too much
-    } else this.#armCheckpoint();
-  }
-
-  /** Makes sure a checkpoint follows within {@linkcode CHECKPOINT_DELAY_MS}. */
-  #armCheckpoint(): void {
-    this.#checkpointTimer ??= setTimeout(() => {
-      this.#checkpointTimer = undefined;
-      if (this.#dirty && !this.#closing) this.#scheduleCheckpoint();
-    }, CHECKPOINT_DELAY_MS);
-  }
-
-  /**
-   * Takes a checkpoint as a control step of the queue (between two commits, so the snapshot and
-   * the offsets agree) and writes it afterwards, off the queue.
-   */
-  #scheduleCheckpoint(): void {
-    if (this.#checkpointQueued || this.#closing) return;
-    this.#checkpointQueued = true;
-    clearTimeout(this.#checkpointTimer);
-    this.#checkpointTimer = undefined;
-    this.#queue.control(async () => {
-      this.#checkpointQueued = false;
-      if (!this.#closing) this.#writeCheckpoint(await this.#takeCheckpoint());
-    }).catch((err) => this.#warn(`Cannot take a snapshot checkpoint: ${errorText(err)}`));
-  }
-
-  /** Takes a checkpoint and waits until it is written; call only where no commit runs. */
-  async #checkpointNow(): Promise<void> {
-    try {
-      await this.#writeCheckpoint(await this.#takeCheckpoint());
-    } catch (err) {
-      this.#warn(`Cannot take a snapshot checkpoint: ${errorText(err)}`);
-    }
+    this.#checkpoints.committed(bytes);
   }
 
   /**
@@ -587,20 +543,7 @@ export class TelemetryService implements AsyncDisposable {
         : null,
       currentJson: this.#snapshot.json(),
     };
-    this.#dirty = false;
-    this.#bytesSinceCheckpoint = 0;
-    this.#checkpointNight = night;
     return () => checkpointRecord(taken);
-  }
-
-  /** Writes a taken checkpoint after the ones taken before it; a failure is warned. */
-  #writeCheckpoint(record: () => unknown): Promise<void> {
-    const write = this.#checkpointWrites.then(() => this.#store.writeSavedSnapshot(record()));
-    this.#checkpointWrites = write.catch((err) => {
-      this.#dirty = true;
-      this.#warn(`Cannot save the snapshot checkpoint: ${errorText(err)}`);
-    });
-    return this.#checkpointWrites;
   }
 
   #control<T>(fn: () => Promise<T>): Promise<T> {
