@@ -518,11 +518,7 @@ export class ConfigError extends Error {
 export async function startServer(options: ServerOptions): Promise<ServerHandle> {
   const hostname = options.hostname ?? DEFAULT_HOST;
   const port = options.port ?? DEFAULT_PORT;
-  if (!isLoopback(hostname) && !options.token && !options.insecure) {
-    throw new ConfigError(
-      `Refusing to listen on ${hostname} without a token: anyone on the network could write telemetry. Set --token (or OBS_TELEMETRY_TOKEN), or pass --insecure.`,
-    );
-  }
+  checkExposure(hostname, options);
   const service = await TelemetryService.open(options);
   let stopping: Promise<void> | undefined;
   const lifecycle = new ShutdownLifecycle(() => void shutdown());
@@ -534,16 +530,8 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
     ...(options.onError ? { onError: options.onError } : {}),
   });
   // Requests being answered; shutdown waits for them before it closes the files.
-  let inFlight = 0;
-  let drained: PromiseWithResolvers<void> | undefined;
-  const counted: TelemetryHandler = async (req, info) => {
-    inFlight++;
-    try {
-      return await handler(req, info);
-    } finally {
-      if (--inFlight === 0) drained?.resolve();
-    }
-  };
+  const inFlight = new InFlight();
+  const counted = inFlight.wrap(handler);
   const listen = (at: number) => Deno.serve({ hostname, port: at, onListen: () => {} }, counted);
   let server: Deno.HttpServer<Deno.NetAddr>;
   try {
@@ -566,10 +554,7 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
       lifecycle.begin();
       // New requests are answered 503 from now on while the listener stays open, so whoever
       // waits for the port to close (`obs-utils telemetry stop`) knows the lock is free.
-      if (inFlight > 0) {
-        drained = Promise.withResolvers<void>();
-        await raceDeadline(drained.promise, deadline);
-      }
+      await raceDeadline(inFlight.drained(), deadline);
       try {
         await service.close();
       } finally {
@@ -583,42 +568,98 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   }
   const port0 = server.addr.port;
   const relisten = new Relistener(options.relisten ?? {}, warn, `${hostForUrl(hostname)}:${port0}`);
-  // Deno.serve ends its listener on the first failed accept (EMFILE, ENFILE, ECONNABORTED...).
-  // That is no reason to stop (CONTRACT 10): listen again on the same address, keeping the
-  // lock and the open files; only when that keeps failing does the server stop, with an error.
-  const watch = (current: Deno.HttpServer<Deno.NetAddr>) => {
-    current.finished.then(() => undefined, (err: unknown) => err).then(async (err) => {
-      if (stopping) return;
-      const next = await relisten.run(err, () => stopping !== undefined, () => listen(port0));
-      if (stopping) {
-        await next?.shutdown();
-        return;
-      }
-      if (next) {
-        server = next;
-        watch(next);
-        return;
-      }
+  keepListening(server, {
+    relisten,
+    stopped: () => stopping !== undefined,
+    listen: () => listen(port0),
+    replaced: (next) => void (server = next),
+    failed: () => {
       failure = relisten.failure();
-      await shutdown();
-    }).catch(() => {}); // failures surface via `finished`
-  };
-  watch(server);
+      return shutdown();
+    },
+  });
   // Callers that never await `finished` must not crash on a failed close; those who do see it.
   done.promise.catch(() => {});
-  const finished = done.promise;
   const addr = server.addr;
   // Keep the name the operator chose; "localhost" reads better than the address it resolved to.
   const shown = hostname === "localhost" ? hostname : addr.hostname;
-  const urlHost = hostForUrl(shown);
   return {
     addr,
-    url: `http://${urlHost}:${addr.port}`,
+    url: `http://${hostForUrl(shown)}:${addr.port}`,
     service,
     shutdown,
-    finished,
+    finished: done.promise,
     [Symbol.asyncDispose]: shutdown,
   };
+}
+
+/** What {@linkcode keepListening} does when a listener ends. */
+interface Relisten {
+  relisten: Relistener;
+  /** Whether a shutdown began: then the end was requested. */
+  stopped: () => boolean;
+  /** Listens again on the same address. */
+  listen: () => Deno.HttpServer<Deno.NetAddr>;
+  /** Told the new listener. */
+  replaced: (next: Deno.HttpServer<Deno.NetAddr>) => void;
+  /** Called when listening again failed for good; shuts the server down. */
+  failed: () => Promise<void>;
+}
+
+/**
+ * Deno.serve ends its listener on the first failed accept (EMFILE, ENFILE, ECONNABORTED...).
+ * That is no reason to stop (CONTRACT 10): listen again on the same address, keeping the lock and
+ * the open files; only when that keeps failing does the server stop, with an error.
+ */
+function keepListening(current: Deno.HttpServer<Deno.NetAddr>, on: Relisten): void {
+  current.finished.then(() => undefined, (err: unknown) => err).then(async (err) => {
+    if (on.stopped()) return;
+    const next = await on.relisten.run(err, on.stopped, on.listen);
+    if (on.stopped()) {
+      await next?.shutdown();
+      return;
+    }
+    if (next) {
+      on.replaced(next);
+      keepListening(next, on);
+      return;
+    }
+    await on.failed();
+  }).catch(() => {}); // failures surface via `finished`
+}
+
+/** Refuses to expose the service to the network without a token, unless told to (CONTRACT 2.8). */
+function checkExposure(hostname: string, options: ServerOptions): void {
+  if (!isLoopback(hostname) && !options.token && !options.insecure) {
+    throw new ConfigError(
+      `Refusing to listen on ${hostname} without a token: anyone on the network could write telemetry. Set --token (or OBS_TELEMETRY_TOKEN), or pass --insecure.`,
+    );
+  }
+}
+
+/** The requests being answered, so that shutdown can wait for them. */
+class InFlight {
+  #count = 0;
+  #drained: PromiseWithResolvers<void> | undefined;
+
+  /** A handler that counts the requests it is answering. */
+  wrap(handler: TelemetryHandler): TelemetryHandler {
+    return async (req, info) => {
+      this.#count++;
+      try {
+        return await handler(req, info);
+      } finally {
+        if (--this.#count === 0) this.#drained?.resolve();
+      }
+    };
+  }
+
+  /** Settles once no request is being answered (at once when none is). */
+  drained(): Promise<void> {
+    if (this.#count === 0) return Promise.resolve();
+    this.#drained ??= Promise.withResolvers<void>();
+    return this.#drained.promise;
+  }
 }
 
 /** Errors of a failed `accept` or `listen` that pass once descriptors or memory are back. */
