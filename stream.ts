@@ -117,6 +117,125 @@ function concat(parts: Uint8Array[]): Uint8Array {
   return out;
 }
 
+/** What a {@linkcode StreamClient} starts from. */
+interface StreamClientOptions {
+  filter: Set<string> | undefined;
+  /** The snapshot message, taken when the client joined. */
+  snapshot: ReadableStreamDefaultReader<Uint8Array>;
+  skip: number;
+  maxQueueBytes: number;
+  keepaliveMs: number;
+  /** Counts a client dropped for falling behind. */
+  dropped: () => void;
+  /** Removes the client from the hub. */
+  left: (client: Client) => void;
+}
+
+/**
+ * One `GET /stream` client: its body is pulled as the connection takes bytes, first the snapshot
+ * in chunks, then whatever queued up meanwhile, then live chunks as they come. A client with more
+ * than `maxQueueBytes` waiting is dropped.
+ */
+class StreamClient implements Client {
+  readonly filter: Set<string> | undefined;
+  readonly filterKey: string;
+  skip: number;
+  /** The response body. */
+  readonly body: ReadableStream<Uint8Array>;
+  #options: StreamClientOptions;
+  #controller!: ReadableStreamDefaultController<Uint8Array>;
+  #snapshot: ReadableStreamDefaultReader<Uint8Array> | undefined;
+  /** Live bytes the client has not taken yet. */
+  #pending: Uint8Array[] = [];
+  #pendingBytes = 0;
+  /** Resolves the pull that waits for live bytes. */
+  #wake: (() => void) | undefined;
+  #ended = false;
+  #timer: ReturnType<typeof setInterval>;
+
+  constructor(options: StreamClientOptions) {
+    this.#options = options;
+    this.filter = options.filter;
+    this.filterKey = options.filter ? [...options.filter].sort().join("\u0000") : "";
+    this.skip = options.skip;
+    this.#snapshot = options.snapshot;
+    this.#timer = setInterval(() => this.deliver(KEEPALIVE), options.keepaliveMs);
+    this.body = new ReadableStream<Uint8Array>({
+      start: (c) => {
+        this.#controller = c;
+      },
+      pull: (c) => this.#pull(c),
+      // The consumer went away (disconnect or cancelled body): nothing is left to send to.
+      cancel: () => this.#cleanup(),
+    }, { highWaterMark: 0 });
+  }
+
+  deliver(bytes: Uint8Array): void {
+    if (this.#ended) return;
+    if (this.#wake) {
+      this.#controller.enqueue(bytes);
+      this.#wake();
+      this.#wake = undefined;
+      return;
+    }
+    this.#pending.push(bytes);
+    this.#pendingBytes += bytes.byteLength;
+    const max = this.#options.maxQueueBytes;
+    if (this.#pendingBytes > max) {
+      this.#options.dropped();
+      this.#cleanup();
+      // Erroring (not closing) makes Deno abort the response. Deno logs the reason on stderr; a
+      // string keeps that to one line without a stack trace.
+      this.#controller.error(
+        `GET /stream: dropped a client with more than ${max} bytes of events waiting; it may reconnect for a fresh snapshot`,
+      );
+    }
+  }
+
+  end(): void {
+    if (this.#ended) return;
+    // A client that has not taken everything yet would hold a graceful close open, so its
+    // response is aborted instead.
+    const idle = this.#wake !== undefined;
+    this.#cleanup();
+    if (idle) this.#controller.close();
+    else {this.#controller.error(
+        "GET /stream: aborted a client that was behind, the server is stopping",
+      );}
+  }
+
+  async #pull(c: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
+    if (this.#ended) return;
+    if (this.#snapshot) {
+      const { value, done } = await this.#snapshot.read();
+      if (this.#ended) return;
+      if (!done) {
+        c.enqueue(value);
+        return;
+      }
+      this.#snapshot = undefined;
+    }
+    if (this.#pending.length > 0) {
+      c.enqueue(concat(this.#pending));
+      this.#pending = [];
+      this.#pendingBytes = 0;
+      return;
+    }
+    await new Promise<void>((resolve) => (this.#wake = resolve));
+  }
+
+  #cleanup(): void {
+    this.#ended = true;
+    clearInterval(this.#timer);
+    this.#options.left(this);
+    this.#snapshot?.cancel().catch(() => {});
+    this.#snapshot = undefined;
+    this.#pending = [];
+    this.#wake?.();
+    this.#wake = undefined;
+  }
+}
+
 /**
  * Fans the service's messages out to Server-Sent Event clients, each with its own bounded
  * queue, so a slow or stalled client is dropped instead of slowing ingestion or growing memory
@@ -203,100 +322,25 @@ export class StreamHub {
     }
     const filter = options.types && options.types.length > 0 ? new Set(options.types) : undefined;
     // The snapshot is taken now, in the same turn the client joins: every later event follows it.
-    let snapshot: ReadableStreamDefaultReader<Uint8Array> | undefined = this.#service.currentBody({
+    const snapshot = this.#service.currentBody({
       ...(filter ? { types: filter } : {}),
       prefix: SNAPSHOT_PREFIX,
       suffix: SNAPSHOT_SUFFIX,
     }).getReader();
-    const maxQueueBytes = this.#maxQueueBytes;
-    let controller!: ReadableStreamDefaultController<Uint8Array>;
-    /** Live bytes the client has not taken yet. */
-    let pending: Uint8Array[] = [];
-    let pendingBytes = 0;
-    /** Resolves the pull that waits for live bytes. */
-    let wake: (() => void) | undefined;
-    let ended = false;
-    const cleanup = (): void => {
-      ended = true;
-      clearInterval(timer);
-      this.#clients.delete(client);
-      if (this.#clients.size === 0) this.#discard();
-      snapshot?.cancel().catch(() => {});
-      snapshot = undefined;
-      pending = [];
-      wake?.();
-      wake = undefined;
-    };
-    const client: Client = {
+    const client = new StreamClient({
       filter,
-      filterKey: filter ? [...filter].sort().join("\u0000") : "",
+      snapshot,
       skip: this.#batch.length,
-      deliver: (bytes) => {
-        if (ended) return;
-        if (wake) {
-          controller.enqueue(bytes);
-          wake();
-          wake = undefined;
-          return;
-        }
-        pending.push(bytes);
-        pendingBytes += bytes.byteLength;
-        if (pendingBytes > maxQueueBytes) {
-          this.#dropped++;
-          cleanup();
-          // Erroring (not closing) makes Deno abort the response. Deno logs the reason on
-          // stderr; a string keeps that to one line without a stack trace.
-          controller.error(
-            `GET /stream: dropped a client with more than ${maxQueueBytes} bytes of events waiting; it may reconnect for a fresh snapshot`,
-          );
-        }
+      maxQueueBytes: this.#maxQueueBytes,
+      keepaliveMs: this.#keepaliveMs,
+      dropped: () => this.#dropped++,
+      left: (gone) => {
+        this.#clients.delete(gone);
+        if (this.#clients.size === 0) this.#discard();
       },
-      end() {
-        if (ended) return;
-        // A client that has not taken everything yet would hold a graceful close open, so its
-        // response is aborted instead.
-        const idle = wake !== undefined;
-        cleanup();
-        if (idle) controller.close();
-        else {
-          controller.error(
-            "GET /stream: aborted a client that was behind, the server is stopping",
-          );
-        }
-      },
-    };
+    });
     this.#clients.add(client);
-    // Declared after cleanup(), which only runs once the client is registered here.
-    const timer = setInterval(() => client.deliver(KEEPALIVE), this.#keepaliveMs);
-
-    return new ReadableStream<Uint8Array>({
-      start: (c) => {
-        controller = c;
-      },
-      // Pulled as the connection takes bytes: first the snapshot in chunks, then whatever
-      // queued up meanwhile, then live chunks as they come.
-      pull: async (c) => {
-        if (ended) return;
-        if (snapshot) {
-          const { value, done } = await snapshot.read();
-          if (ended) return;
-          if (!done) {
-            c.enqueue(value);
-            return;
-          }
-          snapshot = undefined;
-        }
-        if (pending.length > 0) {
-          c.enqueue(concat(pending));
-          pending = [];
-          pendingBytes = 0;
-          return;
-        }
-        await new Promise<void>((resolve) => (wake = resolve));
-      },
-      // The consumer went away (disconnect or cancelled body): nothing is left to send to.
-      cancel: cleanup,
-    }, { highWaterMark: 0 });
+    return client.body;
   }
 
   /**
