@@ -2,7 +2,9 @@
  * The site directory and everything in it: {@linkcode SiteStore} owns the paths and file names,
  * the lock, one writer per night and per run, rotation at local noon, seq marks, the saved
  * records (active run, snapshot) and the start-up scan. Nothing else in the service touches the
- * disk.
+ * disk. Its rules live in two internal modules it builds on: the names, reserved names and path
+ * safety of the directory in `_site_layout.ts`, the reading of stream files in `_stream_read.ts`;
+ * the names other modules import from them are re-exported here.
  *
  * Needs `--allow-read` and `--allow-write` for the site directory (and any `--allow-run-root`).
  *
@@ -19,15 +21,10 @@
  * @module
  */
 
-import { isAbsolute, join, relative, resolve, sep } from "node:path";
+import { join } from "node:path";
 import {
-  assertStillPlainFile,
-  ensurePlainFile,
-  exists,
-  isStrictlyInside,
   LOCK_FILE,
   readJsonFile,
-  realPathOfNearest,
   refuseNonFile,
   removeIfExists,
   SiteLock,
@@ -37,13 +34,34 @@ import { DayKeyer } from "./_day_key.ts";
 import {
   errorText,
   InvalidRequestError,
-  RunDirNotAllowedError,
   SiteInUseError,
   StorageError,
   UnsafeFileError,
 } from "./_errors.ts";
-import { type FsyncMode, NdjsonWriter, recoverTornTail } from "./_ndjson_writer.ts";
-import { LineSplitter, readSeqAndType } from "./_ndjson.ts";
+import { type FsyncMode, type NdjsonWriter, recoverTornTail } from "./_ndjson_writer.ts";
+import {
+  readStreamAfter,
+  readTail,
+  scanStream,
+  type StreamCursor,
+  type StreamScan,
+  type StreamTail,
+} from "./_stream_read.ts";
+import {
+  ACTIVE_RUN_FILE,
+  confineRunDir,
+  moveAsideSquatters,
+  nextNumericRun,
+  openPlainWriter,
+  readSeqMark,
+  RUN_FILE,
+  type RunDirField,
+  SEQ_MARK_FILE,
+  SITE_FILE,
+  siteFileName,
+  SNAPSHOT_FILE,
+  writeSeqMark,
+} from "./_site_layout.ts";
 
 export { checkTimeZone, dayKey, DayKeyer } from "./_day_key.ts";
 export {
@@ -55,102 +73,30 @@ export {
 } from "./_ndjson_writer.ts";
 export { errorText, isDiskFull, SiteInUseError, WriteError } from "./_errors.ts";
 export { SiteLock } from "./_fs.ts";
+export {
+  type FileTail,
+  readStreamAfter,
+  readTail,
+  scanStream,
+  type StreamCursor,
+  type StreamScan,
+  type StreamTail,
+} from "./_stream_read.ts";
+export {
+  readSeqMark,
+  reservedName,
+  RUN_FILE,
+  type RunDirField,
+  SEQ_MARK_FILE,
+  SITE_FILE,
+  siteFileName,
+  writeSeqMark,
+} from "./_site_layout.ts";
 
 const encoder = new TextEncoder();
 
 /** How old a sighting of a file at its path may be before a commit looks again. */
 const IN_PLACE_MAX_AGE_MS = 100;
-
-// --- the layout of a site directory (CONTRACT 3) ---------------------------------------------
-
-/** The name of the site-stream file for a day key. */
-export function siteFileName(key: string): string {
-  return `site_${key}.ndjson`;
-}
-
-/** Names of site-stream files. */
-export const SITE_FILE: RegExp = /^site_(\d{8})\.ndjson$/;
-/** The run stream's file inside a run directory. */
-export const RUN_FILE = "telemetry.ndjson";
-/** The active run, while one is active; a run resumes from it after a restart. */
-const ACTIVE_RUN_FILE = ".active-run.json";
-/** The snapshot as it was at the last clean shutdown, with the seqs it reflects. */
-const SNAPSHOT_FILE = ".snapshot.json";
-
-/**
- * The names the service keeps for its own files, now and in the features CONTRACT 8, 11-13
- * plan, and what each is, for the advice of a refused run directory. A name is reserved when it
- * starts with one of these, so the files derived from it are reserved too: `<file>.torn`
- * (CONTRACT 4.3), `<file>.gz` (CONTRACT 12), the `.tmp-<uuid>` files of atomic writes. The check
- * ignores case, because on a case-insensitive file system (macOS, Windows) `RUNS.ndjson` is
- * `runs.ndjson`. Not covered, as the service runs on Linux: Windows device names (`NUL`, `CON`),
- * trailing dots and spaces that Windows drops, 8.3 short names, and names that only Unicode
- * normalisation (HFS+) makes equal.
- */
-const RESERVED_NAMES: readonly { pattern: RegExp; what: string }[] = [
-  {
-    // One dot, not two: `..2026` cannot be mistaken for a record, and CONTRACT 2.3 allows it.
-    pattern: /^\.(?!\.)/,
-    what:
-      'names starting with one "." hold the service\'s records (.lock, .active-run.json, .snapshot.json, .seq-mark.json, .forward/, temporary files)',
-  },
-  { pattern: /^site_\d{8}\.ndjson/i, what: "site_YYYYMMDD.ndjson names the site stream's files" },
-  { pattern: /^runs\.ndjson/i, what: "runs.ndjson is the run log" },
-  { pattern: /^telemetry\.ndjson/i, what: "telemetry.ndjson is a run's stream file" },
-  { pattern: /^run\.json/i, what: "run.json is a run's record" },
-];
-
-/**
- * The exact names of the files the service opens at the top of a site directory. At start-up
- * anything else found at one of them (a directory made by a run started there with 0.3, a
- * symbolic link) is moved aside, so it neither stops the start nor leads a write elsewhere.
- */
-const SERVICE_FILE =
-  /^(?:\.active-run\.json|\.snapshot\.json|\.seq-mark\.json|runs\.ndjson(?:\.torn|\.gz)?|site_\d{8}\.ndjson(?:\.torn|\.gz)?)$/i;
-
-/** Linux's limits: `NAME_MAX` bytes for one name, `PATH_MAX` (with its NUL) for a path. */
-const NAME_MAX = 255;
-const PATH_MAX = 4096;
-
-/**
- * Why a name cannot be a directory of a run, or `undefined` when it can: every name the service
- * gives its own files, in the site directory and in run directories (CONTRACT 3, 4, 8, 11-13).
- * This is the one rule; run placement asks it of every segment of a run directory's path.
- *
- * @param name One path segment.
- * @returns What the name is kept for, or `undefined`.
- *
- * @example Usage
- * ```ts
- * import { reservedName } from "./storage.ts";
- * import assert from "node:assert/strict";
- *
- * assert.match(reservedName("runs.ndjson") ?? "", /run log/);
- * assert.equal(reservedName("night-1"), undefined);
- * ```
- */
-export function reservedName(name: string): string | undefined {
-  return RESERVED_NAMES.find(({ pattern }) => pattern.test(name))?.what;
-}
-
-function byteLength(text: string): number {
-  return encoder.encode(text).length;
-}
-
-function quoted(text: string, max = 60): string {
-  return JSON.stringify(text.length > max ? `${text.slice(0, max)}...` : text);
-}
-
-/** The message of a refused run directory: which field, the value, and what to choose instead. */
-function runDirProblem(field: RunDirField, requested: string, problem: string): string {
-  const example = field === "run_id" ? `"night-1"` : `"nights/night-1"`;
-  return `${field} ${
-    quoted(requested)
-  } cannot be used: ${problem}; choose another ${field}, for example ${example}.`;
-}
-
-/** Which request field named a run directory, for the advice in errors. */
-export type RunDirField = "run_id" | "run_dir";
 
 /** Options of {@linkcode SiteStore.open}. */
 export interface SiteStoreOptions {
@@ -194,27 +140,6 @@ export interface SiteResume {
   mark: number;
   /** Every site file, by ascending last seq (then name). */
   files: SiteFileTail[];
-}
-
-/**
- * Where a checkpoint stands in one stream file: the byte offset just after the last line it
- * covers, and that line's seq (0 and 0: an empty file).
- */
-export interface StreamCursor {
-  /** Bytes of the file the checkpoint covers. */
-  offset: number;
-  /** The seq of the line that ends at `offset` (0 when `offset` is 0). */
-  seq: number;
-}
-
-/** The lines of a stream after a point, found by {@linkcode readStreamAfter}. */
-export interface StreamTail {
-  /** The last line of each type after the point, with its seq, in order of last occurrence. */
-  latest: Map<string, { seq: number; line: string }>;
-  /** How many lines with a seq came after the point. */
-  count: number;
-  /** How many bytes were read forwards. */
-  bytes: number;
 }
 
 /**
@@ -459,55 +384,8 @@ export class SiteStore {
    * @throws {InvalidRequestError} If it names a reserved file, is too long, is the site
    *   directory itself, or a file or a loop of links is in its way.
    */
-  async confineRunDir(requested: string, field: RunDirField = "run_dir"): Promise<string> {
-    const target = isAbsolute(requested) ? resolve(requested) : resolve(this.siteDir, requested);
-    const refuse = (problem: string) =>
-      new InvalidRequestError(runDirProblem(field, requested, problem));
-    if (byteLength(target) >= PATH_MAX) {
-      throw refuse(
-        `as the absolute path ${quoted(target)} it is ${
-          byteLength(target)
-        } bytes long, and the system allows fewer than ${PATH_MAX}`,
-      );
-    }
-    const long = target.split(sep).find((segment) => byteLength(segment) > NAME_MAX);
-    if (long !== undefined) {
-      throw refuse(
-        `its segment ${quoted(long)} is ${
-          byteLength(long)
-        } bytes long, and a file name may have at most ${NAME_MAX}`,
-      );
-    }
-    if (target === this.siteDir) {
-      throw refuse("it is the site directory itself, and a run needs a directory of its own");
-    }
-    let real: string;
-    try {
-      real = await realPathOfNearest(target);
-    } catch (err) {
-      // The path as a whole is the caller's: a file in the way, a loop of links, a name too long.
-      if (err instanceof Deno.errors.NotADirectory) throw refuse("a file is in the way");
-      const code = (err as { code?: unknown }).code;
-      if (code === "ELOOP") throw refuse("it leads through a loop of symbolic links");
-      if (code === "ENAMETOOLONG") throw refuse("it is longer than the file system allows");
-      throw err;
-    }
-    for (const root of [this.siteDir, ...this.runRoots]) {
-      if (!isStrictlyInside(real, root) || !isStrictlyInside(target, root)) continue;
-      // Both the path as written and where its links lead: `latest -> .forward` is refused too.
-      for (
-        const segment of [...relative(root, target).split(sep), ...relative(root, real).split(sep)]
-      ) {
-        const reserved = reservedName(segment);
-        if (reserved !== undefined) {
-          throw refuse(
-            `${quoted(segment)} is a name the service keeps for its own files (${reserved})`,
-          );
-        }
-      }
-      return target;
-    }
-    throw new RunDirNotAllowedError(requested, target, this.siteDir, this.runRoots);
+  confineRunDir(requested: string, field: RunDirField = "run_dir"): Promise<string> {
+    return confineRunDir(this.siteDir, this.runRoots, requested, field);
   }
 
   /**
@@ -516,18 +394,8 @@ export class SiteStore {
    *
    * @returns For example `"001"`, `"008"` or `"1000"`.
    */
-  async nextNumericRun(): Promise<string> {
-    let max = 0;
-    const taken = new Set<string>();
-    for await (const entry of Deno.readDir(this.siteDir)) {
-      if (!/^\d+$/.test(entry.name)) continue;
-      if (entry.isDirectory) max = Math.max(max, Number(entry.name));
-      else taken.add(entry.name);
-    }
-    let next = max + 1;
-    // A file or link with the next number would refuse a start the client cannot fix.
-    while (taken.has(String(next).padStart(3, "0"))) next++;
-    return String(next).padStart(3, "0");
+  nextNumericRun(): Promise<string> {
+    return nextNumericRun(this.siteDir);
   }
 
   /**
@@ -854,318 +722,4 @@ export class SiteStore {
 
 function tornMessage(path: string, bytes: number): string {
   return `Moved a torn last line (${bytes} bytes) of ${path} to ${path}.torn.`;
-}
-
-/**
- * Opens a stream file's writer only when the file and its `.torn` file are regular files (or
- * missing), and checks afterwards that no link was swapped in while it opened.
- */
-async function openPlainWriter(
-  path: string,
-  fsync: FsyncMode,
-  onTorn: (bytes: number) => void,
-): Promise<NdjsonWriter> {
-  await refuseNonFile(`${path}.torn`);
-  const before = await ensurePlainFile(path);
-  const writer = await NdjsonWriter.open(path, fsync, onTorn);
-  try {
-    await assertStillPlainFile(path, before);
-  } catch (err) {
-    await writer.close().catch(() => {});
-    throw err;
-  }
-  return writer;
-}
-
-/**
- * Moves aside whatever is at one of the service's file names in the site directory and is not a
- * regular file: a directory (a run started there by 0.3, which did not reserve the names) would
- * make every later write of that file fail, and a symbolic link would lead writes outside. Moving
- * keeps everything in it; only the name changes.
- */
-async function moveAsideSquatters(siteDir: string, warn: (message: string) => void): Promise<void> {
-  const found: Deno.DirEntry[] = [];
-  for await (const entry of Deno.readDir(siteDir)) {
-    if (!entry.isFile && SERVICE_FILE.test(entry.name)) found.push(entry);
-  }
-  for (const entry of found) {
-    const path = join(siteDir, entry.name);
-    const what = entry.isSymlink
-      ? `a symbolic link (to ${await Deno.readLink(path).catch(() => "?")})`
-      : entry.isDirectory
-      ? "a directory"
-      : "neither a file nor a directory";
-    let aside: string;
-    for (let n = 0;; n++) {
-      // Not a reserved name, so a run directory moved here can be started again by run_dir.
-      aside = join(
-        siteDir,
-        `moved-aside-${Date.now()}${n ? `-${n}` : ""}-${entry.name.replace(/^\./, "")}`,
-      );
-      // rename() replaces an empty directory at the target: never let it.
-      if (!(await exists(aside))) break;
-    }
-    await Deno.rename(path, aside);
-    warn(
-      `${path} was ${what} where the service keeps its ${entry.name} file; moved it to ${aside} unchanged.`,
-    );
-  }
-}
-
-/** How much is read per step when reading a file backwards. */
-const BACK_CHUNK = 64 * 1024;
-const NL = 0x0a;
-const decoder = new TextDecoder();
-
-/** A complete line met while reading backwards: `[start, end)` holds it without its `\n`. */
-interface BackLine {
-  text: string;
-  start: number;
-  /** The offset just after its `\n`. */
-  end: number;
-}
-
-async function readAt(file: Deno.FsFile, position: number, length: number): Promise<Uint8Array> {
-  const out = new Uint8Array(length);
-  await file.seek(position, Deno.SeekMode.Start);
-  let filled = 0;
-  while (filled < length) {
-    const n = await file.read(out.subarray(filled));
-    if (n === null) break;
-    filled += n;
-  }
-  return out.subarray(0, filled);
-}
-
-/**
- * The complete lines of `[0, end)` from the last to the first, reading 64 KiB steps from the end,
- * so the cost is what the caller consumes, not the file's size. Bytes after the last `\n` (a
- * torn tail) are no line.
- */
-async function* linesBackward(file: Deno.FsFile, end: number): AsyncGenerator<BackLine> {
-  let pos = end; // buf holds [pos, pos + buf.length)
-  let buf = new Uint8Array(0);
-  let terminated = false; // buf ends with the "\n" of the next line to hand out
-  while (true) {
-    const searchEnd = terminated ? buf.length - 1 : buf.length;
-    const nl = buf.subarray(0, searchEnd).lastIndexOf(NL);
-    if (!terminated) {
-      if (nl >= 0) {
-        buf = buf.subarray(0, nl + 1);
-        terminated = true;
-        continue;
-      }
-    } else if (nl >= 0) {
-      yield {
-        text: decoder.decode(buf.subarray(nl + 1, buf.length - 1)),
-        start: pos + nl + 1,
-        end: pos + buf.length,
-      };
-      buf = buf.subarray(0, nl + 1);
-      continue;
-    }
-    if (pos === 0) {
-      if (terminated && buf.length > 0) {
-        yield { text: decoder.decode(buf.subarray(0, buf.length - 1)), start: 0, end: buf.length };
-      }
-      return;
-    }
-    const step = Math.min(BACK_CHUNK, pos);
-    const chunk = await readAt(file, pos - step, step);
-    const joined = new Uint8Array(chunk.length + buf.length);
-    joined.set(chunk);
-    joined.set(buf, chunk.length);
-    buf = joined;
-    pos -= step;
-  }
-}
-
-/** What the end of a stream file says, found by {@linkcode readTail}. */
-export interface FileTail {
-  /** Size in bytes. */
-  size: number;
-  /** The seq of the last complete line that parses, or 0. */
-  lastSeq: number;
-  /** The file does not end with `\n`. */
-  torn: boolean;
-}
-
-/**
- * Reads a stream file's last seq from its end: the cost is the last line, not the file. Lines
- * within one stream file are appended in seq order, so that is the file's highest seq.
- *
- * @param path The NDJSON file; a missing file reads as empty.
- * @param size Bytes to consider (default: the whole file).
- * @returns Its size, last seq and whether its tail is torn.
- */
-export async function readTail(path: string, size?: number): Promise<FileTail> {
-  let file: Deno.FsFile;
-  try {
-    file = await Deno.open(path, { read: true });
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound) return { size: 0, lastSeq: 0, torn: false };
-    throw err;
-  }
-  try {
-    const end = size ?? (await file.stat()).size;
-    const last = end > 0 ? await readAt(file, end - 1, 1) : new Uint8Array(0);
-    const torn = last.length === 1 && last[0] !== NL;
-    for await (const line of linesBackward(file, end)) {
-      const parsed = readSeqAndType(line.text);
-      if (parsed !== undefined) return { size: end, lastSeq: parsed.seq, torn };
-    }
-    return { size: end, lastSeq: 0, torn };
-  } finally {
-    file.close();
-  }
-}
-
-/**
- * Reads what a stream file holds after a point: from a checkpoint's cursor when it is given
- * (after checking it still matches the file), else from the first line whose seq is above
- * `afterSeq` (found by reading backwards; seq increases within a file).
- *
- * @param path The NDJSON file.
- * @param after The cursor of a checkpoint, or the seq to read past.
- * @returns The latest line per type after the point, or `undefined` when the cursor does not
- *   match the file (shorter than the offset, no `\n` before it, another seq on the line before
- *   it): the file was truncated or replaced.
- */
-export async function readStreamAfter(
-  path: string,
-  after: StreamCursor | { afterSeq: number },
-): Promise<StreamTail | undefined> {
-  const result: StreamTail = { latest: new Map(), count: 0, bytes: 0 };
-  let file: Deno.FsFile;
-  try {
-    file = await Deno.open(path, { read: true });
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound) {
-      return "offset" in after && after.offset > 0 ? undefined : result;
-    }
-    throw err;
-  }
-  try {
-    const size = (await file.stat()).size;
-    let start = 0;
-    let afterSeq: number;
-    if ("offset" in after) {
-      if (after.offset > size) return undefined;
-      if (after.offset > 0) {
-        const before = await linesBackward(file, after.offset).next();
-        if (before.done || before.value.end !== after.offset) return undefined;
-        if (readSeqAndType(before.value.text)?.seq !== after.seq) return undefined;
-      } else if (after.seq !== 0) return undefined;
-      start = after.offset;
-      afterSeq = after.seq;
-    } else {
-      afterSeq = after.afterSeq;
-      for await (const line of linesBackward(file, size)) {
-        const seq = readSeqAndType(line.text)?.seq;
-        if (seq !== undefined && seq <= afterSeq) break;
-        start = line.start;
-      }
-    }
-    if (start >= size) return result;
-    await file.seek(start, Deno.SeekMode.Start);
-    const handle = (line: string) => {
-      const parsed = line.length > 0 ? readSeqAndType(line) : undefined;
-      if (parsed === undefined || parsed.seq <= afterSeq) return;
-      result.count++;
-      result.latest.delete(parsed.type);
-      result.latest.set(parsed.type, { seq: parsed.seq, line });
-    };
-    const splitter = new LineSplitter({ crlf: false });
-    const buf = new Uint8Array(256 * 1024);
-    // Only complete lines count: a torn tail was recovered before, and end() is never called.
-    while (true) {
-      const n = await file.read(buf);
-      if (n === null) break;
-      result.bytes += n;
-      splitter.push(buf.subarray(0, n), handle);
-    }
-    return result;
-  } finally {
-    file.close();
-  }
-}
-
-/**
- * The file beside a stream's NDJSON files that records the highest seq it has handed out, for
- * seqs that never reached a file (events posted with `store_permanently: false`).
- */
-export const SEQ_MARK_FILE = ".seq-mark.json";
-
-/**
- * Reads a stream's seq high-water mark.
- *
- * @param dir The site directory or a run directory.
- * @returns The mark, or 0 when there is none (or it is unreadable).
- */
-export async function readSeqMark(dir: string): Promise<number> {
-  try {
-    const value = await readJsonFile(join(dir, SEQ_MARK_FILE));
-    const seq = (value as { seq?: unknown } | undefined)?.seq;
-    return typeof seq === "number" && Number.isSafeInteger(seq) && seq > 0 ? seq : 0;
-  } catch (err) {
-    if (err instanceof SyntaxError) return 0;
-    throw err;
-  }
-}
-
-/**
- * Records a stream's seq high-water mark atomically.
- *
- * @param dir The site directory or a run directory.
- * @param seq No seq at or below it may be handed out again.
- */
-export async function writeSeqMark(dir: string, seq: number): Promise<void> {
-  await writeJsonAtomic(join(dir, SEQ_MARK_FILE), { seq });
-}
-
-/** What {@linkcode scanStream} learns from an existing stream file. */
-export interface StreamScan {
-  /** The seq of the last complete line, or 0 for an empty or missing file. */
-  lastSeq: number;
-  /** The last line of each type, keyed by type, in first-seen order. */
-  latest: Map<string, string>;
-  /** How many lines have a seq greater than `countAfter`. */
-  countedAfter: number;
-}
-
-/**
- * Reads a whole NDJSON stream file once and returns its last seq, its latest line per type, and
- * how many lines come after a given seq. Used on start-up to resume counters and rebuild the
- * snapshot. Lines that do not parse are skipped (they were never acknowledged as such).
- *
- * @param path The NDJSON file; a missing file scans as empty.
- * @param countAfter Count lines whose seq is greater than this.
- * @returns The scan result.
- */
-export async function scanStream(path: string, countAfter = Infinity): Promise<StreamScan> {
-  const result: StreamScan = { lastSeq: 0, latest: new Map(), countedAfter: 0 };
-  let file: Deno.FsFile;
-  try {
-    file = await Deno.open(path, { read: true });
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound) return result;
-    throw err;
-  }
-  const handle = (line: string) => {
-    if (line.length === 0) return;
-    const parsed = readSeqAndType(line);
-    if (parsed === undefined) return;
-    const { seq, type } = parsed;
-    if (seq > result.lastSeq) result.lastSeq = seq;
-    if (seq > countAfter) result.countedAfter++;
-    // Delete first so the Map's order follows the latest occurrence, not the first.
-    result.latest.delete(type);
-    result.latest.set(type, line);
-  };
-  // The snapshot keeps lines exactly as stored, so a "\r" stays part of its line.
-  const splitter = new LineSplitter({ crlf: false });
-  for await (const chunk of file.readable) splitter.push(chunk, handle);
-  // A final line without "\n" is a torn tail: callers recover it before scanning, and the
-  // splitter's end() is not called, so it is never handed out.
-  return result;
 }
