@@ -1,6 +1,6 @@
 /**
  * File-system building blocks of the site directory: the lock, atomic JSON files, and the
- * containment checks for run directories. Only `storage.ts` uses them.
+ * containment checks for run directories. `storage.ts` and `_site_layout.ts` use them.
  *
  * @module
  */
