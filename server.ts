@@ -19,7 +19,7 @@
 
 import denoJson from "./deno.json" with { type: "json" };
 import { type ServiceOptions, TelemetryService } from "./service.ts";
-import { errorText, ShuttingDownError } from "./_errors.ts";
+import { ShuttingDownError } from "./_errors.ts";
 import {
   DEFAULT_MAX_BODY,
   guardLoopback,
@@ -41,6 +41,8 @@ import { type Route, route, Router } from "./_router.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl } from "./_address.ts";
 import { raceDeadline } from "./_async.ts";
 import { dashboardResponse } from "./dashboard.ts";
+import { InFlight, keepListening, type ListenerError, Relistener } from "./_listener.ts";
+import type { RelistenOptions } from "./_listener.ts";
 import { ServiceMetrics } from "./metrics.ts";
 import { StreamHub } from "./stream.ts";
 
@@ -73,6 +75,7 @@ export {
   WriteError,
 } from "./_errors.ts";
 export { DEFAULT_MAX_BODY, isLoopback, toProblem } from "./_http.ts";
+export { ListenerError, type RelistenOptions } from "./_listener.ts";
 export {
   Histogram,
   type RenderMetricsOptions,
@@ -441,25 +444,7 @@ export interface ServerOptions extends ServiceOptions {
    * permission) gets at most 5 tries.
    * @default {{ attempts: 40, firstDelayMs: 50, maxDelayMs: 2000 }}
    */
-  relisten?: { attempts?: number; firstDelayMs?: number; maxDelayMs?: number };
-}
-
-/**
- * The reason {@linkcode ServerHandle.finished} rejects when the listener ended by itself and
- * could not be opened again: the server shut down (files closed, lock released) without being
- * asked to, so its owner should exit non-zero and let a supervisor restart it (CONTRACT 10).
- */
-export class ListenerError extends Error {
-  /**
-   * Creates the error.
-   *
-   * @param message What ended the listener and why it stays down.
-   * @param options The last error.
-   */
-  constructor(message: string, options: { cause: unknown }) {
-    super(message, options);
-    this.name = "ListenerError";
-  }
+  relisten?: RelistenOptions;
 }
 
 /** A running server from {@linkcode startServer}. */
@@ -593,161 +578,11 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   };
 }
 
-/** What {@linkcode keepListening} does when a listener ends. */
-interface Relisten {
-  relisten: Relistener;
-  /** Whether a shutdown began: then the end was requested. */
-  stopped: () => boolean;
-  /** Listens again on the same address. */
-  listen: () => Deno.HttpServer<Deno.NetAddr>;
-  /** Told the new listener. */
-  replaced: (next: Deno.HttpServer<Deno.NetAddr>) => void;
-  /** Called when listening again failed for good; shuts the server down. */
-  failed: () => Promise<void>;
-}
-
-/**
- * Deno.serve ends its listener on the first failed accept (EMFILE, ENFILE, ECONNABORTED...).
- * That is no reason to stop (CONTRACT 10): listen again on the same address, keeping the lock and
- * the open files; only when that keeps failing does the server stop, with an error.
- */
-function keepListening(current: Deno.HttpServer<Deno.NetAddr>, on: Relisten): void {
-  current.finished.then(() => undefined, (err: unknown) => err).then(async (err) => {
-    if (on.stopped()) return;
-    const next = await on.relisten.run(err, on.stopped, on.listen);
-    if (on.stopped()) {
-      await next?.shutdown();
-      return;
-    }
-    if (next) {
-      on.replaced(next);
-      keepListening(next, on);
-      return;
-    }
-    await on.failed();
-  }).catch(() => {}); // failures surface via `finished`
-}
-
 /** Refuses to expose the service to the network without a token, unless told to (CONTRACT 2.8). */
 function checkExposure(hostname: string, options: ServerOptions): void {
   if (!isLoopback(hostname) && !options.token && !options.insecure) {
     throw new ConfigError(
       `Refusing to listen on ${hostname} without a token: anyone on the network could write telemetry. Set --token (or OBS_TELEMETRY_TOKEN), or pass --insecure.`,
     );
-  }
-}
-
-/** The requests being answered, so that shutdown can wait for them. */
-class InFlight {
-  #count = 0;
-  #drained: PromiseWithResolvers<void> | undefined;
-
-  /** A handler that counts the requests it is answering. */
-  wrap(handler: TelemetryHandler): TelemetryHandler {
-    return async (req, info) => {
-      this.#count++;
-      try {
-        return await handler(req, info);
-      } finally {
-        if (--this.#count === 0) this.#drained?.resolve();
-      }
-    };
-  }
-
-  /** Settles once no request is being answered (at once when none is). */
-  drained(): Promise<void> {
-    if (this.#count === 0) return Promise.resolve();
-    this.#drained ??= Promise.withResolvers<void>();
-    return this.#drained.promise;
-  }
-}
-
-/** Errors of a failed `accept` or `listen` that pass once descriptors or memory are back. */
-const TRANSIENT =
-  /os error (24|23|12|103|105|11)\b|too many open files|EMFILE|ENFILE|ENOMEM|ENOBUFS|ECONNABORTED/i;
-
-/**
- * Listens again after the listener ended by itself, with bounded backoff; logs one line when it
- * went down (at most one a second, counting the rest) and one when it is back.
- */
-class Relistener {
-  #attempts: number;
-  #firstDelayMs: number;
-  #maxDelayMs: number;
-  #warn: (message: string) => void;
-  #where: string;
-  #lastLine = -Infinity;
-  #suppressed = 0;
-  #lastError: unknown;
-  #tries = 0;
-  #downLogged = false;
-
-  constructor(
-    options: NonNullable<ServerOptions["relisten"]>,
-    warn: (message: string) => void,
-    where: string,
-  ) {
-    this.#attempts = Math.max(1, options.attempts ?? 40);
-    this.#firstDelayMs = Math.max(0, options.firstDelayMs ?? 50);
-    this.#maxDelayMs = Math.max(this.#firstDelayMs, options.maxDelayMs ?? 2000);
-    this.#warn = warn;
-    this.#where = where;
-  }
-
-  /** Tries to listen again; `undefined` when it gave up or shutdown began. */
-  async run(
-    cause: unknown,
-    stopped: () => boolean,
-    listen: () => Deno.HttpServer<Deno.NetAddr>,
-  ): Promise<Deno.HttpServer<Deno.NetAddr> | undefined> {
-    this.#lastError = cause;
-    this.#downLogged = this.#log(
-      `The listener on ${this.#where} stopped accepting connections (${
-        cause === undefined ? "it closed" : errorText(cause)
-      }); listening again, the files stay open.`,
-    );
-    let delay = this.#firstDelayMs;
-    let fatalTries = 0;
-    for (this.#tries = 1; this.#tries <= this.#attempts; this.#tries++) {
-      await new Promise((r) => setTimeout(r, delay));
-      delay = Math.min(this.#maxDelayMs, delay * 2);
-      if (stopped()) return undefined;
-      try {
-        const server = listen();
-        // Said only when its "stopped" line was: a flapping listener stays at a line a second.
-        if (this.#downLogged) {
-          this.#warn(`Listening again on ${this.#where} after ${this.#tries} tries.`);
-        }
-        return server;
-      } catch (err) {
-        this.#lastError = err;
-        if (!TRANSIENT.test(errorText(err)) && ++fatalTries >= 5) break;
-      }
-    }
-    return undefined;
-  }
-
-  /** The error `finished` rejects with after {@linkcode Relistener.run} gave up. */
-  failure(): ListenerError {
-    return new ListenerError(
-      `Cannot listen on ${this.#where} again after ${
-        Math.min(this.#tries, this.#attempts)
-      } tries: ${errorText(this.#lastError)}`,
-      { cause: this.#lastError },
-    );
-  }
-
-  /** Warns at most once a second; `false` when the line was suppressed. */
-  #log(line: string): boolean {
-    const now = Date.now();
-    if (now - this.#lastLine < 1000) {
-      this.#suppressed++;
-      return false;
-    }
-    this.#lastLine = now;
-    const more = this.#suppressed > 0 ? ` (${this.#suppressed} similar lines suppressed)` : "";
-    this.#suppressed = 0;
-    this.#warn(line + more);
-    return true;
   }
 }
