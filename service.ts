@@ -18,13 +18,7 @@
  */
 
 import { formatTimestamp, type JsonObject, type RunRecord } from "./event.ts";
-import {
-  InvalidRequestError,
-  itemPrefix,
-  ShuttingDownError,
-  SnapshotLimitError,
-  TypeLimitError,
-} from "./_errors.ts";
+import { ShuttingDownError } from "./_errors.ts";
 import { type EventCommand, parseEvents, parseRunStart, type RunStartCommand } from "./_request.ts";
 import { checkTimeZone } from "./_day_key.ts";
 import type { FsyncMode, NdjsonWriter } from "./_ndjson_writer.ts";
@@ -35,12 +29,12 @@ import {
   parseSavedRecord,
   Snapshot,
   type SnapshotBodyOptions,
-  utf8Length,
 } from "./_snapshot.ts";
 import { SITE_FILE, siteFileName, SiteStore } from "./storage.ts";
 import { rebuildSnapshot, restoreFromCheckpoint } from "./_restore.ts";
 import { GroupQueue } from "./_queue.ts";
 import { Checkpointer } from "./_checkpointer.ts";
+import { Admission, type SnapshotLimits } from "./_admission.ts";
 
 export { RUN_ID_PATTERN } from "./_request.ts";
 export type { EventCommand, RunStartCommand } from "./_request.ts";
@@ -66,12 +60,6 @@ export const DEFAULT_MAX_TYPES = 10_000;
 export const DEFAULT_MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024;
 
 /**
- * An upper bound on what an envelope adds around its type, `data` and `meta` in the snapshot: the
- * key, seq, ts, field names, a stamped `run_id` (at most 128 characters) and the separators.
- */
-const ENVELOPE_BYTES = 256;
-
-/**
  * How far past an unwritten (ephemeral) seq the persisted high-water mark reserves, so that not
  * every ephemeral event costs a file write. After a crash, seq continues above the reservation.
  */
@@ -94,15 +82,6 @@ interface Counter {
 }
 
 /** What the events of one group accepted so far will do to the snapshot. */
-interface PendingSnapshot {
-  /** Types not in the snapshot yet. */
-  types: Set<string>;
-  /** The most each type's part of the snapshot body will be, in bytes. */
-  bytes: Map<string, number>;
-  /** The most the snapshot body will have grown, in bytes. */
-  delta: number;
-}
-
 /** A group of events with seqs assigned, waiting to be written. */
 interface Assigned {
   results: CommittedEvent[][];
@@ -145,8 +124,7 @@ export class TelemetryService implements AsyncDisposable {
   #snapshot = new Snapshot();
   #clock: () => number;
   #siteTypes: Set<string>;
-  #maxTypes: number;
-  #maxSnapshotBytes: number;
+  #limits: SnapshotLimits;
   #warn: (message: string) => void;
   #siteSeq = 0;
   /** The persisted high-water mark of the site stream (0: none). */
@@ -182,8 +160,10 @@ export class TelemetryService implements AsyncDisposable {
     this.#clock = options.clock ?? Date.now;
     this.#warn = options.onWarning ?? (() => {});
     this.#siteTypes = new Set(options.siteTypes ?? DEFAULT_SITE_TYPES);
-    this.#maxTypes = options.maxTypes ?? DEFAULT_MAX_TYPES;
-    this.#maxSnapshotBytes = options.maxSnapshotBytes ?? DEFAULT_MAX_SNAPSHOT_BYTES;
+    this.#limits = {
+      maxTypes: options.maxTypes ?? DEFAULT_MAX_TYPES,
+      maxSnapshotBytes: options.maxSnapshotBytes ?? DEFAULT_MAX_SNAPSHOT_BYTES,
+    };
     this.#runs = new Runs(store, this.#clock, this.#warn);
   }
 
@@ -555,9 +535,9 @@ export class TelemetryService implements AsyncDisposable {
   async #commit(ops: EventOp[]): Promise<void> {
     const run = this.#runs.active;
     const accepted: EventOp[] = [];
-    const pending: PendingSnapshot = { types: new Set(), bytes: new Map(), delta: 0 };
+    const admission = new Admission(this.#snapshot, this.#limits, run?.record.run_id);
     for (const op of ops) {
-      const problem = this.#checkAtCommit(op, run, pending);
+      const problem = admission.check(op.items);
       if (problem) op.reject(problem);
       else accepted.push(op);
     }
@@ -699,55 +679,6 @@ export class TelemetryService implements AsyncDisposable {
   }
 
   /** Checks that can only be made against the state at commit time; `undefined` if fine. */
-  #checkAtCommit(
-    op: EventOp,
-    run: ActiveRun | undefined,
-    pending: PendingSnapshot,
-  ): Error | undefined {
-    const newTypes = pending.types;
-    const added: string[] = [];
-    /** What the op would make each type's snapshot size, at most (CONTRACT 4.8). */
-    const sizes = new Map<string, number>();
-    /** The largest of them, which the refusal names. */
-    let largest: EventCommand | undefined;
-    let largestSize = 0;
-    for (const item of op.items) {
-      if (item.callerRunId !== undefined && item.callerRunId !== run?.record.run_id) {
-        for (const t of added) newTypes.delete(t);
-        return runIdMismatch(item, run?.record.run_id);
-      }
-      if (!item.makeCurrent) continue;
-      if (!this.#snapshot.has(item.type) && !newTypes.has(item.type)) {
-        if (this.#snapshot.size + newTypes.size >= this.#maxTypes) {
-          for (const t of added) newTypes.delete(t);
-          return new TypeLimitError(this.#maxTypes, item.item);
-        }
-        newTypes.add(item.type);
-        added.push(item.type);
-      }
-      const size = 2 * utf8Length(item.type) + utf8Length(item.dataJson) +
-        utf8Length(item.metaJson) + ENVELOPE_BYTES;
-      sizes.set(item.type, size);
-      if (size > largestSize) [largest, largestSize] = [item, size];
-    }
-    if (sizes.size === 0) return undefined;
-    let delta = 0;
-    for (const [type, size] of sizes) {
-      delta += size - (pending.bytes.get(type) ?? this.#snapshot.bytesOf(type));
-    }
-    const projected = this.#snapshot.bytes + pending.delta + delta;
-    // Growth past the budget is refused; an update that shrinks the snapshot always passes.
-    if (delta > 0 && projected > this.#maxSnapshotBytes) {
-      for (const t of added) newTypes.delete(t);
-      return new SnapshotLimitError(this.#maxSnapshotBytes, projected, {
-        type: largest!.type,
-        item: largest!.item,
-      });
-    }
-    for (const [type, size] of sizes) pending.bytes.set(type, size);
-    pending.delta += delta;
-    return undefined;
-  }
 
   /** `formatTimestamp` for receive times, which repeat within a millisecond under load. */
   #receivedTs(ms: number): string {
@@ -782,14 +713,4 @@ export class TelemetryService implements AsyncDisposable {
 /** The night of a site file, from its name. */
 function nightOfFile(file: { name: string } | undefined): string | undefined {
   return file && SITE_FILE.exec(file.name)?.[1];
-}
-
-/** A caller's `meta.run_id` that is not the active run's (CONTRACT 2.1). */
-function runIdMismatch(item: EventCommand, active: string | undefined): InvalidRequestError {
-  const where = itemPrefix(item.item);
-  return new InvalidRequestError(
-    active !== undefined
-      ? `${where}meta.run_id "${item.callerRunId}" differs from the active run "${active}"; omit meta.run_id and the server stamps it.`
-      : `${where}meta.run_id "${item.callerRunId}" was sent but no run is active; omit meta.run_id, the server stamps it during a run.`,
-  );
 }
