@@ -43,7 +43,7 @@ export const DEFAULT_STREAM_QUEUE_BYTES = 1024 * 1024;
 /** Default shortest interval between two sends to the clients: 50 ms. */
 export const DEFAULT_STREAM_FLUSH_MS = 50;
 /** Bytes of messages that are sent at once, without waiting for the flush interval. */
-const FLUSH_BYTES = 64 * 1024;
+const FLUSH_BYTES = 256 * 1024;
 
 /** Options of {@linkcode StreamHub}. */
 export interface StreamHubOptions {
@@ -62,7 +62,7 @@ export interface StreamHubOptions {
   /**
    * Shortest interval in milliseconds between two sends to the clients. The first event after
    * a quiet interval goes out at once; events that follow within it are sent together when it
-   * ends (or once 64 KiB of them wait), so that under load each client gets one chunk per
+   * ends (or once 256 KiB of them wait), so that under load each client gets one chunk per
    * interval instead of one per event.
    * @default {50}
    */
