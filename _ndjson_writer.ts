@@ -96,10 +96,13 @@ export async function writeFull(file: Deno.FsFile, bytes: Uint8Array): Promise<v
 }
 
 /**
- * Appends closer together than this (milliseconds) mean load: the write then goes to the blocking
- * pool, so that requests gather into larger groups meanwhile.
+ * More appends than this within a millisecond mean load: the write then goes to the blocking pool,
+ * so that requests gather into larger groups meanwhile (one write and one hop for many events).
+ * Below it, one write(2) on the main thread costs far less than a hop to the pool and back.
  */
-const BUSY_GAP_MS = 0.1;
+const BUSY_APPENDS_PER_MS = 16;
+/** How long load, once seen, keeps the writes on the pool (milliseconds). */
+const LOAD_HOLD_MS = 20;
 
 /** {@linkcode writeFull} on the calling thread, for appends to the page cache. */
 function writeFullSync(file: Deno.FsFile, bytes: Uint8Array): void {
@@ -142,8 +145,11 @@ export class NdjsonWriter {
   #turn: Promise<unknown> = Promise.resolve();
   /** Turns queued or running: appends take the synchronous fast path only when there are none. */
   #busy = 0;
-  /** When the last append began (`performance.now()`). */
-  #lastAppend = -Infinity;
+  /** Start of the current 1 ms window of appends (`performance.now()`), and appends in it. */
+  #windowStart = -Infinity;
+  #windowAppends = 0;
+  /** Until when appends count as under load (`performance.now()`). */
+  #loadedUntil = -Infinity;
   /** When {@linkcode NdjsonWriter.inPlace} last saw the path name this file (`performance.now()`). */
   #seenAt = -Infinity;
 
@@ -200,11 +206,9 @@ export class NdjsonWriter {
    * @throws {WriteError} If the write (or the fsync) failed.
    */
   append(bytes: Uint8Array): Promise<void> {
-    const now = performance.now();
-    const quiet = now - this.#lastAppend > BUSY_GAP_MS;
-    this.#lastAppend = now;
     if (
-      quiet && this.#busy === 0 && !this.#closed && !this.#sizeUnknown && this.#fsync !== "always"
+      this.#quiet() && this.#busy === 0 && !this.#closed && !this.#sizeUnknown &&
+      this.#fsync !== "always"
     ) {
       // A quiet moment: the bytes go to the page cache right here with one write(2) on this
       // thread, without a hop to the blocking pool and back (about half the CPU of an event at a
@@ -221,6 +225,22 @@ export class NdjsonWriter {
       return Promise.resolve();
     }
     return this.#exclusive(() => this.#append(bytes));
+  }
+
+  /**
+   * Whether appends come slowly enough to write on this thread: more than
+   * {@linkcode BUSY_APPENDS_PER_MS} appends within a millisecond mean load, which lasts
+   * {@linkcode LOAD_HOLD_MS} (so that larger groups, which need fewer appends, do not flip it back
+   * at once).
+   */
+  #quiet(): boolean {
+    const now = performance.now();
+    if (now - this.#windowStart >= 1) {
+      this.#windowStart = now;
+      this.#windowAppends = 0;
+    }
+    if (++this.#windowAppends > BUSY_APPENDS_PER_MS) this.#loadedUntil = now + LOAD_HOLD_MS;
+    return now >= this.#loadedUntil;
   }
 
   async #append(bytes: Uint8Array): Promise<void> {
