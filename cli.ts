@@ -26,6 +26,7 @@ import { MIGRATE_HELP, migrateCommand } from "./_cli_migrate.ts";
 
 export { UsageError } from "./_cli_common.ts";
 export { formatAge, renderTable } from "./_cli_current.ts";
+export type { Envelope, JsonObject } from "./event.ts";
 export { DEFAULT_SITE_DIR } from "./_run_flags.ts";
 
 /** Environment variables the program reads (CONTRACT 6: the only ones it may). */

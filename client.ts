@@ -65,6 +65,14 @@ export type {
 // option types in _client_types.ts, the follow messages in _follow.ts with the loop that yields them; all stay
 // importable from here.
 export { type ParsedServerSentEvent, ServerSentEventParserStream } from "./sse.ts";
+// What the methods take and return, so that one import serves (CONTRACT 10).
+export {
+  type Envelope,
+  type JsonObject,
+  type RunRecord,
+  TelemetryEvent,
+  type TelemetryEventField,
+} from "./event.ts";
 export type { FetchFunction } from "./_transport.ts";
 export {
   TelemetryConnectionError,

@@ -76,6 +76,7 @@ export {
 } from "./_errors.ts";
 export { DEFAULT_MAX_BODY, isLoopback, toProblem } from "./_http.ts";
 export { ListenerError, type RelistenOptions } from "./_listener.ts";
+export type { JsonObject, RunRecord } from "./event.ts";
 export {
   Histogram,
   type RenderMetricsOptions,
