@@ -79,3 +79,72 @@ export async function waitReady(url: string, what: string, timeoutMs = 15_000): 
     if (performance.now() - t0 > timeoutMs) throw new Error(`${what} did not become ready`);
   }
 }
+
+/**
+ * A JavaScript string as a Lua string literal, for wrk scripts.
+ *
+ * @param s The text.
+ * @returns The quoted literal.
+ */
+export function luaString(s: string): string {
+  return `"${s.replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("\n", "\\n")}"`;
+}
+
+/** What one wrk run measured. */
+export interface WrkResult {
+  requests: number;
+  errors: number;
+  seconds: number;
+  p50Ms: number;
+  p99Ms: number;
+}
+
+// Appended to every script: one machine-readable line with what wrk counted.
+const WRK_DONE = `
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('\\nRESULT {"requests":%d,"errors":%d,"duration_us":%d,"p50_us":%d,"p99_us":%d}\\n',
+    summary.requests, e.connect + e.read + e.write + e.timeout + e.status, summary.duration,
+    latency:percentile(50), latency:percentile(99)))
+end
+`;
+
+/**
+ * Runs wrk (two threads) with a Lua script against one URL and reads its counts.
+ *
+ * @param options The URL, the script (without a `done` function), connections and seconds.
+ * @returns Requests, errors, duration and latency percentiles.
+ * @throws {Error} When wrk fails or prints no result.
+ */
+export async function runWrk(
+  options: { url: string; script: string; connections: number; seconds: number },
+): Promise<WrkResult> {
+  const script = await Deno.makeTempFile({ suffix: ".lua" });
+  await Deno.writeTextFile(script, options.script + WRK_DONE);
+  const out = await new Deno.Command("wrk", {
+    args: [
+      "-t2",
+      `-c${options.connections}`,
+      `-d${options.seconds}s`,
+      "--timeout",
+      "10s",
+      "-s",
+      script,
+      options.url,
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  await Deno.remove(script);
+  const text = new TextDecoder().decode(out.stdout);
+  const m = /RESULT (\{.*\})/.exec(text);
+  if (!m) throw new Error(`wrk failed: ${text}${new TextDecoder().decode(out.stderr)}`);
+  const r = JSON.parse(m[1]!);
+  return {
+    requests: r.requests,
+    errors: r.errors,
+    seconds: r.duration_us / 1e6,
+    p50Ms: r.p50_us / 1000,
+    p99Ms: r.p99_us / 1000,
+  };
+}

@@ -28,7 +28,15 @@
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
 import { join, resolve } from "node:path";
-import { freePort, ROOT, serviceArgs, waitReady } from "./_util.ts";
+import {
+  freePort,
+  luaString,
+  ROOT,
+  runWrk,
+  serviceArgs,
+  waitReady,
+  type WrkResult,
+} from "./_util.ts";
 
 const { values: flags } = parseArgs({
   args: Deno.args.filter((a) => a !== "--"), // `deno task bench:ingest -- --seconds 2` passes the "--"
@@ -133,67 +141,20 @@ async function stop(run: Running): Promise<void> {
   await run.child.status;
 }
 
-interface LoadResult {
-  requests: number;
-  errors: number;
-  seconds: number;
-  p50Ms: number;
-  p99Ms: number;
-}
-
-const WRK_DONE = `
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format('\\nRESULT {"requests":%d,"errors":%d,"duration_us":%d,"p50_us":%d,"p99_us":%d}\\n',
-    summary.requests, e.connect + e.read + e.write + e.timeout + e.status, summary.duration,
-    latency:percentile(50), latency:percentile(99)))
-end
-`;
-
-async function loadWithWrk(url: string, mode: Mode): Promise<LoadResult> {
-  const script = await Deno.makeTempFile({ suffix: ".lua" });
+async function loadWithWrk(url: string, mode: Mode): Promise<WrkResult> {
   const body = mode === "single" ? EVENT_JSON : BATCH_BODY;
   const contentType = mode === "single" ? "application/json" : "application/x-ndjson";
-  await Deno.writeTextFile(
-    script,
-    `wrk.method = "POST"\nwrk.body = ${
+  return await runWrk({
+    url: `${url}${mode === "single" ? "/event" : "/events"}`,
+    script: `wrk.method = "POST"\nwrk.body = ${
       luaString(body)
-    }\nwrk.headers["Content-Type"] = "${contentType}"\n${WRK_DONE}`,
-  );
-  const connections = mode === "single" ? CONNECTIONS : 4;
-  const out = await new Deno.Command("wrk", {
-    args: [
-      "-t2",
-      `-c${connections}`,
-      `-d${SECONDS}s`,
-      "--timeout",
-      "10s",
-      "-s",
-      script,
-      `${url}${mode === "single" ? "/event" : "/events"}`,
-    ],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  await Deno.remove(script);
-  const text = new TextDecoder().decode(out.stdout);
-  const m = /RESULT (\{.*\})/.exec(text);
-  if (!m) throw new Error(`wrk failed: ${text}${new TextDecoder().decode(out.stderr)}`);
-  const r = JSON.parse(m[1]!);
-  return {
-    requests: r.requests,
-    errors: r.errors,
-    seconds: r.duration_us / 1e6,
-    p50Ms: r.p50_us / 1000,
-    p99Ms: r.p99_us / 1000,
-  };
+    }\nwrk.headers["Content-Type"] = "${contentType}"\n`,
+    connections: mode === "single" ? CONNECTIONS : 4,
+    seconds: SECONDS,
+  });
 }
 
-function luaString(s: string): string {
-  return `"${s.replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("\n", "\\n")}"`;
-}
-
-async function loadWithFetch(url: string, mode: Mode): Promise<LoadResult> {
+async function loadWithFetch(url: string, mode: Mode): Promise<WrkResult> {
   const latencies: number[] = [];
   let requests = 0, errors = 0;
   const end = performance.now() + SECONDS * 1000;

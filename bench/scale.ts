@@ -20,7 +20,7 @@
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
 import { join } from "node:path";
-import { freePort, ROOT, serviceArgs, waitReady } from "./_util.ts";
+import { freePort, luaString, ROOT, runWrk, serviceArgs, waitReady } from "./_util.ts";
 import { createHandler, TelemetryService } from "../server.ts";
 import { ServerSentEventParserStream } from "../sse.ts";
 
@@ -67,21 +67,8 @@ async function stop(run: Running): Promise<void> {
   await Deno.remove(run.siteDir, { recursive: true });
 }
 
-const WRK_DONE = `
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format('\\nRESULT {"requests":%d,"errors":%d,"duration_us":%d}\\n',
-    summary.requests, e.connect + e.read + e.write + e.timeout + e.status, summary.duration))
-end
-`;
-
-function luaString(s: string): string {
-  return `"${s.replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("\n", "\\n")}"`;
-}
-
 /** `wrk` posting single events for SECONDS; with `types`, cycling over `t0`..`t<types-1>`. */
 async function wrk(url: string, types = 0): Promise<{ rate: number; errors: number }> {
-  const script = await Deno.makeTempFile({ suffix: ".lua" });
   const fixed = types === 0
     ? `wrk.body = ${luaString(JSON.stringify({ type: "weather", data: EVENT_DATA }))}\n`
     : `local n = 0
@@ -91,21 +78,13 @@ request = function()
   return wrk.format("POST", nil, nil, body)
 end
 `;
-  await Deno.writeTextFile(
-    script,
-    `wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n${fixed}${WRK_DONE}`,
-  );
-  const out = await new Deno.Command("wrk", {
-    args: ["-t2", "-c16", `-d${SECONDS}s`, "--timeout", "10s", "-s", script, `${url}/event`],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  await Deno.remove(script);
-  const text = new TextDecoder().decode(out.stdout);
-  const m = /RESULT (\{.*\})/.exec(text);
-  if (!m) throw new Error(`wrk failed: ${text}${new TextDecoder().decode(out.stderr)}`);
-  const r = JSON.parse(m[1]!);
-  return { rate: r.requests / (r.duration_us / 1e6), errors: r.errors };
+  const r = await runWrk({
+    url: `${url}/event`,
+    script: `wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n${fixed}`,
+    connections: 16,
+    seconds: SECONDS,
+  });
+  return { rate: r.requests / r.seconds, errors: r.errors };
 }
 
 /** One `GET /stream` reader that counts bytes; `parsed` ones also collect every telemetry seq. */
