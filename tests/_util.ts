@@ -243,3 +243,41 @@ export interface Envelope {
 export function parseEnvelope(line: string): Envelope {
   return JSON.parse(line);
 }
+
+/** Why promtool cannot run here, or `undefined` when it can. */
+export function promtoolMissing(): string | undefined {
+  try {
+    const out = new Deno.Command("promtool", {
+      args: ["--version"],
+      stdout: "null",
+      stderr: "null",
+    }).outputSync();
+    return out.success ? undefined : "`promtool --version` failed";
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) {
+      return "promtool is not installed (apt-get install -y prometheus)";
+    }
+    throw err;
+  }
+}
+
+/**
+ * Runs `promtool check metrics` on an exposition text.
+ *
+ * @param text The `/metrics` body.
+ * @returns Whether promtool accepted it, and everything it printed.
+ */
+export async function promtoolCheck(text: string): Promise<{ ok: boolean; report: string }> {
+  const child = new Deno.Command("promtool", {
+    args: ["check", "metrics"],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const writer = child.stdin.getWriter();
+  await writer.write(new TextEncoder().encode(text));
+  await writer.close();
+  const { success, stdout, stderr } = await child.output();
+  const report = new TextDecoder().decode(stdout) + new TextDecoder().decode(stderr);
+  return { ok: success, report };
+}

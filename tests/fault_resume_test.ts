@@ -60,27 +60,26 @@ const STEPPED_BACK = [
   { type: "probe", data: { n: 6 } },
 ];
 
-Deno.test("TelemetryService.open() never repeats a site seq after the clock stepped back across noon and a clean restart", async () => {
+/**
+ * Runs {@linkcode STEPPED_BACK} ending as told, makes the older night's file look newer, then
+ * checks that the restarted service shows the last event and hands out seq 7, not a used one.
+ */
+async function assertSeqGoesOnAfterSteppedClock(end: "close" | "kill"): Promise<void> {
   await using dir = await tempDir();
-  await session(dir.path, { ops: STEPPED_BACK, end: "close" });
+  await session(dir.path, { ops: STEPPED_BACK, end });
   const newer = join(dir.path, "site_20260510.ndjson");
   await backdate(join(dir.path, "site_20260509.ndjson"), newer, 3600);
   await using service = await openService(dir.path);
   assert.deepEqual(parseEnvelope(service.currentLine("probe")!).data, { n: 6 });
   const [event] = await service.record([{ type: "probe", data: { n: 7 } }]);
   assert.equal(event!.seq, 7);
-});
+}
 
-Deno.test("TelemetryService.open() never repeats a site seq after the clock stepped back across noon and a kill -9", async () => {
-  await using dir = await tempDir();
-  await session(dir.path, { ops: STEPPED_BACK, end: "kill" });
-  const newer = join(dir.path, "site_20260510.ndjson");
-  await backdate(join(dir.path, "site_20260509.ndjson"), newer, 3600);
-  await using service = await openService(dir.path);
-  assert.deepEqual(parseEnvelope(service.currentLine("probe")!).data, { n: 6 });
-  const [event] = await service.record([{ type: "probe", data: { n: 7 } }]);
-  assert.equal(event!.seq, 7);
-});
+Deno.test("TelemetryService.open() never repeats a site seq after the clock stepped back across noon and a clean restart", () =>
+  assertSeqGoesOnAfterSteppedClock("close"));
+
+Deno.test("TelemetryService.open() never repeats a site seq after the clock stepped back across noon and a kill -9", () =>
+  assertSeqGoesOnAfterSteppedClock("kill"));
 
 Deno.test("TelemetryService.open() continues a run's seq above the counter its checkpoint saved", async () => {
   await using dir = await tempDir();

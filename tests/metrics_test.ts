@@ -1,24 +1,6 @@
 import assert from "node:assert/strict";
 import { escapeLabelValue, METRICS_CONTENT_TYPE } from "../metrics.ts";
-import { postJson, tempDir, testServer } from "./_util.ts";
-
-/** Why the promtool test cannot run here, or `undefined` when it can. */
-function promtoolMissing(): string | undefined {
-  try {
-    const out = new Deno.Command("promtool", {
-      args: ["--version"],
-      stdout: "null",
-      stderr: "null",
-    })
-      .outputSync();
-    return out.success ? undefined : "`promtool --version` failed";
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound) {
-      return "promtool is not installed (apt-get install -y prometheus)";
-    }
-    throw err;
-  }
-}
+import { postJson, promtoolCheck, promtoolMissing, tempDir, testServer } from "./_util.ts";
 
 async function scrape(url: string): Promise<string> {
   const res = await fetch(`${url}/metrics`);
@@ -55,17 +37,7 @@ Deno.test({
     await postJson(`${server.url}/run/start`, { run_id: "r1" });
     await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 2.1, t: -3e-7 } });
     const body = await scrape(server.url);
-    const child = new Deno.Command("promtool", {
-      args: ["check", "metrics"],
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
-    const writer = child.stdin.getWriter();
-    await writer.write(new TextEncoder().encode(body));
-    await writer.close();
-    const { success, stdout, stderr } = await child.output();
-    const report = new TextDecoder().decode(stdout) + new TextDecoder().decode(stderr);
+    const { ok: success, report } = await promtoolCheck(body);
     assert.ok(success, `promtool check metrics failed:\n${report}\n--- body ---\n${body}`);
     assert.equal(report.trim(), "", `promtool reported lint problems:\n${report}`);
   },
