@@ -362,7 +362,9 @@ Deno.test("obs-utils telemetry run exits 0 on SIGTERM with every acknowledged ev
   );
   const done = await server.stop();
   assert.equal(done.code, 0);
-  assert.deepEqual(await readSiteLines(tmp.path), posts);
+  // Concurrent posts are stamped in arrival order, not in the order they were sent.
+  const bySeq = posts.toSorted((a, b) => JSON.parse(a).seq - JSON.parse(b).seq);
+  assert.deepEqual(await readSiteLines(tmp.path), bySeq);
 });
 
 /** Runs `current --follow` under a pseudo-terminal (util-linux `script`), as an operator would. */
