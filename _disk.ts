@@ -1,0 +1,31 @@
+/**
+ * Free space on the file system that holds a directory (CONTRACT 11 `/check`, CONTRACT 12
+ * `telemetry_disk_free_bytes` and `--min-free`). One owner for the question "how much room is
+ * left", so the health check, the metric and the low-space warning agree.
+ *
+ * @module
+ */
+import { statfs } from "node:fs/promises";
+
+/** The default `--min-free`: 1 GiB (CONTRACT 12). */
+export const DEFAULT_MIN_FREE_BYTES = 1024 ** 3;
+
+/**
+ * Bytes available to an unprivileged writer on the file system holding `dir`
+ * (`f_bavail * f_frsize`, what `df` calls "Avail"), or `null` when the runtime cannot tell
+ * (for example without read permission on `dir`).
+ *
+ * @example
+ * ```ts ignore
+ * const free = await diskFreeBytes("./telemetry");
+ * if (free !== null && free < DEFAULT_MIN_FREE_BYTES) console.warn("low on disk");
+ * ```
+ */
+export async function diskFreeBytes(dir: string): Promise<number | null> {
+  try {
+    const s = await statfs(dir);
+    return Number(s.bavail) * Number(s.bsize);
+  } catch {
+    return null;
+  }
+}
