@@ -1,0 +1,178 @@
+/**
+ * `obs-utils telemetry archive` (CONTRACT 13): a JetStream durable pull consumer that inserts the
+ * forwarded lines into PostgreSQL's `telemetry_events` and acknowledges them after the commit.
+ * Several archivers with one durable name share the work; a message delivered twice (an ack lost
+ * in a crash) meets the primary key and is stored once.
+ *
+ * @module
+ */
+import { readSeqAndType } from "./_ndjson.ts";
+import { type EventRow, type StreamKind, toRow } from "./_fleet_item.ts";
+import { Backoff, type FleetLog, PeerState } from "./_fleet_retry.ts";
+import {
+  type ArchiveMessage,
+  DEFAULT_DURABLE,
+  DEFAULT_NATS_STREAM,
+  DEFAULT_SUBJECT_PREFIX,
+  NatsArchiveSource,
+} from "./_sink_nats.ts";
+import { PostgresSink } from "./_sink_postgres.ts";
+
+/** Options of {@linkcode archive}. */
+export interface ArchiveOptions {
+  /** `nats://host:port` of JetStream. */
+  readonly from: string;
+  /** `postgres://user@host:port/db`. */
+  readonly to: string;
+  /** JetStream stream; default `TELEMETRY`. */
+  readonly natsStream?: string;
+  /** Subject prefix used when the stream must be created; default `telemetry`. */
+  readonly subjectPrefix?: string;
+  /** Durable consumer name shared by cooperating archivers; default `telemetry-archive`. */
+  readonly durable?: string;
+  /** Messages per transaction; default 2000. */
+  readonly batch?: number;
+  /** Ends the archiver after the batch in hand is stored and acknowledged. */
+  readonly signal?: AbortSignal;
+  /** Where state changes and rejected messages are reported. */
+  readonly log?: FleetLog;
+}
+
+/** What an archiver did, returned when it stops. */
+export interface ArchiveStats {
+  /** Messages stored and acknowledged. */
+  messages: number;
+  /** Of those, rows that were new in PostgreSQL (the rest were already there). */
+  inserted: number;
+  /** Messages that were not telemetry lines, terminated without being stored. */
+  rejected: number;
+}
+
+const STREAMS: ReadonlySet<string> = new Set(["site", "run"]);
+
+/** The row of a message, or why it cannot be stored. */
+function rowOf(m: ArchiveMessage): EventRow | string {
+  if (m.unit === "" || !STREAMS.has(m.stream)) {
+    return "missing Telemetry-Unit or Telemetry-Stream header";
+  }
+  const head = readSeqAndType(m.line);
+  if (head === undefined) return "payload is not a stored telemetry line";
+  try {
+    return toRow(m.unit, {
+      stream: m.stream as StreamKind,
+      runId: m.runId,
+      seq: head.seq,
+      line: m.line,
+    });
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
+/**
+ * Runs an archiver until `signal` aborts: takes batches from the durable consumer, inserts them
+ * in one transaction, acknowledges after the commit. Either side being down is retried with
+ * capped back-off; nothing is acknowledged that is not committed.
+ *
+ * @example
+ * ```ts ignore
+ * const stop = new AbortController();
+ * Deno.addSignalListener("SIGTERM", () => stop.abort());
+ * await archive({ from: "nats://127.0.0.1:4222", to: "postgres://fleet@db/telemetry", signal: stop.signal });
+ * ```
+ */
+export async function archive(options: ArchiveOptions): Promise<ArchiveStats> {
+  const log: FleetLog = options.log ?? (() => {});
+  const batch = options.batch ?? 2000;
+  const stats: ArchiveStats = { messages: 0, inserted: 0, rejected: 0 };
+  const natsState = new PeerState(`JetStream at ${options.from}`, log);
+  const pgState = new PeerState(`PostgreSQL at ${redact(options.to)}`, log);
+  const backoff = new Backoff();
+  let source: NatsArchiveSource | undefined;
+  let sink: PostgresSink | undefined;
+  try {
+    while (!options.signal?.aborted) {
+      try {
+        source ??= await NatsArchiveSource.open({
+          url: new URL(options.from),
+          stream: options.natsStream ?? DEFAULT_NATS_STREAM,
+          subjectPrefix: options.subjectPrefix ?? DEFAULT_SUBJECT_PREFIX,
+          name: "obs-telemetry-archive",
+        }, options.durable ?? DEFAULT_DURABLE);
+        natsState.ok();
+      } catch (err) {
+        natsState.failed(err, "retrying");
+        source = undefined;
+        await backoff.wait(options.signal);
+        continue;
+      }
+      try {
+        sink ??= await PostgresSink.open(options.to);
+        pgState.ok();
+      } catch (err) {
+        pgState.failed(err, "retrying; messages stay in JetStream");
+        sink = undefined;
+        await backoff.wait(options.signal);
+        continue;
+      }
+      let messages: ArchiveMessage[];
+      try {
+        messages = await source.take(batch, 1000);
+      } catch (err) {
+        natsState.failed(err, "retrying");
+        await source.close().catch(() => {});
+        source = undefined;
+        await backoff.wait(options.signal);
+        continue;
+      }
+      if (messages.length === 0) continue;
+      const rows: EventRow[] = [];
+      const good: ArchiveMessage[] = [];
+      for (const m of messages) {
+        const row = rowOf(m);
+        if (typeof row === "string") {
+          stats.rejected++;
+          log("warn", `dropping message ${m.msg.seq} on ${m.msg.subject}: ${row}`);
+          m.msg.term();
+        } else {
+          rows.push(row);
+          good.push(m);
+        }
+      }
+      try {
+        stats.inserted += await sink.insert(rows);
+        pgState.ok();
+      } catch (err) {
+        pgState.failed(err, "retrying; messages stay in JetStream");
+        source.nak(good, 1000);
+        await sink.close(1).catch(() => {});
+        sink = undefined;
+        await backoff.wait(options.signal);
+        continue;
+      }
+      try {
+        await source.ack(good);
+        stats.messages += good.length;
+        backoff.reset();
+      } catch (err) {
+        // Not acknowledged: redelivered after the ack wait, and met by the primary key.
+        natsState.failed(err, "retrying");
+      }
+    }
+  } finally {
+    await source?.close().catch(() => {});
+    await sink?.close().catch(() => {});
+  }
+  return stats;
+}
+
+/** A connection URL without its password, for log lines. */
+export function redact(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = "***";
+    return u.toString();
+  } catch {
+    return url;
+  }
+}

@@ -1,0 +1,122 @@
+/**
+ * The PostgreSQL side of the fleet (CONTRACT 13): the `telemetry_events` table, created if
+ * missing, and batches inserted in one transaction with `on conflict do nothing`, so a batch sent
+ * twice (after a crash between the commit and the cursor) stores each event once.
+ *
+ * Client: the npm package `postgres` (porsager/postgres), pure JavaScript, no native parts,
+ * pipelining and typed arrays; loaded only through the `./forward` entry point.
+ *
+ * @module
+ */
+import postgres from "postgres";
+import type { EventRow } from "./_fleet_item.ts";
+
+/** The table every forwarder and archiver writes (CONTRACT 13). */
+export const EVENTS_TABLE = "telemetry_events";
+
+const SCHEMA = [
+  `create table if not exists ${EVENTS_TABLE} (
+    unit text not null,
+    stream text not null,
+    run_id text not null,
+    seq bigint not null,
+    ts timestamptz not null,
+    type text not null,
+    data jsonb not null,
+    meta jsonb not null,
+    received_at timestamptz not null default now(),
+    primary key (unit, stream, run_id, seq)
+  )`,
+  `create index if not exists ${EVENTS_TABLE}_type_ts on ${EVENTS_TABLE} (type, ts)`,
+];
+
+/** Rows per `insert` statement: eight array parameters, whatever the batch size. */
+const ROWS_PER_STATEMENT = 5000;
+
+/** PostgreSQL's type oid of `text`. */
+const TEXT_OID = 25;
+
+/**
+ * One column of a batch as a `text[]` parameter; the statement casts it to the column's type, so
+ * JSON is parsed by the server from the stored text, never re-encoded on the way.
+ */
+function texts(
+  sql: postgres.TransactionSql,
+  rows: readonly EventRow[],
+  pick: (row: EventRow) => string,
+): postgres.ArrayParameter {
+  return sql.array(rows.map(pick), TEXT_OID);
+}
+
+/** A connection to the fleet's PostgreSQL, writing `telemetry_events`. */
+export class PostgresSink {
+  readonly #sql: postgres.Sql;
+  readonly url: string;
+
+  private constructor(url: string, sql: postgres.Sql) {
+    this.url = url;
+    this.#sql = sql;
+  }
+
+  /**
+   * Connects and creates the table and its index if missing (under an advisory lock, so several
+   * forwarders and archivers starting together do not race on the DDL).
+   */
+  static async open(url: string): Promise<PostgresSink> {
+    const sql = postgres(url, {
+      max: 1,
+      onnotice: () => {},
+      connect_timeout: 10,
+      idle_timeout: 0,
+      // Times and JSON stay text: the rows carry the stored JSON as written.
+      types: {},
+    });
+    const sink = new PostgresSink(url, sql);
+    try {
+      await sql.begin(async (tx) => {
+        await tx`select pg_advisory_xact_lock(hashtext(${EVENTS_TABLE}))`;
+        for (const ddl of SCHEMA) await tx.unsafe(ddl);
+      });
+    } catch (err) {
+      await sql.end({ timeout: 1 }).catch(() => {});
+      throw err;
+    }
+    return sink;
+  }
+
+  /**
+   * Inserts the rows in one transaction; resolves after the commit. Rows already present (same
+   * unit, stream, run_id, seq) are left as they are.
+   *
+   * @returns How many rows were new.
+   */
+  async insert(rows: readonly EventRow[]): Promise<number> {
+    if (rows.length === 0) return 0;
+    return await this.#sql.begin(async (tx) => {
+      let inserted = 0;
+      for (let i = 0; i < rows.length; i += ROWS_PER_STATEMENT) {
+        const part = rows.slice(i, i + ROWS_PER_STATEMENT);
+        const result = await tx`
+          insert into telemetry_events (unit, stream, run_id, seq, ts, type, data, meta)
+          select * from unnest(
+            ${texts(tx, part, (r) => r.unit)}::text[],
+            ${texts(tx, part, (r) => r.stream)}::text[],
+            ${texts(tx, part, (r) => r.run_id)}::text[],
+            ${texts(tx, part, (r) => String(r.seq))}::bigint[],
+            ${texts(tx, part, (r) => r.ts)}::timestamptz[],
+            ${texts(tx, part, (r) => r.type)}::text[],
+            ${texts(tx, part, (r) => r.data)}::jsonb[],
+            ${texts(tx, part, (r) => r.meta)}::jsonb[]
+          )
+          on conflict do nothing`;
+        inserted += result.count;
+      }
+      return inserted;
+    });
+  }
+
+  /** Closes the connection, waiting up to `timeoutS` seconds for queries in flight. */
+  async close(timeoutS = 5): Promise<void> {
+    await this.#sql.end({ timeout: timeoutS });
+  }
+}

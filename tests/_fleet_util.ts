@@ -1,0 +1,203 @@
+/**
+ * Real fleet peers for the forwarding tests: a `nats-server -js` and a PostgreSQL cluster, each
+ * started in its own temp directory on a free loopback port, stopped (and deleted) on dispose.
+ * No mocks: when a binary is missing the test skips with the reason these helpers give.
+ * @module
+ */
+
+import { join } from "node:path";
+import { freePort } from "./_util.ts";
+
+const PG_BIN_CANDIDATES = [
+  "/usr/lib/postgresql/17/bin",
+  "/usr/lib/postgresql/16/bin",
+  "/usr/lib/postgresql/15/bin",
+];
+
+function runs(cmd: string, args: string[]): boolean {
+  try {
+    return new Deno.Command(cmd, { args, stdout: "null", stderr: "null" }).outputSync().success;
+  } catch {
+    return false;
+  }
+}
+
+/** Why `nats-server` cannot run here, or `undefined` when it can. */
+export function natsMissing(): string | undefined {
+  return runs("nats-server", ["--version"])
+    ? undefined
+    : "nats-server is not installed (apt-get install -y nats-server)";
+}
+
+/** The directory of PostgreSQL's server binaries, if installed. */
+function pgBin(): string | undefined {
+  return PG_BIN_CANDIDATES.find((dir) => runs(join(dir, "pg_ctl"), ["--version"]));
+}
+
+/** Why a PostgreSQL server cannot run here, or `undefined` when it can. */
+export function postgresMissing(): string | undefined {
+  if (!pgBin()) return "PostgreSQL is not installed (apt-get install -y postgresql)";
+  if (Deno.uid() === 0 && !runs("runuser", ["--version"])) {
+    return "PostgreSQL refuses to run as root and runuser is missing (apt-get install -y util-linux)";
+  }
+  return undefined;
+}
+
+async function waitFor(check: () => Promise<boolean>, what: string, ms = 15_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`${what} did not come up within ${ms} ms`);
+}
+
+async function accepts(port: number): Promise<boolean> {
+  try {
+    const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+    conn.close();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A running `nats-server -js` on 127.0.0.1 with its store in a temp directory. */
+export class NatsServer implements AsyncDisposable {
+  readonly port: number;
+  readonly dir: string;
+  #child: Deno.ChildProcess | undefined;
+
+  private constructor(dir: string, port: number) {
+    this.dir = dir;
+    this.port = port;
+  }
+
+  /** Starts a server on a free port with JetStream enabled. */
+  static async start(): Promise<NatsServer> {
+    const dir = await Deno.makeTempDir({ prefix: "obs-nats-" });
+    const server = new NatsServer(dir, freePort());
+    await server.restart();
+    return server;
+  }
+
+  /** `nats://127.0.0.1:<port>`. */
+  get url(): string {
+    return `nats://127.0.0.1:${this.port}`;
+  }
+
+  /** Starts the server again on the same port and store (after `kill`). */
+  async restart(): Promise<void> {
+    this.#child = new Deno.Command("nats-server", {
+      args: ["-js", "-a", "127.0.0.1", "-p", String(this.port), "-sd", join(this.dir, "js")],
+      stdout: "null",
+      stderr: "null",
+    }).spawn();
+    await waitFor(() => accepts(this.port), "nats-server");
+  }
+
+  /** Kills the server (SIGKILL by default) and waits for it to exit. */
+  async kill(signal: Deno.Signal = "SIGKILL"): Promise<void> {
+    const child = this.#child;
+    if (!child) return;
+    this.#child = undefined;
+    try {
+      child.kill(signal);
+    } catch { /* already gone */ }
+    await child.status;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.kill();
+    await Deno.remove(this.dir, { recursive: true }).catch(() => {});
+  }
+}
+
+/** A PostgreSQL cluster in a temp directory, listening on 127.0.0.1, trust authentication. */
+export class PostgresServer implements AsyncDisposable {
+  readonly port: number;
+  readonly dir: string;
+  readonly #bin: string;
+  #running = false;
+
+  private constructor(dir: string, port: number, bin: string) {
+    this.dir = dir;
+    this.port = port;
+    this.#bin = bin;
+  }
+
+  /** Creates the cluster (`initdb`) and starts it on a free port. */
+  static async start(): Promise<PostgresServer> {
+    const bin = pgBin();
+    if (!bin) throw new Error(postgresMissing());
+    const dir = await Deno.makeTempDir({ prefix: "obs-pg-" });
+    await Deno.chmod(dir, 0o777);
+    const server = new PostgresServer(dir, freePort(), bin);
+    await server.#pg("initdb", ["-D", server.#data, "-A", "trust", "-U", "postgres", "-E", "UTF8"]);
+    await server.restart();
+    return server;
+  }
+
+  get #data(): string {
+    return join(this.dir, "data");
+  }
+
+  /** `postgres://postgres@127.0.0.1:<port>/postgres`. */
+  get url(): string {
+    return `postgres://postgres@127.0.0.1:${this.port}/postgres`;
+  }
+
+  async #pg(tool: string, args: string[]): Promise<void> {
+    const [cmd, argv] = Deno.uid() === 0
+      ? ["runuser", ["-u", "postgres", "--", join(this.#bin, tool), ...args]]
+      : [join(this.#bin, tool), args];
+    const out = await new Deno.Command(cmd, { args: argv, stdout: "piped", stderr: "piped" })
+      .output();
+    if (!out.success) {
+      throw new Error(`${tool} failed: ${new TextDecoder().decode(out.stderr).trim()}`);
+    }
+  }
+
+  /** Starts the server (again) on the same port and data directory. */
+  async restart(): Promise<void> {
+    // fsync=off is safe for the crashes these tests make (a killed process, not a lost
+    // machine): the WAL is written before each commit answers, only not flushed to the disk.
+    const options = `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1 -c fsync=off`;
+    await this.#pg("pg_ctl", [
+      "-D",
+      this.#data,
+      "-o",
+      options,
+      "-l",
+      join(this.dir, "log"),
+      "-w",
+      "start",
+    ]);
+    this.#running = true;
+    await waitFor(() => accepts(this.port), "postgres");
+  }
+
+  /** Stops the server: `immediate` is the crash-like stop (no checkpoint), `fast` a clean one. */
+  async stop(mode: "fast" | "immediate" = "fast"): Promise<void> {
+    if (!this.#running) return;
+    this.#running = false;
+    await this.#pg("pg_ctl", ["-D", this.#data, "-m", mode, "-w", "stop"]);
+  }
+
+  /** Runs one SQL statement with `psql` and returns its unaligned, tuples-only output. */
+  async query(sql: string): Promise<string> {
+    const out = await new Deno.Command("psql", {
+      args: ["-h", "127.0.0.1", "-p", String(this.port), "-U", "postgres", "-At", "-c", sql],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const text = new TextDecoder();
+    if (!out.success) throw new Error(`psql failed: ${text.decode(out.stderr).trim()}`);
+    return text.decode(out.stdout).trim();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop("immediate").catch(() => {});
+    await Deno.remove(this.dir, { recursive: true }).catch(() => {});
+  }
+}
