@@ -34,6 +34,22 @@ export function siteFileName(key: string): string {
 
 /** Names of site-stream files. */
 export const SITE_FILE: RegExp = /^site_(\d{8})\.ndjson$/;
+/**
+ * Names of site-stream files in either stored form: plain (`site_YYYYMMDD.ndjson`) or compressed
+ * by the lifecycle (`site_YYYYMMDD.ndjson.gz`, CONTRACT 12). Group 1 is the night key, group 2
+ * `.gz` or nothing.
+ */
+export const STORED_SITE_FILE: RegExp = /^site_(\d{8})\.ndjson(\.gz)?$/;
+
+/** What a compressed stream file's name adds to the plain one (CONTRACT 12). */
+export const GZ_SUFFIX = ".gz";
+
+/** The run log (CONTRACT 8): one run record per line. */
+export const RUN_LOG_FILE = "runs.ndjson";
+
+/** The directory of forwarding cursors (CONTRACT 13). */
+export const FORWARD_DIR = ".forward";
+
 /** The run stream's file inside a run directory. */
 export const RUN_FILE = "telemetry.ndjson";
 /** The active run, while one is active; a run resumes from it after a restart. */

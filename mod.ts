@@ -8,6 +8,7 @@
  * - {@linkcode TelemetryClient} talks to it from Deno, Node or a browser (`./client`).
  * - {@linkcode TelemetryEvent} is the immutable event envelope (`./event`).
  * - {@linkcode migrate} converts the legacy file database (`./migrate`).
+ * - {@linkcode readHistory} reads stored events back from the files (`./history`).
  * - {@linkcode runCli} is the `obs-utils` command line (`./cli`).
  *
  * @example Usage
@@ -93,4 +94,13 @@ export {
   type MigrateSkipped,
   type MigrateSummary,
 } from "./migrate.ts";
+export {
+  findRunDir,
+  parseTimeBound,
+  readHistory,
+  type ReadHistoryOptions,
+  readHistoryLines,
+  RunNotFoundError,
+  type TimeBound,
+} from "./history.ts";
 export { runCli } from "./cli.ts";
