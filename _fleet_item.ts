@@ -6,6 +6,20 @@
  * @module
  */
 
+/** Default subject prefix: subjects are `<prefix>.<unit>.<stream>`. */
+export const DEFAULT_SUBJECT_PREFIX = "telemetry";
+/** Default JetStream stream name. */
+export const DEFAULT_NATS_STREAM = "TELEMETRY";
+/** Default durable consumer name of the archivers. */
+export const DEFAULT_DURABLE = "telemetry-archive";
+
+/** Headers every published line carries (CONTRACT 13). */
+export const HEADER_UNIT = "Telemetry-Unit";
+/** The stream the line belongs to: `site` or `run`. */
+export const HEADER_STREAM = "Telemetry-Stream";
+/** The run's id, empty for the site stream. */
+export const HEADER_RUN_ID = "Telemetry-Run-Id";
+
 /** The two kinds of stream a site directory holds. */
 export type StreamKind = "site" | "run";
 

@@ -20,21 +20,24 @@ import {
   StorageType,
 } from "@nats-io/jetstream";
 import { headers, nanos, type NatsConnection } from "@nats-io/nats-core";
-import { type ForwardItem, idempotencyKey } from "./_fleet_item.ts";
+import {
+  DEFAULT_NATS_STREAM,
+  DEFAULT_SUBJECT_PREFIX,
+  type ForwardItem,
+  HEADER_RUN_ID,
+  HEADER_STREAM,
+  HEADER_UNIT,
+  idempotencyKey,
+} from "./_fleet_item.ts";
 
-/** Default subject prefix: subjects are `<prefix>.<unit>.<stream>`. */
-export const DEFAULT_SUBJECT_PREFIX = "telemetry";
-/** Default JetStream stream name. */
-export const DEFAULT_NATS_STREAM = "TELEMETRY";
-/** Default durable consumer name of the archivers. */
-export const DEFAULT_DURABLE = "telemetry-archive";
-
-/** Headers every published line carries (CONTRACT 13). */
-export const HEADER_UNIT = "Telemetry-Unit";
-/** The stream the line belongs to: `site` or `run`. */
-export const HEADER_STREAM = "Telemetry-Stream";
-/** The run's id, empty for the site stream. */
-export const HEADER_RUN_ID = "Telemetry-Run-Id";
+export {
+  DEFAULT_DURABLE,
+  DEFAULT_NATS_STREAM,
+  DEFAULT_SUBJECT_PREFIX,
+  HEADER_RUN_ID,
+  HEADER_STREAM,
+  HEADER_UNIT,
+} from "./_fleet_item.ts";
 
 const TOKEN = /^[A-Za-z0-9_-]+$/;
 

@@ -315,9 +315,18 @@ class ByteLineSplitter {
   }
 }
 
-/** The bytes of a file as chunks: read directly, or decompressed from gzip. */
-async function* fileChunks(file: StoredFile, chunkSize: number): AsyncGenerator<Uint8Array> {
+/**
+ * The bytes of a file as chunks: read directly, or decompressed from gzip. A plain file is read
+ * from `start` (a seek: following a growing file costs what was added, not its whole size); a
+ * gzip file always from its beginning.
+ */
+async function* fileChunks(
+  file: StoredFile,
+  chunkSize: number,
+  start = 0,
+): AsyncGenerator<Uint8Array> {
   const handle = await Deno.open(file.path, { read: true });
+  if (!file.compressed && start > 0) await handle.seek(start, Deno.SeekMode.Start);
   if (file.compressed) {
     // The readable closes the handle when it ends or is cancelled.
     const reader = handle.readable.pipeThrough(new DecompressionStream("gzip")).getReader();
@@ -374,9 +383,12 @@ export async function* readLines(
     throw new RangeError(`Cannot read ${file.path} from byte ${offset}: not a byte offset`);
   }
   const splitter = new ByteLineSplitter(offset);
-  let skip = offset;
+  // A plain file seeks to the byte before the offset (which must be a line end); a gzip file
+  // is decompressed from its start and the bytes before the offset skipped.
+  const seekTo = file.compressed || offset === 0 ? 0 : offset - 1;
+  let skip = offset - seekTo;
   let lastSkipped = NL;
-  for await (let chunk of fileChunks(file, options.chunkSize ?? 256 * 1024)) {
+  for await (let chunk of fileChunks(file, options.chunkSize ?? 256 * 1024, seekTo)) {
     if (skip > 0) {
       const n = Math.min(skip, chunk.length);
       if (n > 0) lastSkipped = chunk[n - 1]!;

@@ -24,6 +24,7 @@ import { CURRENT_HELP, currentCommand } from "./_cli_current.ts";
 import { POST_HELP, postCommand } from "./_cli_post.ts";
 import { MIGRATE_HELP, migrateCommand } from "./_cli_migrate.ts";
 import { READ_HELP, readCommand } from "./_cli_read.ts";
+import { ARCHIVE_HELP, FORWARD_HELP } from "./_cli_forward_help.ts";
 
 export { UsageError } from "./_cli_common.ts";
 export { formatAge, renderTable } from "./_cli_current.ts";
@@ -46,6 +47,8 @@ Commands:
   telemetry post      Record one event
   telemetry migrate   Convert a legacy file database to NDJSON
   telemetry read      Print stored events from the files
+  telemetry forward   Send stored events to a fleet store (NATS, PostgreSQL)
+  telemetry archive   Move events from NATS JetStream into PostgreSQL
 
 Options:
   -h, --help     Show this help
@@ -60,6 +63,8 @@ Commands:
   post      Record one event from the shell
   migrate   Convert a legacy file database to NDJSON
   read      Print stored events from the files (time range, types, runs)
+  forward   Send stored events to NATS JetStream or PostgreSQL, and follow
+  archive   Move events from NATS JetStream into PostgreSQL
 
 Run 'obs-utils telemetry <command> --help' for a command's options.
 `,
@@ -69,6 +74,8 @@ Run 'obs-utils telemetry <command> --help' for a command's options.
   post: POST_HELP,
   migrate: MIGRATE_HELP,
   read: READ_HELP,
+  forward: FORWARD_HELP,
+  archive: ARCHIVE_HELP,
 };
 
 const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
@@ -78,6 +85,9 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   post: postCommand,
   migrate: migrateCommand,
   read: readCommand,
+  // The fleet commands load the NATS and PostgreSQL clients only when they run.
+  forward: async (args) => (await import("./_cli_forward.ts")).forwardCommand(args),
+  archive: async (args) => (await import("./_cli_forward.ts")).archiveCommand(args),
 };
 
 /**
@@ -119,7 +129,7 @@ async function dispatch(args: string[]): Promise<number> {
   const run = COMMANDS[command];
   if (!run) {
     throw new UsageError(
-      `unknown command "${command}"; use run, stop, current, post, migrate or read`,
+      `unknown command "${command}"; use run, stop, current, post, migrate, read, forward or archive`,
       "telemetry",
     );
   }

@@ -1,0 +1,386 @@
+/**
+ * The forwarder (CONTRACT 13): sends every stored line of the site stream and of every run,
+ * oldest first, to NATS JetStream or PostgreSQL, then follows new lines as the service writes
+ * them. The NDJSON files are the write-ahead log; a cursor `(file, byte offset, last seq)` per
+ * stream moves only after the destination acknowledged (PubAck, or commit), so a kill at any
+ * moment resends at most the batch in flight, which the idempotency key turns into exactly once.
+ *
+ * Reads through `_site_files.ts` (plain and `.gz`, offsets in uncompressed bytes), so rotation and
+ * compression under a cursor change nothing. Needs read permission on the site directory (and on
+ * run directories placed elsewhere), write permission on `<site_dir>/.forward/`, and net access
+ * to the destination only.
+ *
+ * @module
+ */
+import { isAbsolute, join, resolve } from "node:path";
+import { sleep } from "./_async.ts";
+import { checkUnit, type ForwardItem, type StreamKind, toRow } from "./_fleet_item.ts";
+import { Backoff, type FleetLog, PeerState } from "./_fleet_retry.ts";
+import {
+  emptyCursor,
+  type ForwardCursor,
+  readCursor,
+  type StreamPosition,
+  writeCursor,
+} from "./_forward_cursor.ts";
+import { readSeqAndType } from "./_ndjson.ts";
+import { ACTIVE_RUN_FILE, RUN_LOG_FILE } from "./_site_layout.ts";
+import {
+  listRunFiles,
+  listSiteFiles,
+  OffsetMismatchError,
+  plainName,
+  readLines,
+  type StoredFile,
+  storedFile,
+} from "./_site_files.ts";
+import { checkNatsName, checkSubjectPrefix, NatsSink } from "./_sink_nats.ts";
+import { PostgresSink } from "./_sink_postgres.ts";
+import { redact } from "./_archive.ts";
+
+/** Options of {@linkcode forward}. */
+export interface ForwardOptions {
+  /** The service's site directory. */
+  readonly siteDir: string;
+  /** `nats://host:port` or `postgres://user@host:port/db`. */
+  readonly to: string;
+  /** This observatory's name in the fleet (`OBS_TELEMETRY_UNIT`). */
+  readonly unit: string;
+  /** The cursor's name (`<site_dir>/.forward/<name>.json`); default: the URL's scheme. */
+  readonly name?: string;
+  /** NATS subject prefix; default `telemetry`. */
+  readonly subjectPrefix?: string;
+  /** JetStream stream; default `TELEMETRY`. */
+  readonly natsStream?: string;
+  /** Lines per send (one JetStream pipeline or one transaction); default 1000. */
+  readonly batch?: number;
+  /** How often to look for new lines once caught up, in ms; default 100. */
+  readonly pollMs?: number;
+  /** Stops the forwarder after the batch in flight is acknowledged and its cursor saved. */
+  readonly signal?: AbortSignal;
+  /** State changes (destination down, back), and skipped lines. */
+  readonly log?: FleetLog;
+  /** Called after each acknowledged batch (tests and the status of a live forwarder). */
+  readonly onSent?: (sent: SentBatch) => void;
+}
+
+/** One acknowledged batch. */
+export interface SentBatch {
+  readonly stream: StreamKind;
+  readonly runId: string;
+  readonly count: number;
+  readonly lastSeq: number;
+}
+
+/** What a forwarder did, returned when it stops. */
+export interface ForwardStats {
+  /** Lines acknowledged by the destination. */
+  sent: number;
+  /** Lines that are not stored events (damaged by hand), passed over with a warning. */
+  skipped: number;
+}
+
+/** A destination: sends a batch and resolves once it is durable there. */
+interface Destination {
+  send(items: ForwardItem[]): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** The kinds of destination, from the URL's scheme. */
+export type DestinationKind = "nats" | "postgres";
+
+/**
+ * The kind of destination a `--to` URL names, or a message saying what to write instead.
+ *
+ * @example
+ * ```ts ignore
+ * destinationKind("nats://127.0.0.1:4222"); // "nats"
+ * ```
+ */
+export function destinationKind(to: string): DestinationKind | string {
+  let url: URL;
+  try {
+    url = new URL(to);
+  } catch {
+    return `--to ${
+      JSON.stringify(to)
+    } is not a URL; use nats://host:port or postgres://user@host:port/db`;
+  }
+  if (url.protocol === "nats:") return "nats";
+  if (url.protocol === "postgres:" || url.protocol === "postgresql:") return "postgres";
+  return `--to must be nats://host:port or postgres://user@host:port/db, not ${url.protocol}//`;
+}
+
+/** Checks the options; the message names the flag to change. */
+export function checkForwardOptions(options: ForwardOptions): string | undefined {
+  const kind = destinationKind(options.to);
+  if (kind !== "nats" && kind !== "postgres") return kind;
+  const unit = checkUnit(options.unit);
+  if (unit) return `--unit: ${unit}`;
+  if (options.subjectPrefix !== undefined) {
+    const problem = checkSubjectPrefix(options.subjectPrefix);
+    if (problem) return `--subject-prefix: ${problem}`;
+  }
+  if (options.natsStream !== undefined) {
+    const problem = checkNatsName(options.natsStream, "stream");
+    if (problem) return `--nats-stream: ${problem}`;
+  }
+  if (options.batch !== undefined && !(Number.isSafeInteger(options.batch) && options.batch > 0)) {
+    return `--batch must be a positive integer, not ${options.batch}`;
+  }
+  return undefined;
+}
+
+async function openDestination(options: ForwardOptions): Promise<Destination> {
+  if (destinationKind(options.to) === "nats") {
+    const sink = await NatsSink.open({
+      url: new URL(options.to),
+      ...(options.natsStream ? { stream: options.natsStream } : {}),
+      ...(options.subjectPrefix ? { subjectPrefix: options.subjectPrefix } : {}),
+      name: `obs-telemetry-forward-${options.unit}`,
+    }, options.unit);
+    return { send: (items) => sink.send(items), close: () => sink.close() };
+  }
+  const sink = await PostgresSink.open(options.to);
+  return {
+    send: async (items) => {
+      await sink.insert(items.map((item) => toRow(options.unit, item)));
+    },
+    close: () => sink.close(),
+  };
+}
+
+/** A stream to forward: the site stream, or one run. */
+interface Source {
+  readonly stream: StreamKind;
+  readonly runId: string;
+  readonly runDir: string;
+  /** A stopped run: once read to its end, it holds nothing more. */
+  readonly stopped: boolean;
+  files(): Promise<StoredFile[]>;
+}
+
+/** Where a run is stored, and whether it has stopped (its file grows no more). */
+export interface RunDir {
+  readonly dir: string;
+  readonly stopped: boolean;
+}
+
+/**
+ * Every run recorded in the site directory, by id: the run log (latest line per run wins; a
+ * damaged line is skipped), the active run, and directories of the site directory holding a
+ * run stream file (runs recorded before the log existed).
+ */
+export async function listRunDirs(siteDir: string): Promise<Map<string, RunDir>> {
+  const runs = new Map<string, RunDir>();
+  const absolute = (dir: string) => isAbsolute(dir) ? dir : resolve(siteDir, dir);
+  const record = (text: string) => {
+    try {
+      const value = JSON.parse(text);
+      if (typeof value?.run_id === "string" && typeof value.run_dir === "string") {
+        runs.set(value.run_id, {
+          dir: absolute(value.run_dir),
+          stopped: typeof value.stopped_at === "string",
+        });
+      }
+    } catch {
+      // a damaged line: the run's other line, or its directory, still names it
+    }
+  };
+  try {
+    for await (const batch of readLines(storedFile(join(siteDir, RUN_LOG_FILE)))) {
+      for (const { text } of batch) record(text);
+    }
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
+  try {
+    record(await Deno.readTextFile(join(siteDir, ACTIVE_RUN_FILE)));
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
+  for await (const entry of Deno.readDir(siteDir)) {
+    // Links are not followed out of the site directory; dot-directories are the service's own.
+    if (!entry.isDirectory || entry.name.startsWith(".") || runs.has(entry.name)) continue;
+    if ((await listRunFiles(join(siteDir, entry.name))).length > 0) {
+      runs.set(entry.name, { dir: join(siteDir, entry.name), stopped: false });
+    }
+  }
+  return runs;
+}
+
+async function sources(siteDir: string): Promise<Source[]> {
+  const out: Source[] = [{
+    stream: "site",
+    runId: "",
+    runDir: siteDir,
+    stopped: false,
+    files: () => listSiteFiles(siteDir),
+  }];
+  const runs = [...(await listRunDirs(siteDir)).entries()].sort(([a], [b]) => a.localeCompare(b));
+  for (const [runId, { dir, stopped }] of runs) {
+    out.push({ stream: "run", runId, runDir: dir, stopped, files: () => listRunFiles(dir) });
+  }
+  return out;
+}
+
+function positionOf(cursor: ForwardCursor, source: Source): StreamPosition | null {
+  if (source.stream === "site") return cursor.site;
+  return cursor.runs[source.runId] ?? null;
+}
+
+function setPosition(cursor: ForwardCursor, source: Source, at: StreamPosition): void {
+  if (source.stream === "site") cursor.site = at;
+  else cursor.runs[source.runId] = { run_dir: source.runDir, ...at };
+}
+
+/**
+ * The files still to read and where to start in the first: after the cursor's file and offset.
+ * A cursor whose file is gone (deleted by hand) restarts at the first later night; the
+ * idempotency key makes a resend harmless.
+ */
+function remaining(
+  files: StoredFile[],
+  at: StreamPosition | null,
+): { files: StoredFile[]; offset: number } {
+  if (at === null) return { files, offset: 0 };
+  const i = files.findIndex((f) => plainName(f.name) === at.file);
+  if (i >= 0) return { files: files.slice(i), offset: at.offset };
+  const later = files.filter((f) => plainName(f.name) > at.file);
+  return { files: later, offset: 0 };
+}
+
+/**
+ * Runs a forwarder until `signal` aborts: sends what is stored, then follows the files. The
+ * destination being down is retried with capped back-off (at most 30 s), one log line per change
+ * of state; nothing is lost, and catching up afterwards runs at full speed.
+ *
+ * @example
+ * ```ts ignore
+ * const stop = new AbortController();
+ * Deno.addSignalListener("SIGTERM", () => stop.abort());
+ * await forward({ siteDir: "./telemetry", to: "nats://hub:4222", unit: "pan012", signal: stop.signal });
+ * ```
+ */
+export async function forward(options: ForwardOptions): Promise<ForwardStats> {
+  const problem = checkForwardOptions(options);
+  if (problem) throw new RangeError(problem);
+  const log: FleetLog = options.log ?? (() => {});
+  const name = options.name ?? (destinationKind(options.to) as DestinationKind);
+  const batchSize = options.batch ?? 1000;
+  const pollMs = options.pollMs ?? 100;
+  const stats: ForwardStats = { sent: 0, skipped: 0 };
+  const peer = new PeerState(`destination ${redact(options.to)}`, log);
+  const backoff = new Backoff();
+  const cursor = (await readCursor(options.siteDir, name)) ?? emptyCursor();
+  let destination: Destination | undefined;
+
+  /** Sends one batch and saves the cursor after it; false when the destination failed. */
+  const sendBatch = async (source: Source, items: ForwardItem[], at: StreamPosition) => {
+    if (items.length > 0) {
+      destination ??= await openDestination(options);
+      await destination.send(items);
+      stats.sent += items.length;
+      options.onSent?.({
+        stream: source.stream,
+        runId: source.runId,
+        count: items.length,
+        lastSeq: at.seq,
+      });
+    }
+    setPosition(cursor, source, at);
+    await writeCursor(options.siteDir, name, cursor);
+  };
+
+  /**
+   * Forwards what one source holds after its cursor: how many lines it sent, and whether it
+   * read to the end of its last file.
+   */
+  const pump = async (source: Source): Promise<{ sent: number; complete: boolean }> => {
+    const start = positionOf(cursor, source);
+    const { files, offset } = remaining(await source.files(), start);
+    let sent = 0;
+    let lastSeq = start?.seq ?? 0;
+    for (let f = 0; f < files.length && !options.signal?.aborted; f++) {
+      const file = files[f]!;
+      const fileName = plainName(file.name);
+      let from = f === 0 ? offset : 0;
+      let items: ForwardItem[] = [];
+      let end = from;
+      const flush = async () => {
+        await sendBatch(source, items, { file: fileName, offset: end, seq: lastSeq });
+        sent += items.length;
+        items = [];
+      };
+      try {
+        for await (const lines of readLines(file, { offset: from })) {
+          for (const line of lines) {
+            const seq = readSeqAndType(line.text)?.seq;
+            end = line.end;
+            if (seq === undefined) {
+              stats.skipped++;
+              log(
+                "warn",
+                `skipping a line of ${file.path} ending at byte ${line.end}: not a stored event`,
+              );
+              continue;
+            }
+            lastSeq = seq;
+            items.push({ stream: source.stream, runId: source.runId, seq, line: line.text });
+            if (items.length >= batchSize) await flush();
+          }
+          if (options.signal?.aborted) break;
+        }
+      } catch (err) {
+        // Renamed away by a compression between the listing and the open: the next pass finds
+        // its other form under the same cursor.
+        if (err instanceof Deno.errors.NotFound) return { sent, complete: false };
+        if (!(err instanceof OffsetMismatchError)) throw err;
+        // The file was truncated or replaced under the cursor: send it again from its start.
+        log("warn", `${err.message}; forwarding it again from its start (duplicates are dropped)`);
+        from = 0;
+        setPosition(cursor, source, { file: fileName, offset: 0, seq: 0 });
+        await writeCursor(options.siteDir, name, cursor);
+        return { sent, complete: false };
+      }
+      if (items.length > 0 || end !== from || f > 0) await flush();
+    }
+    return { sent, complete: !options.signal?.aborted };
+  };
+
+  // Stopped runs read to their end in this process: nothing more can appear in them.
+  const finished = new Set<string>();
+  try {
+    while (!options.signal?.aborted) {
+      let sent = 0;
+      try {
+        for (const source of await sources(options.siteDir)) {
+          if (options.signal?.aborted) break;
+          if (source.stream === "run" && finished.has(source.runId)) continue;
+          const pumped = await pump(source);
+          sent += pumped.sent;
+          if (source.stopped && pumped.complete) finished.add(source.runId);
+        }
+        peer.ok();
+        backoff.reset();
+      } catch (err) {
+        if (isLocalFault(err)) throw err;
+        peer.failed(err, "retrying; nothing is lost, the files are the buffer");
+        await destination?.close().catch(() => {});
+        destination = undefined;
+        await backoff.wait(options.signal);
+        continue;
+      }
+      if (sent === 0) await sleep(pollMs, options.signal);
+    }
+  } finally {
+    await destination?.close().catch(() => {});
+  }
+  return stats;
+}
+
+/** Errors of this machine (permissions, a missing site directory), not of the destination. */
+function isLocalFault(err: unknown): boolean {
+  return err instanceof Deno.errors.NotCapable || err instanceof Deno.errors.PermissionDenied ||
+    err instanceof Deno.errors.NotFound;
+}

@@ -1,0 +1,202 @@
+/**
+ * Forwarding a site's telemetry to a fleet store (CONTRACT 13): {@linkcode forward} sends every
+ * stored line to NATS JetStream or PostgreSQL and follows new ones, with a cursor that moves only
+ * after the destination acknowledged; {@linkcode archive} moves JetStream into PostgreSQL;
+ * {@linkcode spawnForwarder} runs the forwarder as its own process with scoped permissions, like
+ * `spawnServer()` does for the service.
+ *
+ * This entry point is the only one that loads the NATS and PostgreSQL clients (npm
+ * `@nats-io/transport-node`, `@nats-io/jetstream`, `postgres`); `./client` and `./event` stay
+ * dependency-free.
+ *
+ * @example Forward to JetStream until SIGTERM
+ * ```ts ignore
+ * import { forward } from "@obs-utils/telemetry/forward";
+ *
+ * const stop = new AbortController();
+ * Deno.addSignalListener("SIGTERM", () => stop.abort());
+ * await forward({
+ *   siteDir: "./telemetry",
+ *   to: "nats://fleet-hub:4222",
+ *   unit: "pan012",
+ *   signal: stop.signal,
+ * });
+ * ```
+ *
+ * @module
+ */
+import { join, resolve } from "node:path";
+import { destinationKind } from "./_forwarder.ts";
+import { FORWARD_DIR } from "./_site_layout.ts";
+
+export {
+  checkForwardOptions,
+  type DestinationKind,
+  forward,
+  type ForwardOptions,
+  type ForwardStats,
+  type SentBatch,
+} from "./_forwarder.ts";
+export { archive, type ArchiveOptions, type ArchiveStats } from "./_archive.ts";
+export { forwardStatus, type StreamLag } from "./_forward_status.ts";
+export type { FleetLog } from "./_fleet_retry.ts";
+export { EVENTS_TABLE } from "./_sink_postgres.ts";
+export {
+  DEFAULT_DURABLE,
+  DEFAULT_NATS_STREAM,
+  DEFAULT_SUBJECT_PREFIX,
+  HEADER_RUN_ID,
+  HEADER_STREAM,
+  HEADER_UNIT,
+} from "./_fleet_item.ts";
+
+/** Environment variables the forwarder reads. */
+export const FORWARD_ENV_VARS: readonly string[] = [
+  "OBS_TELEMETRY_UNIT",
+  "OBS_TELEMETRY_SITE_DIR",
+];
+
+/**
+ * The Deno permission flags of a forwarder (CONTRACT 13): read the site directory (and run
+ * roots placed elsewhere), write `<site_dir>/.forward/` only, net to the destination only.
+ *
+ * @example
+ * ```ts
+ * import { forwarderPermissionFlags } from "./forward.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const flags = forwarderPermissionFlags({ siteDir: "/srv/telemetry", to: "nats://hub:4222" });
+ * assert.ok(flags.includes("--allow-net=hub:4222"));
+ * assert.ok(flags.includes("--allow-write=/srv/telemetry/.forward"));
+ * ```
+ */
+export function forwarderPermissionFlags(
+  options: { siteDir: string; to: string; runRoots?: readonly string[] },
+): string[] {
+  const kind = destinationKind(options.to);
+  if (kind !== "nats" && kind !== "postgres") throw new RangeError(kind);
+  const url = new URL(options.to);
+  const port = url.port || (kind === "nats" ? "4222" : "5432");
+  const siteDir = resolve(options.siteDir);
+  const read = [siteDir, ...(options.runRoots ?? []).map((r) => resolve(r))].join(",");
+  return [
+    `--allow-net=${url.hostname}:${port}`,
+    `--allow-read=${read}`,
+    `--allow-write=${join(siteDir, FORWARD_DIR)}`,
+    `--allow-env=${FORWARD_ENV_VARS.join(",")}`,
+  ];
+}
+
+/** Options of {@linkcode spawnForwarder}. */
+export interface SpawnForwarderOptions {
+  /** The service's site directory. */
+  siteDir: string;
+  /** `nats://host:port` or `postgres://user@host:port/db`. */
+  to: string;
+  /** This observatory's name in the fleet. */
+  unit: string;
+  /** Cursor name; default from the URL's scheme. */
+  name?: string;
+  /** NATS subject prefix. */
+  subjectPrefix?: string;
+  /** JetStream stream. */
+  natsStream?: string;
+  /** Lines per send. */
+  batch?: number;
+  /** Run directories placed outside the site directory (the service's `--allow-run-root`). */
+  runRoots?: readonly string[];
+  /**
+   * Where the child's output goes.
+   * @default {"inherit"}
+   */
+  output?: "inherit" | "null" | "piped";
+}
+
+/** A forwarder running as its own process. */
+export interface SpawnedForwarder extends AsyncDisposable {
+  /** The child process. */
+  readonly process: Deno.ChildProcess;
+  /** Its process id. */
+  readonly pid: number;
+  /** Asks it to stop (SIGTERM: it ends after the batch in flight) and waits for it. */
+  stop(): Promise<Deno.CommandStatus>;
+}
+
+/** The `deno` arguments that run a forwarder under its scoped permissions. */
+export function forwarderArgs(options: SpawnForwarderOptions): string[] {
+  const siteDir = resolve(options.siteDir);
+  return [
+    "run",
+    "--no-prompt",
+    ...forwarderPermissionFlags({
+      siteDir,
+      to: options.to,
+      ...(options.runRoots ? { runRoots: options.runRoots } : {}),
+    }),
+    new URL("./cli.ts", import.meta.url).href,
+    "telemetry",
+    "forward",
+    "--site-dir",
+    siteDir,
+    "--to",
+    options.to,
+    "--unit",
+    options.unit,
+    ...(options.name !== undefined ? ["--name", options.name] : []),
+    ...(options.subjectPrefix !== undefined ? ["--subject-prefix", options.subjectPrefix] : []),
+    ...(options.natsStream !== undefined ? ["--nats-stream", options.natsStream] : []),
+    ...(options.batch !== undefined ? ["--batch", String(options.batch)] : []),
+  ];
+}
+
+/**
+ * Starts `obs-utils telemetry forward` as a child process with the scoped permissions of
+ * {@linkcode forwarderPermissionFlags}. It runs until stopped; its log goes to `output`.
+ *
+ * @example
+ * ```ts ignore
+ * import { spawnForwarder } from "@obs-utils/telemetry/forward";
+ * await using forwarder = spawnForwarder({
+ *   siteDir: "./telemetry",
+ *   to: "postgres://fleet@db.example:5432/telemetry",
+ *   unit: "pan012",
+ * });
+ * ```
+ */
+export function spawnForwarder(options: SpawnForwarderOptions): SpawnedForwarder {
+  const output = options.output ?? "inherit";
+  const child = new Deno.Command(Deno.execPath(), {
+    args: forwarderArgs(options),
+    stdin: "null",
+    stdout: output,
+    stderr: output,
+  }).spawn();
+  let exited = false;
+  const status = child.status.then((s) => {
+    exited = true;
+    return s;
+  });
+  const stop = async () => {
+    if (exited) return await status;
+    try {
+      child.kill("SIGTERM");
+    } catch { /* already gone */ }
+    // A forwarder ends within one send; one stuck past 15 s is killed.
+    const timer = setTimeout(() => {
+      if (!exited) child.kill("SIGKILL");
+    }, 15_000);
+    try {
+      return await status;
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  return {
+    process: child,
+    pid: child.pid,
+    stop,
+    [Symbol.asyncDispose]: async () => {
+      await stop();
+    },
+  };
+}
