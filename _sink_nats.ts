@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { connect } from "@nats-io/transport-node";
+import { connect } from "npm:@nats-io/transport-node@^3.4.0";
 import {
   AckPolicy,
   DeliverPolicy,
@@ -18,8 +18,8 @@ import {
   jetstreamManager,
   type JsMsg,
   StorageType,
-} from "@nats-io/jetstream";
-import { headers, nanos, type NatsConnection } from "@nats-io/nats-core";
+} from "npm:@nats-io/jetstream@^3.4.0";
+import { headers, nanos, type NatsConnection } from "npm:@nats-io/nats-core@^3.4.0";
 import {
   DEFAULT_NATS_STREAM,
   DEFAULT_SUBJECT_PREFIX,

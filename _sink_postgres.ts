@@ -8,7 +8,7 @@
  *
  * @module
  */
-import postgres from "postgres";
+import postgres from "npm:postgres@^3.4.9";
 import type { EventRow } from "./_fleet_item.ts";
 
 /** The table every forwarder and archiver writes (CONTRACT 13). */
@@ -63,14 +63,28 @@ export class PostgresSink {
    * forwarders and archivers starting together do not race on the DDL).
    */
   static async open(url: string): Promise<PostgresSink> {
-    const sql = postgres(url, {
+    const params = new URL(url).searchParams;
+    // Every setting the client would otherwise look up as a PG<NAME> variable is given, so the
+    // forwarder's --allow-env stays the documented libpq list (PGHOST, PGPASSWORD...). Two of
+    // them (max_pipeline, sslnegotiation) are missing from the package's types.
+    const settings: Record<string, unknown> = {
       max: 1,
-      onnotice: () => {},
-      connect_timeout: 10,
+      ssl: params.get("sslmode") ?? params.get("ssl") ?? false,
+      sslnegotiation: null,
       idle_timeout: 0,
-      // Times and JSON stay text: the rows carry the stored JSON as written.
-      types: {},
-    });
+      connect_timeout: 10,
+      max_lifetime: null,
+      max_pipeline: 100,
+      backoff: (attempt: number) => Math.min(0.1 * 2 ** attempt, 5),
+      keep_alive: 60,
+      prepare: true,
+      debug: false,
+      fetch_types: true,
+      publications: "alltables",
+      target_session_attrs: null,
+      onnotice: () => {},
+    };
+    const sql = postgres(url, settings as postgres.Options<Record<string, never>>);
     const sink = new PostgresSink(url, sql);
     try {
       await sql.begin(async (tx) => {

@@ -50,10 +50,24 @@ export {
   HEADER_UNIT,
 } from "./_fleet_item.ts";
 
-/** Environment variables the forwarder reads. */
+/**
+ * Environment variables the forwarder may read: its own, and the libpq variables the
+ * PostgreSQL client honours (`PGPASSWORD` keeps a password out of `--to`, where `ps` shows it).
+ */
 export const FORWARD_ENV_VARS: readonly string[] = [
   "OBS_TELEMETRY_UNIT",
   "OBS_TELEMETRY_SITE_DIR",
+  "PGHOST",
+  "PGPORT",
+  "PGUSER",
+  "PGUSERNAME",
+  "PGPASSWORD",
+  "PGDATABASE",
+  "PGAPPNAME",
+  "PGTARGETSESSIONATTRS",
+  "USER",
+  "USERNAME",
+  "LOGNAME",
 ];
 
 /**
