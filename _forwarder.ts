@@ -327,9 +327,13 @@ export async function forward(options: ForwardOptions): Promise<ForwardStats> {
             }
             lastSeq = seq;
             items.push({ stream: source.stream, runId: source.runId, seq, line: line.text });
-            if (items.length >= batchSize) await flush();
+            if (items.length >= batchSize) {
+              await flush();
+              // Stopping: the batch in flight was acknowledged and its cursor saved.
+              if (options.signal?.aborted) return { sent, complete: false };
+            }
           }
-          if (options.signal?.aborted) break;
+          if (options.signal?.aborted) return { sent, complete: false };
         }
       } catch (err) {
         // Renamed away by a compression between the listing and the open: the next pass finds

@@ -206,3 +206,109 @@ for (
     assert.match(stderr, message);
   });
 }
+
+/** A stored line as the service writes it. */
+function line(seq: number, night: string): string {
+  const ts = `${night.slice(0, 4)}-${night.slice(4, 6)}-${night.slice(6, 8)}T20:00:00.000Z`;
+  return JSON.stringify({ seq, ts, type: "weather", data: { seq }, meta: {} });
+}
+
+/** Compresses a file the way the lifecycle does: complete `.gz` renamed into place, then removed. */
+async function gzipInPlace(path: string): Promise<void> {
+  const bytes = await new Response(
+    new Blob([await Deno.readFile(path)]).stream().pipeThrough(new CompressionStream("gzip")),
+  ).bytes();
+  await Deno.writeFile(`${path}.gz.tmp`, bytes);
+  await Deno.rename(`${path}.gz.tmp`, `${path}.gz`);
+  await Deno.remove(path);
+}
+
+Deno.test({
+  name: "a night compressed under the cursor and a new night after it are forwarded exactly once",
+  ignore: skipPg !== undefined,
+  async fn() {
+    await using dir = await tempDir();
+    await using pg = await PostgresServer.start();
+    const first = Array.from({ length: 500 }, (_, i) => line(i + 1, "20261101"));
+    await Deno.writeTextFile(`${dir.path}/site_20261101.ndjson`, first.join("\n") + "\n");
+    // Stop after the first acknowledged batch: the cursor is in the middle of the night.
+    const stop = new AbortController();
+    await forward({
+      siteDir: dir.path,
+      to: pg.url,
+      unit: "u1",
+      batch: 100,
+      signal: stop.signal,
+      onSent: () => stop.abort(),
+    });
+    assert.equal(await countRows(pg), 100);
+    await gzipInPlace(`${dir.path}/site_20261101.ndjson`);
+    const second = Array.from({ length: 50 }, (_, i) => line(501 + i, "20261102"));
+    await Deno.writeTextFile(`${dir.path}/site_20261102.ndjson`, second.join("\n") + "\n");
+    const again = new AbortController();
+    const running = forward({ siteDir: dir.path, to: pg.url, unit: "u1", signal: again.signal });
+    await waitUntil(async () => (await countRows(pg)) >= 550, 15_000, "550 rows");
+    again.abort();
+    assert.equal((await running).sent, 450, "the rest of the compressed night, then the new one");
+    assert.equal(
+      await pg.query("select count(distinct seq) || ' ' || max(seq) from telemetry_events"),
+      "550 550",
+    );
+  },
+});
+
+Deno.test({
+  name: "two units forwarding to one JetStream stream keep their events apart",
+  ignore: (skipNats ?? skipPg) !== undefined,
+  async fn() {
+    await using a = await tempDir();
+    await using b = await tempDir();
+    await using nats = await NatsServer.start();
+    await using pg = await PostgresServer.start();
+    await Deno.writeTextFile(
+      `${a.path}/site_20261101.ndjson`,
+      [1, 2, 3].map((s) => line(s, "20261101")).join("\n") + "\n",
+    );
+    await Deno.writeTextFile(
+      `${b.path}/site_20261101.ndjson`,
+      [1, 2].map((s) => line(s, "20261101")).join("\n") + "\n",
+    );
+    const stop = new AbortController();
+    const running = [
+      forward({ siteDir: a.path, to: nats.url, unit: "pan001", signal: stop.signal }),
+      forward({ siteDir: b.path, to: nats.url, unit: "pan002", signal: stop.signal }),
+      archive({ from: nats.url, to: pg.url, signal: stop.signal }),
+    ];
+    try {
+      await waitUntil(async () => (await countRows(pg)) === 5, 20_000, "5 rows");
+    } finally {
+      stop.abort();
+    }
+    await Promise.all(running);
+    assert.equal(
+      await pg.query(
+        "select string_agg(unit || ':' || seq, ',' order by unit, seq) from telemetry_events",
+      ),
+      "pan001:1,pan001:2,pan001:3,pan002:1,pan002:2",
+    );
+  },
+});
+
+Deno.test("the client and event entry points load no npm package (the fleet clients stay in ./forward)", async () => {
+  for (const entry of ["client.ts", "event.ts"]) {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["info", "--json", new URL(`../${entry}`, import.meta.url).pathname],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+    const info = JSON.parse(new TextDecoder().decode(out.stdout));
+    const specifiers: string[] = info.modules.map((m: { specifier: string }) => m.specifier);
+    assert.deepEqual(specifiers.filter((s) => !s.startsWith("file:")), [], entry);
+  }
+  const forward = await new Deno.Command(Deno.execPath(), {
+    args: ["info", "--json", new URL("../forward.ts", import.meta.url).pathname],
+    stdout: "piped",
+  }).output();
+  assert.match(new TextDecoder().decode(forward.stdout), /npm:\/?postgres@/);
+});
