@@ -19,7 +19,14 @@ import {
   type JsMsg,
   StorageType,
 } from "npm:@nats-io/jetstream@^3.4.0";
-import { headers, nanos, type NatsConnection } from "npm:@nats-io/nats-core@^3.4.0";
+import {
+  createInbox,
+  headers,
+  type Msg,
+  nanos,
+  type NatsConnection,
+  type Subscription,
+} from "npm:@nats-io/nats-core@^3.4.0";
 import {
   DEFAULT_NATS_STREAM,
   DEFAULT_SUBJECT_PREFIX,
@@ -140,9 +147,73 @@ class NatsBase {
   }
 }
 
-/** Publishes stored lines to JetStream; `send` resolves when every PubAck has arrived. */
+/** How long a batch may wait for its PubAcks before it is sent again. */
+const PUBACK_TIMEOUT_MS = 10_000;
+
+/** The PubAcks of one batch, collected by the sink's single inbox subscription. */
+class AckBatch {
+  readonly id: number;
+  readonly #expected: number;
+  #received = 0;
+  #failure: Error | undefined;
+  readonly done: Promise<void>;
+  #resolve: () => void = () => {};
+
+  constructor(id: number, expected: number) {
+    this.id = id;
+    this.#expected = expected;
+    this.done = new Promise((resolve) => (this.#resolve = resolve));
+  }
+
+  /** One reply: a PubAck (`{"stream","seq"}`), a JetStream error, or a "no responders" status. */
+  receive(msg: Msg): void {
+    if (msg.headers?.hasError) {
+      this.#failure ??= new Error(
+        msg.headers.code === 503
+          ? "no JetStream stream stores these subjects (503 no responders)"
+          : `JetStream answered ${msg.headers.code} ${msg.headers.description}`,
+      );
+    } else {
+      try {
+        const ack = JSON.parse(msg.string());
+        if (ack.error) {
+          this.#failure ??= new Error(`JetStream refused a message: ${ack.error.description}`);
+        }
+      } catch {
+        this.#failure ??= new Error("JetStream answered something that is not a PubAck");
+      }
+    }
+    if (++this.#received === this.#expected) this.#resolve();
+  }
+
+  /** The first failure, or how many acks are missing. */
+  outcome(): Error | undefined {
+    if (this.#failure) return this.#failure;
+    if (this.#received < this.#expected) {
+      return new Error(
+        `${
+          this.#expected - this.#received
+        } of ${this.#expected} PubAcks missing after ${PUBACK_TIMEOUT_MS} ms`,
+      );
+    }
+    return undefined;
+  }
+}
+
+/**
+ * Publishes stored lines to JetStream; `send` resolves when every PubAck has arrived.
+ *
+ * A JetStream publish is a core publish with a reply subject, to which the server sends the
+ * PubAck. The client library's `js.publish()` makes a promise and a timer per message; here a
+ * batch is published in one go with replies to one wildcard inbox and awaited once, which is
+ * three times faster (bench/forward.ts) and acknowledges exactly the same.
+ */
 export class NatsSink extends NatsBase {
   readonly unit: string;
+  readonly #inbox: string;
+  readonly #replies: Subscription;
+  #batch: AckBatch | undefined;
+  #nextBatch = 0;
 
   private constructor(
     nc: NatsConnection,
@@ -153,6 +224,16 @@ export class NatsSink extends NatsBase {
   ) {
     super(nc, jsm, stream, prefix);
     this.unit = unit;
+    this.#inbox = createInbox();
+    this.#replies = nc.subscribe(`${this.#inbox}.>`, {
+      callback: (err, msg) => {
+        if (err) return;
+        // Reply subjects are <inbox>.<batch>.<index>: a late ack of an abandoned batch is ignored.
+        const batch = this.#batch;
+        const id = Number(msg.subject.slice(this.#inbox.length + 1).split(".")[0]);
+        if (batch && batch.id === id) batch.receive(msg);
+      },
+    });
   }
 
   /** Connects and ensures the stream. */
@@ -180,26 +261,44 @@ export class NatsSink extends NatsBase {
   }
 
   /**
-   * Publishes every item (pipelined) and waits for all their PubAcks.
+   * Publishes every item and waits for all their PubAcks.
    *
-   * @throws the first failure; the caller resends the whole batch (duplicates are dropped by
-   * the `Nats-Msg-Id` window and by the archive's primary key).
+   * @throws the first failure, or a timeout; the caller resends the whole batch (duplicates are
+   * dropped by the `Nats-Msg-Id` window and by the archive's primary key).
    */
   async send(items: readonly ForwardItem[]): Promise<void> {
-    const acks = items.map((item) => {
+    if (items.length === 0) return;
+    const batch = new AckBatch(this.#nextBatch++, items.length);
+    this.#batch = batch;
+    items.forEach((item, i) => {
       const h = headers();
+      h.set("Nats-Msg-Id", idempotencyKey(this.unit, item));
       h.set(HEADER_UNIT, this.unit);
       h.set(HEADER_STREAM, item.stream);
       h.set(HEADER_RUN_ID, item.runId);
-      return this.js.publish(this.subjectOf(item), item.line, {
-        msgID: idempotencyKey(this.unit, item),
+      this.nc.publish(this.subjectOf(item), item.line, {
         headers: h,
-        timeout: 10_000,
+        reply: `${this.#inbox}.${batch.id}.${i}`,
       });
     });
-    const settled = await Promise.allSettled(acks);
-    const failed = settled.find((s) => s.status === "rejected");
-    if (failed) throw (failed as PromiseRejectedResult).reason;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      await Promise.race([
+        batch.done,
+        new Promise<void>((resolve) => (timer = setTimeout(resolve, PUBACK_TIMEOUT_MS))),
+      ]);
+    } finally {
+      clearTimeout(timer);
+      this.#batch = undefined;
+    }
+    const failure = batch.outcome();
+    if (failure) throw failure;
+  }
+
+  /** Closes the connection after flushing what is pending. */
+  override async close(): Promise<void> {
+    this.#replies.unsubscribe();
+    await super.close();
   }
 }
 

@@ -199,3 +199,23 @@ Deno.test({
     assert.equal(lines.filter((l) => /unavailable/.test(l)).length, 1, lines.join("\n"));
   },
 });
+
+Deno.test({
+  name: "NatsSink fails a batch with a clear reason when no JetStream stream stores its subjects",
+  ignore: skipNats !== undefined,
+  async fn() {
+    await using nats = await NatsServer.start();
+    // A stream of that name exists already, for other subjects.
+    const other = await NatsSink.open({ url: new URL(nats.url), subjectPrefix: "other" }, "u1");
+    await other.close();
+    const sink = await NatsSink.open({ url: new URL(nats.url) }, "u1");
+    try {
+      await assert.rejects(
+        () => sink.send(siteItems(1, 3)),
+        /no JetStream stream stores these subjects/,
+      );
+    } finally {
+      await sink.close();
+    }
+  },
+});
