@@ -66,9 +66,13 @@ export interface ForwardOptions {
 
 /** One acknowledged batch. */
 export interface SentBatch {
-  readonly stream: StreamKind;
+  /** `site` or `run`. */
+  readonly stream: "site" | "run";
+  /** The run's id, `""` for the site stream. */
   readonly runId: string;
+  /** Lines in the batch. */
   readonly count: number;
+  /** The seq of its last line: the cursor's seq now. */
   readonly lastSeq: number;
 }
 
@@ -111,7 +115,18 @@ export function destinationKind(to: string): DestinationKind | string {
   return `--to must be nats://host:port or postgres://user@host:port/db, not ${url.protocol}//`;
 }
 
-/** Checks the options; the message names the flag to change. */
+/**
+ * Checks forwarding options before anything connects; the message names the flag to change.
+ *
+ * @example
+ * ```ts
+ * import { checkForwardOptions } from "./_forwarder.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(checkForwardOptions({ siteDir: "t", to: "nats://hub:4222", unit: "pan012" }), undefined);
+ * assert.match(checkForwardOptions({ siteDir: "t", to: "nats://hub:4222", unit: "a b" })!, /^--unit/);
+ * ```
+ */
 export function checkForwardOptions(options: ForwardOptions): string | undefined {
   const kind = destinationKind(options.to);
   if (kind !== "nats" && kind !== "postgres") return kind;

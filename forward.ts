@@ -124,6 +124,13 @@ export interface SpawnForwarderOptions {
    * @default {"inherit"}
    */
   output?: "inherit" | "null" | "piped";
+  /**
+   * CPU niceness of the forwarder (`nice -n`): it yields the processor to the service, so a
+   * burst of ingestion is never slowed by a catch-up; the files buffer what waits. 0 runs it at
+   * the service's priority.
+   * @default {10}
+   */
+  nice?: number;
 }
 
 /** A forwarder running as its own process. */
@@ -136,7 +143,20 @@ export interface SpawnedForwarder extends AsyncDisposable {
   stop(): Promise<Deno.CommandStatus>;
 }
 
-/** The `deno` arguments that run a forwarder under its scoped permissions. */
+/**
+ * The `deno` arguments that run a forwarder under its scoped permissions (what
+ * {@linkcode spawnForwarder} runs; also the command line to put in a service manager).
+ *
+ * @example
+ * ```ts
+ * import { forwarderArgs } from "./forward.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const args = forwarderArgs({ siteDir: "/srv/telemetry", to: "nats://hub:4222", unit: "pan012" });
+ * assert.deepEqual(args.slice(-4), ["--to", "nats://hub:4222", "--unit", "pan012"]);
+ * assert.ok(args.includes("--allow-net=hub:4222"));
+ * ```
+ */
 export function forwarderArgs(options: SpawnForwarderOptions): string[] {
   const siteDir = resolve(options.siteDir);
   return [
@@ -179,8 +199,16 @@ export function forwarderArgs(options: SpawnForwarderOptions): string[] {
  */
 export function spawnForwarder(options: SpawnForwarderOptions): SpawnedForwarder {
   const output = options.output ?? "inherit";
-  const child = new Deno.Command(Deno.execPath(), {
-    args: forwarderArgs(options),
+  const nice = options.nice ?? 10;
+  if (!Number.isSafeInteger(nice) || nice < 0 || nice > 19) {
+    throw new RangeError(`nice must be an integer from 0 to 19, not ${nice}`);
+  }
+  // nice(1) execs deno in its own process: the pid is the forwarder's.
+  const [command, args] = nice > 0
+    ? ["nice", ["-n", String(nice), Deno.execPath(), ...forwarderArgs(options)]]
+    : [Deno.execPath(), forwarderArgs(options)];
+  const child = new Deno.Command(command, {
+    args,
     stdin: "null",
     stdout: output,
     stderr: output,

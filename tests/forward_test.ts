@@ -312,3 +312,33 @@ Deno.test("the client and event entry points load no npm package (the fleet clie
   }).output();
   assert.match(new TextDecoder().decode(forward.stdout), /npm:\/?postgres@/);
 });
+
+Deno.test({
+  name: "deno task forward's permission flags are enough to forward and to stop cleanly on SIGTERM",
+  ignore: skipPg !== undefined,
+  async fn() {
+    await using dir = await tempDir();
+    await using pg = await PostgresServer.start();
+    await Deno.writeTextFile(`${dir.path}/site_20261101.ndjson`, line(1, "20261101") + "\n");
+    const config = JSON.parse(await Deno.readTextFile(new URL("../deno.json", import.meta.url)));
+    const task: string = config.tasks.forward;
+    const words = task.replaceAll("./telemetry", dir.path).split(" ");
+    assert.deepEqual(words.slice(0, 5), ["nice", "-n", "10", "deno", "run"]);
+    const cli = words.indexOf("cli.ts");
+    const child = new Deno.Command(Deno.execPath(), {
+      args: [...words.slice(4, cli), CLI, ...words.slice(cli + 1), "--to", pg.url, "--unit", "u1"],
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    await waitUntil(async () => (await countRows(pg)) === 1, 20_000, "the row");
+    child.kill("SIGTERM");
+    const out = await child.output();
+    const stderr = new TextDecoder().decode(out.stderr);
+    assert.equal(out.code, 0, stderr);
+    assert.equal(stderr, "");
+    assert.match(
+      new TextDecoder().decode(out.stdout),
+      /info forwarder stopped after sending 1 events/,
+    );
+  },
+});
