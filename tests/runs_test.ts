@@ -418,6 +418,7 @@ Deno.test("TelemetryService.open() logs a run active again when its stop crashed
   // A clean restart with the log in step adds nothing.
   await service.close();
   await using again = await open(dir.path);
+  assert.equal(again.run?.run_id, "r1");
   assert.equal((await logLines(dir.path)).length, 3);
 });
 
