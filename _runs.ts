@@ -278,11 +278,13 @@ export class Runs {
       const logged = (await readRunLog(this.#store.siteDir)).runs.find((r) =>
         r.run_id === record.run_id
       );
+      // run.json is rewritten whatever the log says: a stop may have crashed between the two.
+      await this.#store.writeRunRecord({ ...record });
       if (
         logged?.stopped_at === null && logged.run_dir === record.run_dir &&
         logged.started_at === record.started_at
       ) return;
-      await this.#log({ ...record });
+      await this.#store.appendRunLog({ ...record });
     } catch (err) {
       this.#warn(`Cannot record resumed run ${record.run_id} in the run log: ${errorText(err)}`);
     }
