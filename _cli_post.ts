@@ -150,13 +150,18 @@ async function postFile(
     if (err instanceof Deno.errors.NotFound) throw new Failure(`no file ${file}; check --file`);
     throw new Failure(`cannot read ${name}: ${(err as Error).message}`);
   }
-  const items = parseBatch(text, name).map((item) => toInput(item, values));
-  if (items.length === 0) throw new Failure(`${name} holds no events`);
+  const parsed = parseBatch(text, name);
+  if (parsed.length === 0) throw new Failure(`${name} holds no events`);
   let events;
   try {
-    events = await client(conn).postEvents(items);
+    events = await client(conn).postEvents(parsed.map(({ item }) => toInput(item, values)));
   } catch (err) {
-    if (err instanceof TypeError) throw new Failure(`${name}: ${err.message}`);
+    if (err instanceof TypeError) {
+      // The client counts items from 0; name the line (or item) the way the file was read.
+      const m = /^Cannot post events: items\[(\d+)\]:? ?(.*)$/.exec(err.message);
+      const where = m ? parsed[Number(m[1])]?.where : undefined;
+      throw new Failure(where ? `${where}: ${m![2]}` : `${name}: ${err.message}`);
+    }
     throw clientFailure(err, conn);
   }
   console.log(events.map((event) => JSON.stringify(event)).join("\n"));
@@ -167,7 +172,10 @@ async function postFile(
  * The items of a batch file: a JSON array (items counted from 0, as the API does), or NDJSON
  * (lines counted from 1, as editors do; blank lines skipped).
  */
-function parseBatch(text: string, name: string): Record<string, unknown>[] {
+function parseBatch(
+  text: string,
+  name: string,
+): { item: Record<string, unknown>; where: string }[] {
   const trimmed = text.trimStart();
   if (trimmed.startsWith("[")) {
     let value: unknown;
@@ -176,9 +184,13 @@ function parseBatch(text: string, name: string): Record<string, unknown>[] {
     } catch (err) {
       throw new Failure(`${name} is not a valid JSON array (${oneLine(err)})`);
     }
-    return (value as unknown[]).map((item, i) => checkItem(item, `${name} item ${i} (0-based)`));
+    if (!Array.isArray(value)) throw new Failure(`${name} is not a valid JSON array`);
+    return value.map((item, i) => {
+      const where = `${name} item ${i} (0-based)`;
+      return { item: checkItem(item, where), where };
+    });
   }
-  const items: Record<string, unknown>[] = [];
+  const items: { item: Record<string, unknown>; where: string }[] = [];
   const lines = text.split("\n");
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i]!.trim();
@@ -190,7 +202,7 @@ function parseBatch(text: string, name: string): Record<string, unknown>[] {
     } catch (err) {
       throw new Failure(`${where} is not valid JSON (${oneLine(err)})`);
     }
-    items.push(checkItem(value, where));
+    items.push({ item: checkItem(value, where), where });
   }
   return items;
 }
