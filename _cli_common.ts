@@ -190,10 +190,10 @@ export function parseJsonObject(
   } catch (err) {
     // V8 quotes the text, newlines included: escape them so the message stays one line.
     const reason = (err instanceof Error ? err.message : String(err)).replace(/\r?\n/g, "\\n");
-    throw new UsageError(
-      `${flag} is not valid JSON (${reason}); quote it, e.g. ${flag} ${example}`,
-      command,
-    );
+    const advice = flag.includes("(stdin)")
+      ? `send a JSON object such as ${example.slice(1, -1)}`
+      : `quote it, e.g. ${flag} ${example}`;
+    throw new UsageError(`${flag} is not valid JSON (${reason}); ${advice}`, command);
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     throw new UsageError(`${flag} must be a JSON object such as ${example}`, command);

@@ -13,7 +13,10 @@
  */
 
 // deno-lint-ignore-file no-console
-import { resolve } from "node:path";
+import { join, resolve } from "node:path";
+import { readJsonFile } from "./_fs.ts";
+import { scanStream } from "./_stream_read.ts";
+import { isJsonObject } from "./event.ts";
 import { TelemetryHttpError } from "./client.ts";
 import type { RunRecord } from "./event.ts";
 import { readEnv } from "./_address.ts";
@@ -295,6 +298,7 @@ export async function runsCommand(args: string[]): Promise<number> {
       `cannot read the run log in ${siteDir}: ${err instanceof Error ? err.message : err}`,
     );
   }
+  await countActiveEvents(siteDir, log.runs);
   if (values.json) {
     console.log(JSON.stringify(log.runs));
     return 0;
@@ -305,4 +309,24 @@ export async function runsCommand(args: string[]): Promise<number> {
   }
   console.log(renderRuns(log.runs));
   return 0;
+}
+
+/**
+ * The run log holds an active run's count as of its start (or resume). The live count is in its
+ * stream file: the lines after the seq the run started at (from `.active-run.json`). Read when
+ * possible; when not (no permission for a run root elsewhere, a file gone), the logged count stays.
+ */
+async function countActiveEvents(siteDir: string, runs: RunRecord[]): Promise<void> {
+  try {
+    const saved = await readJsonFile(join(siteDir, ".active-run.json"));
+    if (!isJsonObject(saved) || typeof saved.seq_at_start !== "number") return;
+    const run = runs.find((r) =>
+      r.stopped_at === null && r.run_id === saved.run_id && r.run_dir === saved.run_dir
+    );
+    if (!run) return;
+    const scan = await scanStream(join(run.run_dir, "telemetry.ndjson"), saved.seq_at_start);
+    run.events = scan.countedAfter;
+  } catch {
+    // The logged count stands.
+  }
 }

@@ -202,7 +202,8 @@ function report(err: unknown): number {
       : err.command === "telemetry"
       ? "obs-utils telemetry"
       : `obs-utils telemetry ${err.command}`;
-    console.error(`${where}: ${err.message}. Run '${where} --help' for usage.`);
+    const stop = /[.?!]$/.test(err.message) ? "" : ".";
+    console.error(`${where}: ${err.message}${stop} Run '${where} --help' for usage.`);
     return 2;
   }
   if (err instanceof Failure) {

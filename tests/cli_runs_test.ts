@@ -66,6 +66,9 @@ Deno.test("obs-utils telemetry start-run, stop-run and runs: one readable line e
   const second = await cli(["telemetry", "start-run", "--json", ...at(server.url)]);
   assert.equal(second.code, 0, second.stderr);
   assert.equal(JSON.parse(second.stdout).run_id, "001");
+  // The log holds the count at the start; `runs` counts an active run's lines in its file.
+  await postJson(`${server.url}/event`, { type: "a", data: {} });
+  await postJson(`${server.url}/event`, { type: "a", data: {}, store_permanently: false });
 
   // `runs` reads the files: the server need not answer (it still runs here, holding the lock).
   const table = await cli(["telemetry", "runs", "--site-dir", dir.path], [
@@ -75,7 +78,7 @@ Deno.test("obs-utils telemetry start-run, stop-run and runs: one readable line e
   const lines = table.stdout.trimEnd().split("\n");
   assert.equal(lines.length, 3);
   assert.match(lines[0]!, /^RUN_ID +STARTED +STOPPED +EVENTS +DIR +TARGET$/);
-  assert.match(lines[1]!, new RegExp(`^001 +\\S+Z +active +0 +${join(site, "001")}$`));
+  assert.match(lines[1]!, new RegExp(`^001 +\\S+Z +active +1 +${join(site, "001")}$`));
   assert.match(
     lines[2]!,
     new RegExp(`^m31-1 +${run.started_at} +\\S+Z +2 +${join(site, "m31-1")} +M31$`),

@@ -673,7 +673,7 @@ Deno.test("obs-utils suggests the command or flag that was meant, in one line wi
     const r = await cli(args);
     assert.equal(r.code, 2, args.join(" "));
     const [where] = line.split(":");
-    assert.equal(r.stderr, `${line}. Run '${where} --help' for usage.\n`, args.join(" "));
+    assert.equal(r.stderr, `${line} Run '${where} --help' for usage.\n`, args.join(" "));
   }
   // Nothing close: no guess, the list instead.
   const far = await cli(["telemetry", "xyzzy"]);
