@@ -438,3 +438,19 @@ Deno.test("TelemetryService.startRun() refuses to log through a symlink at runs.
   const { run } = await service.startRun({ runId: "r1" });
   assert.deepEqual(await logLines(dir.path), [run]);
 });
+
+Deno.test("TelemetryService replaces a symlink planted at run.json instead of writing through it", async () => {
+  await using dir = await tempDir();
+  await using outside = await tempDir();
+  const victim = join(outside.path, "victim");
+  await Deno.writeTextFile(victim, "keep\n");
+  await Deno.mkdir(join(dir.path, "r1"));
+  await Deno.symlink(victim, join(dir.path, "r1", "run.json"));
+  await using service = await open(dir.path);
+  const { run } = await service.startRun({ runId: "r1" });
+  assert.equal(await Deno.readTextFile(victim), "keep\n");
+  assert.ok((await Deno.lstat(join(run.run_dir, "run.json"))).isFile);
+  assert.deepEqual(await runJson(run.run_dir), run);
+  const names = [...Deno.readDirSync(run.run_dir)].map((e) => e.name).sort();
+  assert.deepEqual(names, ["run.json", "telemetry.ndjson"], "no temporary file is left behind");
+});
