@@ -94,7 +94,19 @@ Deno.test("obs-utils --version prints the package version", async () => {
 });
 
 Deno.test("obs-utils telemetry <command> --help prints that command's help", async () => {
-  for (const command of ["run", "stop", "current", "post", "migrate"]) {
+  for (
+    const command of [
+      "run",
+      "stop",
+      "current",
+      "post",
+      "migrate",
+      "forget",
+      "start-run",
+      "stop-run",
+      "runs",
+    ]
+  ) {
     const r = await cli(["telemetry", command, "--help"]);
     assert.equal(r.code, 0, command);
     assert.equal(r.stdout, HELP_TEXT[command]!.trimEnd() + "\n", command);

@@ -170,3 +170,15 @@ Deno.test("Forgotten types stay gone across kill -9 until a new event of them ar
     await server.kill("SIGKILL");
   }
 });
+
+Deno.test("DELETE /current/{type} decodes the type like GET does and refuses bad percent-encoding", async () => {
+  await using dir = await tempDir();
+  await using server = await testServer({ siteDir: dir.path });
+  const type = "dome/shutter ünï 🔭";
+  await postJson(`${server.url}/event`, { type, data: {} });
+  const bad = await send(`${server.url}/current/%ZZ`, { method: "DELETE" });
+  const body = assertProblem(400, bad.contentType, bad.text, "DELETE %ZZ");
+  assert.match(body.detail, /percent-encoding/);
+  assert.equal((await del(server.url, type)).status, 204);
+  assert.deepEqual(await current(server.url), {});
+});
