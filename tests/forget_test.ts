@@ -182,3 +182,29 @@ Deno.test("DELETE /current/{type} decodes the type like GET does and refuses bad
   assert.equal((await del(server.url, type)).status, 204);
   assert.deepEqual(await current(server.url), {});
 });
+
+Deno.test("A forget cut by kill -9 before its answer is all or nothing, and an answered one holds (seeded)", async () => {
+  const seed = seedFromEnv(0xf0e9);
+  const rng = new Rng(seed);
+  await using dir = await tempDir();
+  const port = freePort();
+  let server = await spawnCliServer({ siteDir: dir.path, port });
+  try {
+    for (let round = 0; round < 6; round++) {
+      const context = `seed ${seed} round ${round}`;
+      await postJson(`${server.url}/event`, { type: "keep", data: { v: round } });
+      await postJson(`${server.url}/event`, { type: "victim", data: { v: round } });
+      const answered = del(server.url, "victim").then((r) => r.status, () => 0);
+      await new Promise((r) => setTimeout(r, rng.int(0, 8)));
+      await server.kill("SIGKILL");
+      const status = await answered;
+      server = await spawnCliServer({ siteDir: dir.path, port });
+      const now = await current(server.url);
+      assert.deepEqual(now.keep?.data, { v: round }, context);
+      if (status === 204) assert.equal(now.victim, undefined, context);
+      else if (now.victim) assert.deepEqual(now.victim.data, { v: round }, context);
+    }
+  } finally {
+    await server.kill("SIGKILL");
+  }
+});
