@@ -114,6 +114,24 @@ export class Checkpointer {
     }
   }
 
+  /**
+   * Takes a checkpoint and waits until it is written, after any checkpoint taken before it (so
+   * an older one can never land on top of it); call only where no commit runs. Unlike
+   * {@linkcode Checkpointer.now}, a failure is thrown: a change that must survive a crash
+   * (forgetting a type) is not acknowledged without it.
+   *
+   * @throws What writing the checkpoint threw.
+   */
+  async durable(): Promise<void> {
+    const record = await this.#take();
+    const write = this.#writes.then(() => this.#hooks.write(record()));
+    this.#writes = write.catch((err) => {
+      this.dirty = true;
+      this.#hooks.warn(`Cannot save the snapshot checkpoint: ${errorText(err)}`);
+    });
+    await write;
+  }
+
   /** Cancels a pending periodic checkpoint. */
   stop(): void {
     clearTimeout(this.#timer);

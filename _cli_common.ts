@@ -94,8 +94,134 @@ export function parse<T extends NonNullable<ParseArgsConfig["options"]>>(
     return parseArgs({ args, options, allowPositionals, strict: true });
   } catch (err) {
     const message = err instanceof Error ? err.message.split("\n")[0]! : String(err);
-    throw new UsageError(message.replace(/\. To specify a positional.*$/, ""), command);
+    let line = message.replace(/\. To specify a positional.*$/, "");
+    const unknown = /^Unknown option '(--?[^']*)'/.exec(line)?.[1];
+    if (unknown !== undefined) {
+      const known = Object.keys(options).map((name) => `--${name}`);
+      const guess = closest(unknown.replace(/=.*$/, ""), known);
+      if (guess) line += `; did you mean ${guess}?`;
+    }
+    throw new UsageError(line, command);
   }
+}
+
+/**
+ * The candidate closest to a mistyped word, when it is close enough to be what was meant: at most
+ * a third of its length in edits (one or two for short words), or the word is a prefix of it.
+ *
+ * @param word What was typed.
+ * @param candidates What it could have been.
+ * @returns The suggestion, or `undefined`.
+ *
+ * @example Usage
+ * ```ts
+ * import { closest } from "./_cli_common.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(closest("--sorce", ["--source", "--dest"]), "--source");
+ * assert.equal(closest("strat-run", ["start-run", "stop-run", "runs"]), "start-run");
+ * assert.equal(closest("--xyz", ["--source"]), undefined);
+ * ```
+ */
+export function closest(word: string, candidates: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Infinity;
+  for (const candidate of candidates) {
+    const d = editDistance(word.toLowerCase(), candidate.toLowerCase());
+    if (d < bestDistance) {
+      best = candidate;
+      bestDistance = d;
+    }
+  }
+  const bare = word.replace(/^-+/, "");
+  const limit = Math.max(1, Math.min(3, Math.floor(bare.length / 3)));
+  if (best !== undefined && bestDistance <= limit) return best;
+  if (bare.length >= 3) {
+    const prefixed = candidates.filter((c) => c.replace(/^-+/, "").startsWith(bare.toLowerCase()));
+    if (prefixed.length === 1) return prefixed[0];
+  }
+  return undefined;
+}
+
+/** Levenshtein distance, with a transposition of neighbours counting as one edit. */
+function editDistance(a: string, b: string): number {
+  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) => [i]);
+  for (let j = 1; j <= b.length; j++) d[0]![j] = j;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let v = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
+        v = Math.min(v, d[i - 2]![j - 2]! + 1);
+      }
+      d[i]![j] = v;
+    }
+  }
+  return d[a.length]![b.length]!;
+}
+
+/**
+ * Parses a flag's value as a JSON object.
+ *
+ * @param text The flag's text.
+ * @param flag The flag, for the message.
+ * @param command The command, for the `--help` hint.
+ * @param example An example value for the message.
+ * @returns The object.
+ * @throws {UsageError} If it is not JSON, or not an object.
+ *
+ * @example Usage
+ * ```ts
+ * import { parseJsonObject } from "./_cli_common.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.deepEqual(parseJsonObject('{"a": 1}', "--data", "post"), { a: 1 });
+ * ```
+ */
+export function parseJsonObject(
+  text: string,
+  flag: string,
+  command: string,
+  example = `'{"wind_mps": 2.1}'`,
+): Record<string, unknown> {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    // V8 quotes the text, newlines included: escape them so the message stays one line.
+    const reason = (err instanceof Error ? err.message : String(err)).replace(/\r?\n/g, "\\n");
+    const advice = flag.includes("(stdin)")
+      ? `send a JSON object such as ${example.slice(1, -1)}`
+      : `quote it, e.g. ${flag} ${example}`;
+    throw new UsageError(`${flag} is not valid JSON (${reason}); ${advice}`, command);
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new UsageError(`${flag} must be a JSON object such as ${example}`, command);
+  }
+  return value as Record<string, unknown>;
+}
+
+/**
+ * The advice for a 401: the service wants a token (or another one), and where to give it.
+ *
+ * @param conn Where the service is and the token that was sent.
+ * @returns The message, without the `error: ` prefix.
+ *
+ * @example Usage
+ * ```ts
+ * import { tokenAdvice } from "./_cli_common.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(
+ *   tokenAdvice({ baseUrl: "http://localhost:6562", token: undefined }),
+ *   "The service at http://localhost:6562 requires a token; pass --token or set OBS_TELEMETRY_TOKEN",
+ * );
+ * ```
+ */
+export function tokenAdvice(conn: Connection): string {
+  return conn.token === undefined
+    ? `The service at ${conn.baseUrl} requires a token; pass --token or set OBS_TELEMETRY_TOKEN`
+    : `The service at ${conn.baseUrl} refused the token given; pass its token with --token or OBS_TELEMETRY_TOKEN`;
 }
 
 /**
@@ -210,6 +336,9 @@ export function clientFailure(err: unknown, conn: Connection): unknown {
     return new Failure(
       `No telemetry service answers at ${conn.baseUrl}; start it with 'obs-utils telemetry run' or check --host/--port`,
     );
+  }
+  if (err instanceof TelemetryHttpError && err.status === 401) {
+    return new Failure(tokenAdvice(conn));
   }
   if (err instanceof TelemetryHttpError) {
     return new Failure(`The service answered ${err.status}: ${err.detail}`);

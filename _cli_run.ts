@@ -155,6 +155,13 @@ async function serve(
       flags.token ? ", token required" : ""
     })`,
   );
+  // CONTRACT 8: a run that was active when the service last stopped goes on; say so.
+  const resumed = server.service.run;
+  if (resumed) {
+    console.log(
+      `resumed run ${resumed.run_id} (started ${resumed.started_at}, ${resumed.events} events)`,
+    );
+  }
   warnings.release();
   try {
     await server.finished;

@@ -23,6 +23,7 @@ import {
   parse,
   parseSeconds,
   printHelp,
+  tokenAdvice,
 } from "./_cli_common.ts";
 
 /** The `--help` text of `stop`. */
@@ -63,6 +64,8 @@ export async function stopCommand(args: string[]): Promise<number> {
     ? 10
     : parseSeconds(values.timeout, "--timeout", "stop");
   const api = client(conn, 2000);
+  // Asked before the shutdown: a run that stays active resumes at the next start (CONTRACT 8).
+  const activeRun = await api.ready().then((r) => r.run_active ? r.run_id : null, () => null);
   try {
     await api.shutdown();
   } catch (err) {
@@ -70,14 +73,32 @@ export async function stopCommand(args: string[]): Promise<number> {
       throw new Failure(`No telemetry service answers at ${conn.baseUrl}; nothing to stop`);
     }
     if (err instanceof TelemetryHttpError && err.status === 401) {
-      throw new Failure(
-        `The service at ${conn.baseUrl} requires a token; pass --token or set OBS_TELEMETRY_TOKEN`,
-      );
+      throw new Failure(tokenAdvice(conn));
     }
     // 503: it is already shutting down; wait for it like for our own request.
     if (!(err instanceof TelemetryHttpError && err.status === 503)) throw clientFailure(err, conn);
   }
-  return await waitForExit(conn, timeoutS);
+  const code = await waitForExit(conn, timeoutS);
+  if (activeRun !== null) console.error(activeRunNote(activeRun));
+  return code;
+}
+
+/**
+ * What `stop` prints when a run was active (CONTRACT 8): the run goes on at the next start.
+ *
+ * @param runId The active run.
+ * @returns The note.
+ *
+ * @example Usage
+ * ```ts
+ * import { activeRunNote } from "./_cli_stop.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.match(activeRunNote("m31-1"), /^note: run m31-1 is still active; it resumes/);
+ * ```
+ */
+export function activeRunNote(runId: string): string {
+  return `note: run ${runId} is still active; it resumes when the service starts (end it with obs-utils telemetry stop-run)`;
 }
 
 async function waitForExit(conn: Connection, timeoutS: number): Promise<number> {

@@ -24,7 +24,8 @@ import {
   writeCursor,
 } from "./_forward_cursor.ts";
 import { readSeqAndType } from "./_ndjson.ts";
-import { ACTIVE_RUN_FILE, RUN_LOG_FILE } from "./_site_layout.ts";
+import { ACTIVE_RUN_FILE } from "./_site_layout.ts";
+import { readRunLog } from "./_run_log.ts";
 import {
   listRunFiles,
   listSiteFiles,
@@ -32,7 +33,6 @@ import {
   plainName,
   readLines,
   type StoredFile,
-  storedFile,
 } from "./_site_files.ts";
 import { checkNatsName, checkSubjectPrefix, NatsSink } from "./_sink_nats.ts";
 import { PostgresSink } from "./_sink_postgres.ts";
@@ -182,37 +182,23 @@ export interface RunDir {
 }
 
 /**
- * Every run recorded in the site directory, by id: the run log (latest line per run wins; a
- * damaged line is skipped), the active run, and directories of the site directory holding a
- * run stream file (runs recorded before the log existed).
+ * Every run recorded in the site directory, by id: the run log (`_run_log.ts`: the latest line
+ * per run wins, a damaged line is skipped), the active run, and directories of the site directory
+ * holding a run stream file (runs recorded before the log existed).
  */
 export async function listRunDirs(siteDir: string): Promise<Map<string, RunDir>> {
   const runs = new Map<string, RunDir>();
   const absolute = (dir: string) => isAbsolute(dir) ? dir : resolve(siteDir, dir);
-  const record = (text: string) => {
-    try {
-      const value = JSON.parse(text);
-      if (typeof value?.run_id === "string" && typeof value.run_dir === "string") {
-        runs.set(value.run_id, {
-          dir: absolute(value.run_dir),
-          stopped: typeof value.stopped_at === "string",
-        });
-      }
-    } catch {
-      // a damaged line: the run's other line, or its directory, still names it
-    }
-  };
-  try {
-    for await (const batch of readLines(storedFile(join(siteDir, RUN_LOG_FILE)))) {
-      for (const { text } of batch) record(text);
-    }
-  } catch (err) {
-    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  for (const record of (await readRunLog(siteDir)).runs) {
+    runs.set(record.run_id, { dir: absolute(record.run_dir), stopped: record.stopped_at !== null });
   }
   try {
-    record(await Deno.readTextFile(join(siteDir, ACTIVE_RUN_FILE)));
+    const active = JSON.parse(await Deno.readTextFile(join(siteDir, ACTIVE_RUN_FILE)));
+    if (typeof active?.run_id === "string" && typeof active.run_dir === "string") {
+      runs.set(active.run_id, { dir: absolute(active.run_dir), stopped: false });
+    }
   } catch (err) {
-    if (!(err instanceof Deno.errors.NotFound)) throw err;
+    if (!(err instanceof Deno.errors.NotFound) && !(err instanceof SyntaxError)) throw err;
   }
   for await (const entry of Deno.readDir(siteDir)) {
     // Links are not followed out of the site directory; dot-directories are the service's own.

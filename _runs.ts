@@ -14,6 +14,7 @@ import type { NdjsonWriter } from "./_ndjson_writer.ts";
 import type { SiteStore, StreamScan, StreamTail } from "./storage.ts";
 import type { CheckpointCursor } from "./_snapshot.ts";
 import { errorText, isDiskFull } from "./_errors.ts";
+import { readRunLog } from "./_run_log.ts";
 
 /** The active run and its stream's seq accounting. */
 export interface ActiveRun {
@@ -109,6 +110,17 @@ export class Runs {
       await this.#store.closeRunStream(writer);
       throw toWriteError(err);
     }
+    // The run log after the active-run record: a crash in between leaves a run that resumes
+    // and is logged then (see resume), never a log entry of a run that did not start.
+    try {
+      await this.#log(record);
+    } catch (err) {
+      await this.#store.clearActiveRun().catch((e) =>
+        this.#warn(`Cannot take back the start of run ${runId}: ${errorText(e)}`)
+      );
+      await this.#store.closeRunStream(writer);
+      throw toWriteError(err);
+    }
     this.active = { record, writer, lastSeq, mark, lastWritten, seqAtStart: lastSeq };
     return { run: { ...record }, created: true };
   }
@@ -142,9 +154,17 @@ export class Runs {
   async stop(): Promise<RunRecord> {
     const active = this.active;
     if (!active) throw new NoActiveRunError();
+    const stopped = { ...active.record, stopped_at: formatTimestamp(this.#clock()) };
+    // The run log before the active-run record goes: a crash in between resumes the run, and
+    // resuming logs it as active again (see resume); the stop was never acknowledged.
+    try {
+      await this.#log(stopped, active.record);
+    } catch (err) {
+      throw toWriteError(err);
+    }
     await this.#store.clearActiveRun();
     this.active = undefined;
-    active.record.stopped_at = formatTimestamp(this.#clock());
+    active.record = stopped;
     await this.settleMark(active).catch((e) =>
       this.#warn(`Cannot record the last seq of run ${active.record.run_id}: ${errorText(e)}`)
     );
@@ -228,7 +248,46 @@ export class Runs {
       lastWritten,
       seqAtStart,
     };
+    await this.#catchUpLog(this.active.record);
     return resumed;
+  }
+
+  /**
+   * Writes a run record to `<run_dir>/run.json` and the run log, both before the start or stop
+   * is answered (CONTRACT 8). When the log refuses the line, `run.json` is put back to
+   * `previous` (best effort), so the two do not disagree.
+   */
+  async #log(record: RunRecord, previous?: RunRecord): Promise<void> {
+    await this.#store.writeRunRecord(record);
+    try {
+      await this.#store.appendRunLog(record);
+    } catch (err) {
+      if (previous) await this.#store.writeRunRecord(previous).catch(() => {});
+      throw err;
+    }
+  }
+
+  /**
+   * After a resume: makes sure the run log shows the resumed run as active. A crash between a
+   * start's active-run record and its log line, or between a stop's log line and the removal of
+   * the active-run record, leaves the log behind what the service does; this catches it up.
+   * A failure is warned: the run still resumes.
+   */
+  async #catchUpLog(record: RunRecord): Promise<void> {
+    try {
+      const logged = (await readRunLog(this.#store.siteDir)).runs.find((r) =>
+        r.run_id === record.run_id
+      );
+      // run.json is rewritten whatever the log says: a stop may have crashed between the two.
+      await this.#store.writeRunRecord({ ...record });
+      if (
+        logged?.stopped_at === null && logged.run_dir === record.run_dir &&
+        logged.started_at === record.started_at
+      ) return;
+      await this.#store.appendRunLog({ ...record });
+    } catch (err) {
+      this.#warn(`Cannot record resumed run ${record.run_id} in the run log: ${errorText(err)}`);
+    }
   }
 
   /**

@@ -237,6 +237,22 @@ export class Snapshot {
     this.#entries.set(type, { line, ts, data });
   }
 
+  /**
+   * Removes a type (CONTRACT 9.2, `DELETE /current/{type}`).
+   *
+   * @param type The event type.
+   * @returns A function that puts the entry back (when forgetting could not be made durable),
+   *   or `undefined` when the type had no entry.
+   */
+  forget(type: string): (() => void) | undefined {
+    const entry = this.#entries.get(type);
+    if (!entry) return undefined;
+    this.#entries.delete(type);
+    return () => {
+      if (!this.#entries.has(type)) this.#entries.set(type, entry);
+    };
+  }
+
   /** Size in bytes of the `GET /current` body (UTF-8, all types). */
   get bytes(): number {
     return this.#entries.bytes;

@@ -251,7 +251,7 @@ export class Transport {
    * @throws {TelemetryConnectionError} If no server answers within the timeout.
    * @throws {TelemetryHttpError} If the answer is an error or not JSON.
    */
-  call(method: "GET" | "POST", path: string, options: CallOptions): Promise<Answer>;
+  call(method: "GET" | "POST" | "DELETE", path: string, options: CallOptions): Promise<Answer>;
   /**
    * Sends one request and reads the whole answer as JSON; `undefined` for a 404.
    *
@@ -263,12 +263,12 @@ export class Transport {
    * @throws {TelemetryHttpError} If the answer is an error other than 404 or not JSON.
    */
   call(
-    method: "GET" | "POST",
+    method: "GET" | "POST" | "DELETE",
     path: string,
     options: CallOptions & { nullOn404: true },
   ): Promise<Answer | undefined>;
   async call(
-    method: "GET" | "POST",
+    method: "GET" | "POST" | "DELETE",
     path: string,
     options: CallOptions,
   ): Promise<Answer | undefined> {
@@ -293,6 +293,8 @@ export class Transport {
       }
       if (res.status === 404 && options.nullOn404) return undefined;
       if (!res.ok) throw httpError(res, text, what, url);
+      // 204 No Content (DELETE /current/{type}) has no body to parse.
+      if (res.status === 204) return { value: null, res };
       try {
         return { value: JSON.parse(text), res };
       } catch (err) {

@@ -1,5 +1,6 @@
 /**
- * The `obs-utils` command line: `obs-utils telemetry run | stop | current | post | migrate`.
+ * The `obs-utils` command line: `obs-utils telemetry run | stop | current | post | forget |
+ * start-run | stop-run | runs | migrate`.
  *
  * Run it with scoped permissions (see the README); a missing permission is reported as one line
  * naming the flag to add.
@@ -17,7 +18,14 @@
 // deno-lint-ignore-file no-console
 import { VERSION } from "./server.ts";
 import { SERVER_ENV_VARS } from "./_run_flags.ts";
-import { clientFailure, Failure, permissionHint, printHelp, UsageError } from "./_cli_common.ts";
+import {
+  clientFailure,
+  closest,
+  Failure,
+  permissionHint,
+  printHelp,
+  UsageError,
+} from "./_cli_common.ts";
 import { RUN_HELP, runCommand } from "./_cli_run.ts";
 import { STOP_HELP, stopCommand } from "./_cli_stop.ts";
 import { CURRENT_HELP, currentCommand } from "./_cli_current.ts";
@@ -25,6 +33,15 @@ import { POST_HELP, postCommand } from "./_cli_post.ts";
 import { MIGRATE_HELP, migrateCommand } from "./_cli_migrate.ts";
 import { READ_HELP, readCommand } from "./_cli_read.ts";
 import { ARCHIVE_HELP, FORWARD_HELP } from "./_cli_forward_help.ts";
+import {
+  RUNS_HELP,
+  runsCommand,
+  START_RUN_HELP,
+  startRunCommand,
+  STOP_RUN_HELP,
+  stopRunCommand,
+} from "./_cli_runs.ts";
+import { FORGET_HELP, forgetCommand } from "./_cli_forget.ts";
 
 export { UsageError } from "./_cli_common.ts";
 export { formatAge, renderTable } from "./_cli_current.ts";
@@ -45,10 +62,15 @@ Commands:
   telemetry stop      Stop a running service
   telemetry current   Show the latest event of each type
   telemetry post      Record one event
+  telemetry forget    Remove a type from the current snapshot
+  telemetry start-run Start a run
+  telemetry stop-run  Stop the active run
+  telemetry runs      List the runs of a site directory
   telemetry migrate   Convert a legacy file database to NDJSON
   telemetry read      Print stored events from the files
   telemetry forward   Send stored events to a fleet store (NATS, PostgreSQL)
   telemetry archive   Move events from NATS JetStream into PostgreSQL
+  telemetry help      Show the commands, or one command's options
 
 Options:
   -h, --help     Show this help
@@ -60,11 +82,16 @@ Commands:
   run       Start the telemetry service in the foreground
   stop      Stop a running service
   current   Show the latest event of each type (--follow to watch)
-  post      Record one event from the shell
+  post      Record one event from the shell (--file for a batch)
+  forget    Remove a type from the current snapshot until its next event
+  start-run Start a run and print its record
+  stop-run  Stop the active run and print its record
+  runs      List every run of a site directory, newest first (no service needed)
   migrate   Convert a legacy file database to NDJSON
   read      Print stored events from the files (time range, types, runs)
   forward   Send stored events to NATS JetStream or PostgreSQL, and follow
   archive   Move events from NATS JetStream into PostgreSQL
+  help      Show this help, or 'help <command>' for a command's options
 
 Run 'obs-utils telemetry <command> --help' for a command's options.
 `,
@@ -73,6 +100,10 @@ Run 'obs-utils telemetry <command> --help' for a command's options.
   current: CURRENT_HELP,
   post: POST_HELP,
   migrate: MIGRATE_HELP,
+  forget: FORGET_HELP,
+  "start-run": START_RUN_HELP,
+  "stop-run": STOP_RUN_HELP,
+  runs: RUNS_HELP,
   read: READ_HELP,
   forward: FORWARD_HELP,
   archive: ARCHIVE_HELP,
@@ -84,6 +115,10 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   current: currentCommand,
   post: postCommand,
   migrate: migrateCommand,
+  forget: forgetCommand,
+  "start-run": startRunCommand,
+  "stop-run": stopRunCommand,
+  runs: runsCommand,
   read: readCommand,
   // The fleet commands load the NATS and PostgreSQL clients only when they run.
   forward: async (args) => (await import("./_cli_forward.ts")).forwardCommand(args),
@@ -112,28 +147,66 @@ export async function runCli(args: string[]): Promise<number> {
 }
 
 async function dispatch(args: string[]): Promise<number> {
-  if (args.length === 0 || args[0] === "--help" || args[0] === "-h") {
-    return printHelp(HELP_TEXT[""]!);
+  if (args.length === 0) {
+    // No command at all: the usage, on stderr, as a usage error.
+    console.error(HELP_TEXT[""]!.trimEnd());
+    return 2;
   }
-  if (args[0] === "--version" || args[0] === "-V") {
-    console.log(`obs-utils ${VERSION}`);
-    return 0;
+  if (args[0] === "--help" || args[0] === "-h" || args[0] === "help") {
+    return args[0] === "help" && args[1] !== undefined
+      ? helpFor(args.slice(1))
+      : printHelp(HELP_TEXT[""]!);
   }
+  if (args[0] === "--version" || args[0] === "-V") return printVersion();
   if (args[0] !== "telemetry") {
-    throw new UsageError(`unknown command "${args[0]}"; the command group is 'telemetry'`, "");
+    const guess = closest(args[0]!, ["telemetry"]);
+    throw new UsageError(
+      `unknown command "${args[0]}"; ${
+        guess ? `did you mean ${guess}?` : "the command group is 'telemetry'"
+      }`,
+      "",
+    );
   }
   const command = args[1];
-  if (command === undefined || command === "--help" || command === "-h") {
-    return printHelp(HELP_TEXT.telemetry!);
+  if (command === undefined) {
+    console.error(HELP_TEXT.telemetry!.trimEnd());
+    return 2;
   }
+  if (command === "--help" || command === "-h") return printHelp(HELP_TEXT.telemetry!);
+  if (command === "--version" || command === "-V") return printVersion();
+  if (command === "help") return helpFor(args.slice(2));
   const run = COMMANDS[command];
   if (!run) {
+    const guess = closest(command, Object.keys(COMMANDS));
     throw new UsageError(
-      `unknown command "${command}"; use run, stop, current, post, migrate, read, forward or archive`,
+      `unknown command "${command}"; ${
+        guess ? `did you mean ${guess}?` : `use ${Object.keys(COMMANDS).join(", ")}`
+      }`,
       "telemetry",
     );
   }
   return await run(args.slice(2));
+}
+
+function printVersion(): number {
+  console.log(`obs-utils ${VERSION}`);
+  return 0;
+}
+
+/** `help [COMMAND]`: the group's help, or one command's; `telemetry` may come first. */
+function helpFor(rest: string[]): number {
+  const names = rest[0] === "telemetry" ? rest.slice(1) : rest;
+  const name = names[0];
+  if (name === undefined) return printHelp(HELP_TEXT.telemetry!);
+  const text = COMMANDS[name] ? HELP_TEXT[name] : undefined;
+  if (text === undefined) {
+    const guess = closest(name, Object.keys(COMMANDS));
+    throw new UsageError(
+      `no command "${name}"${guess ? `; did you mean ${guess}?` : ""}`,
+      "telemetry",
+    );
+  }
+  return printHelp(text);
 }
 
 /** Prints what went wrong as one line on stderr and returns the exit code. */
@@ -144,7 +217,8 @@ function report(err: unknown): number {
       : err.command === "telemetry"
       ? "obs-utils telemetry"
       : `obs-utils telemetry ${err.command}`;
-    console.error(`${where}: ${err.message}. Run '${where} --help' for usage.`);
+    const stop = /[.?!]$/.test(err.message) ? "" : ".";
+    console.error(`${where}: ${err.message}${stop} Run '${where} --help' for usage.`);
     return 2;
   }
   if (err instanceof Failure) {

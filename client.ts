@@ -532,6 +532,33 @@ export class TelemetryClient {
   }
 
   /**
+   * Removes a type from the server's current snapshot (`DELETE /current/{type}`, CONTRACT 9.2):
+   * it leaves `GET /current`, the metrics and the dashboard until a new event of that type
+   * arrives, across restarts and crashes too. The stored files keep every event.
+   *
+   * @param type The event type.
+   * @param options An optional abort signal.
+   * @returns `true` when the type was removed, `false` when the snapshot had no such type (404).
+   * @throws {TypeError} If `type` is not a valid event type; no request is made.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} For any other error answer (401 without the token...).
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const removed = await new TelemetryClient().forget("old-sensor");
+   * ```
+   */
+  async forget(type: string, options: RequestOptions = {}): Promise<boolean> {
+    const action = "Cannot forget the current event";
+    const signal = this.#requestSignal(options, action);
+    checkType(type, action, '"type"');
+    const path = `/current/${encodeURIComponent(type)}`;
+    const answer = await this.#transport.call("DELETE", path, { signal, nullOn404: true });
+    return answer !== undefined;
+  }
+
+  /**
    * Legacy-compatible no-op: the server manages its own snapshot (SPEC 4.3). Makes no request.
    *
    * @param _type The event type (ignored).

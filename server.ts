@@ -245,7 +245,8 @@ export function createHandler(
       );
     }
     const { methods } = found.route;
-    const handler = methods[(req.method === "HEAD" ? "GET" : req.method) as "GET" | "POST"];
+    const handler =
+      methods[(req.method === "HEAD" ? "GET" : req.method) as "GET" | "POST" | "DELETE"];
     if (!handler) {
       const allow = Object.keys(methods).flatMap((m) => m === "GET" ? ["GET", "HEAD"] : [m]);
       throw new HttpError(
@@ -312,7 +313,10 @@ function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
     route("/events", { POST: ({ req }) => postEvents(service, req, maxBody) }),
     // Streamed in chunks: a snapshot of any size is answered, and no answer holds the loop long.
     route("/current", { GET: () => jsonStream(service.currentBody()) }),
-    route("/current/:type(.*)", { GET: ({ params }) => currentOfType(service, params.type ?? "") }),
+    route("/current/:type(.*)", {
+      GET: ({ params }) => currentOfType(service, params.type ?? ""),
+      DELETE: ({ params }) => forgetType(service, params.type ?? ""),
+    }),
     route("/stream", { GET: ({ url }) => streams.response(url) }),
     route("/metrics", { GET: () => metrics.response({ streams }) }),
     route("/shutdown", {
@@ -386,6 +390,25 @@ async function postEvents(
     200,
     `{"accepted":${events.length},"events":[${events.map((e) => e.line).join(",")}]}`,
   );
+}
+
+/** `DELETE /current/{type}` (CONTRACT 9.2): 204 once the forget is durable, 404 when absent. */
+async function forgetType(service: TelemetryService, rawType: string): Promise<Response> {
+  let type: string;
+  try {
+    type = decodeURIComponent(rawType);
+  } catch {
+    throw new HttpError(400, `The event type in the path is not valid percent-encoding.`);
+  }
+  if (!await service.forget(type)) {
+    throw new HttpError(
+      404,
+      `The current snapshot has no event of type ${
+        JSON.stringify(type)
+      }, so there is nothing to forget; GET /current lists the types it has.`,
+    );
+  }
+  return new Response(null, { status: 204 });
 }
 
 function currentOfType(service: TelemetryService, rawType: string): Response {

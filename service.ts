@@ -378,6 +378,37 @@ export class TelemetryService implements AsyncDisposable {
   }
 
   /**
+   * Forgets a type (CONTRACT 9.2): removes it from the snapshot, so it leaves `GET /current`,
+   * `telemetry_value` and the dashboard, until a new event of it arrives. It is durable before
+   * this resolves: a checkpoint without the type is written (after any older one), and a
+   * restart, clean or after a crash, restores from it plus only the lines written after it.
+   * Nothing is removed from the stream files.
+   *
+   * @param type The event type.
+   * @returns `true` when the type was forgotten, `false` when the snapshot had no such type.
+   * @throws {WriteError} When the checkpoint could not be written (the type stays).
+   * @throws {ShuttingDownError} When closing.
+   *
+   * @example Usage
+   * ```ts ignore
+   * if (!await service.forget("old-sensor")) console.log("no such type");
+   * ```
+   */
+  forget(type: string): Promise<boolean> {
+    return this.#control(async () => {
+      const putBack = this.#snapshot.forget(type);
+      if (!putBack) return false;
+      try {
+        await this.#checkpoints.durable();
+      } catch (err) {
+        putBack();
+        throw toWriteError(err);
+      }
+      return true;
+    });
+  }
+
+  /**
    * The snapshot as the `GET /current` body: an object keyed by type, built from the stored
    * lines without re-serialising them.
    *

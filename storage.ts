@@ -31,6 +31,8 @@ import {
   writeJsonAtomic,
 } from "./_fs.ts";
 import { DayKeyer } from "./_day_key.ts";
+import type { RunRecord } from "./event.ts";
+import { RUN_LOG_FILE, RUN_RECORD_FILE, runLogLine } from "./_run_log.ts";
 import {
   errorText,
   InvalidRequestError,
@@ -575,6 +577,35 @@ export class SiteStore {
     const aside = `${path}.corrupt-${Date.now()}`;
     await Deno.rename(path, aside);
     return aside;
+  }
+
+  /**
+   * Appends a run record to the run log `runs.ndjson` (CONTRACT 8) and fdatasyncs it, whatever
+   * the fsync mode: the log is written once per run start and stop, before the answer. A torn
+   * last line left by a crash is first moved to `runs.ndjson.torn` (CONTRACT 4.3); a failed
+   * append leaves no partial line.
+   *
+   * @param record The run record.
+   * @throws {WriteError} If the line cannot be written (nothing is left of it).
+   */
+  async appendRunLog(record: RunRecord): Promise<void> {
+    const path = join(this.siteDir, RUN_LOG_FILE);
+    const writer = await openPlainWriter(path, "always", (n) => this.#warn(tornMessage(path, n)));
+    try {
+      await writer.append(encoder.encode(runLogLine(record)));
+    } finally {
+      await writer.close().catch(() => {});
+    }
+  }
+
+  /**
+   * Writes `<run_dir>/run.json`, the latest record of a run, by temporary file and rename. A
+   * symbolic link planted at `run.json` is replaced, never written through.
+   *
+   * @param record The run record.
+   */
+  writeRunRecord(record: RunRecord): Promise<void> {
+    return writeJsonAtomic(join(record.run_dir, RUN_RECORD_FILE), record);
   }
 
   /**

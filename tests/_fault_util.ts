@@ -187,7 +187,7 @@ export interface StoredLine {
 }
 
 /**
- * Reads every `*.ndjson` file below a site directory and asserts that each line is one envelope
+ * Reads every `*.ndjson` stream file below a site directory (not the run log) and asserts that each line is one envelope
  * with exactly the keys seq, ts, type, data, meta (CONTRACT 3), that each file ends with `\n`,
  * and that seq strictly increases within each file.
  *
@@ -199,6 +199,8 @@ export async function readAllStreams(siteDir: string): Promise<Map<string, Store
     const m = /^(.+\.ndjson) \(\d+\)$/.exec(entry);
     if (!m) continue;
     const rel = m[1]!;
+    // The run log holds run records, not envelopes (CONTRACT 8).
+    if (rel === "runs.ndjson") continue;
     const text = await Deno.readTextFile(join(siteDir, rel));
     assert.ok(text === "" || text.endsWith("\n"), `${rel} does not end with a newline`);
     const lines: StoredLine[] = [];

@@ -94,7 +94,19 @@ Deno.test("obs-utils --version prints the package version", async () => {
 });
 
 Deno.test("obs-utils telemetry <command> --help prints that command's help", async () => {
-  for (const command of ["run", "stop", "current", "post", "migrate"]) {
+  for (
+    const command of [
+      "run",
+      "stop",
+      "current",
+      "post",
+      "migrate",
+      "forget",
+      "start-run",
+      "stop-run",
+      "runs",
+    ]
+  ) {
     const r = await cli(["telemetry", command, "--help"]);
     assert.equal(r.code, 0, command);
     assert.equal(r.stdout, HELP_TEXT[command]!.trimEnd() + "\n", command);
@@ -617,4 +629,156 @@ Deno.test("obs-utils telemetry run exits 1 with one line when the site directory
     r.stderr.trim(),
     `error: Cannot use site directory ${file}: a file is in the way; choose another --site-dir`,
   );
+});
+
+// --- conveniences (issue 14 item 7) and messages (item 5, the CLI half) -------------------------
+
+Deno.test("obs-utils alone prints the usage on stderr and exits 2", async () => {
+  const r = await cli([]);
+  assert.equal(r.code, 2);
+  assert.equal(r.stdout, "");
+  assert.equal(r.stderr, HELP_TEXT[""]!.trimEnd() + "\n");
+  const group = await cli(["telemetry"]);
+  assert.equal(group.code, 2);
+  assert.equal(group.stderr, HELP_TEXT.telemetry!.trimEnd() + "\n");
+});
+
+Deno.test("obs-utils telemetry --version and obs-utils telemetry help work", async () => {
+  const version = await cli(["telemetry", "--version"]);
+  assert.equal(version.code, 0);
+  assert.equal(version.stdout, `obs-utils ${VERSION}\n`);
+  const help = await cli(["telemetry", "help"]);
+  assert.equal(help.code, 0);
+  assert.equal(help.stdout, HELP_TEXT.telemetry!.trimEnd() + "\n");
+  const one = await cli(["telemetry", "help", "start-run"]);
+  assert.equal(one.code, 0);
+  assert.equal(one.stdout, HELP_TEXT["start-run"]!.trimEnd() + "\n");
+  const top = await cli(["help", "telemetry", "runs"]);
+  assert.equal(top.stdout, HELP_TEXT.runs!.trimEnd() + "\n");
+  const unknown = await cli(["telemetry", "help", "strat-run"]);
+  assert.equal(unknown.code, 2);
+  assert.match(unknown.stderr, /no command "strat-run"; did you mean start-run\?/);
+});
+
+Deno.test("obs-utils suggests the command or flag that was meant, in one line with exit code 2", async () => {
+  const cases: [string[], string][] = [
+    [
+      ["telemetry", "strat-run"],
+      'obs-utils telemetry: unknown command "strat-run"; did you mean start-run?',
+    ],
+    [["telemetry", "stpo"], 'obs-utils telemetry: unknown command "stpo"; did you mean stop?'],
+    [["telemtry", "run"], 'obs-utils: unknown command "telemtry"; did you mean telemetry?'],
+    [
+      ["telemetry", "migrate", "--sorce", "x"],
+      "obs-utils telemetry migrate: Unknown option '--sorce'; did you mean --source?",
+    ],
+    [
+      ["telemetry", "post", "x", "--dta", "{}"],
+      "obs-utils telemetry post: Unknown option '--dta'; did you mean --data?",
+    ],
+    [
+      ["telemetry", "runs", "--site_dir", "x"],
+      "obs-utils telemetry runs: Unknown option '--site_dir'; did you mean --site-dir?",
+    ],
+  ];
+  for (const [args, line] of cases) {
+    const r = await cli(args);
+    assert.equal(r.code, 2, args.join(" "));
+    const [where] = line.split(":");
+    assert.equal(r.stderr, `${line} Run '${where} --help' for usage.\n`, args.join(" "));
+  }
+  // Nothing close: no guess, the list instead.
+  const far = await cli(["telemetry", "xyzzy"]);
+  assert.match(
+    far.stderr,
+    /unknown command "xyzzy"; use run, stop, current, post, migrate, forget/,
+  );
+});
+
+Deno.test("obs-utils telemetry post --file sends an NDJSON file as one batch and prints each envelope", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  const file = join(tmp.path, "events.ndjson");
+  await Deno.writeTextFile(
+    file,
+    '{"type":"weather","data":{"wind_mps":2.1}}\n\n{"type":"dome","data":{"open":true},"meta":{"by":"cron"}}\n',
+  );
+  const r = await cli(["telemetry", "post", "--file", file, ...conn(server.addr.port)]);
+  assert.equal(r.code, 0, r.stderr);
+  const lines = await readSiteLines(tmp.path);
+  assert.deepEqual(r.stdout.trimEnd().split("\n"), lines);
+  assert.equal(lines.length, 2);
+  assert.deepEqual(JSON.parse(lines[1]!).meta, { by: "cron" });
+});
+
+Deno.test("obs-utils telemetry post --file names the bad line and sends nothing", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  const file = join(tmp.path, "events.ndjson");
+  const cases: [string, string][] = [
+    ['{"type":"a","data":{}}\n{"type":"b",\n', `error: ${file} line 2 is not valid JSON`],
+    ['{"type":"a","data":{}}\n[1]\n', `error: ${file} line 2 must be a JSON object`],
+    [
+      '{"type":"a","data":{},"date":"2026-01-01"}\n',
+      `error: ${file} line 1 has the field "date"; an event accepts only type, data, meta, ts, store_permanently, make_current`,
+    ],
+    [
+      '[{"type":"a","data":{}},{"type":"b","data":5}]',
+      `error: ${file} item 1 (0-based): "data" must be a plain JSON object`,
+    ],
+    ['{"type":"a","data":{}}\n\n{"type":"","data":{}}\n', `error: ${file} line 3: `],
+    // What only the server checks (a real calendar date) comes back with its detail.
+    ['{"type":"a","data":{},"ts":"2026-02-30T00:00:00Z"}\n', "error: The service answered 400: "],
+    ["\n\n", `error: ${file} holds no events`],
+  ];
+  for (const [text, start] of cases) {
+    await Deno.writeTextFile(file, text);
+    const r = await cli(["telemetry", "post", "--file", file, ...conn(server.addr.port)]);
+    assert.equal(r.code, 1, text);
+    assert.equal(r.stderr.split("\n").length, 2, r.stderr);
+    assert.ok(r.stderr.startsWith(start), `${r.stderr} should start with ${start}`);
+  }
+  assert.deepEqual(await readSiteLines(tmp.path), []);
+  const clash = await cli(["telemetry", "post", "x", "--file", file]);
+  assert.equal(clash.code, 2);
+  assert.match(clash.stderr, /--file takes each event's type.*drop a TYPE/);
+});
+
+Deno.test("obs-utils telemetry post --no-current writes the event but leaves the snapshot", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  const r = await cli(["telemetry", "post", "calib", "--no-current", ...conn(server.addr.port)]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal((await readSiteLines(tmp.path)).length, 1);
+  const res = await fetch(`${server.url}/current/calib`);
+  await res.body?.cancel();
+  assert.equal(res.status, 404);
+});
+
+Deno.test("obs-utils telemetry post gives the same token advice as stop on 401", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path, token: "s3cret" });
+  const port = server.addr.port;
+  const post = await cli(["telemetry", "post", "a", ...conn(port)]);
+  const stop = await cli(["telemetry", "stop", ...conn(port)]);
+  const advice =
+    `error: The service at http://127.0.0.1:${port} requires a token; pass --token or set OBS_TELEMETRY_TOKEN\n`;
+  assert.equal(post.code, 1);
+  assert.equal(post.stderr, advice);
+  assert.equal(stop.stderr, advice);
+  const wrong = await cli(["telemetry", "post", "a", "--token", "nope", ...conn(port)]);
+  assert.equal(
+    wrong.stderr,
+    `error: The service at http://127.0.0.1:${port} refused the token given; pass its token with --token or OBS_TELEMETRY_TOKEN\n`,
+  );
+});
+
+Deno.test("echo garbage | obs-utils telemetry post x --data - fails with one line", async () => {
+  for (const stdin of ["garbage\n", "{\n\n", "", "[1,\n2]\n"]) {
+    const r = await cli(["telemetry", "post", "x", "--data", "-"], { stdin });
+    assert.equal(r.code, 2, JSON.stringify(stdin));
+    assert.equal(r.stdout, "");
+    assert.equal(r.stderr.split("\n").length, 2, JSON.stringify(r.stderr));
+    assert.match(r.stderr, /^obs-utils telemetry post: --data - \(stdin\) /);
+  }
 });

@@ -452,15 +452,15 @@ Deno.test("GET /current/{type} answers the latest envelope of a type with unenco
   assert.deepEqual(res.body, posted.body);
 });
 
-Deno.test("POST /current/{type} answers 405 with Allow: GET, HEAD from the pattern route", async () => {
+Deno.test("POST /current/{type} answers 405 with Allow: GET, HEAD, DELETE from the pattern route", async () => {
   await using dir = await tempDir();
   await using server = await testServer({ siteDir: dir.path });
   const res = await postJson(`${server.url}/current/dome/shutter`, {});
   assert.equal(res.status, 405);
-  assert.equal(res.headers.get("allow"), "GET, HEAD");
+  assert.equal(res.headers.get("allow"), "GET, HEAD, DELETE");
   assert.equal(
     (res.body as Problem).detail,
-    "POST is not allowed on /current/dome/shutter; use GET or HEAD.",
+    "POST is not allowed on /current/dome/shutter; use GET or HEAD or DELETE.",
   );
 });
 

@@ -280,3 +280,177 @@ Deno.test("TelemetryService.startRun() warns when it moves a torn last line of t
   assert.equal(warnings.length, 1);
   assert.match(warnings[0]!, /Moved a torn last line \(12 bytes\) of .*r1\/telemetry\.ndjson/);
 });
+
+// --- the run log: runs.ndjson and run.json (CONTRACT 8) ------------------------------------------
+
+async function logLines(siteDir: string): Promise<Record<string, unknown>[]> {
+  return (await readLines(join(siteDir, "runs.ndjson"))).map((l) => JSON.parse(l));
+}
+
+async function runJson(runDir: string): Promise<unknown> {
+  return JSON.parse(await Deno.readTextFile(join(runDir, "run.json")));
+}
+
+Deno.test("TelemetryService.startRun() and stopRun() append the run record to runs.ndjson and write run.json before answering", async () => {
+  await using dir = await tempDir();
+  const now = { ms: T0 };
+  await using service = await open(dir.path, {}, now);
+  const { run } = await service.startRun({ runId: "m31-1", meta: { target: "M31" } });
+  assert.deepEqual(await logLines(dir.path), [run]);
+  assert.deepEqual(await runJson(run.run_dir), run);
+  await service.record([{ type: "a", data: {} }, { type: "b", data: {} }]);
+  now.ms += 60_000;
+  const stopped = await service.stopRun();
+  assert.equal(stopped.stopped_at, "2026-05-10T13:01:00.000Z");
+  assert.equal(stopped.events, 2);
+  assert.deepEqual(await logLines(dir.path), [run, stopped]);
+  assert.deepEqual(await runJson(run.run_dir), stopped);
+  const { readRunLog } = await import("../_run_log.ts");
+  assert.deepEqual((await readRunLog(dir.path)).runs, [stopped]);
+});
+
+Deno.test("TelemetryService logs a run placed under an allowed run root in the site's runs.ndjson", async () => {
+  await using dir = await tempDir();
+  await using root = await tempDir();
+  await using service = await open(dir.path, { allowRunRoots: [root.path] });
+  const runDir = join(await Deno.realPath(root.path), "night-7");
+  const { run } = await service.startRun({ runDir });
+  assert.equal(run.run_dir, runDir);
+  await service.stopRun();
+  const lines = await logLines(dir.path);
+  assert.deepEqual(lines.map((l) => [l.run_id, l.run_dir]), [["night-7", runDir], [
+    "night-7",
+    runDir,
+  ]]);
+  assert.equal(((await runJson(runDir)) as { stopped_at: unknown }).stopped_at !== null, true);
+});
+
+Deno.test("The run log reader skips a torn last line and the next start moves it to runs.ndjson.torn", async () => {
+  await using dir = await tempDir();
+  const { readRunLog } = await import("../_run_log.ts");
+  {
+    await using service = await open(dir.path);
+    await service.startRun({ runId: "r1" });
+    await service.stopRun();
+  }
+  const torn = '{"run_id":"r2","run_dir":"/x","started_at":"2026-05-1';
+  await Deno.writeTextFile(join(dir.path, "runs.ndjson"), torn, { append: true });
+  const before = await readRunLog(dir.path);
+  assert.equal(before.torn, true);
+  assert.deepEqual(before.runs.map((r) => r.run_id), ["r1"]);
+  const warnings: string[] = [];
+  await using service = await open(dir.path, { onWarning: (m) => warnings.push(m) });
+  await service.startRun({ runId: "r3" });
+  assert.equal(await Deno.readTextFile(join(dir.path, "runs.ndjson.torn")), torn);
+  assert.match(warnings.join("\n"), /torn last line .*runs\.ndjson/);
+  const after = await readRunLog(dir.path);
+  assert.equal(after.torn, false);
+  assert.deepEqual(after.runs.map((r) => [r.run_id, r.stopped_at]), [["r3", null], [
+    "r1",
+    after.runs[1]!.stopped_at,
+  ]]);
+  assert.notEqual(after.runs[1]!.stopped_at, null);
+});
+
+Deno.test("The run log reader keeps the latest line of a run_id and skips lines that are not records", async () => {
+  const { parseRunLog } = await import("../_run_log.ts");
+  const rec = (run_id: string, started_at: string, stopped_at: string | null, events = 0) =>
+    JSON.stringify({ run_id, run_dir: `/t/${run_id}`, started_at, stopped_at, events, meta: {} });
+  const text = [
+    rec("a", "2026-05-10T13:00:00.000Z", null),
+    "garbage",
+    '{"run_id":5}',
+    rec("b", "2026-05-11T13:00:00.000Z", null),
+    rec("a", "2026-05-10T13:00:00.000Z", "2026-05-10T14:00:00.000Z", 9),
+    "",
+  ].join("\n");
+  const log = parseRunLog(text);
+  assert.equal(log.skipped, 2);
+  assert.equal(log.torn, false);
+  assert.deepEqual(log.runs.map((r) => [r.run_id, r.stopped_at, r.events]), [
+    ["b", null, 0],
+    ["a", "2026-05-10T14:00:00.000Z", 9],
+  ]);
+});
+
+Deno.test("TelemetryService.open() logs a resumed run whose start crashed before its log line", async () => {
+  await using dir = await tempDir();
+  // What a kill -9 after the active-run record and before the run log leaves behind.
+  await Deno.mkdir(join(dir.path, "r1"));
+  const record = {
+    run_id: "r1",
+    run_dir: join(await Deno.realPath(dir.path), "r1"),
+    started_at: "2026-05-10T12:00:00.000Z",
+    stopped_at: null,
+    events: 0,
+    meta: { target: "M31" },
+    seq_at_start: 0,
+  };
+  await Deno.writeTextFile(join(dir.path, ".active-run.json"), JSON.stringify(record));
+  await using service = await open(dir.path);
+  const { seq_at_start: _, ...run } = record;
+  assert.deepEqual(service.run, run);
+  assert.deepEqual(await logLines(dir.path), [run]);
+  assert.deepEqual(await runJson(run.run_dir), run);
+});
+
+Deno.test("TelemetryService.open() logs a run active again when its stop crashed before the active-run record went", async () => {
+  await using dir = await tempDir();
+  {
+    await using service = await open(dir.path);
+    await service.startRun({ runId: "r1" });
+    await service.record([{ type: "a", data: {} }]);
+  }
+  const active = await Deno.readTextFile(join(dir.path, ".active-run.json"));
+  {
+    await using service = await open(dir.path);
+    await service.stopRun();
+  }
+  // The stop's log line is out, but the crash came before .active-run.json was removed.
+  await Deno.writeTextFile(join(dir.path, ".active-run.json"), active);
+  await using service = await open(dir.path);
+  assert.equal(service.run?.run_id, "r1");
+  const lines = await logLines(dir.path);
+  assert.deepEqual(lines.map((l) => l.stopped_at === null), [true, false, true]);
+  assert.equal(lines.at(-1)!.events, 1);
+  const { readRunLog } = await import("../_run_log.ts");
+  assert.equal((await readRunLog(dir.path)).runs[0]!.stopped_at, null);
+  // A clean restart with the log in step adds nothing.
+  await service.close();
+  await using again = await open(dir.path);
+  assert.equal(again.run?.run_id, "r1");
+  assert.equal((await logLines(dir.path)).length, 3);
+});
+
+Deno.test("TelemetryService.startRun() refuses to log through a symlink at runs.ndjson and starts nothing", async () => {
+  await using dir = await tempDir();
+  await using outside = await tempDir();
+  await using service = await open(dir.path);
+  const target = join(outside.path, "victim");
+  await Deno.writeTextFile(target, "keep\n");
+  await Deno.symlink(target, join(dir.path, "runs.ndjson"));
+  await rejectsWith(service.startRun({ runId: "r1" }), 500, /runs\.ndjson/);
+  assert.equal(service.run, undefined);
+  assert.equal(await exists(join(dir.path, ".active-run.json")), false);
+  assert.equal(await Deno.readTextFile(target), "keep\n");
+  // After the operator removes the link, the same start works.
+  await Deno.remove(join(dir.path, "runs.ndjson"));
+  const { run } = await service.startRun({ runId: "r1" });
+  assert.deepEqual(await logLines(dir.path), [run]);
+});
+
+Deno.test("TelemetryService replaces a symlink planted at run.json instead of writing through it", async () => {
+  await using dir = await tempDir();
+  await using outside = await tempDir();
+  const victim = join(outside.path, "victim");
+  await Deno.writeTextFile(victim, "keep\n");
+  await Deno.mkdir(join(dir.path, "r1"));
+  await Deno.symlink(victim, join(dir.path, "r1", "run.json"));
+  await using service = await open(dir.path);
+  const { run } = await service.startRun({ runId: "r1" });
+  assert.equal(await Deno.readTextFile(victim), "keep\n");
+  assert.ok((await Deno.lstat(join(run.run_dir, "run.json"))).isFile);
+  assert.deepEqual(await runJson(run.run_dir), run);
+  const names = [...Deno.readDirSync(run.run_dir)].map((e) => e.name).sort();
+  assert.deepEqual(names, ["run.json", "telemetry.ndjson"], "no temporary file is left behind");
+});
