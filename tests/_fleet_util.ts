@@ -37,7 +37,9 @@ function pgBin(): string | undefined {
 /** Why a PostgreSQL server cannot run here, or `undefined` when it can. */
 export function postgresMissing(): string | undefined {
   if (!pgBin()) return "PostgreSQL is not installed (apt-get install -y postgresql)";
-  if (!runs("psql", ["--version"])) return "psql is not installed (apt-get install -y postgresql-client)";
+  if (!runs("psql", ["--version"])) {
+    return "psql is not installed (apt-get install -y postgresql-client)";
+  }
   if (Deno.uid() === 0 && !runs("runuser", ["--version"])) {
     return "PostgreSQL refuses to run as root and runuser is missing (apt-get install -y util-linux)";
   }
