@@ -7,7 +7,7 @@
 
 import assert from "node:assert/strict";
 import { archive } from "../_archive.ts";
-import { forward, forwardStatus } from "../forward.ts";
+import { forward, FORWARD_ENV_VARS, forwarderPermissionFlags, forwardStatus } from "../forward.ts";
 import { CLI, postJson, readSiteLines, tempDir, testServer } from "./_util.ts";
 import { natsMissing, NatsServer, postgresMissing, PostgresServer } from "./_fleet_util.ts";
 
@@ -341,4 +341,17 @@ Deno.test({
       /info forwarder stopped after sending 1 events/,
     );
   },
+});
+
+Deno.test("deno task forward and spawnForwarder() grant exactly FORWARD_ENV_VARS", async () => {
+  const config = JSON.parse(await Deno.readTextFile(new URL("../deno.json", import.meta.url)));
+  const list = /--allow-env=(\S+)/.exec(config.tasks.forward)?.[1]?.split(",");
+  assert.deepEqual(list, FORWARD_ENV_VARS);
+  const flags = forwarderPermissionFlags({ siteDir: "/srv/t", to: "postgres://u@db:5433/fleet" });
+  assert.deepEqual(flags, [
+    "--allow-net=db:5433",
+    "--allow-read=/srv/t",
+    "--allow-write=/srv/t/.forward",
+    `--allow-env=${FORWARD_ENV_VARS.join(",")}`,
+  ]);
 });
