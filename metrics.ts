@@ -15,6 +15,8 @@
 
 import type { JsonObject } from "./event.ts";
 import type { TelemetryService, WriteReport } from "./service.ts";
+import { NO_TYPES, type TypesRegistry } from "./_types_registry.ts";
+import { judgeType, numericValue, TYPE_STATES, valueAt } from "./_freshness.ts";
 
 /** The `Content-Type` of the Prometheus text format 0.0.4. */
 export const METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
@@ -52,6 +54,11 @@ export interface RenderMetricsOptions {
    * `telemetry_stream_dropped_total`.
    */
   streams?: StreamCounts;
+  /**
+   * Free bytes on the site directory's file system: `telemetry_disk_free_bytes` (left out when
+   * absent or null).
+   */
+  diskFreeBytes?: number | null;
 }
 
 /** Most `telemetry_value` series of one type: its first 100 numeric or boolean fields. */
@@ -83,6 +90,17 @@ export interface ServiceMetricsOptions {
    * @default {1000}
    */
   maxOtherEventSeries?: number;
+  /**
+   * The types registry: its dotted and unit-string fields join `telemetry_value`, and its types
+   * get `telemetry_type_state`.
+   * @default {an empty registry}
+   */
+  types?: TypesRegistry;
+  /**
+   * The clock the type states are judged at, ms since the epoch.
+   * @default {Date.now}
+   */
+  now?: () => number;
 }
 
 function formatValue(value: number): string {
@@ -220,6 +238,8 @@ export class ServiceMetrics {
   #maxValueFields: number;
   #maxValueSeries: number;
   #maxOtherEventSeries: number;
+  #types: TypesRegistry;
+  #now: () => number;
   /** Events per `"<stream>\u0000<type>"`, in the order first seen. */
   #events = new Map<string, EventSeries>();
   /** The series in the order first seen. */
@@ -242,6 +262,8 @@ export class ServiceMetrics {
     this.#maxValueFields = options.maxValueFields ?? DEFAULT_MAX_VALUE_FIELDS;
     this.#maxValueSeries = options.maxValueSeries ?? DEFAULT_MAX_VALUE_SERIES;
     this.#maxOtherEventSeries = options.maxOtherEventSeries ?? DEFAULT_MAX_OTHER_EVENT_SERIES;
+    this.#types = options.types ?? NO_TYPES;
+    this.#now = options.now ?? Date.now;
     service.watchWrites((report) => this.#count(report));
   }
 
@@ -381,6 +403,52 @@ export class ServiceMetrics {
         `Numeric or boolean fields left out of telemetry_value by its caps (${this.#maxValueFields} per type, ${this.#maxValueSeries} in all).`,
       ) + sample("telemetry_value_omitted", omitted),
     );
+    yield encoder.encode(this.#freshness(options));
+  }
+
+  /**
+   * `telemetry_last_event_timestamp_seconds` for every type in the snapshot,
+   * `telemetry_type_state` for every registered type (CONTRACT 11) and
+   * `telemetry_disk_free_bytes` (CONTRACT 12).
+   */
+  #freshness(options: RenderMetricsOptions): string {
+    let out = family(
+      "telemetry_last_event_timestamp_seconds",
+      "gauge",
+      "The ts (measurement time) of the latest event of each type, in seconds since the epoch.",
+    );
+    const latest = new Map<string, { ts: string; data: JsonObject }>();
+    for (const [type, data] of this.#service.currentData()) {
+      const ts = tsOfLine(this.#service.currentLine(type));
+      if (ts === undefined) continue;
+      latest.set(type, { ts, data });
+      const ms = Date.parse(ts);
+      if (!Number.isNaN(ms)) {
+        out += sample("telemetry_last_event_timestamp_seconds", ms / 1000, { type });
+      }
+    }
+    if (this.#types.size > 0) {
+      out += family(
+        "telemetry_type_state",
+        "gauge",
+        "1 for the current state (ok, warn, alarm, stale) of each registered type, 0 for the others.",
+      );
+      const now = this.#now();
+      for (const [type, spec] of this.#types) {
+        const { state } = judgeType(spec, latest.get(type), now);
+        for (const s of TYPE_STATES) {
+          out += sample("telemetry_type_state", s === state ? 1 : 0, { type, state: s });
+        }
+      }
+    }
+    if (typeof options.diskFreeBytes === "number") {
+      out += family(
+        "telemetry_disk_free_bytes",
+        "gauge",
+        "Bytes available on the file system of the site directory.",
+      ) + sample("telemetry_disk_free_bytes", options.diskFreeBytes);
+    }
+    return out;
   }
 
   /** The small families between the event counts and the values. */
@@ -494,6 +562,31 @@ export class ServiceMetrics {
       text += `${head}${escapeLabelValue(field)}"} ${formatValue(number)}\n`;
       series++;
     }
+    // Registered fields the loop above cannot see: dotted paths and "<number> <unit>" strings.
+    const fields = this.#types.get(type)?.fields;
+    for (const path in fields) {
+      if (typeof data[path] === "number" || typeof data[path] === "boolean") continue;
+      const value = valueAt(data, path);
+      const number = typeof value === "boolean"
+        ? (value ? 1 : 0)
+        : numericValue(value, fields[path]!.unit);
+      if (number === undefined) continue;
+      if (series >= this.#maxValueFields) {
+        omitted++;
+        continue;
+      }
+      text += `${head}${escapeLabelValue(path)}"} ${formatValue(number)}\n`;
+      series++;
+    }
     return { text, series, omitted };
   }
+}
+
+/** The `ts` of an envelope line, whose keys come in the order seq, ts (CONTRACT 3). */
+function tsOfLine(line: string | undefined): string | undefined {
+  if (line === undefined) return undefined;
+  const at = line.indexOf(',"ts":"');
+  if (at < 0) return undefined;
+  const end = line.indexOf('"', at + 7);
+  return end < 0 ? undefined : line.slice(at + 7, end);
 }
