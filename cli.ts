@@ -23,6 +23,7 @@ import { STOP_HELP, stopCommand } from "./_cli_stop.ts";
 import { CURRENT_HELP, currentCommand } from "./_cli_current.ts";
 import { POST_HELP, postCommand } from "./_cli_post.ts";
 import { MIGRATE_HELP, migrateCommand } from "./_cli_migrate.ts";
+import { CHECK_HELP, checkCommand } from "./_cli_check.ts";
 
 export { UsageError } from "./_cli_common.ts";
 export { formatAge, renderTable } from "./_cli_current.ts";
@@ -44,6 +45,7 @@ Commands:
   telemetry current   Show the latest event of each type
   telemetry post      Record one event
   telemetry migrate   Convert a legacy file database to NDJSON
+  telemetry check     Exit 0 when critical types are fresh and the disk has room
 
 Options:
   -h, --help     Show this help
@@ -57,6 +59,7 @@ Commands:
   current   Show the latest event of each type (--follow to watch)
   post      Record one event from the shell
   migrate   Convert a legacy file database to NDJSON
+  check     Exit 0 when critical types are fresh and the disk has room, else 1
 
 Run 'obs-utils telemetry <command> --help' for a command's options.
 `,
@@ -65,6 +68,7 @@ Run 'obs-utils telemetry <command> --help' for a command's options.
   current: CURRENT_HELP,
   post: POST_HELP,
   migrate: MIGRATE_HELP,
+  check: CHECK_HELP,
 };
 
 const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
@@ -73,6 +77,7 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   current: currentCommand,
   post: postCommand,
   migrate: migrateCommand,
+  check: checkCommand,
 };
 
 /**
@@ -114,7 +119,7 @@ async function dispatch(args: string[]): Promise<number> {
   const run = COMMANDS[command];
   if (!run) {
     throw new UsageError(
-      `unknown command "${command}"; use run, stop, current, post or migrate`,
+      `unknown command "${command}"; use run, stop, current, post, migrate or check`,
       "telemetry",
     );
   }
