@@ -105,8 +105,8 @@ Deno.test("the current table fits 80 and 60 columns, keeping type, state, stream
 Deno.test("colour marks only the state cell, so widths stay aligned", () => {
   const red = (s: string) => `<${s}>`;
   const table = renderTable(EVENTS, NOW, { width: 120, types: TYPES, red, yellow: red });
-  assert.match(table, /^weather  <ALARM>  site:41 /m);
-  assert.match(table, /^camera   ok     run:/m);
+  assert.ok(table.includes("\nweather  <ALARM>  site:41 "), table);
+  assert.ok(table.includes("\ncamera   ok     run:"), table);
 });
 
 async function cli(
