@@ -137,6 +137,9 @@ const lastSeen = document.getElementById("last");
 const cards = new Map();
 // The registry and states of GET /types, keyed by type (empty without --types).
 let registry = {};
+function specOf(type) {
+  return Object.prototype.hasOwnProperty.call(registry, type) ? registry[type] : null;
+}
 let zone;
 let timeFormat = null;
 // Sparklines: values seen since the page opened, per "type\\u0000field", at most 30 minutes.
@@ -226,7 +229,7 @@ function fillValue(dd, value) {
 }
 
 function sortKey(type) {
-  const spec = registry[type];
+  const spec = specOf(type);
   const order = spec && typeof spec.order === "number" ? spec.order : Infinity;
   return [order, spec && spec.critical ? 0 : 1, type];
 }
@@ -328,7 +331,7 @@ function render(type) {
   const entry = cards.get(type);
   if (!entry) return;
   const { card, env } = entry;
-  const spec = registry[type] || null;
+  const spec = specOf(type);
   const fields = spec && spec.fields ? spec.fields : {};
   card.classList.toggle("critical", !!(spec && spec.critical));
   const desc = card.querySelector(".desc");
@@ -388,7 +391,7 @@ function upsert(env, flash) {
   entry.env = env;
   const t = Date.parse(env.ts);
   const data = env.data && typeof env.data === "object" ? env.data : {};
-  const fields = (registry[env.type] && registry[env.type].fields) || {};
+  const fields = (specOf(env.type) && specOf(env.type).fields) || {};
   const seen = new Set();
   for (const [path, f] of Object.entries(fields)) {
     const n = numericValue(valueAt(data, path), f.unit);
@@ -414,7 +417,7 @@ function tick() {
   let newest = 0, alarms = 0, stale = 0;
   for (const [type, entry] of cards) {
     const { card, ts } = entry;
-    const spec = registry[type];
+    const spec = specOf(type);
     const limit = spec && typeof spec.stale_after_s === "number" ? spec.stale_after_s * 1000 : null;
     const neverSeen = !entry.env;
     const isStale = limit !== null && (neverSeen || now - ts > limit);
@@ -515,7 +518,7 @@ function connect() {
     setConn("live", "live");
     const snap = unwrapCurrent(JSON.parse(e.data));
     for (const [type, entry] of [...cards]) {
-      if (!(type in snap) && !(type in registry)) {
+      if (!(type in snap) && !specOf(type)) {
         entry.card.remove();
         cards.delete(type);
       }
