@@ -26,7 +26,8 @@ import { MIGRATE_HELP, migrateCommand } from "./_cli_migrate.ts";
 import { CHECK_HELP, checkCommand } from "./_cli_check.ts";
 
 export { UsageError } from "./_cli_common.ts";
-export { formatAge, renderTable } from "./_cli_current.ts";
+export { formatAge, renderTable, type TableOptions, type TableTypeInfo } from "./_cli_current.ts";
+export type { FieldInfo } from "./client.ts";
 export type { Envelope, JsonObject } from "./event.ts";
 export { DEFAULT_SITE_DIR } from "./_run_flags.ts";
 

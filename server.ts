@@ -104,7 +104,7 @@ export {
   type TypeSpec,
   type TypesRegistry,
 } from "./_types_registry.ts";
-export { type CheckResult, type TypeState, type TypeStatus } from "./_freshness.ts";
+export { type CheckResult, TYPE_STATES, type TypeState, type TypeStatus } from "./_freshness.ts";
 export { DiskWatch, type DiskWatchOptions } from "./_disk_watch.ts";
 export { DEFAULT_MIN_FREE_BYTES } from "./_disk.ts";
 
