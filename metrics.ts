@@ -136,6 +136,8 @@ interface EventSeries {
 /** One type's `telemetry_value` lines. */
 interface ValueBlock {
   text: string;
+  /** The type's `telemetry_last_event_timestamp_seconds` line. */
+  stamp: string;
   series: number;
   /** Numeric or boolean fields past the per-type cap. */
   omitted: number;
@@ -150,6 +152,8 @@ interface Segment {
   /** Each type's `data` when rendered: a new event of the type brings a new object. */
   data: JsonObject[];
   bytes: Uint8Array;
+  /** The `telemetry_last_event_timestamp_seconds` lines of the same types. */
+  stamps: Uint8Array;
   series: number;
   omitted: number;
 }
@@ -379,7 +383,7 @@ export class ServiceMetrics {
     yield encoder.encode(this.#counters(options));
     // telemetry_value, in runs of SEGMENT_TYPES types whose bytes are kept while none of their
     // types changed: a scrape re-renders only what changed since the last one.
-    const cap = { series: 0, omitted: 0 };
+    const cap = { series: 0, omitted: 0, stamps: [] as Uint8Array[] };
     let index = 0;
     let run: [string, JsonObject][] = [];
     for (const entry of this.#service.currentData()) {
@@ -403,30 +407,21 @@ export class ServiceMetrics {
         `Numeric or boolean fields left out of telemetry_value by its caps (${this.#maxValueFields} per type, ${this.#maxValueSeries} in all).`,
       ) + sample("telemetry_value_omitted", omitted),
     );
+    yield encoder.encode(family(
+      "telemetry_last_event_timestamp_seconds",
+      "gauge",
+      "The ts (measurement time) of the latest event of each type, in seconds since the epoch.",
+    ));
+    for (const stamps of cap.stamps) if (stamps.byteLength > 0) yield stamps;
     yield encoder.encode(this.#freshness(options));
   }
 
   /**
-   * `telemetry_last_event_timestamp_seconds` for every type in the snapshot,
    * `telemetry_type_state` for every registered type (CONTRACT 11) and
    * `telemetry_disk_free_bytes` (CONTRACT 12).
    */
   #freshness(options: RenderMetricsOptions): string {
-    let out = family(
-      "telemetry_last_event_timestamp_seconds",
-      "gauge",
-      "The ts (measurement time) of the latest event of each type, in seconds since the epoch.",
-    );
-    const latest = new Map<string, { ts: string; data: JsonObject }>();
-    for (const [type, data] of this.#service.currentData()) {
-      const ts = tsOfLine(this.#service.currentLine(type));
-      if (ts === undefined) continue;
-      latest.set(type, { ts, data });
-      const ms = Date.parse(ts);
-      if (!Number.isNaN(ms)) {
-        out += sample("telemetry_last_event_timestamp_seconds", ms / 1000, { type });
-      }
-    }
+    let out = "";
     if (this.#types.size > 0) {
       out += family(
         "telemetry_type_state",
@@ -435,7 +430,11 @@ export class ServiceMetrics {
       );
       const now = this.#now();
       for (const [type, spec] of this.#types) {
-        const { state } = judgeType(spec, latest.get(type), now);
+        const line = this.#service.currentLine(type);
+        const latest = line === undefined
+          ? undefined
+          : JSON.parse(line) as { ts: string; data: JsonObject };
+        const { state } = judgeType(spec, latest, now);
         for (const s of TYPE_STATES) {
           out += sample("telemetry_type_state", s === state ? 1 : 0, { type, state: s });
         }
@@ -503,16 +502,18 @@ export class ServiceMetrics {
   #segment(
     index: number,
     run: [string, JsonObject][],
-    cap: { series: number; omitted: number },
+    cap: { series: number; omitted: number; stamps: Uint8Array[] },
   ): Uint8Array {
     let segment = this.#segments[index];
     if (!segment || !sameRun(segment, run)) {
       let text = "";
+      let stamps = "";
       let series = 0;
       let omitted = 0;
       for (const [type, data] of run) {
         const block = this.#block(type, data);
         text += block.text;
+        stamps += block.stamp;
         series += block.series;
         omitted += block.omitted;
       }
@@ -520,12 +521,14 @@ export class ServiceMetrics {
         types: run.map(([type]) => type),
         data: run.map(([, data]) => data),
         bytes: encoder.encode(text),
+        stamps: encoder.encode(stamps),
         series,
         omitted,
       };
       this.#segments[index] = segment;
     }
     cap.omitted += segment.omitted;
+    cap.stamps.push(segment.stamps);
     if (cap.series + segment.series <= this.#maxValueSeries) {
       cap.series += segment.series;
       return segment.bytes;
@@ -578,7 +581,11 @@ export class ServiceMetrics {
       text += `${head}${escapeLabelValue(path)}"} ${formatValue(number)}\n`;
       series++;
     }
-    return { text, series, omitted };
+    const ms = Date.parse(tsOfLine(this.#service.currentLine(type)) ?? "");
+    const stamp = Number.isNaN(ms)
+      ? ""
+      : sample("telemetry_last_event_timestamp_seconds", ms / 1000, { type });
+    return { text, stamp, series, omitted };
   }
 }
 

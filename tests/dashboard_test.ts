@@ -611,7 +611,8 @@ Deno.test({
         `${name}: ${width}px wide in a ${viewport.width}px screen`,
       );
       await page.screenshot({ path: join(ARTIFACTS, `dashboard-${name}.png`), fullPage: true });
-      if (name === "desktop") {
+      // The README's picture is refreshed on request only, so a test run leaves the tree clean.
+      if (name === "desktop" && Deno.env.get("UPDATE_DOCS") === "1") {
         await page.screenshot({ path: join(DOCS, "dashboard.png"), fullPage: false });
       }
       assert.deepEqual(errors, []);
