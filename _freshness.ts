@@ -180,6 +180,12 @@ export function fieldLevel(
   return undefined;
 }
 
+/**
+ * How far in the future an event's `ts` may lie before its registered type warns: clocks of
+ * stations and hosts differ by a little, never by minutes.
+ */
+export const FUTURE_TOLERANCE_MS = 60_000;
+
 /** Whole seconds for a reason: `412`. */
 function wholeSeconds(ms: number): number {
   return Math.floor(ms / 1000);
@@ -234,6 +240,11 @@ export function judgeType(
   if (spec?.stale_after_s !== undefined && ageMs > spec.stale_after_s * 1000) {
     state = "stale";
     status.reasons.push(`stale for ${wholeSeconds(ageMs)} s (limit ${spec.stale_after_s} s)`);
+  }
+  // A sender whose clock runs ahead would never go stale until the present caught up: say so.
+  if (spec !== undefined && ageMs < -FUTURE_TOLERANCE_MS) {
+    state = "warn";
+    status.reasons.push(`ts ${wholeSeconds(-ageMs)} s in the future; check the sender's clock`);
   }
   for (const [path, field] of Object.entries(spec?.fields ?? {})) {
     const past = fieldLevel(path, field, valueAt(latest.data, path));

@@ -41,8 +41,18 @@ Deno.test("a type goes stale exactly after stale_after_s, judged on its ts", () 
   assert.equal(at(179_999), "ok");
   assert.equal(at(180_000), "ok");
   assert.equal(at(180_001), "stale");
-  // Clock steps: a ts in the future is fresh (negative age), never stale.
-  assert.equal(at(-3_600_000), "ok");
+  // A ts a little in the future (clocks differ) is fresh, never stale.
+  assert.equal(at(-60_000), "ok");
+});
+
+Deno.test("a ts more than a minute in the future warns, naming the sender's clock", () => {
+  const status = judgeType(WEATHER, { ts: iso(NOW + 3_600_000), data: {} }, NOW);
+  assert.equal(status.state, "warn");
+  assert.deepEqual(status.reasons, ["ts 3600 s in the future; check the sender's clock"]);
+  // An alarm still outranks it; an unregistered type is not judged.
+  const alarm = judgeType(WEATHER, { ts: iso(NOW + 3_600_000), data: { rain: true } }, NOW);
+  assert.equal(alarm.state, "alarm");
+  assert.equal(judgeType(undefined, { ts: iso(NOW + 3_600_000), data: {} }, NOW).state, "ok");
 });
 
 Deno.test("freshness follows the measurement ts, not the time the event arrived", () => {
