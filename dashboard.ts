@@ -521,6 +521,9 @@ function connect() {
       if (!(type in snap) && !specOf(type)) {
         entry.card.remove();
         cards.delete(type);
+        for (const key of [...history.keys()]) {
+          if (key.startsWith(sparkKey(type, ""))) history.delete(key);
+        }
       }
     }
     for (const env of Object.values(snap)) upsert(env, false);

@@ -142,6 +142,10 @@ Deno.test("loadTypes() refuses a missing file, a directory and a huge file in on
     loadTypes(dir.path),
     /at \$ it is not a regular file; point --types at a JSON file$/,
   );
+  // A FIFO (or /dev/stdin) would block start-up forever: refused before it is opened.
+  const fifo = join(dir.path, "types.fifo");
+  await new Deno.Command("mkfifo", { args: [fifo] }).output();
+  await assert.rejects(loadTypes(fifo), /at \$ it is not a regular file/);
   const huge = join(dir.path, "huge.json");
   await Deno.writeTextFile(huge, `{"a": {"description": "${"x".repeat(5 * 1024 * 1024)}"}}`);
   await assert.rejects(loadTypes(huge), /more than the 4194304 allowed; describe fewer types$/);
