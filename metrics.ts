@@ -17,6 +17,7 @@ import type { JsonObject } from "./event.ts";
 import type { TelemetryService, WriteReport } from "./service.ts";
 import { NO_TYPES, type TypesRegistry } from "./_types_registry.ts";
 import { judgeType, numericValue, TYPE_STATES, valueAt } from "./_freshness.ts";
+import { readTs } from "./_ndjson.ts";
 
 /** The `Content-Type` of the Prometheus text format 0.0.4. */
 export const METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
@@ -581,19 +582,11 @@ export class ServiceMetrics {
       text += `${head}${escapeLabelValue(path)}"} ${formatValue(number)}\n`;
       series++;
     }
-    const ms = Date.parse(tsOfLine(this.#service.currentLine(type)) ?? "");
+    const line = this.#service.currentLine(type);
+    const ms = Date.parse((line === undefined ? undefined : readTs(line)) ?? "");
     const stamp = Number.isNaN(ms)
       ? ""
       : sample("telemetry_last_event_timestamp_seconds", ms / 1000, { type });
     return { text, stamp, series, omitted };
   }
-}
-
-/** The `ts` of an envelope line, whose keys come in the order seq, ts (CONTRACT 3). */
-function tsOfLine(line: string | undefined): string | undefined {
-  if (line === undefined) return undefined;
-  const at = line.indexOf(',"ts":"');
-  if (at < 0) return undefined;
-  const end = line.indexOf('"', at + 7);
-  return end < 0 ? undefined : line.slice(at + 7, end);
 }

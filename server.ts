@@ -49,6 +49,7 @@ import { loadTypes, NO_TYPES, type TypesRegistry } from "./_types_registry.ts";
 import { checkReport, type LatestEvent, typesReport } from "./_freshness.ts";
 import { DiskWatch } from "./_disk_watch.ts";
 import { DEFAULT_MIN_FREE_BYTES } from "./_disk.ts";
+import { readTs } from "./_ndjson.ts";
 
 export {
   type CommittedEvent,
@@ -316,7 +317,7 @@ interface RouteDeps {
 /** The API (CONTRACT 2) as data: one row per path, one handler per method. */
 function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
   const { maxBody, lifecycle, streams, metrics, types, disk } = deps;
-  const latest = latestOf(service);
+  const latest = latestOf(service, types);
   return [
     route("/", { GET: () => dashboardResponse() }),
     route("/health", { GET: () => json(200, '{"ok":true}') }),
@@ -401,11 +402,21 @@ function readyBody(service: TelemetryService): string {
   });
 }
 
-/** The latest `ts` and `data` of a type, read from its snapshot line. */
-function latestOf(service: TelemetryService): (type: string) => LatestEvent | undefined {
+/**
+ * The latest `ts` and `data` of a type, read from its snapshot line; for a type the registry
+ * does not describe only `ts` matters, read without parsing the line.
+ */
+function latestOf(
+  service: TelemetryService,
+  types: TypesRegistry,
+): (type: string) => LatestEvent | undefined {
   return (type) => {
     const line = service.currentLine(type);
     if (line === undefined) return undefined;
+    if (!types.has(type)) {
+      const ts = readTs(line);
+      return ts === undefined ? undefined : { ts, data: {} };
+    }
     const { ts, data } = JSON.parse(line) as LatestEvent;
     return { ts, data };
   };

@@ -5,9 +5,15 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { TelemetryClient, TelemetryConnectionError } from "../client.ts";
+import { TelemetryClient, TelemetryConnectionError, TelemetryHttpError } from "../client.ts";
 import { parseTypes } from "../_types_registry.ts";
-import { spawnServer } from "../server.ts";
+import {
+  createHandler,
+  DiskWatch,
+  ShutdownLifecycle,
+  spawnServer,
+  TelemetryService,
+} from "../server.ts";
 import {
   CLI,
   freePort,
@@ -373,4 +379,25 @@ Deno.test("spawnServer({typesFile}) grants read permission for that file alone a
   assert.ok(cmdline.includes(`--allow-read=${join(dir.path, "site")},${file}`), cmdline.join(" "));
   const types = (await getJson(`${server.url}/types`)).body as Record<string, unknown>;
   assert.deepEqual(Object.keys(types), ["weather", "power", "safety", "environment", "status"]);
+});
+
+Deno.test("client.check() reports the 503 of a server that is shutting down as an error, not a failed check", async () => {
+  await using dir = await tempDir();
+  await using service = await TelemetryService.open({ siteDir: dir.path, timeZone: "UTC" });
+  const lifecycle = new ShutdownLifecycle();
+  await using http = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    createHandler(service, {
+      hostname: "127.0.0.1",
+      lifecycle,
+      disk: new DiskWatch(dir.path, 0),
+    }),
+  );
+  const client = new TelemetryClient({ baseUrl: `http://127.0.0.1:${http.addr.port}` });
+  assert.equal((await client.check()).ok, true);
+  lifecycle.begin();
+  const err = await client.check().then(() => undefined, (e: unknown) => e);
+  assert.ok(err instanceof TelemetryHttpError, String(err));
+  assert.equal(err.status, 503);
+  assert.match(err.detail, /shutting down/i);
 });
