@@ -14,6 +14,7 @@
 // deno-lint-ignore-file no-console
 import { ConfigError, ListenerError, type ServerHandle, startServer } from "./server.ts";
 import { errorText, SiteInUseError } from "./_errors.ts";
+import { TypesFileError } from "./_types_registry.ts";
 import { resolveRunFlags, runFlagHelp, type RunFlagValues, runParseOptions } from "./_run_flags.ts";
 import {
   Failure,
@@ -109,6 +110,8 @@ async function start(flags: RunFlagValues, warnings: Warnings): Promise<ServerHa
       insecure: flags.insecure,
       allowRunRoots: flags.allowRunRoots,
       ...(flags.siteTypes ? { siteTypes: flags.siteTypes } : {}),
+      ...(flags.typesFile !== undefined ? { typesFile: flags.typesFile } : {}),
+      ...(flags.minFreeBytes !== undefined ? { minFreeBytes: flags.minFreeBytes } : {}),
       onWarning: (message) => warnings.warn(message),
       onError: (err) => console.error(`error: ${unexpectedErrorLine(err)}`),
     });
@@ -186,6 +189,7 @@ function startupFailure(
   ctx: { siteDir: string; hostname: string; port: number },
 ): string {
   if (err instanceof ConfigError || err instanceof SiteInUseError) return err.message;
+  if (err instanceof TypesFileError) return err.message;
   if (err instanceof Deno.errors.AddrInUse) {
     return `Cannot listen on ${ctx.hostname}:${ctx.port}: the port is in use; stop the other server ('obs-utils telemetry stop --port ${ctx.port}') or choose another --port`;
   }

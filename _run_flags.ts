@@ -57,6 +57,10 @@ export interface RunFlagValues {
   insecure: boolean;
   /** Log one line per event (`--verbose`). */
   verbose: boolean;
+  /** The types registry file (`--types`). */
+  typesFile?: string;
+  /** Free bytes below which `/check` fails and a warning is logged (`--min-free`). */
+  minFreeBytes?: number;
 }
 
 /** One row of {@linkcode RUN_FLAGS}. */
@@ -128,6 +132,47 @@ function parseFsync(value: string): FsyncMode {
     throw new RangeError(`--fsync must be ${modes}, not "${value}"`);
   }
   return value as FsyncMode;
+}
+
+const BYTE_UNITS: Record<string, number> = {
+  "": 1,
+  b: 1,
+  k: 1024,
+  kib: 1024,
+  m: 1024 ** 2,
+  mib: 1024 ** 2,
+  g: 1024 ** 3,
+  gib: 1024 ** 3,
+  t: 1024 ** 4,
+  tib: 1024 ** 4,
+};
+
+/**
+ * Reads a size in bytes: a whole number, or a number with a binary unit (`512M`, `1GiB`, `2.5G`).
+ *
+ * @param value The text of `--min-free` or `OBS_TELEMETRY_MIN_FREE`.
+ * @returns The bytes, rounded down.
+ * @throws {RangeError} If it is not such a size.
+ *
+ * @example Usage
+ * ```ts
+ * import { parseBytes } from "./_run_flags.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(parseBytes("1GiB"), 1024 ** 3);
+ * assert.equal(parseBytes("500M"), 500 * 1024 ** 2);
+ * ```
+ */
+export function parseBytes(value: string): number {
+  const m = /^(\d+(?:\.\d+)?)\s*([A-Za-z]*)$/.exec(value.trim());
+  const unit = m ? BYTE_UNITS[m[2]!.toLowerCase()] : undefined;
+  const bytes = m && unit !== undefined ? Math.floor(Number(m[1]) * unit) : NaN;
+  if (!Number.isSafeInteger(bytes)) {
+    throw new RangeError(
+      `--min-free must be a size in bytes such as 1073741824, 500M or 1GiB (units K, M, G, T, binary), not "${value}"`,
+    );
+  }
+  return bytes;
 }
 
 function parseList(value: string): string[] {
@@ -227,6 +272,22 @@ export const RUN_FLAGS: readonly RunFlag[] = [
     shownDefault: String(DEFAULT_MAX_SNAPSHOT_BYTES),
     parse: positiveInt("--max-snapshot"),
     key: "maxSnapshotBytes",
+  },
+  {
+    name: "types",
+    arg: "FILE",
+    env: "OBS_TELEMETRY_TYPES",
+    help: "Types registry (JSON): limits, staleness",
+    key: "typesFile",
+  },
+  {
+    name: "min-free",
+    arg: "BYTES",
+    env: "OBS_TELEMETRY_MIN_FREE",
+    help: "Free disk below which /check fails",
+    shownDefault: "1GiB",
+    parse: parseBytes,
+    key: "minFreeBytes",
   },
   { name: "insecure", help: "Allow a non-loopback --host without a token", key: "insecure" },
   { name: "verbose", help: "Log one line per incoming event", key: "verbose" },

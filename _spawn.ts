@@ -88,6 +88,10 @@ export interface SpawnOptions {
   insecure?: boolean;
   /** Log one line per event (`--verbose`). */
   verbose?: boolean;
+  /** The types registry file (`--types`); the child also gets read permission for it. */
+  typesFile?: string;
+  /** Free bytes below which `/check` fails (`--min-free`). */
+  minFreeBytes?: number;
   /**
    * Where the child's output goes.
    * @default {"inherit"}
@@ -130,15 +134,21 @@ function childArgs(options: SpawnOptions & { host: string; port: number }): stri
   const siteDir = resolve(options.siteDir);
   const allowRunRoots = (options.allowRunRoots ?? []).map((r) => resolve(r));
   const { host, port } = options;
+  const typesFile = options.typesFile === undefined ? undefined : resolve(options.typesFile);
+  const permissions = permissionFlags({ siteDir, host, port, allowRunRoots });
+  // The types file is read once at start-up: read permission for it alone.
+  if (typesFile !== undefined) {
+    permissions[1] += `,${typesFile}`;
+  }
   return [
     "run",
     "--no-prompt",
     ...SERVICE_V8_FLAGS,
-    ...permissionFlags({ siteDir, host, port, allowRunRoots }),
+    ...permissions,
     new URL("./cli.ts", import.meta.url).href,
     "telemetry",
     "run",
-    ...runFlagArgs({ ...options, siteDir, allowRunRoots }),
+    ...runFlagArgs({ ...options, siteDir, allowRunRoots, ...(typesFile ? { typesFile } : {}) }),
   ];
 }
 

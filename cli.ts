@@ -40,9 +40,11 @@ import {
   stopRunCommand,
 } from "./_cli_runs.ts";
 import { FORGET_HELP, forgetCommand } from "./_cli_forget.ts";
+import { CHECK_HELP, checkCommand } from "./_cli_check.ts";
 
 export { UsageError } from "./_cli_common.ts";
-export { formatAge, renderTable } from "./_cli_current.ts";
+export { formatAge, renderTable, type TableOptions, type TableTypeInfo } from "./_cli_current.ts";
+export type { FieldInfo } from "./client.ts";
 export type { Envelope, JsonObject } from "./event.ts";
 export { DEFAULT_SITE_DIR } from "./_run_flags.ts";
 
@@ -65,6 +67,7 @@ Commands:
   telemetry stop-run  Stop the active run
   telemetry runs      List the runs of a site directory
   telemetry migrate   Convert a legacy file database to NDJSON
+  telemetry check     Exit 0 when critical types are fresh and the disk has room
   telemetry help      Show the commands, or one command's options
 
 Options:
@@ -83,6 +86,7 @@ Commands:
   stop-run  Stop the active run and print its record
   runs      List every run of a site directory, newest first (no service needed)
   migrate   Convert a legacy file database to NDJSON
+  check     Exit 0 when critical types are fresh and the disk has room, else 1
   help      Show this help, or 'help <command>' for a command's options
 
 Run 'obs-utils telemetry <command> --help' for a command's options.
@@ -96,6 +100,7 @@ Run 'obs-utils telemetry <command> --help' for a command's options.
   "start-run": START_RUN_HELP,
   "stop-run": STOP_RUN_HELP,
   runs: RUNS_HELP,
+  check: CHECK_HELP,
 };
 
 const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
@@ -108,6 +113,7 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   "start-run": startRunCommand,
   "stop-run": stopRunCommand,
   runs: runsCommand,
+  check: checkCommand,
 };
 
 /**
@@ -167,6 +173,7 @@ async function dispatch(args: string[]): Promise<number> {
       `unknown command "${command}"; ${
         guess ? `did you mean ${guess}?` : `use ${Object.keys(COMMANDS).join(", ")}`
       }`,
+      `unknown command "${command}"; use run, stop, current, post, migrate or check`,
       "telemetry",
     );
   }

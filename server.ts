@@ -45,6 +45,11 @@ import { InFlight, keepListening, type ListenerError, Relistener } from "./_list
 import type { RelistenOptions } from "./_listener.ts";
 import { ServiceMetrics } from "./metrics.ts";
 import { StreamHub } from "./stream.ts";
+import { loadTypes, NO_TYPES, type TypesRegistry } from "./_types_registry.ts";
+import { checkReport, type LatestEvent, typesReport } from "./_freshness.ts";
+import { DiskWatch } from "./_disk_watch.ts";
+import { DEFAULT_MIN_FREE_BYTES } from "./_disk.ts";
+import { readTs } from "./_ndjson.ts";
 
 export {
   type CommittedEvent,
@@ -91,6 +96,18 @@ export {
   spawnServer,
 } from "./_spawn.ts";
 export type { FsyncMode } from "./_ndjson_writer.ts";
+export {
+  type FieldSpec,
+  type JsonValue,
+  loadTypes,
+  parseTypes,
+  TypesFileError,
+  type TypeSpec,
+  type TypesRegistry,
+} from "./_types_registry.ts";
+export { type CheckResult, TYPE_STATES, type TypeState, type TypeStatus } from "./_freshness.ts";
+export { DiskWatch, type DiskWatchOptions } from "./_disk_watch.ts";
+export { DEFAULT_MIN_FREE_BYTES } from "./_disk.ts";
 
 /** The package version, from `deno.json`. */
 export const VERSION: string = denoJson.version;
@@ -135,6 +152,16 @@ export interface HandlerOptions {
    * @default {1048576}
    */
   streamQueueBytes?: number;
+  /**
+   * The types registry (`--types`) that `GET /types`, `GET /check` and `/metrics` judge by.
+   * @default {an empty registry}
+   */
+  types?: TypesRegistry;
+  /**
+   * Free-space readings of the site directory for `GET /check` and `/metrics`.
+   * @default {a watch with the default `--min-free` of 1 GiB that reads on each request}
+   */
+  disk?: DiskWatch;
 }
 
 /** A request handler for `Deno.serve`, or for calling directly with a `Request`. */
@@ -225,8 +252,12 @@ export function createHandler(
     ...(options.streamQueueBytes !== undefined ? { maxQueueBytes: options.streamQueueBytes } : {}),
     signal: lifecycle.signal,
   });
-  const metrics = new ServiceMetrics(service);
-  const router = new Router(apiRoutes(service, { maxBody, lifecycle, streams, metrics }));
+  const types = options.types ?? NO_TYPES;
+  const disk = options.disk ?? new DiskWatch(service.siteDir);
+  const metrics = new ServiceMetrics(service, { types });
+  const router = new Router(
+    apiRoutes(service, { maxBody, lifecycle, streams, metrics, types, disk }),
+  );
   const stopping = () => lifecycle.stopping || service.closing;
 
   async function dispatch(
@@ -241,7 +272,7 @@ export function createHandler(
     if (!found) {
       throw new HttpError(
         404,
-        `No endpoint at ${url.pathname}; the API has / (dashboard), /health, /ready, /run, /run/start, /run/stop, /event, /events, /current, /stream, /metrics and /shutdown.`,
+        `No endpoint at ${url.pathname}; the API has / (dashboard), /health, /ready, /run, /run/start, /run/stop, /event, /events, /current, /types, /check, /stream, /metrics and /shutdown.`,
       );
     }
     const { methods } = found.route;
@@ -280,11 +311,14 @@ interface RouteDeps {
   lifecycle: ShutdownLifecycle;
   streams: StreamHub;
   metrics: ServiceMetrics;
+  types: TypesRegistry;
+  disk: DiskWatch;
 }
 
 /** The API (CONTRACT 2) as data: one row per path, one handler per method. */
 function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
-  const { maxBody, lifecycle, streams, metrics } = deps;
+  const { maxBody, lifecycle, streams, metrics, types, disk } = deps;
+  const latest = latestOf(service, types);
   return [
     route("/", { GET: () => dashboardResponse() }),
     route("/health", { GET: () => json(200, '{"ok":true}') }),
@@ -318,7 +352,25 @@ function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
       DELETE: ({ params }) => forgetType(service, params.type ?? ""),
     }),
     route("/stream", { GET: ({ url }) => streams.response(url) }),
-    route("/metrics", { GET: () => metrics.response({ streams }) }),
+    route("/metrics", {
+      GET: async () => metrics.response({ streams, diskFreeBytes: await disk.sample() }),
+    }),
+    route("/types", {
+      GET: () => {
+        const snapshotTypes = [...service.currentData()].map(([type]) => type);
+        return json(200, JSON.stringify(typesReport(types, latest, snapshotTypes, Date.now())));
+      },
+    }),
+    route("/check", {
+      GET: async () => {
+        const freeBytes = await disk.sample();
+        const result = checkReport(types, latest, Date.now(), {
+          freeBytes,
+          minFreeBytes: disk.minFreeBytes,
+        });
+        return json(result.ok ? 200 : 503, JSON.stringify(result));
+      },
+    }),
     route("/shutdown", {
       POST: async ({ req, info }) => {
         const peer = info?.remoteAddr;
@@ -350,7 +402,28 @@ function readyBody(service: TelemetryService): string {
     run_active: run !== undefined,
     run_id: run?.run_id ?? null,
     version: VERSION,
+    zone: service.timeZone,
   });
+}
+
+/**
+ * The latest `ts` and `data` of a type, read from its snapshot line; for a type the registry
+ * does not describe only `ts` matters, read without parsing the line.
+ */
+function latestOf(
+  service: TelemetryService,
+  types: TypesRegistry,
+): (type: string) => LatestEvent | undefined {
+  return (type) => {
+    const line = service.currentLine(type);
+    if (line === undefined) return undefined;
+    if (!types.has(type)) {
+      const ts = readTs(line);
+      return ts === undefined ? undefined : { ts, data: {} };
+    }
+    const { ts, data } = JSON.parse(line) as LatestEvent;
+    return { ts, data };
+  };
 }
 
 async function postEvent(
@@ -469,6 +542,16 @@ export interface ServerOptions extends ServiceOptions {
    * @default {{ attempts: 40, firstDelayMs: 50, maxDelayMs: 2000 }}
    */
   relisten?: RelistenOptions;
+  /** The types registry; when absent, `typesFile` is read, else the registry is empty. */
+  types?: TypesRegistry;
+  /** A types file (`--types`), read and checked before the site directory is opened. */
+  typesFile?: string;
+  /**
+   * Below this many free bytes on the site directory's file system, `GET /check` fails and a
+   * warning is logged at most once an hour (`--min-free`).
+   * @default {1073741824}
+   */
+  minFreeBytes?: number;
 }
 
 /** A running server from {@linkcode startServer}. */
@@ -528,7 +611,12 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   const hostname = options.hostname ?? DEFAULT_HOST;
   const port = options.port ?? DEFAULT_PORT;
   checkExposure(hostname, options);
+  const types = options.types ??
+    (options.typesFile !== undefined ? await loadTypes(options.typesFile) : NO_TYPES);
   const service = await TelemetryService.open(options);
+  const disk = new DiskWatch(service.siteDir, options.minFreeBytes ?? DEFAULT_MIN_FREE_BYTES, {
+    warn: options.onWarning ?? (() => {}),
+  });
   let stopping: Promise<void> | undefined;
   const lifecycle = new ShutdownLifecycle(() => void shutdown());
   const handler = createHandler(service, {
@@ -537,6 +625,8 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
     token: options.token,
     maxBody: options.maxBody ?? DEFAULT_MAX_BODY,
     ...(options.onError ? { onError: options.onError } : {}),
+    types,
+    disk,
   });
   // Requests being answered; shutdown waits for them before it closes the files.
   const inFlight = new InFlight();
@@ -561,6 +651,7 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
       const deadline = Date.now() + graceMs;
       // Open GET /stream responses never finish by themselves: beginning ends them first.
       lifecycle.begin();
+      await disk.stop();
       // New requests are answered 503 from now on while the listener stays open, so whoever
       // waits for the port to close (`obs-utils telemetry stop`) knows the lock is free.
       await raceDeadline(inFlight.drained(), deadline);
@@ -589,6 +680,7 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   });
   // Callers that never await `finished` must not crash on a failed close; those who do see it.
   done.promise.catch(() => {});
+  disk.start();
   const addr = server.addr;
   // Keep the name the operator chose; "localhost" reads better than the address it resolved to.
   const shown = hostname === "localhost" ? hostname : addr.hostname;

@@ -319,11 +319,11 @@ Deno.test("obs-utils telemetry current prints an aligned table with one row per 
   const r = await cli(["telemetry", "current", ...conn(server.addr.port)]);
   assert.equal(r.code, 0, r.stderr);
   const [header, ...rows] = r.stdout.trimEnd().split("\n");
-  assert.match(header!, /^TYPE\s+SEQ\s+TS\s+AGE\s+RUN\s+DATA$/);
+  assert.match(header!, /^TYPE\s+STREAM:SEQ\s+TS\s+AGE\s+DATA$/);
   assert.equal(rows.length, 2);
-  assert.match(rows[0]!, /^weather\s+1\s+\S+Z\s+\d+s\s+-\s+wind_mps=2\.1$/);
-  assert.match(rows[1]!, /^status\s+2\s+\S+Z\s+\d+s\s+-\s+dome=open$/);
-  assert.equal(header!.indexOf("SEQ"), rows[1]!.indexOf("2"));
+  assert.match(rows[0]!, /^weather\s+site:1\s+\S+Z\s+\d+s\s+wind_mps=2\.1$/);
+  assert.match(rows[1]!, /^status\s+site:2\s+\S+Z\s+\d+s\s+dome=open$/);
+  assert.equal(header!.indexOf("STREAM:SEQ"), rows[1]!.indexOf("site:2"));
 });
 
 Deno.test("obs-utils telemetry current TYPE exits 1 when that type was never recorded", async () => {

@@ -13,6 +13,7 @@ import {
   DEFAULT_MAX_BODY,
   DEFAULT_MAX_SNAPSHOT_BYTES,
   DEFAULT_MAX_TYPES,
+  DEFAULT_MIN_FREE_BYTES,
   DEFAULT_PORT,
   DEFAULT_SITE_TYPES,
   permissionFlags,
@@ -23,6 +24,7 @@ import {
 import { TelemetryClient, TelemetryHttpError } from "../client.ts";
 import {
   DEFAULT_SITE_DIR,
+  parseBytes,
   resolveRunFlags,
   RUN_FLAGS,
   runFlagArgs,
@@ -48,6 +50,8 @@ const EVERY_FLAG: RunFlagValues = {
   maxSnapshotBytes: 4096,
   insecure: true,
   verbose: true,
+  typesFile: "/etc/obs/types.json",
+  minFreeBytes: 2 * 1024 ** 3,
 };
 
 Deno.test("RUN_FLAGS names each environment variable OBS_TELEMETRY_ and the flag in capitals", () => {
@@ -107,6 +111,22 @@ Deno.test("HELP_TEXT.run shows the defaults the server really uses", () => {
   assert.equal(shown("max-body"), String(DEFAULT_MAX_BODY));
   assert.equal(shown("max-types"), String(DEFAULT_MAX_TYPES));
   assert.equal(shown("max-snapshot"), String(DEFAULT_MAX_SNAPSHOT_BYTES));
+  assert.equal(parseBytes(shown("min-free")!), DEFAULT_MIN_FREE_BYTES);
+});
+
+Deno.test("--min-free reads bytes with binary units and names the flag for anything else", () => {
+  assert.equal(parseBytes("0"), 0);
+  assert.equal(parseBytes("1073741824"), 1024 ** 3);
+  assert.equal(parseBytes("1GiB"), 1024 ** 3);
+  assert.equal(parseBytes("1.5g"), 1.5 * 1024 ** 3);
+  assert.equal(parseBytes("500M"), 500 * 1024 ** 2);
+  for (const bad of ["", "-1", "1 GB?", "lots", "1e9", "9".repeat(30), "2X"]) {
+    assert.throws(() => parseBytes(bad), {
+      name: "RangeError",
+      message:
+        `--min-free must be a size in bytes such as 1073741824, 500M or 1GiB (units K, M, G, T, binary), not "${bad}"`,
+    });
+  }
 });
 
 Deno.test("runParseOptions() accepts every flag that runFlagArgs() writes", () => {
@@ -177,6 +197,8 @@ Deno.test("spawnServer() takes an option for every run flag and no other but out
     maxSnapshotBytes: "flag",
     insecure: "flag",
     verbose: "flag",
+    typesFile: "flag",
+    minFreeBytes: "flag",
     output: "spawn",
     readyTimeoutMs: "spawn",
   };

@@ -73,7 +73,7 @@ Deno.test("HEAD /health answers 200 without a body", async () => {
   assert.equal(await res.text(), "");
 });
 
-Deno.test("GET /ready answers ready, the run state and the package version", async () => {
+Deno.test("GET /ready answers ready, the run state, the package version and the site zone", async () => {
   await using dir = await tempDir();
   await using server = await testServer({ siteDir: dir.path });
   assert.deepEqual((await getJson(`${server.url}/ready`)).body, {
@@ -81,6 +81,7 @@ Deno.test("GET /ready answers ready, the run state and the package version", asy
     run_active: false,
     run_id: null,
     version: denoJson.version,
+    zone: "UTC",
   });
   await postJson(`${server.url}/run/start`, { run_id: "r1" });
   assert.deepEqual((await getJson(`${server.url}/ready`)).body, {
@@ -88,6 +89,7 @@ Deno.test("GET /ready answers ready, the run state and the package version", asy
     run_active: true,
     run_id: "r1",
     version: denoJson.version,
+    zone: "UTC",
   });
 });
 
