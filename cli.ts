@@ -173,7 +173,6 @@ async function dispatch(args: string[]): Promise<number> {
       `unknown command "${command}"; ${
         guess ? `did you mean ${guess}?` : `use ${Object.keys(COMMANDS).join(", ")}`
       }`,
-      `unknown command "${command}"; use run, stop, current, post, migrate or check`,
       "telemetry",
     );
   }
