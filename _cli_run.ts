@@ -107,6 +107,11 @@ async function start(flags: RunFlagValues, warnings: Warnings): Promise<ServerHa
       ...(flags.maxSnapshotBytes !== undefined ? { maxSnapshotBytes: flags.maxSnapshotBytes } : {}),
       token: flags.token,
       insecure: flags.insecure,
+      publicRead: flags.publicRead,
+      trustLoopback: flags.trustLoopback,
+      wrapCurrent: flags.wrapCurrent,
+      ...(flags.tlsCert !== undefined ? { tlsCert: flags.tlsCert } : {}),
+      ...(flags.tlsKey !== undefined ? { tlsKey: flags.tlsKey } : {}),
       allowRunRoots: flags.allowRunRoots,
       ...(flags.siteTypes ? { siteTypes: flags.siteTypes } : {}),
       onWarning: (message) => warnings.warn(message),
@@ -153,7 +158,7 @@ async function serve(
   console.log(
     `telemetry service listening on ${server.url} (site dir ${server.service.siteDir}, zone ${flags.timeZone}, fsync ${flags.fsync}${
       flags.token ? ", token required" : ""
-    })`,
+    }${accessNote(flags)})`,
   );
   warnings.release();
   try {
@@ -172,6 +177,16 @@ async function serve(
   }
   console.log("telemetry service stopped; all files flushed and closed");
   return 0;
+}
+
+/** The access modes in force, for the ready line. */
+function accessNote(flags: RunFlagValues): string {
+  const notes = [
+    ...(flags.token && flags.publicRead ? ["reads public"] : []),
+    ...(flags.token && flags.trustLoopback ? ["loopback trusted"] : []),
+    ...(flags.wrapCurrent ? ["/current wrapped"] : []),
+  ];
+  return notes.map((n) => `, ${n}`).join("");
 }
 
 function startupFailure(

@@ -48,6 +48,11 @@ const EVERY_FLAG: RunFlagValues = {
   maxSnapshotBytes: 4096,
   insecure: true,
   verbose: true,
+  publicRead: true,
+  trustLoopback: true,
+  wrapCurrent: true,
+  tlsCert: "/etc/obs/cert.pem",
+  tlsKey: "/etc/obs/key.pem",
 };
 
 Deno.test("RUN_FLAGS names each environment variable OBS_TELEMETRY_ and the flag in capitals", () => {
@@ -144,6 +149,9 @@ Deno.test("resolveRunFlags() leaves out what the server defaults itself", () => 
     allowRunRoots: [],
     insecure: false,
     verbose: false,
+    publicRead: false,
+    trustLoopback: false,
+    wrapCurrent: false,
   });
 });
 
@@ -177,6 +185,11 @@ Deno.test("spawnServer() takes an option for every run flag and no other but out
     maxSnapshotBytes: "flag",
     insecure: "flag",
     verbose: "flag",
+    publicRead: "flag",
+    trustLoopback: "flag",
+    wrapCurrent: "flag",
+    tlsCert: "flag",
+    tlsKey: "flag",
     output: "spawn",
     readyTimeoutMs: "spawn",
   };
