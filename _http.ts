@@ -295,6 +295,26 @@ export function parseNdjson(text: string): unknown[] {
 }
 
 /**
+ * The host the client addressed: the `Host` header, or over HTTPS (where HTTP/2 carries it as
+ * the `:authority` pseudo-header, which Deno puts in the URL and not in the headers) the URL's
+ * host. Over plain HTTP a request without `Host` has none: Deno's URL then says `localhost`
+ * whatever the client meant. Browsers always send one or the other.
+ *
+ * @param req The request.
+ * @returns `host[:port]` as the client sent it, or `null`.
+ */
+export function requestHost(req: Request): string | null {
+  const header = req.headers.get("host");
+  if (header !== null) return header;
+  try {
+    const url = new URL(req.url);
+    return url.protocol === "https:" ? url.host : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
  * The DNS-rebinding guard of a loopback server (CONTRACT 2.1): the `Host` must be loopback, and
  * so must any `Origin`.
  *
@@ -302,7 +322,7 @@ export function parseNdjson(text: string): unknown[] {
  * @throws {HttpError} 403 naming the header to fix, 400 for a loopback Host with a bad port.
  */
 export function guardLoopback(req: Request): void {
-  const host = req.headers.get("host");
+  const host = requestHost(req);
   if (host !== null && LOOPBACK_HOST_HEADER.test(host)) requestUrl(req); // a port past 65535
   if (host === null || !LOOPBACK_HOST_HEADER.test(host)) {
     throw new HttpError(
@@ -442,7 +462,7 @@ export function guardAccess(
   if (token === undefined || url.pathname === "/health") return;
   if (policy.publicRead && isPublicRead(req.method, url.pathname)) return;
   if (policy.trustLoopback && peer !== undefined && isLoopback(peer)) {
-    const host = req.headers.get("host");
+    const host = requestHost(req);
     const origin = req.headers.get("origin");
     if (
       host !== null && LOOPBACK_HOST_HEADER.test(host) &&

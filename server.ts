@@ -289,6 +289,11 @@ export function createHandler(
   }
 
   return async function handle(req, info) {
+    const res = await answer(req, info);
+    return req.method === "HEAD" ? headOnly(res) : res;
+  };
+
+  async function answer(req: Request, info: Deno.ServeHandlerInfo | undefined): Promise<Response> {
     try {
       return await dispatch(req, info);
     } catch (err) {
@@ -301,7 +306,21 @@ export function createHandler(
       // The raw message may name paths and internals: it goes to the log, never to the client.
       return problem(500, UNEXPECTED_DETAIL);
     }
-  };
+  }
+}
+
+/**
+ * The answer to a HEAD: the GET's status and headers without its body. Over HTTP/2 (TLS) a
+ * streamed body on a HEAD answer is a protocol error that resets the stream.
+ */
+function headOnly(res: Response): Response {
+  if (res.body === null) return res;
+  void res.body.cancel().catch(() => {});
+  return new Response(null, {
+    status: res.status,
+    statusText: res.statusText,
+    headers: res.headers,
+  });
 }
 
 /** What the API routes need besides the service. */
