@@ -5,6 +5,7 @@
  * @module
  */
 import assert from "node:assert/strict";
+import { join } from "node:path";
 import {
   curl,
   type CurlResult,
@@ -349,4 +350,132 @@ Deno.test("the access switches read 1/0 from OBS_TELEMETRY_* and refuse any othe
       message: 'OBS_TELEMETRY_TRUST_LOOPBACK must be 1 or 0 (true or false), not "maybe"',
     },
   );
+});
+
+/** The small part of playwright-core the LAN dashboard test uses. */
+interface LanPage {
+  goto(url: string): Promise<unknown>;
+  waitForFunction<A>(
+    fn: (arg: A) => boolean,
+    arg: A,
+    options: { timeout: number },
+  ): Promise<unknown>;
+  evaluate<R>(fn: () => Promise<R>): Promise<R>;
+  screenshot(options: { path: string; fullPage?: boolean }): Promise<unknown>;
+}
+interface LanBrowser {
+  newPage(options: { viewport: { width: number; height: number } }): Promise<LanPage>;
+  close(): Promise<void>;
+}
+
+const CHROMIUM = "/usr/bin/chromium";
+
+async function loadChromium(): Promise<
+  | {
+    launch(o: { executablePath: string; args: string[]; headless: boolean }): Promise<LanBrowser>;
+  }
+  | string
+> {
+  try {
+    Deno.statSync(CHROMIUM);
+  } catch {
+    return `${CHROMIUM} is missing (apt-get install -y chromium)`;
+  }
+  const specifier = ["npm:playwright-core", "1"].join("@");
+  try {
+    return (await import(specifier)).chromium;
+  } catch (err) {
+    return `${specifier} cannot be loaded (${err instanceof Error ? err.message : err})`;
+  }
+}
+
+const chromium = skipNetns === undefined ? await loadChromium() : skipNetns;
+const skipBrowser = typeof chromium === "string" ? chromium : undefined;
+if (skipBrowser && !skipNetns) {
+  // deno-lint-ignore no-console
+  console.log(`access_test.ts: skipping the LAN dashboard test: ${skipBrowser}`);
+}
+
+Deno.test({
+  name:
+    "with --public-read the dashboard works read-only in a browser on the LAN, and its writes without the token are 401",
+  ignore: skipBrowser !== undefined,
+  async fn() {
+    await using ns = await netns();
+    await using site = await tempDir();
+    await using dir = await tempDir();
+    await using server = await testServer({
+      siteDir: site.path,
+      hostname: "0.0.0.0",
+      token: TOKEN,
+      publicRead: true,
+      trustLoopback: true,
+    });
+    const port = server.addr.port;
+    // Chromium runs inside the namespace: every request it makes comes from the LAN address.
+    const wrapper = join(dir.path, "chromium-in-netns");
+    await Deno.writeTextFile(
+      wrapper,
+      `#!/bin/sh\nexec ip netns exec ${ns.name} ${CHROMIUM} "$@"\n`,
+    );
+    await Deno.chmod(wrapper, 0o755);
+    // The observatory software on this machine posts without the token (--trust-loopback).
+    const local = await fetch(`http://127.0.0.1:${port}/event`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: '{"type":"weather","data":{"wind_mps":2.1}}',
+    });
+    assert.equal(local.status, 200);
+    await local.body?.cancel();
+    const browser = await (chromium as Exclude<typeof chromium, string>).launch({
+      executablePath: wrapper,
+      args: [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+      ],
+      headless: true,
+    });
+    try {
+      const page = await browser.newPage({ viewport: { width: 900, height: 500 } });
+      await page.goto(`http://${ns.hostAddr}:${port}/`);
+      const cell = '[data-type="weather"] [data-field="wind_mps"] dd';
+      const shows = (want: string) =>
+        page.waitForFunction(
+          ([sel, text]) =>
+            (globalThis as unknown as {
+              document: { querySelector(s: string): { textContent: string | null } | null };
+            }).document.querySelector(sel)?.textContent === text,
+          [cell, want] as const,
+          { timeout: 5000 },
+        );
+      await shows("2.1");
+      const next = await fetch(`http://127.0.0.1:${port}/event`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: '{"type":"weather","data":{"wind_mps":3.4}}',
+      });
+      await next.body?.cancel();
+      await shows("3.4");
+      // The page itself (same origin, no token) cannot write.
+      const status = await page.evaluate(async () => {
+        const res = await fetch("event", {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: '{"type":"weather","data":{"wind_mps":99}}',
+        });
+        return res.status;
+      });
+      assert.equal(status, 401);
+      await Deno.mkdir(new URL("artifacts/", import.meta.url), { recursive: true });
+      await page.screenshot({
+        path: new URL("artifacts/dashboard-lan.png", import.meta.url).pathname,
+      });
+    } finally {
+      await browser.close();
+    }
+    assert.equal((await readSiteLines(site.path)).length, 2);
+  },
 });
