@@ -129,7 +129,13 @@ Deno.test({
     assert.equal(closed.stderr, "service is not running\n");
 
     // TypeScript: a correct use checks, a misuse is reported at its line.
-    const typescript = await run("npm", ["install", ...npmFlags, "--no-save", "typescript@5.9.3"], {
+    const typescript = await run("npm", [
+      "install",
+      ...npmFlags,
+      "--prefer-offline",
+      "--no-save",
+      "typescript@5.9.3",
+    ], {
       cwd: project.path,
     });
     if (typescript.code !== 0) {
