@@ -370,6 +370,15 @@ export function guardToken(req: Request, token: string, publicReads?: URL): void
  * The paths whose `GET`/`HEAD` need no token under `--public-read` (CONTRACT 10): the dashboard
  * and every read route. A path ending in `/` also covers the paths below it (`/current/{type}`).
  * Data, not routes: a path listed here before its route exists is simply a 404 until it does.
+ *
+ * @example Usage
+ * ```ts
+ * import { PUBLIC_READ_PATHS } from "@obs-utils/telemetry/server";
+ * import assert from "node:assert/strict";
+ *
+ * assert.ok(PUBLIC_READ_PATHS.includes("/current"));
+ * assert.ok(!PUBLIC_READ_PATHS.includes("/event"));
+ * ```
  */
 export const PUBLIC_READ_PATHS: readonly string[] = [
   "/",

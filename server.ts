@@ -611,6 +611,18 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   const port = options.port ?? DEFAULT_PORT;
   checkExposure(hostname, options);
   const tls = await readTls(options);
+  for (
+    const [on, flag] of [[options.publicRead, "--public-read"], [
+      options.trustLoopback,
+      "--trust-loopback",
+    ]] as const
+  ) {
+    if (on && !options.token) {
+      options.onWarning?.(
+        `${flag} has no effect without --token: every request is already let in; set --token (or OBS_TELEMETRY_TOKEN) to require it for the rest.`,
+      );
+    }
+  }
   const service = await TelemetryService.open(options);
   let stopping: Promise<void> | undefined;
   const lifecycle = new ShutdownLifecycle(() => void shutdown());

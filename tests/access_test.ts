@@ -479,3 +479,25 @@ Deno.test({
     assert.equal((await readSiteLines(site.path)).length, 2);
   },
 });
+
+Deno.test("--public-read or --trust-loopback without a token says, after the ready line, that it has no effect", async () => {
+  await using site = await tempDir();
+  const warnings: string[] = [];
+  await using server = await testServer({
+    siteDir: site.path,
+    publicRead: true,
+    trustLoopback: true,
+    onWarning: (message) => warnings.push(message),
+  });
+  assert.deepEqual(warnings.filter((w) => w.includes("has no effect")), [
+    "--public-read has no effect without --token: every request is already let in; set --token (or OBS_TELEMETRY_TOKEN) to require it for the rest.",
+    "--trust-loopback has no effect without --token: every request is already let in; set --token (or OBS_TELEMETRY_TOKEN) to require it for the rest.",
+  ]);
+  const res = await fetch(`${server.url}/event`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: '{"type":"a","data":{}}',
+  });
+  assert.equal(res.status, 200);
+  await res.body?.cancel();
+});
