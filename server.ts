@@ -646,6 +646,16 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
     server = listen(port);
   } catch (err) {
     await service.close();
+    // Deno checks the pair only when it listens; say which flag is wrong, not rustls' word.
+    if (
+      tls && /KeyMismatch|keys may not be consistent|private key|certificate/i.test(String(err))
+    ) {
+      throw new ConfigError(
+        `--tls-key ${options.tlsKey} does not fit --tls-cert ${options.tlsCert} (${
+          (err as Error).message
+        }); give the private key the certificate was made with.`,
+      );
+    }
     throw err;
   }
   const graceMs = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;

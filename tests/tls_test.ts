@@ -139,6 +139,8 @@ Deno.test({
   async fn() {
     await using dir = await tempDir();
     const { cert, key } = await selfSignedCert(dir.path);
+    await Deno.mkdir(join(dir.path, "other"));
+    const other = await selfSignedCert(join(dir.path, "other"));
     const der = join(dir.path, "cert.der");
     await Deno.writeFile(der, Uint8Array.from([0x30, 0x82, 0x01, 0x0a, 0, 1, 2, 3]));
     const cases: [string[], RegExp][] = [
@@ -156,6 +158,14 @@ Deno.test({
       ],
       [["--tls-cert", der, "--tls-key", key], /^--tls-cert .*cert\.der is not a PEM certificate/],
       [["--tls-cert", cert, "--tls-key", cert], /^--tls-key .*cert\.pem is not a PEM private key/],
+      [
+        ["--tls-cert", cert, "--tls-key", other.key],
+        /^--tls-key .*other\/key\.pem does not fit --tls-cert .*cert\.pem \(.*\); give the private key the certificate was made with\.$/,
+      ],
+      [
+        ["--tls-cert", dir.path, "--tls-key", key],
+        /^Cannot read --tls-cert .*: Is a directory; give/,
+      ],
     ];
     for (const [extra, message] of cases) {
       await using site = await tempDir();
