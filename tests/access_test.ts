@@ -261,6 +261,8 @@ Deno.test("--public-read opens only GET and HEAD of the listed read routes; othe
     ["GET", "/ready", 200],
     ["GET", "/metrics", 200],
     ["HEAD", "/current", 200],
+    ["HEAD", "/stream", 200],
+    ["HEAD", "/", 200],
     ["GET", "/current/never-posted", 404],
     ["GET", "/run", 404],
     ["GET", "/nowhere", 401],
