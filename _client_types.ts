@@ -41,8 +41,9 @@ export interface ClientOptions {
    *
    * HTTPS with a private CA (a server run with `--tls-cert`): the runtime's own trust serves
    * every client at once (`DENO_CERT=ca.pem` or `deno run --cert ca.pem`; Node:
-   * `NODE_EXTRA_CA_CERTS=ca.pem`). To trust a CA for one client only, pass a `fetch` that does,
-   * on Deno `(input, init) => fetch(input, { ...init, client: Deno.createHttpClient({ caCerts: [pem] }) })`.
+   * `NODE_EXTRA_CA_CERTS=ca.pem`). To trust a CA for one client only, pass a `fetch` that does; on Deno, with
+   * `const http = Deno.createHttpClient({ caCerts: [pem] })` made once:
+   * `fetch: (input, init) => fetch(input, { ...init, client: http })`.
    * @default {globalThis.fetch}
    */
   fetch?: FetchFunction;
