@@ -108,6 +108,11 @@ async function start(flags: RunFlagValues, warnings: Warnings): Promise<ServerHa
       ...(flags.maxSnapshotBytes !== undefined ? { maxSnapshotBytes: flags.maxSnapshotBytes } : {}),
       token: flags.token,
       insecure: flags.insecure,
+      publicRead: flags.publicRead,
+      trustLoopback: flags.trustLoopback,
+      wrapCurrent: flags.wrapCurrent,
+      ...(flags.tlsCert !== undefined ? { tlsCert: flags.tlsCert } : {}),
+      ...(flags.tlsKey !== undefined ? { tlsKey: flags.tlsKey } : {}),
       allowRunRoots: flags.allowRunRoots,
       ...(flags.siteTypes ? { siteTypes: flags.siteTypes } : {}),
       ...(flags.typesFile !== undefined ? { typesFile: flags.typesFile } : {}),
@@ -156,7 +161,7 @@ async function serve(
   console.log(
     `telemetry service listening on ${server.url} (site dir ${server.service.siteDir}, zone ${flags.timeZone}, fsync ${flags.fsync}${
       flags.token ? ", token required" : ""
-    })`,
+    }${accessNote(flags)})`,
   );
   // CONTRACT 8: a run that was active when the service last stopped goes on; say so.
   const resumed = server.service.run;
@@ -182,6 +187,16 @@ async function serve(
   }
   console.log("telemetry service stopped; all files flushed and closed");
   return 0;
+}
+
+/** The access modes in force, for the ready line. */
+function accessNote(flags: RunFlagValues): string {
+  const notes = [
+    ...(flags.token && flags.publicRead ? ["reads public"] : []),
+    ...(flags.token && flags.trustLoopback ? ["loopback trusted"] : []),
+    ...(flags.wrapCurrent ? ["/current wrapped"] : []),
+  ];
+  return notes.map((n) => `, ${n}`).join("");
 }
 
 function startupFailure(

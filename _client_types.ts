@@ -38,6 +38,12 @@ export interface ClientOptions {
   timeoutMs?: number;
   /**
    * The `fetch` to use instead of the global one (called unbound, as browsers require).
+   *
+   * HTTPS with a private CA (a server run with `--tls-cert`): the runtime's own trust serves
+   * every client at once (`DENO_CERT=ca.pem` or `deno run --cert ca.pem`; Node:
+   * `NODE_EXTRA_CA_CERTS=ca.pem`). To trust a CA for one client only, pass a `fetch` that does; on Deno, with
+   * `const http = Deno.createHttpClient({ caCerts: [pem] })` made once:
+   * `fetch: (input, init) => fetch(input, { ...init, client: http })`.
    * @default {globalThis.fetch}
    */
   fetch?: FetchFunction;

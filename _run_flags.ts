@@ -61,6 +61,16 @@ export interface RunFlagValues {
   typesFile?: string;
   /** Free bytes below which `/check` fails and a warning is logged (`--min-free`). */
   minFreeBytes?: number;
+  /** With a token, reads need none (`--public-read`). */
+  publicRead: boolean;
+  /** With a token, loopback peers need none (`--trust-loopback`). */
+  trustLoopback: boolean;
+  /** `GET /current` answers `{"current": {...}}` (`--wrap-current`). */
+  wrapCurrent: boolean;
+  /** PEM certificate file: serve HTTPS (`--tls-cert`). */
+  tlsCert?: string;
+  /** PEM private key file of the certificate (`--tls-key`). */
+  tlsKey?: string;
 }
 
 /** One row of {@linkcode RUN_FLAGS}. */
@@ -291,7 +301,41 @@ export const RUN_FLAGS: readonly RunFlag[] = [
   },
   { name: "insecure", help: "Allow a non-loopback --host without a token", key: "insecure" },
   { name: "verbose", help: "Log one line per incoming event", key: "verbose" },
+  {
+    name: "public-read",
+    env: "OBS_TELEMETRY_PUBLIC_READ",
+    help: "With --token, GET/HEAD of the read routes need none",
+    key: "publicRead",
+  },
+  {
+    name: "trust-loopback",
+    env: "OBS_TELEMETRY_TRUST_LOOPBACK",
+    help: "With --token, requests from this machine need none",
+    key: "trustLoopback",
+  },
+  {
+    name: "wrap-current",
+    env: "OBS_TELEMETRY_WRAP_CURRENT",
+    help: 'GET /current answers {"current": {...}} (older clients)',
+    key: "wrapCurrent",
+  },
+  { name: "tls-cert", arg: "FILE", help: "PEM certificate: serve HTTPS", key: "tlsCert" },
+  { name: "tls-key", arg: "FILE", help: "PEM private key of --tls-cert", key: "tlsKey" },
 ];
+
+/**
+ * Reads the environment variable of a switch: `1`/`true`/`yes`/`on` set it, `0`/`false`/`no`/
+ * `off` leave it off (any case).
+ *
+ * @throws {RangeError} Naming the variable, for any other value.
+ */
+function parseSwitchEnv(name: string, text: string | undefined): boolean {
+  if (text === undefined) return false;
+  const value = text.trim().toLowerCase();
+  if (["1", "true", "yes", "on"].includes(value)) return true;
+  if (["0", "false", "no", "off", ""].includes(value)) return false;
+  throw new RangeError(`${name} must be 1 or 0 (true or false), not "${text}"`);
+}
 
 /** The `--allow-env` order CONTRACT 6 prints; every variable of {@linkcode RUN_FLAGS} has a place. */
 const ENV_ORDER = ["HOST", "PORT", "SITE_DIR", "TZ", "SITE_TYPES", "TOKEN", "FSYNC"];
@@ -388,7 +432,9 @@ function resolveFlag(
   given: string | boolean | (string | boolean)[] | undefined,
   env: (name: string) => string | undefined,
 ): unknown {
-  if (flag.arg === undefined) return given === true;
+  if (flag.arg === undefined) {
+    return given === true || (flag.env !== undefined && parseSwitchEnv(flag.env, env(flag.env)));
+  }
   if (flag.multiple) return given ?? [];
   const text = (given as string | undefined) ??
     (flag.env === undefined ? undefined : env(flag.env)) ??

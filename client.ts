@@ -480,7 +480,9 @@ export class TelemetryClient {
    */
   async current(options: RequestOptions = {}): Promise<Record<string, TelemetryEvent>> {
     const signal = this.#requestSignal(options, "Cannot read the current snapshot");
-    const answer = await this.#transport.call("GET", "/current", { signal });
+    // The plain map whatever the server's --wrap-current (CONTRACT 10); a server that predates
+    // the parameter ignores it and answers the plain map anyway.
+    const answer = await this.#transport.call("GET", "/current?wrap=false", { signal });
     return this.#transport.toSnapshot(answer, "/current");
   }
 

@@ -21,9 +21,11 @@ import denoJson from "./deno.json" with { type: "json" };
 import { type ServiceOptions, TelemetryService } from "./service.ts";
 import { ShuttingDownError } from "./_errors.ts";
 import {
+  type AccessPolicy,
   DEFAULT_MAX_BODY,
+  guardAccess,
   guardLoopback,
-  guardToken,
+  guardOrigin,
   HttpError,
   IncompleteBodyError,
   isLoopback,
@@ -79,7 +81,7 @@ export {
   TypeLimitError,
   WriteError,
 } from "./_errors.ts";
-export { DEFAULT_MAX_BODY, isLoopback, toProblem } from "./_http.ts";
+export { DEFAULT_MAX_BODY, isLoopback, PUBLIC_READ_PATHS, toProblem } from "./_http.ts";
 export { ListenerError, type RelistenOptions } from "./_listener.ts";
 export type { JsonObject, RunRecord } from "./event.ts";
 export {
@@ -125,6 +127,24 @@ export interface HandlerOptions {
   hostname?: string;
   /** When set, every path but `/health` requires `Authorization: Bearer <token>`. */
   token?: string | undefined;
+  /**
+   * With a token: `GET`/`HEAD` on the read routes ({@linkcode PUBLIC_READ_PATHS}) need none;
+   * every `POST` and `DELETE` still does (CONTRACT 10).
+   * @default {false}
+   */
+  publicRead?: boolean;
+  /**
+   * With a token: a request from a loopback peer whose `Host` is a loopback name (and whose
+   * `Origin`, if any, is loopback) needs none; every other peer still does (CONTRACT 10).
+   * @default {false}
+   */
+  trustLoopback?: boolean;
+  /**
+   * `GET /current` answers `{"current": {...}}`, the shape the older Python client reads;
+   * `?wrap=false` and `?wrap=true` choose per request in either mode (CONTRACT 10).
+   * @default {false}
+   */
+  wrapCurrent?: boolean;
   /**
    * Largest accepted request body in bytes.
    * @default {1048576}
@@ -247,6 +267,13 @@ export function createHandler(
   const { token, maxBody = DEFAULT_MAX_BODY, onError } = options;
   const lifecycle = options.lifecycle ?? new ShutdownLifecycle(options.onShutdown);
   const guardHost = isLoopback(options.hostname ?? DEFAULT_HOST);
+  const access: AccessPolicy = {
+    loopbackBind: guardHost,
+    token,
+    publicRead: options.publicRead ?? false,
+    trustLoopback: options.trustLoopback ?? false,
+  };
+  const wrapCurrent = options.wrapCurrent ?? false;
   const streams = new StreamHub(service, {
     ...(options.keepaliveMs !== undefined ? { keepaliveMs: options.keepaliveMs } : {}),
     ...(options.streamQueueBytes !== undefined ? { maxQueueBytes: options.streamQueueBytes } : {}),
@@ -256,7 +283,7 @@ export function createHandler(
   const disk = options.disk ?? new DiskWatch(service.siteDir);
   const metrics = new ServiceMetrics(service, { types });
   const router = new Router(
-    apiRoutes(service, { maxBody, lifecycle, streams, metrics, types, disk }),
+    apiRoutes(service, { maxBody, lifecycle, streams, metrics, types, disk, wrapCurrent }),
   );
   const stopping = () => lifecycle.stopping || service.closing;
 
@@ -267,7 +294,9 @@ export function createHandler(
     if (stopping()) throw new ShuttingDownError();
     if (guardHost) guardLoopback(req);
     const url = requestUrl(req);
-    if (token !== undefined && url.pathname !== "/health") guardToken(req, token);
+    if (!guardHost) guardOrigin(req, url);
+    const peer = info?.remoteAddr;
+    guardAccess(req, url, peer && "hostname" in peer ? peer.hostname : undefined, access);
     const found = router.match(url);
     if (!found) {
       throw new HttpError(
@@ -290,6 +319,11 @@ export function createHandler(
   }
 
   return async function handle(req, info) {
+    const res = await answer(req, info);
+    return req.method === "HEAD" ? headOnly(res) : res;
+  };
+
+  async function answer(req: Request, info: Deno.ServeHandlerInfo | undefined): Promise<Response> {
     try {
       return await dispatch(req, info);
     } catch (err) {
@@ -302,7 +336,21 @@ export function createHandler(
       // The raw message may name paths and internals: it goes to the log, never to the client.
       return problem(500, UNEXPECTED_DETAIL);
     }
-  };
+  }
+}
+
+/**
+ * The answer to a HEAD: the GET's status and headers without its body. Over HTTP/2 (TLS) a
+ * streamed body on a HEAD answer is a protocol error that resets the stream.
+ */
+function headOnly(res: Response): Response {
+  if (res.body === null) return res;
+  void res.body.cancel().catch(() => {});
+  return new Response(null, {
+    status: res.status,
+    statusText: res.statusText,
+    headers: res.headers,
+  });
 }
 
 /** What the API routes need besides the service. */
@@ -313,11 +361,12 @@ interface RouteDeps {
   metrics: ServiceMetrics;
   types: TypesRegistry;
   disk: DiskWatch;
+  wrapCurrent: boolean;
 }
 
 /** The API (CONTRACT 2) as data: one row per path, one handler per method. */
 function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
-  const { maxBody, lifecycle, streams, metrics, types, disk } = deps;
+  const { maxBody, lifecycle, streams, metrics, types, disk, wrapCurrent } = deps;
   const latest = latestOf(service, types);
   return [
     route("/", { GET: () => dashboardResponse() }),
@@ -346,7 +395,12 @@ function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
     route("/event", { POST: ({ req }) => postEvent(service, req, maxBody) }),
     route("/events", { POST: ({ req }) => postEvents(service, req, maxBody) }),
     // Streamed in chunks: a snapshot of any size is answered, and no answer holds the loop long.
-    route("/current", { GET: () => jsonStream(service.currentBody()) }),
+    route("/current", {
+      GET: ({ url }) => {
+        const body = service.currentBody();
+        return jsonStream(wantsWrap(url, wrapCurrent) ? wrapped("current", body) : body);
+      },
+    }),
     route("/current/:type(.*)", {
       GET: ({ params }) => currentOfType(service, params.type ?? ""),
       DELETE: ({ params }) => forgetType(service, params.type ?? ""),
@@ -393,6 +447,42 @@ function jsonStream(body: ReadableStream<Uint8Array>): Response {
     status: 200,
     headers: { "content-type": "application/json; charset=utf-8" },
   });
+}
+
+/** `?wrap=true|false` of `GET /current`, else the server's `--wrap-current` (CONTRACT 10). */
+function wantsWrap(url: URL, byDefault: boolean): boolean {
+  const values = url.searchParams.getAll("wrap");
+  if (values.length === 0) return byDefault;
+  const [only] = values;
+  if (values.length > 1 || (only !== "true" && only !== "false")) {
+    throw new HttpError(
+      400,
+      `The query parameter wrap must be given once as true or false, not ${
+        JSON.stringify(values.join(",")).slice(0, 100)
+      }; use ?wrap=false for the plain map of types or ?wrap=true for {"current": {...}}.`,
+    );
+  }
+  return only === "true";
+}
+
+/** A JSON body streamed inside `{"<key>": ...}`, without holding it whole. */
+function wrapped(key: string, body: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
+  const encoder = new TextEncoder();
+  const head = encoder.encode(`{${JSON.stringify(key)}:`), tail = encoder.encode("}");
+  let first = true;
+  return body.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        if (first) controller.enqueue(head);
+        first = false;
+        controller.enqueue(chunk);
+      },
+      flush(controller) {
+        if (first) controller.enqueue(head);
+        controller.enqueue(tail);
+      },
+    }),
+  );
 }
 
 function readyBody(service: TelemetryService): string {
@@ -517,6 +607,19 @@ export interface ServerOptions extends ServiceOptions {
   port?: number;
   /** Bearer token required on every path but `/health`. */
   token?: string | undefined;
+  /** See {@linkcode HandlerOptions.publicRead} (`--public-read`). */
+  publicRead?: boolean;
+  /** See {@linkcode HandlerOptions.trustLoopback} (`--trust-loopback`). */
+  trustLoopback?: boolean;
+  /** See {@linkcode HandlerOptions.wrapCurrent} (`--wrap-current`). */
+  wrapCurrent?: boolean;
+  /**
+   * PEM certificate (chain) file: with {@linkcode ServerOptions.tlsKey}, the server speaks HTTPS
+   * only (`--tls-cert`). Read once at start.
+   */
+  tlsCert?: string;
+  /** PEM private key file of {@linkcode ServerOptions.tlsCert} (`--tls-key`). */
+  tlsKey?: string;
   /**
    * Allow a non-loopback `hostname` without a token.
    * @default {false}
@@ -613,6 +716,19 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   checkExposure(hostname, options);
   const types = options.types ??
     (options.typesFile !== undefined ? await loadTypes(options.typesFile) : NO_TYPES);
+  const tls = await readTls(options);
+  for (
+    const [on, flag] of [[options.publicRead, "--public-read"], [
+      options.trustLoopback,
+      "--trust-loopback",
+    ]] as const
+  ) {
+    if (on && !options.token) {
+      options.onWarning?.(
+        `${flag} has no effect without --token: every request is already let in; set --token (or OBS_TELEMETRY_TOKEN) to require it for the rest.`,
+      );
+    }
+  }
   const service = await TelemetryService.open(options);
   const disk = new DiskWatch(service.siteDir, options.minFreeBytes ?? DEFAULT_MIN_FREE_BYTES, {
     warn: options.onWarning ?? (() => {}),
@@ -623,6 +739,9 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
     lifecycle,
     hostname,
     token: options.token,
+    publicRead: options.publicRead ?? false,
+    trustLoopback: options.trustLoopback ?? false,
+    wrapCurrent: options.wrapCurrent ?? false,
     maxBody: options.maxBody ?? DEFAULT_MAX_BODY,
     ...(options.onError ? { onError: options.onError } : {}),
     types,
@@ -631,12 +750,23 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   // Requests being answered; shutdown waits for them before it closes the files.
   const inFlight = new InFlight();
   const counted = inFlight.wrap(handler);
-  const listen = (at: number) => Deno.serve({ hostname, port: at, onListen: () => {} }, counted);
+  const listen = (at: number) =>
+    Deno.serve({ hostname, port: at, onListen: () => {}, ...(tls ?? {}) }, counted);
   let server: Deno.HttpServer<Deno.NetAddr>;
   try {
     server = listen(port);
   } catch (err) {
     await service.close();
+    // Deno checks the pair only when it listens; say which flag is wrong, not rustls' word.
+    if (
+      tls && /KeyMismatch|keys may not be consistent|private key|certificate/i.test(String(err))
+    ) {
+      throw new ConfigError(
+        `--tls-key ${options.tlsKey} does not fit --tls-cert ${options.tlsCert} (${
+          (err as Error).message
+        }); give the private key the certificate was made with.`,
+      );
+    }
     throw err;
   }
   const graceMs = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
@@ -686,11 +816,53 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   const shown = hostname === "localhost" ? hostname : addr.hostname;
   return {
     addr,
-    url: `http://${hostForUrl(shown)}:${addr.port}`,
+    url: `${tls ? "https" : "http"}://${hostForUrl(shown)}:${addr.port}`,
     service,
     shutdown,
     finished: done.promise,
     [Symbol.asyncDispose]: shutdown,
+  };
+}
+
+/**
+ * Reads the certificate and key of `tlsCert`/`tlsKey`, or `undefined` for plain HTTP.
+ *
+ * @throws {ConfigError} If only one is given, or a file cannot be read or is not PEM.
+ */
+async function readTls(options: ServerOptions): Promise<{ cert: string; key: string } | undefined> {
+  const { tlsCert, tlsKey } = options;
+  if (tlsCert === undefined && tlsKey === undefined) return undefined;
+  if (tlsCert === undefined || tlsKey === undefined) {
+    throw new ConfigError(
+      `HTTPS needs both --tls-cert and --tls-key; only ${
+        tlsCert === undefined ? "--tls-key" : "--tls-cert"
+      } was given.`,
+    );
+  }
+  const read = async (file: string, flag: string, marker: RegExp) => {
+    let text: string;
+    try {
+      text = await Deno.readTextFile(file);
+    } catch (err) {
+      if (err instanceof Deno.errors.NotCapable) throw err;
+      throw new ConfigError(
+        `Cannot read ${flag} ${file}: ${
+          (err as Error).message.replace(/ \(os error \d+\).*$/, "")
+        }; give the path of a readable PEM file.`,
+      );
+    }
+    if (!marker.test(text)) {
+      throw new ConfigError(
+        `${flag} ${file} is not a PEM ${
+          flag === "--tls-cert" ? "certificate" : "private key"
+        } (no "-----BEGIN" block); give the PEM file, not DER.`,
+      );
+    }
+    return text;
+  };
+  return {
+    cert: await read(tlsCert, "--tls-cert", /-----BEGIN CERTIFICATE-----/),
+    key: await read(tlsKey, "--tls-key", /-----BEGIN [A-Z ]*PRIVATE KEY-----/),
   };
 }
 
