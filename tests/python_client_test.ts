@@ -109,7 +109,7 @@ Deno.test({
       stderr: "piped",
     }).output();
     assert.equal(table.code, 0, decoder.decode(table.stderr));
-    assert.match(decoder.decode(table.stdout), /^weather\s+1\s/m);
+    assert.match(decoder.decode(table.stdout), /^weather\s+site:1\s/m);
 
     // ?wrap=false gives the plain map in this mode.
     const plain = await (await fetch(`${server.url}/current?wrap=false`)).json();
