@@ -28,7 +28,7 @@ import {
   IncompleteBodyError,
   isLoopback,
   json,
-  parseNdjson,
+  parseNdjsonLines,
   problem,
   readJsonBody,
   requestUrl,
@@ -372,7 +372,8 @@ async function postEvents(
 ): Promise<Response> {
   const { value, ndjson } = await readJsonBody(req, maxBody, true);
   let items: unknown[];
-  if (ndjson !== undefined) items = parseNdjson(ndjson);
+  let lines: number[] | undefined;
+  if (ndjson !== undefined) ({ items, lines } = parseNdjsonLines(ndjson));
   else if (value === undefined) items = [];
   else if (Array.isArray(value)) items = value;
   else {
@@ -381,7 +382,7 @@ async function postEvents(
       "A batch must be a JSON array of events, or NDJSON (one event per line) sent as application/x-ndjson.",
     );
   }
-  const events = await service.submit(parseEvents(items, true));
+  const events = await service.submit(parseEvents(items, true, lines));
   return json(
     200,
     `{"accepted":${events.length},"events":[${events.map((e) => e.line).join(",")}]}`,
