@@ -76,10 +76,25 @@ export function problem(
     status,
     detail,
   });
-  return new Response(body, {
+  const res = new Response(body, {
     status,
     headers: { ...PROBLEM_HEADERS, ...headers },
   });
+  details.set(res, detail);
+  return res;
+}
+
+/** The `detail` of each problem response made here, for the log line of a rejection. */
+const details = new WeakMap<Response, string>();
+
+/**
+ * The `detail` of a problem response made by {@linkcode problem}, without reading its body.
+ *
+ * @param res A response.
+ * @returns Its detail, or `undefined` for a response that is not a problem made here.
+ */
+export function problemDetail(res: Response): string | undefined {
+  return details.get(res);
 }
 
 /**

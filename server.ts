@@ -30,6 +30,7 @@ import {
   json,
   parseNdjsonLines,
   problem,
+  problemDetail,
   readJsonBody,
   requestUrl,
   shuttingDownResponse,
@@ -126,6 +127,11 @@ export interface HandlerOptions {
   /** Receives unexpected errors (answered with 500). */
   onError?: (err: unknown) => void;
   /**
+   * Receives every 4xx/5xx answer but a 404 on `GET /current/{type}` (CONTRACT 9.4), after the
+   * answer is made; the service log writes it at `warn`, rate-limited.
+   */
+  onRejected?: (rejection: Rejection) => void;
+  /**
    * Milliseconds between `: keepalive` comments on `GET /stream`.
    * @default {15000}
    */
@@ -135,6 +141,20 @@ export interface HandlerOptions {
    * @default {1048576}
    */
   streamQueueBytes?: number;
+}
+
+/** A request answered with 4xx or 5xx, as {@linkcode HandlerOptions.onRejected} receives it. */
+export interface Rejection {
+  /** The request method. */
+  method: string;
+  /** The route pattern, such as `/current/{type}`; `other` for an unknown path. */
+  route: string;
+  /** The status answered. */
+  status: number;
+  /** The peer's address (`127.0.0.1`, `::1`), or `unknown` outside `Deno.serve`. */
+  peer: string;
+  /** The answer's `detail`. */
+  detail: string;
 }
 
 /** A request handler for `Deno.serve`, or for calling directly with a `Request`. */
@@ -217,7 +237,7 @@ export function createHandler(
   service: TelemetryService,
   options: HandlerOptions = {},
 ): TelemetryHandler {
-  const { token, maxBody = DEFAULT_MAX_BODY, onError } = options;
+  const { token, maxBody = DEFAULT_MAX_BODY, onError, onRejected } = options;
   const lifecycle = options.lifecycle ?? new ShutdownLifecycle(options.onShutdown);
   const guardHost = isLoopback(options.hostname ?? DEFAULT_HOST);
   const streams = new StreamHub(service, {
@@ -229,9 +249,22 @@ export function createHandler(
   const router = new Router(apiRoutes(service, { maxBody, lifecycle, streams, metrics }));
   const stopping = () => lifecycle.stopping || service.closing;
 
+  /** The route label of a request (CONTRACT 9.3): its pattern, or `other`. */
+  function routeOf(req: Request): string {
+    let url: URL;
+    try {
+      url = new URL(req.url);
+    } catch {
+      return OTHER_ROUTE;
+    }
+    const found = router.match(url);
+    return found ? routeLabel(found.route) : OTHER_ROUTE;
+  }
+
   async function dispatch(
     req: Request,
     info: Deno.ServeHandlerInfo | undefined,
+    seen: { route: string | undefined },
   ): Promise<Response> {
     if (stopping()) throw new ShuttingDownError();
     if (guardHost) guardLoopback(req);
@@ -239,11 +272,13 @@ export function createHandler(
     if (token !== undefined && url.pathname !== "/health") guardToken(req, token);
     const found = router.match(url);
     if (!found) {
+      seen.route = OTHER_ROUTE;
       throw new HttpError(
         404,
         `No endpoint at ${url.pathname}; the API has / (dashboard), /health, /ready, /run, /run/start, /run/stop, /event, /events, /current, /stream, /metrics and /shutdown.`,
       );
     }
+    seen.route = routeLabel(found.route);
     const { methods } = found.route;
     const handler = methods[(req.method === "HEAD" ? "GET" : req.method) as "GET" | "POST"];
     if (!handler) {
@@ -257,9 +292,13 @@ export function createHandler(
     return await handler({ req, info, url, params: found.params });
   }
 
-  return async function handle(req, info) {
+  async function answer(
+    req: Request,
+    info: Deno.ServeHandlerInfo | undefined,
+    seen: { route: string | undefined },
+  ): Promise<Response> {
     try {
-      return await dispatch(req, info);
+      return await dispatch(req, info, seen);
     } catch (err) {
       await req.body?.cancel().catch(() => {});
       // A body cut off because the server is stopping is not the client's fault.
@@ -270,7 +309,47 @@ export function createHandler(
       // The raw message may name paths and internals: it goes to the log, never to the client.
       return problem(500, UNEXPECTED_DETAIL);
     }
+  }
+
+  return async function handle(req, info) {
+    const seen: { route: string | undefined } = { route: undefined };
+    const res = await answer(req, info, seen);
+    const route = seen.route ?? routeOf(req);
+    metrics.countResponse(route, res.status);
+    if (res.status >= 400 && onRejected) {
+      // A reader polling for a type not seen yet is not a fault (CONTRACT 9.4).
+      if (
+        !(res.status === 404 && route === CURRENT_TYPE_ROUTE &&
+          (req.method === "GET" || req.method === "HEAD"))
+      ) {
+        const peer = info?.remoteAddr;
+        onRejected({
+          method: req.method,
+          route,
+          status: res.status,
+          peer: peer && "hostname" in peer ? peer.hostname : "unknown",
+          detail: problemDetail(res) ?? "",
+        });
+      }
+    }
+    return res;
   };
+}
+
+/** The route label of a path that is no route (CONTRACT 9.3). */
+const OTHER_ROUTE = "other";
+/** The label of `GET /current/{type}`, whose 404 is not logged. */
+const CURRENT_TYPE_ROUTE = "/current/{type}";
+const routeLabels = new WeakMap<Route, string>();
+
+/** A route's pattern as people write it: `/current/:type(.*)` is `/current/{type}`. */
+function routeLabel(route: Route): string {
+  let label = routeLabels.get(route);
+  if (label === undefined) {
+    label = route.pattern.pathname.replace(/:(\w+)(\([^)]*\))?/g, "{$1}");
+    routeLabels.set(route, label);
+  }
+  return label;
 }
 
 /** What the API routes need besides the service. */
@@ -434,6 +513,8 @@ export interface ServerOptions extends ServiceOptions {
   maxBody?: number;
   /** Receives unexpected request errors. */
   onError?: (err: unknown) => void;
+  /** Receives every 4xx/5xx answer worth a log line (see {@linkcode HandlerOptions.onRejected}). */
+  onRejected?: (rejection: Rejection) => void;
   /**
    * Longest wait, on shutdown, for in-flight requests before the files are closed anyway.
    * @default {5000}
@@ -515,6 +596,7 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
     token: options.token,
     maxBody: options.maxBody ?? DEFAULT_MAX_BODY,
     ...(options.onError ? { onError: options.onError } : {}),
+    ...(options.onRejected ? { onRejected: options.onRejected } : {}),
   });
   // Requests being answered; shutdown waits for them before it closes the files.
   const inFlight = new InFlight();
