@@ -11,9 +11,9 @@
  * @module
  */
 
-// deno-lint-ignore-file no-console
 import { ConfigError, ListenerError, type ServerHandle, startServer } from "./server.ts";
 import { errorText, SiteInUseError } from "./_errors.ts";
+import { ServiceLog } from "./_log.ts";
 import { resolveRunFlags, runFlagHelp, type RunFlagValues, runParseOptions } from "./_run_flags.ts";
 import {
   Failure,
@@ -58,26 +58,40 @@ export async function runCommand(args: string[]): Promise<number> {
   } catch (err) {
     throw new UsageError((err as Error).message, "run");
   }
-  const warnings = new Warnings();
-  const server = await start(flags, warnings);
-  if (flags.verbose) logEvents(server);
-  return await serve(server, flags, warnings);
+  const log = new ServiceLog({ format: flags.logFormat ?? "text" });
+  const warnings = new Warnings(log);
+  const server = await start(flags, warnings, log);
+  if (flags.verbose) logEvents(server, log);
+  return await serve(server, flags, warnings, log);
 }
 
 /**
- * Holds the warnings of start-up until the ready line is out (CONTRACT 4.7: nothing is printed
+ * Holds the lines of start-up until the ready line is out (CONTRACT 4.7: nothing is printed
  * before the listener is up, so a start-up failure stays one line; what recovery found is
- * reported right after the ready line), then prints each as it comes.
+ * reported right after the ready line), then prints each as it comes, through the service log
+ * (CONTRACT 9.4).
  */
 class Warnings {
-  #held: string[] | undefined = [];
+  #log: ServiceLog;
+  #held: (() => void)[] | undefined = [];
+  constructor(log: ServiceLog) {
+    this.#log = log;
+  }
   warn(message: string): void {
-    const line = `warning: ${message}`;
+    this.#print(() => this.#log.warn(message));
+  }
+  info(message: string): void {
+    this.#print(() => this.#log.info(message));
+  }
+  error(message: string): void {
+    this.#print(() => this.#log.error(message));
+  }
+  #print(line: () => void): void {
     if (this.#held) this.#held.push(line);
-    else console.error(line);
+    else line();
   }
   release(): void {
-    for (const line of this.#held ?? []) console.error(line);
+    for (const line of this.#held ?? []) line();
     this.#held = undefined;
   }
 }
@@ -93,7 +107,11 @@ export function unexpectedErrorLine(err: unknown): string {
 }
 
 /** Starts the server; a failure becomes one line naming the flag that fixes it. */
-async function start(flags: RunFlagValues, warnings: Warnings): Promise<ServerHandle> {
+async function start(
+  flags: RunFlagValues,
+  warnings: Warnings,
+  log: ServiceLog,
+): Promise<ServerHandle> {
   const { siteDir, host: hostname, port } = flags;
   try {
     return await startServer({
@@ -110,22 +128,21 @@ async function start(flags: RunFlagValues, warnings: Warnings): Promise<ServerHa
       allowRunRoots: flags.allowRunRoots,
       ...(flags.siteTypes ? { siteTypes: flags.siteTypes } : {}),
       onWarning: (message) => warnings.warn(message),
-      onError: (err) => console.error(`error: ${unexpectedErrorLine(err)}`),
+      onError: (err) => warnings.error(unexpectedErrorLine(err)),
+      onRejected: (rejection) => log.rejection(rejection),
     });
   } catch (err) {
     throw new Failure(startupFailure(err, { siteDir, hostname, port }));
   }
 }
 
-function logEvents(server: ServerHandle): void {
+function logEvents(server: ServerHandle, log: ServiceLog): void {
   server.service.subscribe((message) => {
     if (message.kind === "telemetry") {
       const e = message.event;
-      console.log(`debug event ${e.stream}#${e.seq} ${e.type} ${e.line}`);
+      log.debug(`event ${e.stream}#${e.seq} ${e.type} ${e.line}`);
     } else {
-      console.log(
-        `debug run ${message.active ? "started" : "stopped"} ${JSON.stringify(message.run)}`,
-      );
+      log.debug(`run ${message.active ? "started" : "stopped"} ${JSON.stringify(message.run)}`);
     }
   });
 }
@@ -135,12 +152,14 @@ async function serve(
   server: ServerHandle,
   flags: RunFlagValues,
   warnings: Warnings,
+  log: ServiceLog,
 ): Promise<number> {
   let signals = 0;
   const onSignal = () => {
     signals++;
     if (signals > 1) {
-      console.error("Second signal: exiting without waiting for in-flight requests.");
+      log.flush(true);
+      log.error("second signal: exiting without waiting for in-flight requests");
       Deno.exit(1);
     }
     void server.shutdown();
@@ -150,7 +169,7 @@ async function serve(
     : ["SIGINT", "SIGTERM"];
   for (const s of signalNames) Deno.addSignalListener(s, onSignal);
 
-  console.log(
+  log.info(
     `telemetry service listening on ${server.url} (site dir ${server.service.siteDir}, zone ${flags.timeZone}, fsync ${flags.fsync}${
       flags.token ? ", token required" : ""
     })`,
@@ -159,18 +178,21 @@ async function serve(
   try {
     await server.finished;
   } catch (err) {
+    log.flush(true);
     // CONTRACT 10: only POST /shutdown, SIGINT and SIGTERM end the service with 0; any other
     // way out (a listener that stayed down, a failed close) is non-zero so a supervisor restarts.
-    console.error(
+    log.error(
       err instanceof ListenerError
-        ? `error: ${err.message}; the service stopped (files flushed and closed), exiting 1 so a supervisor restarts it`
-        : `error: the service stopped with an error: ${errorText(err)}; exiting 1`,
+        ? `${err.message}; the service stopped (files flushed and closed), exiting 1 so a supervisor restarts it`
+        : `the service stopped with an error: ${errorText(err)}; exiting 1`,
     );
     return 1;
   } finally {
     for (const s of signalNames) Deno.removeSignalListener(s, onSignal);
   }
-  console.log("telemetry service stopped; all files flushed and closed");
+  // A burst of rejections just before the end still gets its count.
+  log.flush(true);
+  log.info("telemetry service stopped; all files flushed and closed");
   return 0;
 }
 

@@ -21,6 +21,7 @@ import { DEFAULT_HOST, DEFAULT_PORT, readEnv } from "./_address.ts";
 import { checkTimeZone } from "./_day_key.ts";
 import { FSYNC_MODES, type FsyncMode } from "./_ndjson_writer.ts";
 import { DEFAULT_MAX_BODY } from "./_http.ts";
+import { type LogFormat, parseLogFormat } from "./_log.ts";
 import { DEFAULT_MAX_SNAPSHOT_BYTES, DEFAULT_MAX_TYPES, DEFAULT_SITE_TYPES } from "./service.ts";
 
 /** Default site directory (SPEC 4.6). */
@@ -57,6 +58,8 @@ export interface RunFlagValues {
   insecure: boolean;
   /** Log one line per event (`--verbose`). */
   verbose: boolean;
+  /** How the service log prints its lines (`--log-format`). */
+  logFormat?: LogFormat;
 }
 
 /** One row of {@linkcode RUN_FLAGS}. */
@@ -230,6 +233,14 @@ export const RUN_FLAGS: readonly RunFlag[] = [
   },
   { name: "insecure", help: "Allow a non-loopback --host without a token", key: "insecure" },
   { name: "verbose", help: "Log one line per incoming event", key: "verbose" },
+  {
+    name: "log-format",
+    arg: "FORMAT",
+    help: "text | json (one JSON object per line)",
+    shownDefault: "text",
+    parse: parseLogFormat,
+    key: "logFormat",
+  },
 ];
 
 /** The `--allow-env` order CONTRACT 6 prints; every variable of {@linkcode RUN_FLAGS} has a place. */

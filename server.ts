@@ -92,6 +92,7 @@ export {
   spawnServer,
 } from "./_spawn.ts";
 export type { FsyncMode } from "./_ndjson_writer.ts";
+export type { LogFormat } from "./_log.ts";
 
 /** The package version, from `deno.json`. */
 export const VERSION: string = denoJson.version;

@@ -161,7 +161,7 @@ Deno.test("obs-utils telemetry run --verbose logs one debug line per event", asy
     assert.equal(post.code, 0, post.stderr);
   }
   const done = await server.stop();
-  const debug = done.stdout.split("\n").filter((l) => l.startsWith("debug event"));
+  const debug = done.stdout.split("\n").filter((l) => /^\S+Z debug event /.test(l));
   assert.equal(debug.length, 2);
   assert.match(debug[1]!, /site#2 weather .*"wind":2/);
 });

@@ -48,6 +48,7 @@ const EVERY_FLAG: RunFlagValues = {
   maxSnapshotBytes: 4096,
   insecure: true,
   verbose: true,
+  logFormat: "json",
 };
 
 Deno.test("RUN_FLAGS names each environment variable OBS_TELEMETRY_ and the flag in capitals", () => {
@@ -177,6 +178,7 @@ Deno.test("spawnServer() takes an option for every run flag and no other but out
     maxSnapshotBytes: "flag",
     insecure: "flag",
     verbose: "flag",
+    logFormat: "flag",
     output: "spawn",
     readyTimeoutMs: "spawn",
   };
