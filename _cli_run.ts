@@ -13,6 +13,7 @@
 
 import { ConfigError, ListenerError, type ServerHandle, startServer } from "./server.ts";
 import { errorText, SiteInUseError } from "./_errors.ts";
+import { DEFAULT_HOST, DEFAULT_PORT } from "./_address.ts";
 import { ServiceLog } from "./_log.ts";
 import { resolveRunFlags, runFlagHelp, type RunFlagValues, runParseOptions } from "./_run_flags.ts";
 import {
@@ -196,11 +197,63 @@ async function serve(
   return 0;
 }
 
+/**
+ * "Site directory in use", naming the holder and the command that stops it (CONTRACT 9.5).
+ *
+ * @param err The refusal, with what the lock file says about its holder.
+ * @returns The one line.
+ *
+ * @example Usage
+ * ```ts
+ * import { siteInUse } from "./_cli_run.ts";
+ * import { SiteInUseError } from "./_errors.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(
+ *   siteInUse(new SiteInUseError("/srv/t", { pid: 812, url: "http://127.0.0.1:7000" })),
+ *   "site directory /srv/t is in use by another telemetry server (pid 812, listening on http://127.0.0.1:7000); stop it with 'obs-utils telemetry stop --host 127.0.0.1 --port 7000' or choose another --site-dir",
+ * );
+ * ```
+ */
+export function siteInUse(err: SiteInUseError): string {
+  const who = [
+    ...(err.holderPid === undefined ? [] : [`pid ${err.holderPid}`]),
+    ...(err.holderUrl === undefined ? [] : [`listening on ${err.holderUrl}`]),
+  ];
+  const held = `site directory ${err.siteDir} is in use by another telemetry server${
+    who.length === 0 ? "" : ` (${who.join(", ")})`
+  }`;
+  const stop = stopCommand(err.holderUrl);
+  if (stop) return `${held}; stop it with '${stop}' or choose another --site-dir`;
+  if (err.holderPid !== undefined) {
+    return `${held}; stop it with 'kill ${err.holderPid}' (it is not listening yet, or is a migration) or choose another --site-dir`;
+  }
+  return `${held}; stop it ('obs-utils telemetry stop --port PORT') or choose another --site-dir`;
+}
+
+/** `obs-utils telemetry stop` with the flags that reach a server at `url`. */
+function stopCommand(url: string | undefined): string | undefined {
+  if (url === undefined) return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return undefined;
+  }
+  const port = parsed.port || (parsed.protocol === "https:" ? "443" : "80");
+  const host = parsed.hostname.replace(/^\[(.*)\]$/, "$1");
+  const hostFlag = host === DEFAULT_HOST ? "" : ` --host ${host}`;
+  return `obs-utils telemetry stop${hostFlag}${
+    port === String(DEFAULT_PORT) ? "" : ` --port ${port}`
+  }`;
+}
+
 function startupFailure(
   err: unknown,
   ctx: { siteDir: string; hostname: string; port: number },
 ): string {
-  if (err instanceof ConfigError || err instanceof SiteInUseError) return err.message;
+  if (err instanceof SiteInUseError) return siteInUse(err);
+  if (err instanceof ConfigError) return err.message;
   if (err instanceof Deno.errors.AddrInUse) {
     return `Cannot listen on ${ctx.hostname}:${ctx.port}: the port is in use; stop the other server ('obs-utils telemetry stop --port ${ctx.port}') or choose another --port`;
   }

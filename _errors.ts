@@ -352,15 +352,25 @@ export class UnsafeFileError extends Error {
 export class SiteInUseError extends Error {
   /** The locked site directory. */
   readonly siteDir: string;
+  /** The holder's process id, as its lock file records it, when known. */
+  readonly holderPid: number | undefined;
+  /** The holder's base URL (`http://127.0.0.1:6562`), when it is a server that is listening. */
+  readonly holderUrl: string | undefined;
   /**
    * Creates the error.
    *
    * @param siteDir The locked site directory.
+   * @param holder What the lock file says about the process holding it.
    */
-  constructor(siteDir: string) {
+  constructor(
+    siteDir: string,
+    holder: { pid?: number | undefined; url?: string | undefined } = {},
+  ) {
     super(`site directory ${siteDir} is in use by another telemetry server`);
     this.name = "SiteInUseError";
     this.siteDir = siteDir;
+    this.holderPid = holder.pid;
+    this.holderUrl = holder.url;
   }
 }
 

@@ -20,9 +20,11 @@ export const LOCK_FILE = ".lock";
  */
 export class SiteLock {
   #file: Deno.FsFile;
+  #siteDir: string;
 
-  private constructor(file: Deno.FsFile) {
+  private constructor(file: Deno.FsFile, siteDir: string) {
     this.#file = file;
+    this.#siteDir = siteDir;
   }
 
   /**
@@ -42,7 +44,7 @@ export class SiteLock {
     } finally {
       if (!locked) file.close();
     }
-    if (!locked) throw new SiteInUseError(siteDir);
+    if (!locked) throw new SiteInUseError(siteDir, await readHolder(siteDir));
     try {
       await file.truncate(0);
       await writeFull(file, encoder.encode(`${Deno.pid}\n`));
@@ -51,11 +53,27 @@ export class SiteLock {
       file.close();
       throw err;
     }
-    return new SiteLock(file);
+    const lock = new SiteLock(file, siteDir);
+    heldLocks.set(siteDir, lock);
+    return lock;
+  }
+
+  /**
+   * Records where the holder listens, so a second server refused the directory can say which
+   * process to stop and how (CONTRACT 9.5). The file holds the pid on its first line and the URL
+   * on its second.
+   *
+   * @param url The base URL of the server holding the lock.
+   */
+  async record(url: string): Promise<void> {
+    await this.#file.truncate(0);
+    await this.#file.seek(0, Deno.SeekMode.Start);
+    await writeFull(this.#file, encoder.encode(`${Deno.pid}\n${url.replace(/\s/g, "")}\n`));
   }
 
   /** Releases the lock. Safe to call twice. */
   async release(): Promise<void> {
+    if (heldLocks.get(this.#siteDir) === this) heldLocks.delete(this.#siteDir);
     try {
       await this.#file.unlock();
       this.#file.close();
@@ -63,6 +81,42 @@ export class SiteLock {
       if (!(err instanceof Deno.errors.BadResource)) throw err;
     }
   }
+}
+
+/** The locks this process holds, by the site directory they were taken for. */
+const heldLocks = new Map<string, SiteLock>();
+
+/**
+ * Records the URL of the server holding a site directory's lock in this process, in its lock
+ * file (see {@linkcode SiteLock.record}); nothing when this process holds no lock there.
+ *
+ * @param siteDir The site directory, as the lock was taken for it.
+ * @param url The server's base URL.
+ */
+export async function recordLockHolder(siteDir: string, url: string): Promise<void> {
+  await heldLocks.get(siteDir)?.record(url);
+}
+
+/** What a lock file says about its holder: best effort, since it may be mid-write or foreign. */
+async function readHolder(siteDir: string): Promise<{ pid?: number; url?: string }> {
+  let text: string;
+  try {
+    const file = await Deno.open(join(siteDir, LOCK_FILE), { read: true });
+    try {
+      const buf = new Uint8Array(512);
+      const n = await file.read(buf);
+      text = decoder.decode(buf.subarray(0, n ?? 0));
+    } finally {
+      file.close();
+    }
+  } catch {
+    return {};
+  }
+  const [pidText, url] = text.split("\n");
+  const holder: { pid?: number; url?: string } = {};
+  if (pidText && /^\d{1,10}$/.test(pidText)) holder.pid = Number(pidText);
+  if (url && /^https?:\/\/[^\s]{1,300}$/.test(url)) holder.url = url;
+  return holder;
 }
 
 /**

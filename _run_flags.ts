@@ -97,6 +97,7 @@ export interface RunFlag {
  * Reads a port number.
  *
  * @param value The text of `--port` or `OBS_TELEMETRY_PORT`.
+ * @param name What the operator set, named in the error.
  * @returns The port, 0 to 65535.
  * @throws {RangeError} If it is not a whole number in that range.
  *
@@ -109,9 +110,9 @@ export interface RunFlag {
  * assert.throws(() => parsePort("70000"), RangeError);
  * ```
  */
-export function parsePort(value: string): number {
+export function parsePort(value: string, name = "--port"): number {
   if (!/^\d{1,5}$/.test(value) || Number(value) > 65535) {
-    throw new RangeError(`--port must be a number from 0 to 65535, not "${value}"`);
+    throw new RangeError(`${name} must be a number from 0 to 65535, not "${value}"`);
   }
   return Number(value);
 }
@@ -125,12 +126,14 @@ function positiveInt(flag: string): (value: string) => number {
   };
 }
 
+/** Reads an `--fsync` mode in any letter case (`ALWAYS` is `always`). */
 function parseFsync(value: string): FsyncMode {
-  if (!(FSYNC_MODES as readonly string[]).includes(value)) {
+  const mode = value.trim().toLowerCase();
+  if (!(FSYNC_MODES as readonly string[]).includes(mode)) {
     const modes = `${FSYNC_MODES.slice(0, -1).join(", ")} or ${FSYNC_MODES.at(-1)}`;
     throw new RangeError(`--fsync must be ${modes}, not "${value}"`);
   }
-  return value as FsyncMode;
+  return mode as FsyncMode;
 }
 
 function parseList(value: string): string[] {
@@ -340,11 +343,21 @@ function resolveFlag(
 ): unknown {
   if (flag.arg === undefined) return given === true;
   if (flag.multiple) return given ?? [];
-  const text = (given as string | undefined) ??
-    (flag.env === undefined ? undefined : env(flag.env)) ??
+  const fromEnv = given === undefined && flag.env !== undefined ? env(flag.env) : undefined;
+  const text = (given as string | undefined) ?? fromEnv ??
     (typeof flag.default === "function" ? flag.default() : flag.default);
   if (text === undefined) return undefined;
-  return flag.parse ? flag.parse(text) : text;
+  if (!flag.parse) return text;
+  try {
+    return flag.parse(text);
+  } catch (err) {
+    // Name what the operator set: the variable, not a flag they never typed (CONTRACT 9.5).
+    if (fromEnv === undefined || !(err instanceof RangeError)) throw err;
+    const named = err.message.includes(`--${flag.name}`)
+      ? err.message.replace(`--${flag.name}`, `${flag.env}`)
+      : `${flag.env}: ${err.message}`;
+    throw new RangeError(`${named}; fix or unset the variable`);
+  }
 }
 
 /**

@@ -19,7 +19,8 @@
 
 import denoJson from "./deno.json" with { type: "json" };
 import { type ServiceOptions, TelemetryService } from "./service.ts";
-import { ShuttingDownError } from "./_errors.ts";
+import { errorText, ShuttingDownError } from "./_errors.ts";
+import { recordLockHolder } from "./_fs.ts";
 import {
   DEFAULT_MAX_BODY,
   guardLoopback,
@@ -653,6 +654,10 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   const addr = server.addr;
   // Keep the name the operator chose; "localhost" reads better than the address it resolved to.
   const shown = hostname === "localhost" ? hostname : addr.hostname;
+  // A second server refused this directory names this one's address (CONTRACT 9.5).
+  await recordLockHolder(service.siteDir, `http://${hostForUrl(shown)}:${addr.port}`).catch(
+    (err) => warn(`Could not record the address in the site lock file: ${errorText(err)}`),
+  );
   return {
     addr,
     url: `http://${hostForUrl(shown)}:${addr.port}`,
