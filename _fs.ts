@@ -36,15 +36,26 @@ export class SiteLock {
    * @throws {UnsafeFileError} If `.lock` is a symbolic link, a directory or another non-file.
    */
   static async acquire(siteDir: string): Promise<SiteLock> {
-    // The lock is truncated below: a `.lock` planted as a symlink must not truncate its target.
-    const file = await openPlainFile(join(siteDir, LOCK_FILE));
-    let locked = false;
-    try {
-      locked = await file.tryLock(true);
-    } finally {
-      if (!locked) file.close();
+    const path = join(siteDir, LOCK_FILE);
+    let file: Deno.FsFile | undefined;
+    // A holder that is done may remove the lock file while still holding it (the migrator
+    // does): a lock taken on the removed file guards nothing, so try again on the new one.
+    for (let attempt = 0; file === undefined; attempt++) {
+      // The lock is truncated below: a `.lock` planted as a symlink must not truncate its target.
+      const candidate = await openPlainFile(path);
+      let locked = false;
+      try {
+        locked = await candidate.tryLock(true);
+      } finally {
+        if (!locked) candidate.close();
+      }
+      if (!locked) throw new SiteInUseError(siteDir, await readHolder(siteDir));
+      if (attempt >= 4 || await isSameFile(candidate, path)) file = candidate;
+      else {
+        await candidate.unlock().catch(() => {});
+        candidate.close();
+      }
     }
-    if (!locked) throw new SiteInUseError(siteDir, await readHolder(siteDir));
     try {
       await file.truncate(0);
       await writeFull(file, encoder.encode(`${Deno.pid}\n`));
@@ -80,6 +91,17 @@ export class SiteLock {
     } catch (err) {
       if (!(err instanceof Deno.errors.BadResource)) throw err;
     }
+  }
+}
+
+/** Whether an open file is still the one at `path` (not removed or replaced since it was opened). */
+async function isSameFile(file: Deno.FsFile, path: string): Promise<boolean> {
+  try {
+    const [open, named] = await Promise.all([file.stat(), Deno.lstat(path)]);
+    return open.ino === null || (open.ino === named.ino && open.dev === named.dev);
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return false;
+    throw err;
   }
 }
 

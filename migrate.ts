@@ -54,7 +54,8 @@ import { join, resolve } from "node:path";
 import { checkEventType, daysInMonth, describe } from "./event.ts";
 import { siteFileName, SiteInUseError, SiteLock, writeFull } from "./storage.ts";
 import { buildTail, LINE_HEAD, LineSplitter, TAIL_TS_OFFSET } from "./_ndjson.ts";
-import { exists } from "./_fs.ts";
+import { exists, LOCK_FILE } from "./_fs.ts";
+import { checkTimeZone, DayKeyer } from "./_day_key.ts";
 
 /** Name of the file, in the destination, that receives every input line that was not converted. */
 export const REJECTS_FILE = "migrate-rejects.ndjson";
@@ -113,11 +114,24 @@ export interface MigrateOptions {
   force?: boolean | undefined;
   /**
    * Read and convert everything, report what would be written, write nothing (the destination
-   * is not even created). Existing targets fail the dry run as they would fail the real one,
-   * unless `force` is set too; then {@linkcode MigrateSummary.replaced} lists them.
+   * is not even created). Existing targets do not fail a dry run: without `force`
+   * {@linkcode MigrateSummary.conflicts} lists them (the real run would refuse), with `force`
+   * {@linkcode MigrateSummary.replaced} does.
    * @default {false}
    */
   dryRun?: boolean | undefined;
+  /**
+   * How records are grouped into site files: `"date"`, the calendar date written in the
+   * record's `date` (SPEC 4.7, CONTRACT 7); or `"night"`, the local-noon night of its `ts` in
+   * `timeZone`, as the live service names its files (CONTRACT 3, 12).
+   * @default {"date"}
+   */
+  groupBy?: MigrateGroupBy | undefined;
+  /**
+   * IANA time zone of the nights, with `groupBy: "night"` only.
+   * @default {the system zone}
+   */
+  timeZone?: string | undefined;
   /**
    * Called synchronously after every input chunk, every site file built and every file
    * committed, for example to draw a progress line (see {@linkcode MigrateProgress} for the
@@ -140,6 +154,22 @@ export interface MigrateOptions {
    */
   bufferBytes?: number | undefined;
 }
+
+/** How {@linkcode migrate} groups records into site files (see {@linkcode MigrateOptions.groupBy}). */
+export type MigrateGroupBy = "date" | "night";
+
+/** One line that was (or, in a dry run, would be) sent to the rejects file. */
+export interface MigrateReject {
+  /** Path of the input file relative to the source directory. */
+  readonly file: string;
+  /** 1-based line number in that file. */
+  readonly line: number;
+  /** Why it was not converted. */
+  readonly reason: string;
+}
+
+/** How many rejected lines {@linkcode MigrateSummary.rejectSamples} keeps. */
+export const REJECT_SAMPLES = 20;
 
 /** What one input file contributed, in {@linkcode MigrateSummary.inputs}. */
 export interface MigrateInputSummary {
@@ -203,6 +233,15 @@ export interface MigrateSummary {
   readonly skipped: readonly MigrateSkipped[];
   /** Existing files replaced because of `force` (or that would be, in a dry run). */
   readonly replaced: readonly string[];
+  /**
+   * In a dry run without `force`: the existing target files a real run would refuse to
+   * overwrite. Always empty otherwise (a real run throws {@linkcode MigrateConflictError}).
+   */
+  readonly conflicts: readonly string[];
+  /** The first {@linkcode REJECT_SAMPLES} rejected lines, in reading order. */
+  readonly rejectSamples: readonly MigrateReject[];
+  /** How records were grouped into files. */
+  readonly groupBy: MigrateGroupBy;
   /** Input bytes read. */
   readonly bytesRead: number;
   /** Wall-clock duration in milliseconds. */
@@ -391,7 +430,9 @@ function isPermissionError(err: unknown): boolean {
   return err instanceof Deno.errors.NotCapable || err instanceof Deno.errors.PermissionDenied;
 }
 
-// Turns a permission failure into a MigrateError naming the flag; anything else propagates.
+// Turns a permission failure into a MigrateError that says which kind it is: a Deno permission
+// the command lacks (name the flag), or the operating system refusing (name the path; no Deno
+// flag helps then). Anything else propagates.
 async function withPermissionHint<T>(
   action: () => Promise<T>,
   what: string,
@@ -401,8 +442,26 @@ async function withPermissionHint<T>(
     return await action();
   } catch (err) {
     if (!isPermissionError(err)) throw err;
-    throw new MigrateError(`Cannot ${what}: permission denied, add ${flag}`, { cause: err });
+    throw permissionError(err, what, flag);
   }
+}
+
+function permissionError(err: unknown, what: string, flag: string): MigrateError {
+  if (err instanceof Deno.errors.NotCapable) {
+    return new MigrateError(`Cannot ${what}: permission denied, add ${flag}`, { cause: err });
+  }
+  return new MigrateError(
+    `Cannot ${what}: the operating system denied access (${
+      osDetail(err)
+    }); check the owner and mode of that path (ls -ld) or run as a user who may use it`,
+    { cause: err },
+  );
+}
+
+/** An OS error's message without Deno's "(os error N)" noise: `Permission denied: readdir '/x'`. */
+function osDetail(err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  return clip(message.replace(/\s*\(os error \d+\)/, ""), 200);
 }
 
 // --- discovery -----------------------------------------------------------------------------------
@@ -426,10 +485,7 @@ async function checkSource(source: string): Promise<void> {
       );
     }
     if (isPermissionError(err)) {
-      throw new MigrateError(
-        `Cannot read "${source}": permission denied, add --allow-read=${source}`,
-        { cause: err },
-      );
+      throw permissionError(err, `read "${source}"`, `--allow-read=${source}`);
     }
     throw err;
   }
@@ -569,12 +625,20 @@ class Converter {
   /** The last record's line without its `{"seq":N` head, newline included; "" if not built. */
   tail = "";
   readonly build: boolean;
+  /** The first rejected lines, for the summary. */
+  readonly samples: MigrateReject[] = [];
   #types: Map<string, TypeVerdict> = new Map();
   #file: FileState | undefined;
+  #nights: DayKeyer | undefined;
 
-  /** @param build Whether to build tails and reject lines, or only count (dry run). */
-  constructor(build: boolean) {
+  /**
+   * @param build Whether to build tails and reject lines, or only count (dry run).
+   * @param nights Group by the local-noon night of `ts` in this keyer's zone; by written date
+   *   when `undefined`.
+   */
+  constructor(build: boolean, nights?: DayKeyer) {
     this.build = build;
+    this.#nights = nights;
   }
 
   /** Zeroes every count, for a run that starts over. */
@@ -586,6 +650,7 @@ class Converter {
       this.bytesRead =
       this.pending =
         0;
+    this.samples.length = 0;
   }
 
   /** Sets the file whose lines come next. */
@@ -627,7 +692,7 @@ class Converter {
     if (typeof typeJson !== "string") return this.#reject(text, lineNo, typeJson.reason);
     this.records++;
     counts.records++;
-    this.day = date.slice(0, 10);
+    this.day = this.#nights === undefined ? date.slice(0, 10) : nightOf(this.#nights, ts);
     this.tail = this.build ? `${migratedTail(record, ts, typeJson)}\n` : "";
     return true;
   }
@@ -652,6 +717,9 @@ class Converter {
     const file = this.#file as FileState;
     this.rejects++;
     file.counts.rejects++;
+    if (this.samples.length < REJECT_SAMPLES) {
+      this.samples.push({ file: file.rel, line: lineNo, reason });
+    }
     if (!this.build) return false;
     this.append(
       file.rejects,
@@ -661,6 +729,12 @@ class Converter {
     );
     return false;
   }
+}
+
+/** The night of a converted `ts` as `YYYY-MM-DD`, the form the written-date grouping uses. */
+function nightOf(keyer: DayKeyer, ts: string): string {
+  const key = keyer.keyFor(Date.parse(ts));
+  return `${key.slice(0, 4)}-${key.slice(4, 6)}-${key.slice(6, 8)}`;
 }
 
 // Blank: empty or whitespace only; the first character decides cheaply for almost every line.
@@ -1371,12 +1445,16 @@ export async function migrate(
 
   await checkSource(src);
   const { inputs, skipped } = await discover(src);
+  if (inputs.length === 0) throw noCollections(src, skipped);
   const totalBytes = inputs.reduce((sum, input) => sum + input.bytes, 0);
 
   const work: Workspace = { lock: undefined, tmp: undefined };
   try {
     await openWorkspace(work, dst, rejectsFile, settings);
-    const conv = new Converter(work.tmp !== undefined);
+    const conv = new Converter(
+      work.tmp !== undefined,
+      settings.groupBy === "night" ? new DayKeyer(settings.timeZone) : undefined,
+    );
     const run: Run = {
       inputs,
       conv,
@@ -1392,20 +1470,50 @@ export async function migrate(
       source: src,
       dest: dst,
       dryRun: settings.dryRun,
+      force: settings.force,
+      groupBy: settings.groupBy,
       ...done,
       rejectsFile,
       skipped,
     });
   } finally {
     if (work.tmp !== undefined) await removeTree(work.tmp);
-    await work.lock?.release();
+    await releaseDest(work);
   }
+}
+
+/**
+ * Releases the destination's lock, and removes the lock file when this run created it: the
+ * destination then holds nothing but the output files, and a rerun finds it as this run left it
+ * (issue 14). A `.lock` that was there before (a site directory a server used) stays.
+ */
+async function releaseDest(work: Workspace): Promise<void> {
+  if (work.lock === undefined) return;
+  if (work.createdLock !== undefined) {
+    // Removed while still held, so no other process can take a lock on the old file.
+    await Deno.remove(work.createdLock).catch(() => {});
+  }
+  await work.lock.release();
+}
+
+/** "No collection files", with what was found instead, so the operator can fix `--source`. */
+function noCollections(src: string, skipped: readonly MigrateSkipped[]): MigrateError {
+  const seen = skipped.length === 0
+    ? ""
+    : ` (skipped ${skipped.length}: ${
+      skipped.slice(0, 3).map((s) => `${s.path}, ${s.reason}`).join("; ")
+    }${skipped.length > 3 ? "; ..." : ""})`;
+  return new MigrateError(
+    `Cannot migrate from "${src}": it holds no collection files (<collection>.json, searched recursively)${seen}; pass the legacy database directory with --source`,
+  );
 }
 
 /** {@linkcode MigrateOptions} with defaults applied and sizes checked. */
 interface Settings {
   readonly force: boolean;
   readonly dryRun: boolean;
+  readonly groupBy: MigrateGroupBy;
+  readonly timeZone: string;
   readonly chunkBytes: number;
   readonly bufferBytes: number;
   readonly onProgress: ((progress: MigrateProgress) => void) | undefined;
@@ -1416,6 +1524,10 @@ function settingsOf(options: MigrateOptions): Settings {
   return {
     force: options.force ?? false,
     dryRun: options.dryRun ?? false,
+    groupBy: groupByOf(options.groupBy),
+    timeZone: options.timeZone === undefined
+      ? Temporal.Now.timeZoneId()
+      : checkTimeZone(options.timeZone),
     chunkBytes: positiveInteger(options.chunkBytes, DEFAULT_CHUNK_BYTES, "chunkBytes"),
     bufferBytes: positiveInteger(options.bufferBytes, DEFAULT_BUFFER_BYTES, "bufferBytes"),
     onProgress: options.onProgress,
@@ -1423,9 +1535,16 @@ function settingsOf(options: MigrateOptions): Settings {
   };
 }
 
+function groupByOf(value: string | undefined): MigrateGroupBy {
+  if (value === undefined || value === "date" || value === "night") return value ?? "date";
+  throw new RangeError(`groupBy must be "date" or "night", not ${JSON.stringify(value)}`);
+}
+
 /** What a migration holds in the destination; released by {@linkcode migrate} in any case. */
 interface Workspace {
   lock: SiteLock | undefined;
+  /** The lock file's path when this run created it (removed again at the end). */
+  createdLock?: string | undefined;
   /** The temporary directory; `undefined` in a dry run or when the run is bound to conflict. */
   tmp: string | undefined;
 }
@@ -1439,7 +1558,10 @@ async function openWorkspace(
 ): Promise<void> {
   await prepareDest(dst, !settings.dryRun);
   if (settings.dryRun) return;
+  const lockPath = join(dst, LOCK_FILE);
+  const hadLock = await exists(lockPath);
   work.lock = await lockDest(dst);
+  if (!hadLock) work.createdLock = lockPath;
   // A rejects file from an earlier run means this run must fail without force: read in
   // counting mode only, to list every conflicting file without spilling anything.
   const doomed = !settings.force && await exists(rejectsFile);
@@ -1568,7 +1690,7 @@ async function migrateSpilled(run: Run, tmp: string | undefined): Promise<RunRes
 /** The targets that exist; throws {@linkcode MigrateConflictError} if any does, without force. */
 async function checkTargets(files: readonly MigrateFileSummary[], run: Run): Promise<string[]> {
   const existing = await existingTargets(files, run.rejectsFile, run.dst);
-  if (existing.length > 0 && !run.settings.force) {
+  if (existing.length > 0 && !run.settings.force && !run.settings.dryRun) {
     throw new MigrateConflictError(run.dst, existing);
   }
   return existing;
@@ -1686,12 +1808,14 @@ interface SummaryParts {
   readonly source: string;
   readonly dest: string;
   readonly dryRun: boolean;
+  readonly groupBy: MigrateGroupBy;
   readonly inputs: readonly MigrateInputSummary[];
   readonly collections: ReadonlyMap<string, number>;
   readonly files: readonly MigrateFileSummary[];
   readonly rejectsFile: string;
   readonly skipped: readonly MigrateSkipped[];
   readonly replaced: readonly string[];
+  readonly force: boolean;
 }
 
 function summarize(started: number, collector: Converter, parts: SummaryParts): MigrateSummary {
@@ -1712,7 +1836,11 @@ function summarize(started: number, collector: Converter, parts: SummaryParts): 
     rejectsFile: parts.rejectsFile,
     blankLines: collector.blankLines,
     skipped: parts.skipped,
-    replaced: parts.replaced,
+    // A dry run without force lists the existing targets as conflicts, not as replaced.
+    replaced: parts.dryRun && !parts.force ? [] : parts.replaced,
+    conflicts: parts.dryRun && !parts.force ? parts.replaced : [],
+    rejectSamples: [...collector.samples],
+    groupBy: parts.groupBy,
     bytesRead: collector.bytesRead,
     elapsedMs,
     recordsPerSecond: elapsedMs > 0
