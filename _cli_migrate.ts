@@ -177,7 +177,9 @@ function printSummary(summary: MigrateSummary): void {
   }
   if (summary.conflicts.length > 0) {
     console.log(
-      `  conflicts: ${summary.conflicts.length} files already exist; a real run refuses unless --force:`,
+      `  conflicts: ${summary.conflicts.length} ${
+        summary.conflicts.length === 1 ? "file already exists" : "files already exist"
+      }; a real run refuses unless --force:`,
     );
     for (const path of summary.conflicts) console.log(`    ${path}`);
   }
