@@ -305,8 +305,8 @@ export function createHandler(
       await req.body?.cancel().catch(() => {});
       // A body cut off because the server is stopping is not the client's fault.
       if (err instanceof IncompleteBodyError && stopping()) return shuttingDownResponse();
-      const answer = toProblem(err);
-      if (answer) return answer;
+      const mapped = toProblem(err);
+      if (mapped) return mapped;
       onError?.(err);
       // The raw message may name paths and internals: it goes to the log, never to the client.
       return problem(500, UNEXPECTED_DETAIL);
@@ -325,13 +325,17 @@ export function createHandler(
           (req.method === "GET" || req.method === "HEAD"))
       ) {
         const peer = info?.remoteAddr;
-        onRejected({
-          method: req.method,
-          route,
-          status: res.status,
-          peer: peer && "hostname" in peer ? peer.hostname : "unknown",
-          detail: problemDetail(res) ?? "",
-        });
+        try {
+          onRejected({
+            method: req.method,
+            route,
+            status: res.status,
+            peer: peer && "hostname" in peer ? peer.hostname : "unknown",
+            detail: problemDetail(res) ?? "",
+          });
+        } catch {
+          // A log that cannot be written (stderr closed) must not turn the answer into a failure.
+        }
       }
     }
     return res;
