@@ -88,10 +88,12 @@ export {
   migrate,
   MigrateError,
   type MigrateFileSummary,
+  type MigrateGroupBy,
   type MigrateInputSummary,
   type MigrateOptions,
   type MigratePhase,
   type MigrateProgress,
+  type MigrateReject,
   type MigrateSkipped,
   type MigrateSummary,
 } from "./migrate.ts";
