@@ -58,7 +58,9 @@ export class SiteLock {
     }
     try {
       await file.truncate(0);
-      await writeFull(file, encoder.encode(`${Deno.pid}\n`));
+      // Taken again by a server that lost its lock file: it still listens where it did.
+      const url = recordedUrls.get(siteDir);
+      await writeFull(file, encoder.encode(`${Deno.pid}\n${url === undefined ? "" : `${url}\n`}`));
     } catch (err) {
       await file.unlock().catch(() => {});
       file.close();
@@ -77,14 +79,19 @@ export class SiteLock {
    * @param url The base URL of the server holding the lock.
    */
   async record(url: string): Promise<void> {
+    url = url.replace(/\s/g, "");
+    recordedUrls.set(this.#siteDir, url);
     await this.#file.truncate(0);
     await this.#file.seek(0, Deno.SeekMode.Start);
-    await writeFull(this.#file, encoder.encode(`${Deno.pid}\n${url.replace(/\s/g, "")}\n`));
+    await writeFull(this.#file, encoder.encode(`${Deno.pid}\n${url}\n`));
   }
 
   /** Releases the lock. Safe to call twice. */
   async release(): Promise<void> {
-    if (heldLocks.get(this.#siteDir) === this) heldLocks.delete(this.#siteDir);
+    if (heldLocks.get(this.#siteDir) === this) {
+      heldLocks.delete(this.#siteDir);
+      recordedUrls.delete(this.#siteDir);
+    }
     try {
       await this.#file.unlock();
       this.#file.close();
@@ -107,6 +114,8 @@ async function isSameFile(file: Deno.FsFile, path: string): Promise<boolean> {
 
 /** The locks this process holds, by the site directory they were taken for. */
 const heldLocks = new Map<string, SiteLock>();
+/** The URL each held lock's server recorded, kept when the lock is taken again. */
+const recordedUrls = new Map<string, string>();
 
 /**
  * Records the URL of the server holding a site directory's lock in this process, in its lock

@@ -29,7 +29,8 @@ import {
   type RunFlagValues,
   runParseOptions,
 } from "../_run_flags.ts";
-import { cliRunArgs, freePort, tempDir } from "./_util.ts";
+import { cliRunArgs, freePort, postJson, tempDir, testServer } from "./_util.ts";
+import { join } from "node:path";
 import { siteInUse } from "../_cli_run.ts";
 import { SiteInUseError } from "../_errors.ts";
 
@@ -350,4 +351,29 @@ Deno.test("siteInUse() falls back to the pid, or to generic advice, when the loc
     siteInUse(new SiteInUseError("/srv/t")),
     /in use by another telemetry server; stop it \(/,
   );
+});
+
+Deno.test("the site lock file records the holder's pid and address, also after it was deleted and taken again", async () => {
+  await using tmp = await tempDir();
+  const warnings: string[] = [];
+  await using server = await testServer({
+    siteDir: tmp.path,
+    onWarning: (message) => warnings.push(message),
+  });
+  const lockPath = join(server.service.siteDir, ".lock");
+  assert.equal(await Deno.readTextFile(lockPath), `${Deno.pid}\n${server.url}\n`);
+  await Deno.remove(lockPath);
+  for (let i = 0; i < 50 && !warnings.some((w) => w.includes("took the lock again")); i++) {
+    await postJson(`${server.url}/event`, { type: "a", data: { i } });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  assert.ok(warnings.some((w) => w.includes("took the lock again")), warnings.join("\n"));
+  assert.equal(await Deno.readTextFile(lockPath), `${Deno.pid}\n${server.url}\n`);
+  // A second open in this process is refused with what the file says.
+  await assert.rejects(() => testServer({ siteDir: tmp.path }), (err: unknown) => {
+    assert.ok(err instanceof SiteInUseError);
+    assert.equal(err.holderPid, Deno.pid);
+    assert.equal(err.holderUrl, server.url);
+    return true;
+  });
 });
