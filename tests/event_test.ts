@@ -323,3 +323,18 @@ Deno.test("POST /events finds the one bad field among seeded random valid batche
   }
   assert.deepEqual(await readSiteLines(dir.path), []);
 });
+
+Deno.test("POST /run/start refuses run meta with a number that is not finite, and starts no run", async () => {
+  await using dir = await tempDir();
+  await using server = await testServer({ siteDir: dir.path });
+  const res = await postText(
+    `${server.url}/run/start`,
+    '{"run_id":"r1","meta":{"target":"M31","exp":[30,1e999]}}',
+  );
+  assert.equal(res.status, 400);
+  assert.match(res.detail!, /^the number at meta\.exp\[1\] is not finite/);
+  assert.equal(
+    await fetch(`${server.url}/run`).then(async (r) => (await r.body?.cancel(), r.status)),
+    404,
+  );
+});
