@@ -230,8 +230,8 @@ export class ServiceMetrics {
   #otherSeries = 0;
   /** The `telemetry_value` lines of the snapshot's types, in runs of consecutive types. */
   #segments: Segment[] = [];
-  /** Answers per `"<route>\u0000<code>"`: `telemetry_http_responses_total` (CONTRACT 9.3). */
-  #responses = new Map<string, number>();
+  /** Answers per route and code: `telemetry_http_responses_total` (CONTRACT 9.3). */
+  #responses = new Map<string, Map<number, number>>();
 
   /**
    * Starts counting the service's commits.
@@ -263,13 +263,18 @@ export class ServiceMetrics {
    * @param code The status code answered.
    */
   countResponse(route: string, code: number): void {
-    const key = `${route}\u0000${code}`;
-    this.#responses.set(key, (this.#responses.get(key) ?? 0) + 1);
+    let codes = this.#responses.get(route);
+    if (codes === undefined) this.#responses.set(route, codes = new Map());
+    codes.set(code, (codes.get(code) ?? 0) + 1);
   }
 
   /** Answers counted so far per `"<route>\u0000<code>"`, as `telemetry_http_responses_total` reports them. */
   get responsesTotal(): ReadonlyMap<string, number> {
-    return new Map(this.#responses);
+    const out = new Map<string, number>();
+    for (const [route, codes] of this.#responses) {
+      for (const [code, n] of codes) out.set(`${route}\u0000${code}`, n);
+    }
+    return out;
   }
 
   #count(report: WriteReport): void {
@@ -434,12 +439,10 @@ export class ServiceMetrics {
       "counter",
       'HTTP answers per route pattern and status code (unknown paths as route="other").',
     );
-    for (const [key, count] of this.#responses) {
-      const cut = key.indexOf("\u0000");
-      out += sample("telemetry_http_responses_total", count, {
-        route: key.slice(0, cut),
-        code: key.slice(cut + 1),
-      });
+    for (const [route, codes] of this.#responses) {
+      for (const [code, count] of codes) {
+        out += sample("telemetry_http_responses_total", count, { route, code: String(code) });
+      }
     }
 
     if (options.streams) {

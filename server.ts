@@ -294,52 +294,57 @@ export function createHandler(
     return await handler({ req, info, url, params: found.params });
   }
 
-  async function answer(
-    req: Request,
-    info: Deno.ServeHandlerInfo | undefined,
-    seen: { route: string | undefined },
-  ): Promise<Response> {
-    try {
-      return await dispatch(req, info, seen);
-    } catch (err) {
-      await req.body?.cancel().catch(() => {});
-      // A body cut off because the server is stopping is not the client's fault.
-      if (err instanceof IncompleteBodyError && stopping()) return shuttingDownResponse();
-      const mapped = toProblem(err);
-      if (mapped) return mapped;
-      onError?.(err);
-      // The raw message may name paths and internals: it goes to the log, never to the client.
-      return problem(500, UNEXPECTED_DETAIL);
-    }
-  }
-
   return async function handle(req, info) {
     const seen: { route: string | undefined } = { route: undefined };
-    const res = await answer(req, info, seen);
-    const route = seen.route ?? routeOf(req);
-    metrics.countResponse(route, res.status);
-    if (res.status >= 400 && onRejected) {
-      // A reader polling for a type not seen yet is not a fault (CONTRACT 9.4).
-      if (
-        !(res.status === 404 && route === CURRENT_TYPE_ROUTE &&
-          (req.method === "GET" || req.method === "HEAD"))
-      ) {
-        const peer = info?.remoteAddr;
-        try {
-          onRejected({
-            method: req.method,
-            route,
-            status: res.status,
-            peer: peer && "hostname" in peer ? peer.hostname : "unknown",
-            detail: problemDetail(res) ?? "",
-          });
-        } catch {
-          // A log that cannot be written (stderr closed) must not turn the answer into a failure.
-        }
-      }
+    let res: Response;
+    try {
+      res = await dispatch(req, info, seen);
+    } catch (err) {
+      res = await answerError(req, err);
     }
+    const status = res.status;
+    const route = seen.route ?? routeOf(req);
+    metrics.countResponse(route, status);
+    if (status >= 400 && onRejected) reportRejection(req, info, res, route, status);
     return res;
   };
+
+  async function answerError(req: Request, err: unknown): Promise<Response> {
+    await req.body?.cancel().catch(() => {});
+    // A body cut off because the server is stopping is not the client's fault.
+    if (err instanceof IncompleteBodyError && stopping()) return shuttingDownResponse();
+    const mapped = toProblem(err);
+    if (mapped) return mapped;
+    onError?.(err);
+    // The raw message may name paths and internals: it goes to the log, never to the client.
+    return problem(500, UNEXPECTED_DETAIL);
+  }
+
+  function reportRejection(
+    req: Request,
+    info: Deno.ServeHandlerInfo | undefined,
+    res: Response,
+    route: string,
+    status: number,
+  ): void {
+    // A reader polling for a type not seen yet is not a fault (CONTRACT 9.4).
+    if (
+      status === 404 && route === CURRENT_TYPE_ROUTE &&
+      (req.method === "GET" || req.method === "HEAD")
+    ) return;
+    const peer = info?.remoteAddr;
+    try {
+      onRejected?.({
+        method: req.method,
+        route,
+        status,
+        peer: peer && "hostname" in peer ? peer.hostname : "unknown",
+        detail: problemDetail(res) ?? "",
+      });
+    } catch {
+      // A log that cannot be written (stderr closed) must not turn the answer into a failure.
+    }
+  }
 }
 
 /** The route label of a path that is no route (CONTRACT 9.3). */
