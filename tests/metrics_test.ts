@@ -199,6 +199,12 @@ Deno.test("telemetry_http_responses_total counts every answer per route pattern 
   assert.equal(await hit(`${u}/current`), 200);
   assert.equal(await hit(`${u}/run`), 404);
   assert.equal(await hit(`${u}/run/stop`, { method: "POST" }), 409);
+  const start = { method: "POST", headers: json, body: '{"run_id":"r1"}' };
+  assert.equal(await hit(`${u}/run/start`, start), 201);
+  assert.equal(await hit(`${u}/run/start`, { ...start, body: '{"run_id":"r2"}' }), 409);
+  assert.equal(await hit(`${u}/run`), 200);
+  assert.equal(await hit(`${u}/run/stop`, { method: "POST" }), 200);
+  assert.equal(await hit(`${u}/stream`), 200);
   assert.equal(await hit(`${u}/ready`), 200);
   assert.equal(await hit(`${u}/`), 200);
   assert.equal(await hit(`${u}/metrics`), 200);
@@ -218,7 +224,12 @@ Deno.test("telemetry_http_responses_total counts every answer per route pattern 
     ["/current", "200", "1"],
     ["/current", "403", "1"],
     ["/run", "404", "1"],
+    ["/run", "200", "1"],
     ["/run/stop", "409", "1"],
+    ["/run/stop", "200", "1"],
+    ["/run/start", "201", "1"],
+    ["/run/start", "409", "1"],
+    ["/stream", "200", "1"],
     ["/ready", "200", "1"],
     ["/", "200", "1"],
     // The earlier scrape and this one: the body is rendered after the answer was counted.
