@@ -19,8 +19,10 @@
  * - A record goes to the file of the calendar date written in its `date` field, as written:
  *   `"2026-03-05T23:30:00-05:00"` goes to `site_20260305.ndjson` although its `ts` is
  *   `2026-03-06T04:30:00.000Z`. (The live service's noon rotation does not apply: CONTRACT 7
- *   groups by calendar date.) Within a file lines are sorted by `ts`, ties keep input order
- *   (sorted file path, then line number), and `seq` runs 1..n.
+ *   groups by calendar date.) With `groupBy: "night"` a record goes instead to the local-noon
+ *   night of its `ts` in `timeZone`, as the live service would have filed it (CONTRACT 12).
+ *   Within a file lines are sorted by `ts`, ties keep input order (sorted file path, then line
+ *   number), and `seq` runs 1..n.
  * - Each line is `{"seq","ts","type","data","meta"}` exactly as the live service writes it, with
  *   `meta` = `{"migrated_from":"PanFileDB","original_id":<_id>}` (`null` when the record has no
  *   `_id`). `type` comes from the record, or from the collection name when the record has none;
@@ -33,7 +35,10 @@
  *   `<dest>/.migrate-tmp-<random>/` and renamed into place, so an interrupted run never leaves a
  *   half-written site file. A later run removes stale temporary directories.
  * - While it writes, the migrator holds the destination's site lock (`<dest>/.lock`, CONTRACT
- *   4.6), so it cannot run into a directory a live telemetry server is using.
+ *   4.6), so it cannot run into a directory a live telemetry server is using. It removes the
+ *   lock file it created, so the destination ends up holding only the output files.
+ * - A dry run reads everything and writes nothing; it reports the existing targets a real run
+ *   would refuse ({@linkcode MigrateSummary.conflicts}) instead of failing on them.
  *
  * Needs `--allow-read=<source>,<dest>` and `--allow-write=<dest>`.
  *
@@ -1411,9 +1416,11 @@ function positiveInteger(value: number | undefined, fallback: number, name: stri
  * @returns What was read, converted, rejected and written.
  * @throws {MigrateConflictError} If a target file (a site file this run would write, or the
  * rejects file) already exists and `force` is not set; nothing is written.
- * @throws {MigrateError} If `source` is missing or not a directory, `dest` is not a directory,
- * a permission is missing, or a telemetry server holds the destination's lock.
- * @throws {RangeError} If `chunkBytes` or `bufferBytes` is not a positive integer.
+ * @throws {MigrateError} If `source` is missing, not a directory or holds no `<collection>.json`,
+ * `dest` is not a directory, a permission is missing (a Deno flag, named, or the operating
+ * system's, said as such), or a telemetry server holds the destination's lock.
+ * @throws {RangeError} If `chunkBytes` or `bufferBytes` is not a positive integer, `groupBy` is
+ * neither `"date"` nor `"night"`, or `timeZone` is not an IANA zone.
  *
  * @example Migrate a legacy store
  * ```ts ignore
