@@ -1092,3 +1092,18 @@ Deno.test("obs-utils telemetry migrate --group-by takes any case and refuses --t
   assert.match(zone.stderr, /Mars\/Olympus/);
   await assert.rejects(() => Deno.stat(join(tmp.path, "x")), Deno.errors.NotFound);
 });
+
+Deno.test("migrate() throws RangeError for an unknown groupBy or time zone before touching anything", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  await writeLegacy(src, "weather.json", [legacy("2026-03-05T14:00:00Z")]);
+  await assert.rejects(() => migrate(src, dst, { groupBy: "week" as "night" }), {
+    name: "RangeError",
+    message: 'groupBy must be "date" or "night", not "week"',
+  });
+  await assert.rejects(
+    () => migrate(src, dst, { groupBy: "night", timeZone: "Mars/Olympus" }),
+    RangeError,
+  );
+  await assert.rejects(() => Deno.stat(dst), Deno.errors.NotFound);
+});
