@@ -1503,6 +1503,19 @@ async function releaseDest(work: Workspace): Promise<void> {
   await work.lock.release();
 }
 
+/** The second line of a lock file a migration holds (a server writes its URL there). */
+const MIGRATION_MARK = "migrate";
+
+/** Whether a lock file was written by a migration (one that was killed, if nobody holds it). */
+async function isMigrationLock(path: string): Promise<boolean> {
+  try {
+    const text = await Deno.readTextFile(path);
+    return text.split("\n")[1] === MIGRATION_MARK;
+  } catch {
+    return false;
+  }
+}
+
 /** "No collection files", with what was found instead, so the operator can fix `--source`. */
 function noCollections(src: string, skipped: readonly MigrateSkipped[]): MigrateError {
   const seen = skipped.length === 0
@@ -1566,9 +1579,14 @@ async function openWorkspace(
   await prepareDest(dst, !settings.dryRun);
   if (settings.dryRun) return;
   const lockPath = join(dst, LOCK_FILE);
-  const hadLock = await exists(lockPath);
+  // A lock file left by a migration that was killed is ours to clean up; any other is kept.
+  const hadLock = await exists(lockPath) && !await isMigrationLock(lockPath);
   work.lock = await lockDest(dst);
-  if (!hadLock) work.createdLock = lockPath;
+  if (!hadLock) {
+    work.createdLock = lockPath;
+    // Only a lock file this run created is marked: a later run may then remove it.
+    await work.lock.record(MIGRATION_MARK);
+  }
   // A rejects file from an earlier run means this run must fail without force: read in
   // counting mode only, to list every conflicting file without spilling anything.
   const doomed = !settings.force && await exists(rejectsFile);

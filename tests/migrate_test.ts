@@ -1107,3 +1107,35 @@ Deno.test("migrate() throws RangeError for an unknown groupBy or time zone befor
   );
   await assert.rejects(() => Deno.stat(dst), Deno.errors.NotFound);
 });
+
+Deno.test("migrate() after a migration killed mid-run still leaves nothing but its output files", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  await sampleStore(src, 2);
+  // What kill -9 leaves: the lock file it created (marked as a migration's) and its scratch space.
+  await Deno.mkdir(join(dst, ".migrate-tmp-dead"), { recursive: true });
+  await Deno.writeTextFile(join(dst, ".migrate-tmp-dead", "site_20260301.ndjson"), '{"seq":1');
+  await Deno.writeTextFile(join(dst, ".lock"), "99999\nmigrate\n");
+  await migrate(src, dst);
+  assert.deepEqual((await treeState(dst)).map((e) => e.split(" ")[0]), [
+    REJECTS_FILE,
+    "site_20260301.ndjson",
+    "site_20260302.ndjson",
+  ]);
+});
+
+Deno.test("migrate() marks its lock so a server refused the directory meanwhile is told who holds it", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  await sampleStore(src, 1);
+  let seen: string | undefined;
+  await migrate(src, dst, {
+    onProgress: (p) => {
+      if (p.phase === "commit" && seen === undefined) {
+        seen = Deno.readTextFileSync(join(dst, ".lock"));
+      }
+    },
+  });
+  assert.equal(seen, `${Deno.pid}\nmigrate\n`);
+  await assert.rejects(() => Deno.stat(join(dst, ".lock")), Deno.errors.NotFound);
+});
