@@ -146,7 +146,7 @@ async function readHolder(siteDir: string): Promise<{ pid?: number; url?: string
   const [pidText, url] = text.split("\n");
   const holder: { pid?: number; url?: string } = {};
   if (pidText && /^\d{1,10}$/.test(pidText)) holder.pid = Number(pidText);
-  if (url && /^https?:\/\/[^\s]{1,300}$/.test(url)) holder.url = url;
+  if (url && /^https?:\/\/[\x21-\x7e]{1,300}$/.test(url)) holder.url = url; // printable ASCII only
   return holder;
 }
 

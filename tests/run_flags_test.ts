@@ -33,6 +33,7 @@ import { cliRunArgs, freePort, postJson, tempDir, testServer } from "./_util.ts"
 import { join } from "node:path";
 import { siteInUse } from "../_cli_run.ts";
 import { SiteInUseError } from "../_errors.ts";
+import { SiteLock } from "../_fs.ts";
 
 const noEnv = () => undefined;
 
@@ -376,4 +377,31 @@ Deno.test("the site lock file records the holder's pid and address, also after i
     assert.equal(err.holderUrl, server.url);
     return true;
   });
+});
+
+Deno.test("a forged lock file cannot put escape codes or a huge text into the in-use message", async () => {
+  await using tmp = await tempDir();
+  const lock = await SiteLock.acquire(tmp.path);
+  try {
+    for (
+      const [text, pid, url] of [
+        ["12\nhttp://x\u001b[31m:1\n", 12, undefined],
+        [`7\nhttp://${"a".repeat(5000)}\n`, 7, undefined],
+        ["not a pid\nhttps://127.0.0.1:9\n", undefined, "https://127.0.0.1:9"],
+        ["", undefined, undefined],
+      ] as const
+    ) {
+      await Deno.writeTextFile(join(tmp.path, ".lock"), text);
+      await assert.rejects(() => SiteLock.acquire(tmp.path), (err: unknown) => {
+        assert.ok(err instanceof SiteInUseError);
+        assert.equal(err.holderPid, pid);
+        assert.equal(err.holderUrl, url);
+        // deno-lint-ignore no-control-regex
+        assert.ok(!/[\u0000-\u001f]/.test(siteInUse(err)), siteInUse(err));
+        return true;
+      });
+    }
+  } finally {
+    await lock.release();
+  }
 });
