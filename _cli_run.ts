@@ -211,17 +211,18 @@ async function serve(
  *
  * assert.equal(
  *   siteInUse(new SiteInUseError("/srv/t", { pid: 812, url: "http://127.0.0.1:7000" })),
- *   "site directory /srv/t is in use by another telemetry server (pid 812, listening on http://127.0.0.1:7000); stop it with 'obs-utils telemetry stop --host 127.0.0.1 --port 7000' or choose another --site-dir",
+ *   "site directory /srv/t is in use by another telemetry server (pid 812 at http://127.0.0.1:7000); stop it with 'obs-utils telemetry stop --host 127.0.0.1 --port 7000' or choose another --site-dir",
  * );
  * ```
  */
 export function siteInUse(err: SiteInUseError): string {
+  // "pid 812 at http://...": not "listening on", which is how scripts spot the ready line.
   const who = [
     ...(err.holderPid === undefined ? [] : [`pid ${err.holderPid}`]),
-    ...(err.holderUrl === undefined ? [] : [`listening on ${err.holderUrl}`]),
+    ...(err.holderUrl === undefined ? [] : [`at ${err.holderUrl}`]),
   ];
   const held = `site directory ${err.siteDir} is in use by another telemetry server${
-    who.length === 0 ? "" : ` (${who.join(", ")})`
+    who.length === 0 ? "" : ` (${who.join(" ")})`
   }`;
   const stop = stopCommand(err.holderUrl);
   if (stop) return `${held}; stop it with '${stop}' or choose another --site-dir`;

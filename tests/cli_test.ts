@@ -217,7 +217,7 @@ Deno.test("obs-utils telemetry run exits 1 when another server holds the site di
   // CONTRACT 9.5: the holder's pid and address, and the command that stops it.
   assert.equal(
     r.stderr.trim(),
-    `error: site directory ${real} is in use by another telemetry server (pid ${Deno.pid}, listening on ${first.url}); stop it with 'obs-utils telemetry stop --host 127.0.0.1 --port ${first.addr.port}' or choose another --site-dir`,
+    `error: site directory ${real} is in use by another telemetry server (pid ${Deno.pid} at ${first.url}); stop it with 'obs-utils telemetry stop --host 127.0.0.1 --port ${first.addr.port}' or choose another --site-dir`,
   );
 });
 

@@ -324,7 +324,7 @@ Deno.test("obs-utils telemetry run refused a site directory names the holding pr
     const real = await Deno.realPath(tmp.path);
     assert.equal(
       decoder.decode(out.stderr),
-      `error: site directory ${real} is in use by another telemetry server (pid ${holder.pid}, listening on http://127.0.0.1:${port}); stop it with 'obs-utils telemetry stop --host 127.0.0.1 --port ${port}' or choose another --site-dir\n`,
+      `error: site directory ${real} is in use by another telemetry server (pid ${holder.pid} at http://127.0.0.1:${port}); stop it with 'obs-utils telemetry stop --host 127.0.0.1 --port ${port}' or choose another --site-dir\n`,
     );
     assert.equal(decoder.decode(out.stdout), "");
     reader.releaseLock();
@@ -342,11 +342,11 @@ Deno.test("siteInUse() falls back to the pid, or to generic advice, when the loc
   );
   assert.equal(
     siteInUse(new SiteInUseError("/srv/t", { pid: 42, url: "http://localhost:6562" })),
-    "site directory /srv/t is in use by another telemetry server (pid 42, listening on http://localhost:6562); stop it with 'obs-utils telemetry stop' or choose another --site-dir",
+    "site directory /srv/t is in use by another telemetry server (pid 42 at http://localhost:6562); stop it with 'obs-utils telemetry stop' or choose another --site-dir",
   );
   assert.equal(
     siteInUse(new SiteInUseError("/srv/t", { url: "http://[::1]:7000" })),
-    "site directory /srv/t is in use by another telemetry server (listening on http://[::1]:7000); stop it with 'obs-utils telemetry stop --host ::1 --port 7000' or choose another --site-dir",
+    "site directory /srv/t is in use by another telemetry server (at http://[::1]:7000); stop it with 'obs-utils telemetry stop --host ::1 --port 7000' or choose another --site-dir",
   );
   assert.match(
     siteInUse(new SiteInUseError("/srv/t")),
