@@ -288,7 +288,9 @@ export function connection(
   const portText = values.port ?? readEnv("OBS_TELEMETRY_PORT");
   let port = DEFAULT_PORT;
   try {
-    if (portText !== undefined) port = parsePort(portText);
+    if (portText !== undefined) {
+      port = parsePort(portText, values.port === undefined ? "OBS_TELEMETRY_PORT" : "--port");
+    }
   } catch (err) {
     throw new UsageError((err as RangeError).message, command);
   }

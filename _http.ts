@@ -76,10 +76,25 @@ export function problem(
     status,
     detail,
   });
-  return new Response(body, {
+  const res = new Response(body, {
     status,
     headers: { ...PROBLEM_HEADERS, ...headers },
   });
+  details.set(res, detail);
+  return res;
+}
+
+/** The `detail` of each problem response made here, for the log line of a rejection. */
+const details = new WeakMap<Response, string>();
+
+/**
+ * The `detail` of a problem response made by {@linkcode problem}, without reading its body.
+ *
+ * @param res A response.
+ * @returns Its detail, or `undefined` for a response that is not a problem made here.
+ */
+export function problemDetail(res: Response): string | undefined {
+  return details.get(res);
 }
 
 /**
@@ -283,15 +298,29 @@ export async function readJsonBody(req: Request, maxBody: number, allowNdjson = 
  * first value that is not JSON.
  */
 export function parseNdjson(text: string): unknown[] {
+  return parseNdjsonLines(text).items;
+}
+
+/**
+ * Parses an `application/x-ndjson` body like {@linkcode parseNdjson}, and also says on which
+ * 1-based line (blank lines counted) each value stood, so item errors can name the line.
+ *
+ * @param text The decoded body.
+ * @returns The values and their line numbers, in order.
+ * @throws {HttpError} 400 naming the line and item of the first value that is not JSON.
+ */
+export function parseNdjsonLines(text: string): { items: unknown[]; lines: number[] } {
   const items: unknown[] = [];
+  const lines: number[] = [];
   const onLine = (line: string, lineNo: number) => {
     if (line.trim() === "") return;
-    items.push(parseJson(line, `Line ${lineNo} (item ${items.length})`));
+    items.push(parseJson(line, `Line ${lineNo} (item ${items.length}, 0-based)`));
+    lines.push(lineNo);
   };
   const splitter = new LineSplitter();
   splitter.push(text, onLine);
   splitter.end(onLine);
-  return items;
+  return { items, lines };
 }
 
 /**

@@ -21,6 +21,7 @@ import { DEFAULT_HOST, DEFAULT_PORT, readEnv } from "./_address.ts";
 import { checkTimeZone } from "./_day_key.ts";
 import { FSYNC_MODES, type FsyncMode } from "./_ndjson_writer.ts";
 import { DEFAULT_MAX_BODY } from "./_http.ts";
+import { type LogFormat, parseLogFormat } from "./_log.ts";
 import { DEFAULT_MAX_SNAPSHOT_BYTES, DEFAULT_MAX_TYPES, DEFAULT_SITE_TYPES } from "./service.ts";
 
 /** Default site directory (SPEC 4.6). */
@@ -71,6 +72,8 @@ export interface RunFlagValues {
   tlsCert?: string;
   /** PEM private key file of the certificate (`--tls-key`). */
   tlsKey?: string;
+  /** How the service log prints its lines (`--log-format`). */
+  logFormat?: LogFormat;
 }
 
 /** One row of {@linkcode RUN_FLAGS}. */
@@ -108,6 +111,7 @@ export interface RunFlag {
  * Reads a port number.
  *
  * @param value The text of `--port` or `OBS_TELEMETRY_PORT`.
+ * @param name What the operator set, named in the error.
  * @returns The port, 0 to 65535.
  * @throws {RangeError} If it is not a whole number in that range.
  *
@@ -120,9 +124,9 @@ export interface RunFlag {
  * assert.throws(() => parsePort("70000"), RangeError);
  * ```
  */
-export function parsePort(value: string): number {
+export function parsePort(value: string, name = "--port"): number {
   if (!/^\d{1,5}$/.test(value) || Number(value) > 65535) {
-    throw new RangeError(`--port must be a number from 0 to 65535, not "${value}"`);
+    throw new RangeError(`${name} must be a number from 0 to 65535, not "${value}"`);
   }
   return Number(value);
 }
@@ -136,12 +140,14 @@ function positiveInt(flag: string): (value: string) => number {
   };
 }
 
+/** Reads an `--fsync` mode in any letter case (`ALWAYS` is `always`). */
 function parseFsync(value: string): FsyncMode {
-  if (!(FSYNC_MODES as readonly string[]).includes(value)) {
+  const mode = value.trim().toLowerCase();
+  if (!(FSYNC_MODES as readonly string[]).includes(mode)) {
     const modes = `${FSYNC_MODES.slice(0, -1).join(", ")} or ${FSYNC_MODES.at(-1)}`;
     throw new RangeError(`--fsync must be ${modes}, not "${value}"`);
   }
-  return value as FsyncMode;
+  return mode as FsyncMode;
 }
 
 const BYTE_UNITS: Record<string, number> = {
@@ -321,6 +327,14 @@ export const RUN_FLAGS: readonly RunFlag[] = [
   },
   { name: "tls-cert", arg: "FILE", help: "PEM certificate: serve HTTPS", key: "tlsCert" },
   { name: "tls-key", arg: "FILE", help: "PEM private key of --tls-cert", key: "tlsKey" },
+  {
+    name: "log-format",
+    arg: "FORMAT",
+    help: "text | json (one JSON object per line)",
+    shownDefault: "text",
+    parse: parseLogFormat,
+    key: "logFormat",
+  },
 ];
 
 /**
@@ -436,11 +450,21 @@ function resolveFlag(
     return given === true || (flag.env !== undefined && parseSwitchEnv(flag.env, env(flag.env)));
   }
   if (flag.multiple) return given ?? [];
-  const text = (given as string | undefined) ??
-    (flag.env === undefined ? undefined : env(flag.env)) ??
+  const fromEnv = given === undefined && flag.env !== undefined ? env(flag.env) : undefined;
+  const text = (given as string | undefined) ?? fromEnv ??
     (typeof flag.default === "function" ? flag.default() : flag.default);
   if (text === undefined) return undefined;
-  return flag.parse ? flag.parse(text) : text;
+  if (!flag.parse) return text;
+  try {
+    return flag.parse(text);
+  } catch (err) {
+    // Name what the operator set: the variable, not a flag they never typed (CONTRACT 9.5).
+    if (fromEnv === undefined || !(err instanceof RangeError)) throw err;
+    const named = err.message.includes(`--${flag.name}`)
+      ? err.message.replace(`--${flag.name}`, `${flag.env}`)
+      : `${flag.env}: ${err.message}`;
+    throw new RangeError(`${named}; fix or unset the variable`);
+  }
 }
 
 /**

@@ -11,6 +11,7 @@ import type { FsyncMode } from "./_ndjson_writer.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl } from "./_address.ts";
 import { sleep } from "./_async.ts";
 import { runFlagArgs, SERVER_ENV_VARS } from "./_run_flags.ts";
+import type { LogFormat } from "./_log.ts";
 
 export { SERVER_ENV_VARS };
 
@@ -110,6 +111,8 @@ export interface SpawnOptions {
   tlsCert?: string;
   /** PEM private key file (`--tls-key`), granted read too. */
   tlsKey?: string;
+  /** How the service log prints its lines (`--log-format`). */
+  logFormat?: LogFormat;
   /**
    * Where the child's output goes.
    * @default {"inherit"}

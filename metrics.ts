@@ -255,6 +255,8 @@ export class ServiceMetrics {
   #otherSeries = 0;
   /** The `telemetry_value` lines of the snapshot's types, in runs of consecutive types. */
   #segments: Segment[] = [];
+  /** Answers per route and code: `telemetry_http_responses_total` (CONTRACT 9.3). */
+  #responses = new Map<string, Map<number, number>>();
 
   /**
    * Starts counting the service's commits.
@@ -278,6 +280,28 @@ export class ServiceMetrics {
    */
   get eventsTotal(): ReadonlyMap<string, number> {
     return new Map([...this.#events].map(([key, series]) => [key, series.count]));
+  }
+
+  /**
+   * Counts one HTTP answer for `telemetry_http_responses_total{route,code}` (CONTRACT 9.3).
+   *
+   * @param route The route pattern, such as `/current/{type}`, or `other` for an unknown path:
+   *   never the raw path, so the label set stays bounded.
+   * @param code The status code answered.
+   */
+  countResponse(route: string, code: number): void {
+    let codes = this.#responses.get(route);
+    if (codes === undefined) this.#responses.set(route, codes = new Map());
+    codes.set(code, (codes.get(code) ?? 0) + 1);
+  }
+
+  /** Answers counted so far per `"<route>\u0000<code>"`, as `telemetry_http_responses_total` reports them. */
+  get responsesTotal(): ReadonlyMap<string, number> {
+    const out = new Map<string, number>();
+    for (const [route, codes] of this.#responses) {
+      for (const [code, n] of codes) out.set(`${route}\u0000${code}`, n);
+    }
+    return out;
   }
 
   #count(report: WriteReport): void {
@@ -477,6 +501,17 @@ export class ServiceMetrics {
 
     out += family("telemetry_run_active", "gauge", "1 while a run is active, else 0.") +
       sample("telemetry_run_active", this.#service.run ? 1 : 0);
+
+    out += family(
+      "telemetry_http_responses_total",
+      "counter",
+      'HTTP answers per route pattern and status code (unknown paths as route="other").',
+    );
+    for (const [route, codes] of this.#responses) {
+      for (const [code, count] of codes) {
+        out += sample("telemetry_http_responses_total", count, { route, code: String(code) });
+      }
+    }
 
     if (options.streams) {
       out += family("telemetry_stream_clients", "gauge", "Open GET /stream connections.") +

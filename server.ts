@@ -19,7 +19,8 @@
 
 import denoJson from "./deno.json" with { type: "json" };
 import { type ServiceOptions, TelemetryService } from "./service.ts";
-import { ShuttingDownError } from "./_errors.ts";
+import { errorText, ShuttingDownError } from "./_errors.ts";
+import { recordLockHolder } from "./_fs.ts";
 import {
   type AccessPolicy,
   DEFAULT_MAX_BODY,
@@ -30,8 +31,9 @@ import {
   IncompleteBodyError,
   isLoopback,
   json,
-  parseNdjson,
+  parseNdjsonLines,
   problem,
+  problemDetail,
   readJsonBody,
   requestUrl,
   shuttingDownResponse,
@@ -110,6 +112,7 @@ export {
 export { type CheckResult, TYPE_STATES, type TypeState, type TypeStatus } from "./_freshness.ts";
 export { DiskWatch, type DiskWatchOptions } from "./_disk_watch.ts";
 export { DEFAULT_MIN_FREE_BYTES } from "./_disk.ts";
+export type { LogFormat } from "./_log.ts";
 
 /** The package version, from `deno.json`. */
 export const VERSION: string = denoJson.version;
@@ -163,6 +166,11 @@ export interface HandlerOptions {
   /** Receives unexpected errors (answered with 500). */
   onError?: (err: unknown) => void;
   /**
+   * Receives every 4xx/5xx answer but a 404 on `GET /current/{type}` (CONTRACT 9.4), after the
+   * answer is made; the service log writes it at `warn`, rate-limited.
+   */
+  onRejected?: (rejection: Rejection) => void;
+  /**
    * Milliseconds between `: keepalive` comments on `GET /stream`.
    * @default {15000}
    */
@@ -182,6 +190,20 @@ export interface HandlerOptions {
    * @default {a watch with the default `--min-free` of 1 GiB that reads on each request}
    */
   disk?: DiskWatch;
+}
+
+/** A request answered with 4xx or 5xx, as {@linkcode HandlerOptions.onRejected} receives it. */
+export interface Rejection {
+  /** The request method. */
+  method: string;
+  /** The route pattern, such as `/current/{type}`; `other` for an unknown path. */
+  route: string;
+  /** The status answered. */
+  status: number;
+  /** The peer's address (`127.0.0.1`, `::1`), or `unknown` outside `Deno.serve`. */
+  peer: string;
+  /** The answer's `detail`. */
+  detail: string;
 }
 
 /** A request handler for `Deno.serve`, or for calling directly with a `Request`. */
@@ -264,7 +286,7 @@ export function createHandler(
   service: TelemetryService,
   options: HandlerOptions = {},
 ): TelemetryHandler {
-  const { token, maxBody = DEFAULT_MAX_BODY, onError } = options;
+  const { token, maxBody = DEFAULT_MAX_BODY, onError, onRejected } = options;
   const lifecycle = options.lifecycle ?? new ShutdownLifecycle(options.onShutdown);
   const guardHost = isLoopback(options.hostname ?? DEFAULT_HOST);
   const access: AccessPolicy = {
@@ -287,9 +309,22 @@ export function createHandler(
   );
   const stopping = () => lifecycle.stopping || service.closing;
 
+  /** The route label of a request (CONTRACT 9.3): its pattern, or `other`. */
+  function routeOf(req: Request): string {
+    let url: URL;
+    try {
+      url = new URL(req.url);
+    } catch {
+      return OTHER_ROUTE;
+    }
+    const found = router.match(url);
+    return found ? routeLabel(found.route) : OTHER_ROUTE;
+  }
+
   async function dispatch(
     req: Request,
     info: Deno.ServeHandlerInfo | undefined,
+    seen: { route: string | undefined },
   ): Promise<Response> {
     if (stopping()) throw new ShuttingDownError();
     if (guardHost) guardLoopback(req);
@@ -299,11 +334,13 @@ export function createHandler(
     guardAccess(req, url, peer && "hostname" in peer ? peer.hostname : undefined, access);
     const found = router.match(url);
     if (!found) {
+      seen.route = OTHER_ROUTE;
       throw new HttpError(
         404,
         `No endpoint at ${url.pathname}; the API has / (dashboard), /health, /ready, /run, /run/start, /run/stop, /event, /events, /current, /types, /check, /stream, /metrics and /shutdown.`,
       );
     }
+    seen.route = routeLabel(found.route);
     const { methods } = found.route;
     const handler =
       methods[(req.method === "HEAD" ? "GET" : req.method) as "GET" | "POST" | "DELETE"];
@@ -319,24 +356,72 @@ export function createHandler(
   }
 
   return async function handle(req, info) {
-    const res = await answer(req, info);
+    const seen: { route: string | undefined } = { route: undefined };
+    let res: Response;
+    try {
+      res = await dispatch(req, info, seen);
+    } catch (err) {
+      res = await answerError(req, err);
+    }
+    const status = res.status;
+    const route = seen.route ?? routeOf(req);
+    metrics.countResponse(route, status);
+    if (status >= 400 && onRejected) reportRejection(req, info, res, route, status);
     return req.method === "HEAD" ? headOnly(res) : res;
   };
 
-  async function answer(req: Request, info: Deno.ServeHandlerInfo | undefined): Promise<Response> {
+  async function answerError(req: Request, err: unknown): Promise<Response> {
+    await req.body?.cancel().catch(() => {});
+    // A body cut off because the server is stopping is not the client's fault.
+    if (err instanceof IncompleteBodyError && stopping()) return shuttingDownResponse();
+    const mapped = toProblem(err);
+    if (mapped) return mapped;
+    onError?.(err);
+    // The raw message may name paths and internals: it goes to the log, never to the client.
+    return problem(500, UNEXPECTED_DETAIL);
+  }
+
+  function reportRejection(
+    req: Request,
+    info: Deno.ServeHandlerInfo | undefined,
+    res: Response,
+    route: string,
+    status: number,
+  ): void {
+    // A reader polling for a type not seen yet is not a fault (CONTRACT 9.4).
+    if (
+      status === 404 && route === CURRENT_TYPE_ROUTE &&
+      (req.method === "GET" || req.method === "HEAD")
+    ) return;
+    const peer = info?.remoteAddr;
     try {
-      return await dispatch(req, info);
-    } catch (err) {
-      await req.body?.cancel().catch(() => {});
-      // A body cut off because the server is stopping is not the client's fault.
-      if (err instanceof IncompleteBodyError && stopping()) return shuttingDownResponse();
-      const answer = toProblem(err);
-      if (answer) return answer;
-      onError?.(err);
-      // The raw message may name paths and internals: it goes to the log, never to the client.
-      return problem(500, UNEXPECTED_DETAIL);
+      onRejected?.({
+        method: req.method,
+        route,
+        status,
+        peer: peer && "hostname" in peer ? peer.hostname : "unknown",
+        detail: problemDetail(res) ?? "",
+      });
+    } catch {
+      // A log that cannot be written (stderr closed) must not turn the answer into a failure.
     }
   }
+}
+
+/** The route label of a path that is no route (CONTRACT 9.3). */
+const OTHER_ROUTE = "other";
+/** The label of `GET /current/{type}`, whose 404 is not logged. */
+const CURRENT_TYPE_ROUTE = "/current/{type}";
+const routeLabels = new WeakMap<Route, string>();
+
+/** A route's pattern as people write it: `/current/:type(.*)` is `/current/{type}`. */
+function routeLabel(route: Route): string {
+  let label = routeLabels.get(route);
+  if (label === undefined) {
+    label = route.pattern.pathname.replace(/:(\w+)(\([^)]*\))?/g, "{$1}");
+    routeLabels.set(route, label);
+  }
+  return label;
 }
 
 /**
@@ -539,7 +624,8 @@ async function postEvents(
 ): Promise<Response> {
   const { value, ndjson } = await readJsonBody(req, maxBody, true);
   let items: unknown[];
-  if (ndjson !== undefined) items = parseNdjson(ndjson);
+  let lines: number[] | undefined;
+  if (ndjson !== undefined) ({ items, lines } = parseNdjsonLines(ndjson));
   else if (value === undefined) items = [];
   else if (Array.isArray(value)) items = value;
   else {
@@ -548,7 +634,7 @@ async function postEvents(
       "A batch must be a JSON array of events, or NDJSON (one event per line) sent as application/x-ndjson.",
     );
   }
-  const events = await service.submit(parseEvents(items, true));
+  const events = await service.submit(parseEvents(items, true, lines));
   return json(
     200,
     `{"accepted":${events.length},"events":[${events.map((e) => e.line).join(",")}]}`,
@@ -632,6 +718,8 @@ export interface ServerOptions extends ServiceOptions {
   maxBody?: number;
   /** Receives unexpected request errors. */
   onError?: (err: unknown) => void;
+  /** Receives every 4xx/5xx answer worth a log line (see {@linkcode HandlerOptions.onRejected}). */
+  onRejected?: (rejection: Rejection) => void;
   /**
    * Longest wait, on shutdown, for in-flight requests before the files are closed anyway.
    * @default {5000}
@@ -746,6 +834,7 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
     ...(options.onError ? { onError: options.onError } : {}),
     types,
     disk,
+    ...(options.onRejected ? { onRejected: options.onRejected } : {}),
   });
   // Requests being answered; shutdown waits for them before it closes the files.
   const inFlight = new InFlight();
@@ -814,6 +903,10 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   const addr = server.addr;
   // Keep the name the operator chose; "localhost" reads better than the address it resolved to.
   const shown = hostname === "localhost" ? hostname : addr.hostname;
+  // A second server refused this directory names this one's address (CONTRACT 9.5).
+  await recordLockHolder(service.siteDir, `http://${hostForUrl(shown)}:${addr.port}`).catch(
+    (err) => warn(`Could not record the address in the site lock file: ${errorText(err)}`),
+  );
   return {
     addr,
     url: `${tls ? "https" : "http"}://${hostForUrl(shown)}:${addr.port}`,

@@ -233,7 +233,7 @@ Deno.test("POST /events answers 400 naming the bad 0-based index and writes noth
   await using server = await testServer({ siteDir: dir.path });
   const items = [{ type: "a", data: {} }, { type: "b", data: {} }, { type: "c", data: "x" }];
   const body = await problem(await post(`${server.url}/events`, JSON.stringify(items)), 400);
-  assert.match(body.detail, /^Item 2: /);
+  assert.match(body.detail, /^Item 2 \(0-based\): /);
   assert.deepEqual(await readSiteLines(dir.path), []);
   const next = await postJson(`${server.url}/event`, { type: "a", data: {} });
   assert.equal((next.body as { seq: number }).seq, 1);
@@ -243,7 +243,7 @@ Deno.test("POST /events answers 400 naming index 0 of a one-item batch", async (
   await using dir = await tempDir();
   await using server = await testServer({ siteDir: dir.path });
   const res = await post(`${server.url}/events`, JSON.stringify([{ type: "", data: {} }]));
-  assert.match((await problem(res, 400)).detail, /^Item 0: /);
+  assert.match((await problem(res, 400)).detail, /^Item 0 \(0-based\): /);
 });
 
 Deno.test("POST /events answers 400 naming the index of an NDJSON line that is not JSON", async () => {
