@@ -186,7 +186,7 @@ async function serve(
   // CONTRACT 8: a run that was active when the service last stopped goes on; say so.
   const resumed = server.service.run;
   if (resumed) {
-    console.log(
+    log.info(
       `resumed run ${resumed.run_id} (started ${resumed.started_at}, ${resumed.events} events)`,
     );
   }

@@ -208,7 +208,7 @@ async function readBodyBytes(
   declared: number | undefined,
 ): Promise<Uint8Array> {
   if (declared !== undefined && declared > maxBody) {
-    await req.body?.cancel();
+    // Not read, and not cancelled (see answerError in server.ts).
     throw tooLarge(maxBody);
   }
   // With a declared length the HTTP layer delivers exactly that many bytes, so the native
@@ -271,7 +271,6 @@ export async function readJsonBody(req: Request, maxBody: number, allowNdjson = 
     ? req.headers.has("transfer-encoding") || req.headers.has("content-length")
     : declared > 0;
   if (hasBody && !isNdjson && !JSON_TYPE.test(contentType)) {
-    await req.body?.cancel().catch(() => {});
     throw new HttpError(
       415,
       `Content-Type ${

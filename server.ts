@@ -371,7 +371,9 @@ export function createHandler(
   };
 
   async function answerError(req: Request, err: unknown): Promise<Response> {
-    await req.body?.cancel().catch(() => {});
+    // An unread request body is left to Deno.serve, never cancelled here: over HTTP/2 a
+    // cancelled body resets the stream before the answer leaves, so the client would see a
+    // framing error instead of the 401 or 413 (HTTP/1.1 closes the connection after it).
     // A body cut off because the server is stopping is not the client's fault.
     if (err instanceof IncompleteBodyError && stopping()) return shuttingDownResponse();
     const mapped = toProblem(err);
