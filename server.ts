@@ -361,7 +361,7 @@ export function createHandler(
     try {
       res = await dispatch(req, info, seen);
     } catch (err) {
-      res = await answerError(req, err);
+      res = answerError(err);
     }
     const status = res.status;
     const route = seen.route ?? routeOf(req);
@@ -370,7 +370,7 @@ export function createHandler(
     return req.method === "HEAD" ? headOnly(res) : res;
   };
 
-  async function answerError(req: Request, err: unknown): Promise<Response> {
+  function answerError(err: unknown): Response {
     // An unread request body is left to Deno.serve, never cancelled here: over HTTP/2 a
     // cancelled body resets the stream before the answer leaves, so the client would see a
     // framing error instead of the 401 or 413 (HTTP/1.1 closes the connection after it).
