@@ -70,6 +70,35 @@ export function readEnv(name: string): string | undefined {
   }
 }
 
+/** Set once the client has said that Deno would not let it read its variables. */
+let warnedUnreadable = false;
+
+/**
+ * {@linkcode readEnv} for a client default: the first time a variable is needed that Deno may
+ * not read (no `--allow-env` for it, not explicitly denied), says once on the console that a
+ * value set there is ignored and how to grant it. Deno cannot tell whether an unreadable
+ * variable is set, so the line says "if".
+ */
+function clientEnv(name: string): string | undefined {
+  const g = globalThis as RuntimeGlobals;
+  if (!warnedUnreadable && g.Deno) {
+    let state: string | undefined;
+    try {
+      state = g.Deno.permissions?.querySync?.({ name: "env", variable: name }).state;
+    } catch {
+      state = undefined;
+    }
+    if (state === "prompt") {
+      warnedUnreadable = true;
+      // deno-lint-ignore no-console
+      console.warn(
+        `@obs-utils/telemetry client: Deno may not read ${name}; if it is set, it is ignored and the default applies. Run with --allow-env=OBS_TELEMETRY_HOST,OBS_TELEMETRY_PORT,OBS_TELEMETRY_TOKEN or pass the value to the client.`,
+      );
+    }
+  }
+  return readEnv(name);
+}
+
 /** Where a client finds the service, as {@linkcode resolveBaseUrl} takes it. */
 export interface AddressOptions {
   /** Base address; when given, `host` and `port` are ignored and a path prefix is kept. */
@@ -120,12 +149,12 @@ export function resolveBaseUrl(options: AddressOptions): string {
   if (host !== undefined && (typeof host !== "string" || host === "")) {
     throw new TypeError(`Cannot use host ${JSON.stringify(host)}: expected a non-empty string`);
   }
-  host ??= readEnv("OBS_TELEMETRY_HOST") || DEFAULT_HOST;
+  host ??= clientEnv("OBS_TELEMETRY_HOST") || DEFAULT_HOST;
   let port: number;
   if (options.port !== undefined) {
     port = checkPort(options.port, "port");
   } else {
-    const fromEnv = readEnv("OBS_TELEMETRY_PORT");
+    const fromEnv = clientEnv("OBS_TELEMETRY_PORT");
     port = fromEnv ? checkPort(Number(fromEnv), `OBS_TELEMETRY_PORT "${fromEnv}"`) : DEFAULT_PORT;
   }
   host = hostForUrl(host);
@@ -164,5 +193,5 @@ function checkPort(port: unknown, what: string): number {
  * ```
  */
 export function resolveToken(token: string | undefined): string | undefined {
-  return token ?? readEnv("OBS_TELEMETRY_TOKEN");
+  return token ?? clientEnv("OBS_TELEMETRY_TOKEN");
 }

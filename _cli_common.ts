@@ -60,6 +60,7 @@ export const CONNECTION_OPTIONS = {
   host: { type: "string" },
   port: { type: "string" },
   token: { type: "string" },
+  tls: { type: "boolean" },
   ...HELP_OPTION,
 } as const satisfies NonNullable<ParseArgsConfig["options"]>;
 
@@ -275,19 +276,27 @@ export interface Connection {
  * ```
  */
 export function connection(
-  values: { host?: string | undefined; port?: string | undefined; token?: string | undefined },
+  values: {
+    host?: string | undefined;
+    port?: string | undefined;
+    token?: string | undefined;
+    tls?: boolean | undefined;
+  },
   command: string,
 ): Connection {
   const host = values.host ?? readEnv("OBS_TELEMETRY_HOST") ?? DEFAULT_HOST;
   const portText = values.port ?? readEnv("OBS_TELEMETRY_PORT");
   let port = DEFAULT_PORT;
   try {
-    if (portText !== undefined) port = parsePort(portText);
+    if (portText !== undefined) {
+      port = parsePort(portText, values.port === undefined ? "OBS_TELEMETRY_PORT" : "--port");
+    }
   } catch (err) {
     throw new UsageError((err as RangeError).message, command);
   }
   return {
-    baseUrl: `http://${hostForUrl(host)}:${port}`,
+    // --tls: a server started with --tls-cert; Deno trusts its CA through DENO_CERT or --cert.
+    baseUrl: `${values.tls ? "https" : "http"}://${hostForUrl(host)}:${port}`,
     token: values.token ?? readEnv("OBS_TELEMETRY_TOKEN"),
   };
 }

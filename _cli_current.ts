@@ -16,6 +16,9 @@
 // deno-lint-ignore-file no-console
 import { type TelemetryClient, TelemetryConnectionError, TelemetryHttpError } from "./client.ts";
 import type { Envelope, TelemetryEvent } from "./event.ts";
+import type { FieldInfo, TypeInfo } from "./client.ts";
+import { judgeType } from "./_freshness.ts";
+import type { FieldSpec, TypeSpec } from "./_types_registry.ts";
 import { readEnv } from "./_address.ts";
 import { sleep } from "./_async.ts";
 import {
@@ -43,6 +46,7 @@ Options:
   --host HOST     [env OBS_TELEMETRY_HOST, default localhost]
   --port PORT     [env OBS_TELEMETRY_PORT, default 6562]
   --token TOKEN   [env OBS_TELEMETRY_TOKEN]
+  --tls           Use HTTPS (a server run with --tls-cert; trust its CA with DENO_CERT=FILE)
   -h, --help      Show this help
 `;
 
@@ -83,9 +87,30 @@ export async function currentCommand(args: string[]): Promise<number> {
   if (values.json) {
     console.log(JSON.stringify(type === undefined ? events : events[type], null, 2));
   } else {
-    Deno.stdout.writeSync(new TextEncoder().encode(renderTable(events, Date.now(), style())));
+    const types = await fetchTypes(api, type);
+    const table = renderTable(events, Date.now(), { ...style(), ...(types ? { types } : {}) });
+    Deno.stdout.writeSync(new TextEncoder().encode(table));
   }
   return 0;
+}
+
+/**
+ * The registry of `GET /types`, limited to TYPE when one is asked for; `undefined` when the
+ * server has none (an older one answers 404) or refuses it: the table is then shown without
+ * states.
+ */
+async function fetchTypes(
+  api: TelemetryClient,
+  type: string | undefined,
+  signal?: AbortSignal,
+): Promise<Record<string, TypeInfo> | undefined> {
+  try {
+    const types = await api.types(signal ? { signal } : {});
+    if (type === undefined) return types;
+    return types[type] ? { [type]: types[type] } : {};
+  } catch {
+    return undefined;
+  }
 }
 
 async function fetchCurrent(
@@ -108,6 +133,8 @@ async function fetchCurrent(
 interface Style {
   bold: (s: string) => string;
   dim: (s: string) => string;
+  red: (s: string) => string;
+  yellow: (s: string) => string;
   width: number;
 }
 
@@ -125,7 +152,7 @@ function style(): Style {
       // not a console after all
     }
   }
-  return { bold: wrap("1"), dim: wrap("2"), width };
+  return { bold: wrap("1"), dim: wrap("2"), red: wrap("1;31"), yellow: wrap("33"), width };
 }
 
 function hasNoColor(): boolean {
@@ -164,11 +191,83 @@ function summarise(data: Readonly<Record<string, unknown>>): string {
 }
 
 /**
- * Renders the current events as an aligned table: type, seq, ts, age, run, data.
+ * The stream a snapshot event's seq counts in, as the event stream's ids name it: `site:12`, or
+ * `run:<run_id>:4` for an event of a run (the snapshot holds the run copy, CONTRACT 3).
+ */
+function streamSeq(e: Envelope): string {
+  return typeof e.meta.run_id === "string" ? `run:${e.meta.run_id}:${e.seq}` : `site:${e.seq}`;
+}
+
+/** `TS` as the width allows: the full ISO time, the UTC time of day, or nothing. */
+function shortTs(ts: string, mode: "full" | "time" | "none"): string {
+  if (mode === "full") return ts;
+  const m = /T(\d\d:\d\d:\d\d)/.exec(ts);
+  return m ? `${m[1]}Z` : ts;
+}
+
+function clip(text: string, max: number): string {
+  return text.length <= max ? text : text.slice(0, Math.max(max - 1, 1)) + "…";
+}
+
+/** A type's registry entry as `GET /types` gives it: what the table judges states with. */
+export interface TableTypeInfo {
+  /** Whether the type is critical. */
+  readonly critical: boolean;
+  /** Seconds after `ts` the type is stale, or `null`. */
+  readonly stale_after_s: number | null;
+  /** Dashboard order, or `null`. */
+  readonly order: number | null;
+  /** Registered fields by dotted path. */
+  readonly fields: Readonly<Record<string, FieldInfo>>;
+}
+
+/** Options of {@linkcode renderTable}. */
+export interface TableOptions {
+  /**
+   * Terminal width: at 100 columns and more `TS` is the full ISO time, from 70 the UTC time of
+   * day, below that it is left out; no line is longer than the width.
+   * @default {120}
+   */
+  width?: number;
+  /** Styles the header. */
+  bold?: (s: string) => string;
+  /** Styles quiet text. */
+  dim?: (s: string) => string;
+  /** Styles `ALARM` and `STALE`. */
+  red?: (s: string) => string;
+  /** Styles `warn`. */
+  yellow?: (s: string) => string;
+  /**
+   * The types registry as `GET /types` gives it. With registered types the table gets a `STATE`
+   * column (ok, warn, ALARM, STALE), lists registered types never seen, and ends with one `!`
+   * line of reasons per type that is not ok.
+   */
+  types?: Readonly<Record<string, TableTypeInfo>>;
+}
+
+function hasRegistry(types: Readonly<Record<string, TableTypeInfo>> | undefined): boolean {
+  return types !== undefined &&
+    Object.values(types).some((t) =>
+      t.critical || t.stale_after_s !== null || Object.keys(t.fields ?? {}).length > 0
+    );
+}
+
+function toSpec(info: TableTypeInfo): TypeSpec {
+  return {
+    critical: info.critical,
+    // The server validated the registry; its JSON values are what FieldSpec describes.
+    fields: (info.fields ?? {}) as Readonly<Record<string, FieldSpec>>,
+    ...(info.stale_after_s !== null ? { stale_after_s: info.stale_after_s } : {}),
+    ...(info.order !== null ? { order: info.order } : {}),
+  };
+}
+
+/**
+ * Renders the current events as an aligned table: type, (state,) stream and seq, ts, age, data.
  *
  * @param events Events keyed by type.
- * @param now The current time in epoch milliseconds, for the age column.
- * @param options Terminal width and styling.
+ * @param now The current time in epoch milliseconds, for the age column and the states.
+ * @param options Terminal width, styling and the types registry.
  * @returns The table, ending with a newline.
  *
  * @example Usage
@@ -179,42 +278,107 @@ function summarise(data: Readonly<Record<string, unknown>>): string {
  *
  * const event = new TelemetryEvent({ seq: 4, ts: "2026-11-22T03:00:00.000Z", type: "weather", data: { wind_mps: 2.1 }, meta: {} });
  * const table = renderTable({ weather: event }, Date.parse("2026-11-22T03:00:05Z"));
- * assert.match(table, /weather\s+4\s+2026-11-22T03:00:00.000Z\s+5s\s+-\s+wind_mps=2.1/);
+ * assert.match(table, /weather\s+site:4\s+2026-11-22T03:00:00.000Z\s+5s\s+wind_mps=2.1/);
  * ```
  */
 export function renderTable(
   events: Readonly<Record<string, Envelope>>,
   now: number,
-  options: { width?: number; bold?: (s: string) => string; dim?: (s: string) => string } = {},
+  options: TableOptions = {},
 ): string {
-  const { width = 120, bold = (s: string) => s, dim = (s: string) => s } = options;
-  const entries = Object.entries(events);
-  if (entries.length === 0) return dim("(no events recorded yet)") + "\n";
-  const header = ["TYPE", "SEQ", "TS", "AGE", "RUN", "DATA"];
-  const rows = entries.map(([type, e]) => [
-    type,
-    String(e.seq),
-    e.ts,
-    formatAge(now - Date.parse(e.ts)),
-    typeof e.meta.run_id === "string" ? e.meta.run_id : "-",
-    summarise(e.data),
-  ]);
-  const widths = header.slice(0, 5).map((h, i) =>
-    Math.max(h.length, ...rows.map((r) => r[i]!.length))
+  const {
+    width = 120,
+    bold = (s: string) => s,
+    dim = (s: string) => s,
+    red = (s: string) => s,
+    yellow = (s: string) => s,
+  } = options;
+  const types = hasRegistry(options.types) ? options.types! : undefined;
+  // Registered types first, in the dashboard's order; then the others as the snapshot has them.
+  const names = Object.keys(events);
+  if (types) {
+    const rank = (t: string) => {
+      const info = types[t];
+      return info ? [info.order ?? Infinity, info.critical ? 0 : 1] : [Infinity, 2];
+    };
+    const registered = Object.keys(types).filter((t) => {
+      const info = types[t]!;
+      return t in events || info.critical || info.stale_after_s !== null;
+    });
+    const others = names.filter((t) => !(t in types));
+    names.length = 0;
+    names.push(
+      ...registered.toSorted((a, b) => {
+        const [x, y] = [rank(a), rank(b)];
+        return x[0]! - y[0]! || x[1]! - y[1]! || (a < b ? -1 : a > b ? 1 : 0);
+      }),
+      ...others,
+    );
+  }
+  if (names.length === 0) return dim("(no events recorded yet)") + "\n";
+  const tsMode = width >= 100 ? "full" : width >= 70 ? "time" : "none";
+  const header = ["TYPE", ...(types ? ["STATE"] : []), "STREAM:SEQ", "TS", "AGE", "DATA"];
+  const reasons: string[] = [];
+  const rows = names.map((type) => {
+    const e = events[type];
+    const cells = [clip(type, tsMode === "none" ? 16 : 24)];
+    let paint = (s: string) => s;
+    if (types) {
+      const info = types[type];
+      const status = judgeType(info ? toSpec(info) : undefined, e, now);
+      const label = status.state === "alarm" || status.state === "stale"
+        ? status.state.toUpperCase()
+        : status.state;
+      cells.push(label);
+      if (label !== "ok") {
+        paint = label === "warn" ? yellow : red;
+        reasons.push(`! ${type}: ${status.reasons.join("; ")}`);
+      }
+    }
+    cells.push(
+      e ? clip(streamSeq(e), tsMode === "none" ? 16 : 22) : "-",
+      e ? shortTs(e.ts, tsMode) : "-",
+      e ? formatAge(now - Date.parse(e.ts)) : "-",
+      e ? summarise(e.data) : "(never seen)",
+    );
+    return { cells, paint };
+  });
+  const tsAt = header.indexOf("TS");
+  const keep = (cells: string[]) => tsMode === "none" ? cells.filter((_, i) => i !== tsAt) : cells;
+  const shownHeader = keep(header);
+  const shownRows = rows.map((r) => ({ cells: keep(r.cells), paint: r.paint }));
+  const fixedCount = shownHeader.length - 1;
+  const widths = shownHeader.slice(0, fixedCount).map((h, i) =>
+    Math.max(h.length, ...shownRows.map((r) => r.cells[i]!.length))
   );
-  const line = (cells: string[]) => {
-    const fixed = cells.slice(0, 5).map((c, i) => c.padEnd(widths[i]!)).join("  ");
-    let out = `${fixed}  ${cells[5]}`;
-    if (out.length > width) out = out.slice(0, Math.max(width - 1, 10)) + "…";
-    return out.trimEnd();
-  };
-  return [bold(line(header)), ...rows.map(line)].join("\n") + "\n";
+  const fit = (text: string) => (text.length > width ? clip(text, width) : text).trimEnd();
+  const line = (cells: string[]) =>
+    fit(
+      `${cells.slice(0, fixedCount).map((c, i) => c.padEnd(widths[i]!)).join("  ")}  ${
+        cells[fixedCount]
+      }`,
+    );
+  const stateAt = types ? 1 : -1;
+  const body = shownRows.map(({ cells, paint }) => {
+    const text = line(cells);
+    if (stateAt < 0 || paint === undefined) return text;
+    // Colour the state cell only, after fitting (escape codes take no columns).
+    const start = widths[0]! + 2;
+    const cell = cells[stateAt]!;
+    return cell === "ok"
+      ? text
+      : text.slice(0, start) + paint(cell) + text.slice(start + cell.length);
+  });
+  return [bold(line(shownHeader)), ...body, ...reasons.map(fit)].join("\n") + "\n";
 }
 
 /** What `--follow` shows: the events, the connection status, and the frame last drawn. */
 class FollowScreen {
   events: Record<string, TelemetryEvent> = {};
+  types: Record<string, TypeInfo> | undefined;
   status = "connecting…";
+  /** Whether the service answered since the last failure; until then no table is drawn. */
+  answered = false;
   readonly asJson: boolean;
   /** Ages tick every second on a terminal even when nothing new arrives. */
   readonly ticks: boolean;
@@ -231,6 +395,22 @@ class FollowScreen {
     this.ticks = this.#tty && !asJson;
   }
 
+  /**
+   * The service stopped answering: say so, rather than show an empty or old table as if it were
+   * the present. JSON output gets one line on stderr per outage.
+   */
+  disconnected(attempt: number): void {
+    const hadData = this.answered;
+    this.answered = false;
+    this.status = hadData || Object.keys(this.events).length > 0
+      ? `disconnected - values may be out of date; reconnecting… (attempt ${attempt})`
+      : `no telemetry service answers; retrying… (attempt ${attempt})`;
+    if (!this.asJson) this.draw();
+    else if (attempt === 1) {
+      console.error(`warning: no telemetry service answers at ${this.#baseUrl}; retrying`);
+    }
+  }
+
   draw(): void {
     const type = this.#type;
     const events = this.events;
@@ -242,7 +422,10 @@ class FollowScreen {
       return;
     }
     const st = this.#style;
-    const table = renderTable(shown, Date.now(), st);
+    const types = this.types;
+    const table = this.answered || Object.keys(shown).length > 0
+      ? renderTable(shown, Date.now(), { ...st, ...(types ? { types } : {}) })
+      : "";
     const frame = `${st.dim(`${this.#baseUrl} · ${this.status} · Ctrl-C to exit`)}\n${table}`;
     if (this.#tty) write(`\x1b[H\x1b[2J${frame}`);
     else if (frame !== this.#lastDrawn) write(frame + "\n");
@@ -265,9 +448,15 @@ async function follow(
   const stop = () => controller.abort();
   Deno.addSignalListener("SIGINT", stop);
   const screen = new FollowScreen(conn.baseUrl, type, asJson);
+  const refreshTypes = () =>
+    void fetchTypes(api, type, controller.signal).then((types) => {
+      if (types === undefined || controller.signal.aborted) return;
+      screen.types = types;
+      if (!asJson) screen.draw();
+    });
   const ticker = screen.ticks ? setInterval(() => screen.draw(), 1000) : undefined;
   try {
-    if (await followStream(api, conn, screen, controller.signal)) {
+    if (await followStream(api, conn, screen, controller.signal, refreshTypes)) {
       await poll(api, conn, screen, intervalS, controller.signal);
     }
   } finally {
@@ -283,15 +472,19 @@ async function followStream(
   conn: Connection,
   screen: FollowScreen,
   signal: AbortSignal,
+  refreshTypes: () => void,
 ): Promise<boolean> {
   try {
     for await (const item of api.follow({ signal })) {
-      if (item.kind === "snapshot") screen.events = { ...item.current };
-      else if (item.kind === "telemetry") {
+      if (item.kind === "snapshot") {
+        screen.events = { ...item.current };
+        screen.answered = true;
+        // After every (re)connection: the service may have restarted with another --types.
+        refreshTypes();
+      } else if (item.kind === "telemetry") {
         screen.events = { ...screen.events, [item.event.type]: item.event };
       } else if (item.kind === "disconnected") {
-        screen.status = `reconnecting… (attempt ${item.attempt})`;
-        if (!screen.asJson) screen.draw();
+        screen.disconnected(item.attempt);
         continue;
       } else continue; // a run start or stop changes no reading
       screen.status = "live";
@@ -312,14 +505,20 @@ async function poll(
   intervalS: number,
   signal: AbortSignal,
 ): Promise<void> {
+  let attempt = 0;
   while (!signal.aborted) {
     try {
       screen.events = await api.current();
+      screen.answered = true;
       screen.status = `polling every ${intervalS} s`;
     } catch (err) {
       if (!(err instanceof TelemetryConnectionError)) throw clientFailure(err, conn);
-      screen.status = "reconnecting…";
+      attempt++;
+      screen.disconnected(attempt);
+      await sleep(intervalS * 1000, signal);
+      continue;
     }
+    attempt = 0;
     screen.draw();
     await sleep(intervalS * 1000, signal);
   }

@@ -12,7 +12,14 @@
  */
 
 // deno-lint-ignore-file no-console
-import { migrate, MigrateError, type MigrateProgress, type MigrateSummary } from "./migrate.ts";
+import {
+  migrate,
+  MigrateError,
+  type MigrateGroupBy,
+  type MigrateProgress,
+  type MigrateSummary,
+} from "./migrate.ts";
+import { checkTimeZone } from "./_day_key.ts";
 import { Failure, HELP_OPTION, parse, printHelp, UsageError } from "./_cli_common.ts";
 
 /** The `--help` text of `migrate`. */
@@ -23,11 +30,14 @@ Convert a legacy file database (<collection>.json files) into site_YYYYMMDD.ndjs
 Never overwrites existing files unless --force; rejected lines go to migrate-rejects.ndjson.
 
 Options:
-  --source DIR   Legacy database directory (searched recursively)
-  --dest DIR     Where to write the NDJSON files
-  --dry-run      Report what would be written; write nothing
-  --force        Replace existing output files
-  -h, --help     Show this help
+  --source DIR       Legacy database directory (searched recursively)
+  --dest DIR         Where to write the NDJSON files
+  --dry-run          Report what would be written, conflicts and rejects; write nothing
+  --force            Replace existing output files
+  --group-by WHAT    date (the calendar date written in each record) or night
+                     (the local-noon night, as the live service names files) [default date]
+  --tz ZONE          IANA zone of the nights, with --group-by night [default system zone]
+  -h, --help         Show this help
 `;
 
 /**
@@ -50,6 +60,8 @@ export async function migrateCommand(args: string[]): Promise<number> {
     dest: { type: "string" },
     "dry-run": { type: "boolean" },
     force: { type: "boolean" },
+    "group-by": { type: "string" },
+    tz: { type: "string" },
     ...HELP_OPTION,
   }, false);
   if (values.help) return printHelp(MIGRATE_HELP);
@@ -59,22 +71,61 @@ export async function migrateCommand(args: string[]): Promise<number> {
       "migrate",
     );
   }
+  const groupBy = parseGroupBy(values["group-by"]);
+  let timeZone: string | undefined;
+  if (values.tz !== undefined) {
+    if (groupBy !== "night") {
+      throw new UsageError(
+        "--tz applies only with --group-by night (--group-by date uses the date written in each record)",
+        "migrate",
+      );
+    }
+    try {
+      timeZone = checkTimeZone(values.tz);
+    } catch (err) {
+      throw new UsageError((err as Error).message, "migrate");
+    }
+  }
   const tty = Deno.stderr.isTerminal();
   let summary: MigrateSummary;
   try {
     summary = await migrate(values.source, values.dest, {
       force: values.force ?? false,
       dryRun: values["dry-run"] ?? false,
+      groupBy,
+      timeZone,
       onProgress: progressLine(tty),
     });
   } catch (e) {
     if (tty) writeErr("\r\x1b[K");
     if (e instanceof MigrateError) throw new Failure(e.message);
+    if (e instanceof Deno.errors.PermissionDenied) {
+      // The operating system refused (owner, mode, read-only mount): no Deno flag fixes that.
+      throw new Failure(
+        `the operating system denied access (${
+          e.message.replace(/\s*\(os error \d+\)/, "")
+        }); check the owner and mode of --dest and --source (ls -ld) or run as a user who may write there`,
+      );
+    }
     throw e;
   }
   if (tty) writeErr("\r\x1b[K");
   printSummary(summary);
   return 0;
+}
+
+/** Text from the input, safe for a terminal: control characters shown as `?`. */
+function printable(text: string): string {
+  // deno-lint-ignore no-control-regex
+  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, "?");
+}
+
+/** Reads `--group-by`, in any letter case. */
+function parseGroupBy(text: string | undefined): MigrateGroupBy {
+  if (text === undefined) return "date";
+  const value = text.trim().toLowerCase();
+  if (value === "date" || value === "night") return value;
+  throw new UsageError(`--group-by must be date or night, not "${text}"`, "migrate");
 }
 
 function writeErr(text: string): void {
@@ -118,10 +169,30 @@ function printSummary(summary: MigrateSummary): void {
     const first = summary.files[0]!.name, last = summary.files.at(-1)!.name;
     console.log(`  files: ${first}${summary.files.length > 1 ? ` … ${last}` : ""}`);
   }
-  if (summary.replaced.length > 0) console.log(`  replaced: ${summary.replaced.length} files`);
+  if (summary.groupBy === "night") console.log("  grouped by local-noon night");
+  if (summary.replaced.length > 0) {
+    console.log(
+      `  ${summary.dryRun ? "would replace" : "replaced"}: ${summary.replaced.length} files`,
+    );
+  }
+  if (summary.conflicts.length > 0) {
+    console.log(
+      `  conflicts: ${summary.conflicts.length} ${
+        summary.conflicts.length === 1 ? "file already exists" : "files already exist"
+      }; a real run refuses unless --force:`,
+    );
+    for (const path of summary.conflicts) console.log(`    ${path}`);
+  }
   console.log(
     `  rejects: ${n(summary.rejects)}${
-      summary.rejects > 0 ? ` (see ${summary.rejectsFile})` : ""
+      summary.rejects > 0 && !summary.dryRun ? ` (see ${summary.rejectsFile})` : ""
     }; blank lines: ${n(summary.blankLines)}`,
   );
+  if (summary.dryRun) {
+    for (const r of summary.rejectSamples) {
+      console.log(`    ${printable(r.file)}:${r.line}: ${printable(r.reason)}`);
+    }
+    const more = summary.rejects - summary.rejectSamples.length;
+    if (more > 0) console.log(`    ... and ${n(more)} more`);
+  }
 }

@@ -43,6 +43,7 @@ Options:
   --host HOST     [env OBS_TELEMETRY_HOST, default localhost]
   --port PORT     [env OBS_TELEMETRY_PORT, default 6562]
   --token TOKEN   [env OBS_TELEMETRY_TOKEN]
+  --tls           Use HTTPS (a server run with --tls-cert; trust its CA with DENO_CERT=FILE)
   -h, --help      Show this help
 `;
 

@@ -11,9 +11,11 @@
  * @module
  */
 
-// deno-lint-ignore-file no-console
 import { ConfigError, ListenerError, type ServerHandle, startServer } from "./server.ts";
 import { errorText, SiteInUseError } from "./_errors.ts";
+import { TypesFileError } from "./_types_registry.ts";
+import { DEFAULT_HOST, DEFAULT_PORT } from "./_address.ts";
+import { ServiceLog } from "./_log.ts";
 import { resolveRunFlags, runFlagHelp, type RunFlagValues, runParseOptions } from "./_run_flags.ts";
 import {
   Failure,
@@ -58,26 +60,40 @@ export async function runCommand(args: string[]): Promise<number> {
   } catch (err) {
     throw new UsageError((err as Error).message, "run");
   }
-  const warnings = new Warnings();
-  const server = await start(flags, warnings);
-  if (flags.verbose) logEvents(server);
-  return await serve(server, flags, warnings);
+  const log = new ServiceLog({ format: flags.logFormat ?? "text" });
+  const warnings = new Warnings(log);
+  const server = await start(flags, warnings, log);
+  if (flags.verbose) logEvents(server, log);
+  return await serve(server, flags, warnings, log);
 }
 
 /**
- * Holds the warnings of start-up until the ready line is out (CONTRACT 4.7: nothing is printed
+ * Holds the lines of start-up until the ready line is out (CONTRACT 4.7: nothing is printed
  * before the listener is up, so a start-up failure stays one line; what recovery found is
- * reported right after the ready line), then prints each as it comes.
+ * reported right after the ready line), then prints each as it comes, through the service log
+ * (CONTRACT 9.4).
  */
 class Warnings {
-  #held: string[] | undefined = [];
+  #log: ServiceLog;
+  #held: (() => void)[] | undefined = [];
+  constructor(log: ServiceLog) {
+    this.#log = log;
+  }
   warn(message: string): void {
-    const line = `warning: ${message}`;
+    this.#print(() => this.#log.warn(message));
+  }
+  info(message: string): void {
+    this.#print(() => this.#log.info(message));
+  }
+  error(message: string): void {
+    this.#print(() => this.#log.error(message));
+  }
+  #print(line: () => void): void {
     if (this.#held) this.#held.push(line);
-    else console.error(line);
+    else line();
   }
   release(): void {
-    for (const line of this.#held ?? []) console.error(line);
+    for (const line of this.#held ?? []) line();
     this.#held = undefined;
   }
 }
@@ -93,7 +109,11 @@ export function unexpectedErrorLine(err: unknown): string {
 }
 
 /** Starts the server; a failure becomes one line naming the flag that fixes it. */
-async function start(flags: RunFlagValues, warnings: Warnings): Promise<ServerHandle> {
+async function start(
+  flags: RunFlagValues,
+  warnings: Warnings,
+  log: ServiceLog,
+): Promise<ServerHandle> {
   const { siteDir, host: hostname, port } = flags;
   try {
     return await startServer({
@@ -107,25 +127,31 @@ async function start(flags: RunFlagValues, warnings: Warnings): Promise<ServerHa
       ...(flags.maxSnapshotBytes !== undefined ? { maxSnapshotBytes: flags.maxSnapshotBytes } : {}),
       token: flags.token,
       insecure: flags.insecure,
+      publicRead: flags.publicRead,
+      trustLoopback: flags.trustLoopback,
+      wrapCurrent: flags.wrapCurrent,
+      ...(flags.tlsCert !== undefined ? { tlsCert: flags.tlsCert } : {}),
+      ...(flags.tlsKey !== undefined ? { tlsKey: flags.tlsKey } : {}),
       allowRunRoots: flags.allowRunRoots,
       ...(flags.siteTypes ? { siteTypes: flags.siteTypes } : {}),
+      ...(flags.typesFile !== undefined ? { typesFile: flags.typesFile } : {}),
+      ...(flags.minFreeBytes !== undefined ? { minFreeBytes: flags.minFreeBytes } : {}),
       onWarning: (message) => warnings.warn(message),
-      onError: (err) => console.error(`error: ${unexpectedErrorLine(err)}`),
+      onError: (err) => warnings.error(unexpectedErrorLine(err)),
+      onRejected: (rejection) => log.rejection(rejection),
     });
   } catch (err) {
     throw new Failure(startupFailure(err, { siteDir, hostname, port }));
   }
 }
 
-function logEvents(server: ServerHandle): void {
+function logEvents(server: ServerHandle, log: ServiceLog): void {
   server.service.subscribe((message) => {
     if (message.kind === "telemetry") {
       const e = message.event;
-      console.log(`debug event ${e.stream}#${e.seq} ${e.type} ${e.line}`);
+      log.debug(`event ${e.stream}#${e.seq} ${e.type} ${e.line}`);
     } else {
-      console.log(
-        `debug run ${message.active ? "started" : "stopped"} ${JSON.stringify(message.run)}`,
-      );
+      log.debug(`run ${message.active ? "started" : "stopped"} ${JSON.stringify(message.run)}`);
     }
   });
 }
@@ -135,12 +161,14 @@ async function serve(
   server: ServerHandle,
   flags: RunFlagValues,
   warnings: Warnings,
+  log: ServiceLog,
 ): Promise<number> {
   let signals = 0;
   const onSignal = () => {
     signals++;
     if (signals > 1) {
-      console.error("Second signal: exiting without waiting for in-flight requests.");
+      log.flush(true);
+      log.error("second signal: exiting without waiting for in-flight requests");
       Deno.exit(1);
     }
     void server.shutdown();
@@ -150,15 +178,15 @@ async function serve(
     : ["SIGINT", "SIGTERM"];
   for (const s of signalNames) Deno.addSignalListener(s, onSignal);
 
-  console.log(
+  log.info(
     `telemetry service listening on ${server.url} (site dir ${server.service.siteDir}, zone ${flags.timeZone}, fsync ${flags.fsync}${
       flags.token ? ", token required" : ""
-    })`,
+    }${accessNote(flags)})`,
   );
   // CONTRACT 8: a run that was active when the service last stopped goes on; say so.
   const resumed = server.service.run;
   if (resumed) {
-    console.log(
+    log.info(
       `resumed run ${resumed.run_id} (started ${resumed.started_at}, ${resumed.events} events)`,
     );
   }
@@ -166,26 +194,93 @@ async function serve(
   try {
     await server.finished;
   } catch (err) {
+    log.flush(true);
     // CONTRACT 10: only POST /shutdown, SIGINT and SIGTERM end the service with 0; any other
     // way out (a listener that stayed down, a failed close) is non-zero so a supervisor restarts.
-    console.error(
+    log.error(
       err instanceof ListenerError
-        ? `error: ${err.message}; the service stopped (files flushed and closed), exiting 1 so a supervisor restarts it`
-        : `error: the service stopped with an error: ${errorText(err)}; exiting 1`,
+        ? `${err.message}; the service stopped (files flushed and closed), exiting 1 so a supervisor restarts it`
+        : `the service stopped with an error: ${errorText(err)}; exiting 1`,
     );
     return 1;
   } finally {
     for (const s of signalNames) Deno.removeSignalListener(s, onSignal);
   }
-  console.log("telemetry service stopped; all files flushed and closed");
+  // A burst of rejections just before the end still gets its count.
+  log.flush(true);
+  log.info("telemetry service stopped; all files flushed and closed");
   return 0;
+}
+
+/** The access modes in force, for the ready line. */
+function accessNote(flags: RunFlagValues): string {
+  const notes = [
+    ...(flags.token && flags.publicRead ? ["reads public"] : []),
+    ...(flags.token && flags.trustLoopback ? ["loopback trusted"] : []),
+    ...(flags.wrapCurrent ? ["/current wrapped"] : []),
+  ];
+  return notes.map((n) => `, ${n}`).join("");
+}
+
+/**
+ * "Site directory in use", naming the holder and the command that stops it (CONTRACT 9.5).
+ *
+ * @param err The refusal, with what the lock file says about its holder.
+ * @returns The one line.
+ *
+ * @example Usage
+ * ```ts
+ * import { siteInUse } from "./_cli_run.ts";
+ * import { SiteInUseError } from "./_errors.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(
+ *   siteInUse(new SiteInUseError("/srv/t", { pid: 812, url: "http://127.0.0.1:7000" })),
+ *   "site directory /srv/t is in use by another telemetry server (pid 812 at http://127.0.0.1:7000); stop it with 'obs-utils telemetry stop --host 127.0.0.1 --port 7000' or choose another --site-dir",
+ * );
+ * ```
+ */
+export function siteInUse(err: SiteInUseError): string {
+  // "pid 812 at http://...": not "listening on", which is how scripts spot the ready line.
+  const who = [
+    ...(err.holderPid === undefined ? [] : [`pid ${err.holderPid}`]),
+    ...(err.holderUrl === undefined ? [] : [`at ${err.holderUrl}`]),
+  ];
+  const held = `site directory ${err.siteDir} is in use by another telemetry server${
+    who.length === 0 ? "" : ` (${who.join(" ")})`
+  }`;
+  const stop = stopCommand(err.holderUrl);
+  if (stop) return `${held}; stop it with '${stop}' or choose another --site-dir`;
+  if (err.holderPid !== undefined) {
+    return `${held}; stop it with 'kill ${err.holderPid}' (it is not listening yet, or is a migration) or choose another --site-dir`;
+  }
+  return `${held}; stop it ('obs-utils telemetry stop --port PORT') or choose another --site-dir`;
+}
+
+/** `obs-utils telemetry stop` with the flags that reach a server at `url`. */
+function stopCommand(url: string | undefined): string | undefined {
+  if (url === undefined) return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return undefined;
+  }
+  const port = parsed.port || (parsed.protocol === "https:" ? "443" : "80");
+  const host = parsed.hostname.replace(/^\[(.*)\]$/, "$1");
+  const hostFlag = host === DEFAULT_HOST ? "" : ` --host ${host}`;
+  return `obs-utils telemetry stop${hostFlag}${
+    port === String(DEFAULT_PORT) ? "" : ` --port ${port}`
+  }`;
 }
 
 function startupFailure(
   err: unknown,
   ctx: { siteDir: string; hostname: string; port: number },
 ): string {
-  if (err instanceof ConfigError || err instanceof SiteInUseError) return err.message;
+  if (err instanceof SiteInUseError) return siteInUse(err);
+  if (err instanceof ConfigError) return err.message;
+  if (err instanceof TypesFileError) return err.message;
   if (err instanceof Deno.errors.AddrInUse) {
     return `Cannot listen on ${ctx.hostname}:${ctx.port}: the port is in use; stop the other server ('obs-utils telemetry stop --port ${ctx.port}') or choose another --port`;
   }

@@ -38,6 +38,12 @@ export interface ClientOptions {
   timeoutMs?: number;
   /**
    * The `fetch` to use instead of the global one (called unbound, as browsers require).
+   *
+   * HTTPS with a private CA (a server run with `--tls-cert`): the runtime's own trust serves
+   * every client at once (`DENO_CERT=ca.pem` or `deno run --cert ca.pem`; Node:
+   * `NODE_EXTRA_CA_CERTS=ca.pem`). To trust a CA for one client only, pass a `fetch` that does; on Deno, with
+   * `const http = Deno.createHttpClient({ caCerts: [pem] })` made once:
+   * `fetch: (input, init) => fetch(input, { ...init, client: http })`.
    * @default {globalThis.fetch}
    */
   fetch?: FetchFunction;
@@ -119,6 +125,67 @@ export interface ReadyInfo {
   run_id: string | null;
   /** The server's package version. */
   version: string;
+  /** The site time zone (IANA name) the dashboard shows times in; absent from older servers. */
+  zone?: string;
+}
+
+/** What the types registry says about one field (CONTRACT 11); keys are dotted paths. */
+export interface FieldInfo {
+  /** Shown in place of the field name. */
+  label?: string;
+  /** Unit of the value. */
+  unit?: string;
+  /** Warn above this number. */
+  warn_above?: number;
+  /** Warn below this number. */
+  warn_below?: number;
+  /** Alarm above this number. */
+  alarm_above?: number;
+  /** Alarm below this number. */
+  alarm_below?: number;
+  /** Warn when the value equals this one. */
+  warn_if?: unknown;
+  /** Alarm when the value equals this one. */
+  alarm_if?: unknown;
+}
+
+/** The freshness state of a type: `stale`, else `alarm`, else `warn`, else `ok`. */
+export type TypeStateName = "ok" | "warn" | "alarm" | "stale";
+
+/** One entry of `GET /types` (CONTRACT 11). */
+export interface TypeInfo {
+  /** The registry's description, or `null`. */
+  description: string | null;
+  /** Whether the type is critical for `GET /check`. */
+  critical: boolean;
+  /** Seconds after its `ts` the type goes stale, or `null` (never). */
+  stale_after_s: number | null;
+  /** Dashboard order, or `null`. */
+  order: number | null;
+  /** Registered fields by dotted path. */
+  fields: Record<string, FieldInfo>;
+  /** `ts` of the latest event, or `null` when never seen. */
+  last_ts: string | null;
+  /** Seconds since `last_ts`, or `null` when never seen. */
+  age_s: number | null;
+  /** The state. */
+  state: TypeStateName;
+  /** Why it is not `ok`, such as `"wind_mps 16.2 m/s above alarm 15"`. */
+  reasons: string[];
+}
+
+/** The answer of `GET /check` (CONTRACT 11), whether 200 or 503. */
+export interface CheckInfo {
+  /** `true` when every critical type is fresh and out of alarm and the disk has room. */
+  ok: boolean;
+  /** One line per failure, such as `"weather: stale for 412 s (limit 180 s)"`. */
+  failing: string[];
+  /** The critical types and their state. */
+  critical: Record<string, TypeStateName>;
+  /** Free bytes on the site directory's file system, or `null` when unknown. */
+  disk_free_bytes: number | null;
+  /** The `--min-free` threshold in bytes. */
+  min_free_bytes: number;
 }
 
 /** The answer of `GET /health` (CONTRACT 2.2). */

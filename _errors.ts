@@ -352,26 +352,51 @@ export class UnsafeFileError extends Error {
 export class SiteInUseError extends Error {
   /** The locked site directory. */
   readonly siteDir: string;
+  /** The holder's process id, as its lock file records it, when known. */
+  readonly holderPid: number | undefined;
+  /** The holder's base URL (`http://127.0.0.1:6562`), when it is a server that is listening. */
+  readonly holderUrl: string | undefined;
   /**
    * Creates the error.
    *
    * @param siteDir The locked site directory.
+   * @param holder What the lock file says about the process holding it.
    */
-  constructor(siteDir: string) {
+  constructor(
+    siteDir: string,
+    holder: { pid?: number | undefined; url?: string | undefined } = {},
+  ) {
     super(`site directory ${siteDir} is in use by another telemetry server`);
     this.name = "SiteInUseError";
     this.siteDir = siteDir;
+    this.holderPid = holder.pid;
+    this.holderUrl = holder.url;
   }
 }
 
 /**
- * `"Item 3: "` for an item of a batch, `""` otherwise: the prefix of an item's error message.
+ * The prefix of a batch item's error message, counting the way people do and saying so:
+ * `"Item 3 (0-based): "` for an item of a JSON array, `"Line 5 (item 3, 0-based): "` for a line
+ * of an NDJSON body (lines count from 1, blank ones included), `""` outside a batch.
  *
  * @param index The 0-based index, or `undefined` outside a batch.
+ * @param line The 1-based line of an NDJSON body, when the item came from one.
  * @returns The prefix.
+ *
+ * @example Usage
+ * ```ts
+ * import { itemPrefix } from "./_errors.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(itemPrefix(1), "Item 1 (0-based): ");
+ * assert.equal(itemPrefix(1, 3), "Line 3 (item 1, 0-based): ");
+ * ```
  */
-export function itemPrefix(index: number | undefined): string {
-  return index === undefined ? "" : `Item ${index}: `;
+export function itemPrefix(index: number | undefined, line?: number): string {
+  if (index === undefined) return "";
+  return line === undefined
+    ? `Item ${index} (0-based): `
+    : `Line ${line} (item ${index}, 0-based): `;
 }
 
 /**

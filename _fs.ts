@@ -20,9 +20,11 @@ export const LOCK_FILE = ".lock";
  */
 export class SiteLock {
   #file: Deno.FsFile;
+  #siteDir: string;
 
-  private constructor(file: Deno.FsFile) {
+  private constructor(file: Deno.FsFile, siteDir: string) {
     this.#file = file;
+    this.#siteDir = siteDir;
   }
 
   /**
@@ -34,28 +36,62 @@ export class SiteLock {
    * @throws {UnsafeFileError} If `.lock` is a symbolic link, a directory or another non-file.
    */
   static async acquire(siteDir: string): Promise<SiteLock> {
-    // The lock is truncated below: a `.lock` planted as a symlink must not truncate its target.
-    const file = await openPlainFile(join(siteDir, LOCK_FILE));
-    let locked = false;
-    try {
-      locked = await file.tryLock(true);
-    } finally {
-      if (!locked) file.close();
+    const path = join(siteDir, LOCK_FILE);
+    let file: Deno.FsFile | undefined;
+    // A holder that is done may remove the lock file while still holding it (the migrator
+    // does): a lock taken on the removed file guards nothing, so try again on the new one.
+    for (let attempt = 0; file === undefined; attempt++) {
+      // The lock is truncated below: a `.lock` planted as a symlink must not truncate its target.
+      const candidate = await openPlainFile(path);
+      let locked = false;
+      try {
+        locked = await candidate.tryLock(true);
+      } finally {
+        if (!locked) candidate.close();
+      }
+      if (!locked) throw new SiteInUseError(siteDir, await readHolder(siteDir));
+      if (attempt >= 4 || await isSameFile(candidate, path)) file = candidate;
+      else {
+        await candidate.unlock().catch(() => {});
+        candidate.close();
+      }
     }
-    if (!locked) throw new SiteInUseError(siteDir);
     try {
       await file.truncate(0);
-      await writeFull(file, encoder.encode(`${Deno.pid}\n`));
+      // Taken again by a server that lost its lock file: it still listens where it did.
+      const url = recordedUrls.get(siteDir);
+      await writeFull(file, encoder.encode(`${Deno.pid}\n${url === undefined ? "" : `${url}\n`}`));
     } catch (err) {
       await file.unlock().catch(() => {});
       file.close();
       throw err;
     }
-    return new SiteLock(file);
+    const lock = new SiteLock(file, siteDir);
+    heldLocks.set(siteDir, lock);
+    return lock;
+  }
+
+  /**
+   * Records where the holder listens, so a second server refused the directory can say which
+   * process to stop and how (CONTRACT 9.5). The file holds the pid on its first line and the URL
+   * on its second.
+   *
+   * @param url The base URL of the server holding the lock.
+   */
+  async record(url: string): Promise<void> {
+    url = url.replace(/\s/g, "");
+    recordedUrls.set(this.#siteDir, url);
+    await this.#file.truncate(0);
+    await this.#file.seek(0, Deno.SeekMode.Start);
+    await writeFull(this.#file, encoder.encode(`${Deno.pid}\n${url}\n`));
   }
 
   /** Releases the lock. Safe to call twice. */
   async release(): Promise<void> {
+    if (heldLocks.get(this.#siteDir) === this) {
+      heldLocks.delete(this.#siteDir);
+      recordedUrls.delete(this.#siteDir);
+    }
     try {
       await this.#file.unlock();
       this.#file.close();
@@ -63,6 +99,55 @@ export class SiteLock {
       if (!(err instanceof Deno.errors.BadResource)) throw err;
     }
   }
+}
+
+/** Whether an open file is still the one at `path` (not removed or replaced since it was opened). */
+async function isSameFile(file: Deno.FsFile, path: string): Promise<boolean> {
+  try {
+    const [open, named] = await Promise.all([file.stat(), Deno.lstat(path)]);
+    return open.ino === null || (open.ino === named.ino && open.dev === named.dev);
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return false;
+    throw err;
+  }
+}
+
+/** The locks this process holds, by the site directory they were taken for. */
+const heldLocks = new Map<string, SiteLock>();
+/** The URL each held lock's server recorded, kept when the lock is taken again. */
+const recordedUrls = new Map<string, string>();
+
+/**
+ * Records the URL of the server holding a site directory's lock in this process, in its lock
+ * file (see {@linkcode SiteLock.record}); nothing when this process holds no lock there.
+ *
+ * @param siteDir The site directory, as the lock was taken for it.
+ * @param url The server's base URL.
+ */
+export async function recordLockHolder(siteDir: string, url: string): Promise<void> {
+  await heldLocks.get(siteDir)?.record(url);
+}
+
+/** What a lock file says about its holder: best effort, since it may be mid-write or foreign. */
+async function readHolder(siteDir: string): Promise<{ pid?: number; url?: string }> {
+  let text: string;
+  try {
+    const file = await Deno.open(join(siteDir, LOCK_FILE), { read: true });
+    try {
+      const buf = new Uint8Array(512);
+      const n = await file.read(buf);
+      text = decoder.decode(buf.subarray(0, n ?? 0));
+    } finally {
+      file.close();
+    }
+  } catch {
+    return {};
+  }
+  const [pidText, url] = text.split("\n");
+  const holder: { pid?: number; url?: string } = {};
+  if (pidText && /^\d{1,10}$/.test(pidText)) holder.pid = Number(pidText);
+  if (url && /^https?:\/\/[\x21-\x7e]{1,300}$/.test(url)) holder.url = url; // printable ASCII only
+  return holder;
 }
 
 /**

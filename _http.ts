@@ -76,10 +76,25 @@ export function problem(
     status,
     detail,
   });
-  return new Response(body, {
+  const res = new Response(body, {
     status,
     headers: { ...PROBLEM_HEADERS, ...headers },
   });
+  details.set(res, detail);
+  return res;
+}
+
+/** The `detail` of each problem response made here, for the log line of a rejection. */
+const details = new WeakMap<Response, string>();
+
+/**
+ * The `detail` of a problem response made by {@linkcode problem}, without reading its body.
+ *
+ * @param res A response.
+ * @returns Its detail, or `undefined` for a response that is not a problem made here.
+ */
+export function problemDetail(res: Response): string | undefined {
+  return details.get(res);
 }
 
 /**
@@ -193,7 +208,7 @@ async function readBodyBytes(
   declared: number | undefined,
 ): Promise<Uint8Array> {
   if (declared !== undefined && declared > maxBody) {
-    await req.body?.cancel();
+    // Not read, and not cancelled (see answerError in server.ts).
     throw tooLarge(maxBody);
   }
   // With a declared length the HTTP layer delivers exactly that many bytes, so the native
@@ -256,7 +271,6 @@ export async function readJsonBody(req: Request, maxBody: number, allowNdjson = 
     ? req.headers.has("transfer-encoding") || req.headers.has("content-length")
     : declared > 0;
   if (hasBody && !isNdjson && !JSON_TYPE.test(contentType)) {
-    await req.body?.cancel().catch(() => {});
     throw new HttpError(
       415,
       `Content-Type ${
@@ -283,15 +297,49 @@ export async function readJsonBody(req: Request, maxBody: number, allowNdjson = 
  * first value that is not JSON.
  */
 export function parseNdjson(text: string): unknown[] {
+  return parseNdjsonLines(text).items;
+}
+
+/**
+ * Parses an `application/x-ndjson` body like {@linkcode parseNdjson}, and also says on which
+ * 1-based line (blank lines counted) each value stood, so item errors can name the line.
+ *
+ * @param text The decoded body.
+ * @returns The values and their line numbers, in order.
+ * @throws {HttpError} 400 naming the line and item of the first value that is not JSON.
+ */
+export function parseNdjsonLines(text: string): { items: unknown[]; lines: number[] } {
   const items: unknown[] = [];
+  const lines: number[] = [];
   const onLine = (line: string, lineNo: number) => {
     if (line.trim() === "") return;
-    items.push(parseJson(line, `Line ${lineNo} (item ${items.length})`));
+    items.push(parseJson(line, `Line ${lineNo} (item ${items.length}, 0-based)`));
+    lines.push(lineNo);
   };
   const splitter = new LineSplitter();
   splitter.push(text, onLine);
   splitter.end(onLine);
-  return items;
+  return { items, lines };
+}
+
+/**
+ * The host the client addressed: the `Host` header, or over HTTPS (where HTTP/2 carries it as
+ * the `:authority` pseudo-header, which Deno puts in the URL and not in the headers) the URL's
+ * host. Over plain HTTP a request without `Host` has none: Deno's URL then says `localhost`
+ * whatever the client meant. Browsers always send one or the other.
+ *
+ * @param req The request.
+ * @returns `host[:port]` as the client sent it, or `null`.
+ */
+export function requestHost(req: Request): string | null {
+  const header = req.headers.get("host");
+  if (header !== null) return header;
+  try {
+    const url = new URL(req.url);
+    return url.protocol === "https:" ? url.host : null;
+  } catch {
+    return null;
+  }
 }
 
 /**
@@ -302,7 +350,7 @@ export function parseNdjson(text: string): unknown[] {
  * @throws {HttpError} 403 naming the header to fix, 400 for a loopback Host with a bad port.
  */
 export function guardLoopback(req: Request): void {
-  const host = req.headers.get("host");
+  const host = requestHost(req);
   if (host !== null && LOOPBACK_HOST_HEADER.test(host)) requestUrl(req); // a port past 65535
   if (host === null || !LOOPBACK_HOST_HEADER.test(host)) {
     throw new HttpError(
@@ -328,18 +376,137 @@ export function guardLoopback(req: Request): void {
  *
  * @param req The request.
  * @param token The token the server requires.
+ * @param publicReads The request's URL when reads are public (`--public-read`): the 401 then
+ *   names the method and path that needed the token.
  * @throws {HttpError} 401 with `WWW-Authenticate` when it is missing or wrong.
  */
-export function guardToken(req: Request, token: string): void {
+export function guardToken(req: Request, token: string, publicReads?: URL): void {
   const auth = req.headers.get("authorization") ?? "";
   const given = /^Bearer\s+(.+)$/i.exec(auth)?.[1]?.trim();
   if (given === undefined || !tokensEqual(given, token)) {
     throw new HttpError(
       401,
-      "This server requires a token; send it as 'Authorization: Bearer <token>'.",
+      publicReads
+        ? `This server requires a token for ${req.method} ${publicReads.pathname} (only GET and HEAD on the read routes are public); send it as 'Authorization: Bearer <token>'.`
+        : "This server requires a token; send it as 'Authorization: Bearer <token>'.",
       { "www-authenticate": 'Bearer realm="telemetry"' },
     );
   }
+}
+
+/**
+ * The paths whose `GET`/`HEAD` need no token under `--public-read` (CONTRACT 10): the dashboard
+ * and every read route. A path ending in `/` also covers the paths below it (`/current/{type}`).
+ * Data, not routes: a path listed here before its route exists is simply a 404 until it does.
+ *
+ * @example Usage
+ * ```ts
+ * import { PUBLIC_READ_PATHS } from "@obs-utils/telemetry/server";
+ * import assert from "node:assert/strict";
+ *
+ * assert.ok(PUBLIC_READ_PATHS.includes("/current"));
+ * assert.ok(!PUBLIC_READ_PATHS.includes("/event"));
+ * ```
+ */
+export const PUBLIC_READ_PATHS: readonly string[] = [
+  "/",
+  "/health",
+  "/ready",
+  "/run",
+  "/current",
+  "/current/",
+  "/types",
+  "/check",
+  "/stream",
+  "/metrics",
+];
+
+/**
+ * Tells whether a request is a read that `--public-read` lets in without a token.
+ *
+ * @param method The request method.
+ * @param pathname The request path.
+ * @returns `true` for `GET`/`HEAD` on a path of {@linkcode PUBLIC_READ_PATHS}.
+ */
+export function isPublicRead(method: string, pathname: string): boolean {
+  if (method !== "GET" && method !== "HEAD") return false;
+  return PUBLIC_READ_PATHS.some((path) =>
+    path === pathname || (path.length > 1 && path.endsWith("/") && pathname.startsWith(path) &&
+      pathname.length > path.length)
+  );
+}
+
+/** Who may do what without the token, and how the Host and Origin are checked (CONTRACT 2.8, 10). */
+export interface AccessPolicy {
+  /** Bound to a loopback address: the `Host` must be a loopback name (DNS rebinding). */
+  loopbackBind: boolean;
+  /** The bearer token; without it every request is let in (after Host and Origin). */
+  token?: string | undefined;
+  /** `--public-read`: reads of {@linkcode PUBLIC_READ_PATHS} need no token. */
+  publicRead?: boolean;
+  /** `--trust-loopback`: a loopback peer addressing a loopback name needs no token. */
+  trustLoopback?: boolean;
+}
+
+/**
+ * The Origin rule of a server bound to a non-loopback address: a page may call the API only
+ * when it was served by this server itself (its origin's host is the request's `Host`) or from
+ * this machine. Browsers send no Origin on their same-origin reads; a foreign one is a page of
+ * another site trying to use the visitor's network position.
+ *
+ * @param req The request.
+ * @param url Its URL (built from the `Host`).
+ * @throws {HttpError} 403 naming the Origin.
+ */
+export function guardOrigin(req: Request, url: URL): void {
+  const origin = req.headers.get("origin");
+  if (origin === null || isLoopbackOrigin(origin)) return;
+  let host: string | undefined;
+  try {
+    const parsed = new URL(origin);
+    if (parsed.protocol === "http:" || parsed.protocol === "https:") host = parsed.host;
+  } catch {
+    host = undefined; // "null" and garbage
+  }
+  if (host !== undefined && host.toLowerCase() === url.host.toLowerCase()) return;
+  throw new HttpError(
+    403,
+    `Requests from origin ${
+      JSON.stringify(origin)
+    } are not accepted; only pages served by this server or from its machine may call the API.`,
+  );
+}
+
+/**
+ * Decides whether a request needs the token, and checks it when it does (CONTRACT 2.8, 10): not
+ * for `/health`; not for a public read under `--public-read`; not, under `--trust-loopback`,
+ * for a request from a loopback peer whose `Host` is a loopback name and whose `Origin`, if
+ * any, is loopback. Host and Origin themselves are checked before this, in every mode.
+ *
+ * @param req The request.
+ * @param url Its URL.
+ * @param peer The peer's address (`info.remoteAddr.hostname`), `undefined` when unknown.
+ * @param policy The server's access settings.
+ * @throws {HttpError} 401 when the token is needed and missing or wrong.
+ */
+export function guardAccess(
+  req: Request,
+  url: URL,
+  peer: string | undefined,
+  policy: AccessPolicy,
+): void {
+  const { token } = policy;
+  if (token === undefined || url.pathname === "/health") return;
+  if (policy.publicRead && isPublicRead(req.method, url.pathname)) return;
+  if (policy.trustLoopback && peer !== undefined && isLoopback(peer)) {
+    const host = requestHost(req);
+    const origin = req.headers.get("origin");
+    if (
+      host !== null && LOOPBACK_HOST_HEADER.test(host) &&
+      (origin === null || isLoopbackOrigin(origin))
+    ) return;
+  }
+  guardToken(req, token, policy.publicRead ? url : undefined);
 }
 
 /** The one place where HTTP advice is added to what the service says. */

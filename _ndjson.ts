@@ -310,3 +310,34 @@ export class LineSplitStream extends TransformStream<Uint8Array | string, string
     });
   }
 }
+
+const CANONICAL_TS = /^\{"seq":\d+,"ts":"([^"\\]{1,40})"/;
+
+/**
+ * Reads `ts` from a line without parsing the rest of it when the line is canonical (seq, then
+ * ts), with a full parse for anything else: freshness and `/metrics` need only the time.
+ *
+ * @param line One line, without its newline.
+ * @returns The `ts` text, or `undefined` if the line has no string `ts`.
+ *
+ * @example Usage
+ * ```ts
+ * import { readTs } from "./_ndjson.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const line = '{"seq":7,"ts":"2026-11-22T03:00:00.000Z","type":"status","data":{},"meta":{}}';
+ * assert.equal(readTs(line), "2026-11-22T03:00:00.000Z");
+ * assert.equal(readTs('{"ts":"2026-11-22T03:00:00.000Z","seq":7}'), "2026-11-22T03:00:00.000Z");
+ * assert.equal(readTs("not json"), undefined);
+ * ```
+ */
+export function readTs(line: string): string | undefined {
+  const m = CANONICAL_TS.exec(line);
+  if (m) return m[1];
+  try {
+    const value = JSON.parse(line) as { ts?: unknown } | null;
+    return typeof value?.ts === "string" ? value.ts : undefined;
+  } catch {
+    return undefined;
+  }
+}

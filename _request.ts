@@ -103,37 +103,112 @@ export function parseRunStart(body: unknown): RunStartCommand {
   if (!isJsonObject(meta)) {
     throw new InvalidRequestError(`"meta" must be a JSON object, not ${describe(meta)}.`);
   }
-  if (nestsDeeperThan(meta, MAX_NESTING)) throw tooDeep("", "meta");
+  checkValue(meta, "", "meta");
   return { runId, runDir, meta };
 }
 
+/** What {@linkcode scanValue} found wrong with a `data` or `meta` value. */
+const Scan = { Ok: 0, TooDeep: 1, NonFinite: 2 } as const;
+type Scan = typeof Scan[keyof typeof Scan];
+
 /**
- * Whether objects and arrays nest deeper than `max` levels. The recursion stops at `max`, so any
- * input is safe, and it allocates nothing (this runs for every event).
+ * The one walk over `data` and `meta` (this runs for every event): whether objects and arrays
+ * nest deeper than `max` levels, and whether a number is not finite (`1e999` parses to
+ * `Infinity`, which `JSON.stringify` would silently write as `null`). The recursion stops at
+ * `max`, so any input is safe, and it allocates nothing; the path of a bad number is worked out
+ * only when there is one ({@linkcode nonFinitePath}).
  */
-function nestsDeeperThan(value: unknown, max: number): boolean {
-  return max < 1 || deeper(value, max - 1);
+function scanValue(value: unknown, max: number): Scan {
+  return max < 1 ? Scan.TooDeep : scanChildren(value, max - 1);
 }
 
-/** Whether a container's children nest more than `left` further levels. */
-function deeper(value: unknown, left: number): boolean {
+/** Checks a container's children, which may nest `left` further levels. */
+function scanChildren(value: unknown, left: number): Scan {
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
-      const child = value[i];
-      if (typeof child === "object" && child !== null && (left === 0 || deeper(child, left - 1))) {
-        return true;
-      }
+      const found = scanChild(value[i], left);
+      if (found !== Scan.Ok) return found;
     }
-    return false;
+    return Scan.Ok;
   }
   const object = value as Record<string, unknown>;
   for (const key in object) {
-    const child = object[key];
-    if (typeof child === "object" && child !== null && (left === 0 || deeper(child, left - 1))) {
-      return true;
-    }
+    const found = scanChild(object[key], left);
+    if (found !== Scan.Ok) return found;
   }
-  return false;
+  return Scan.Ok;
+}
+
+function scanChild(child: unknown, left: number): Scan {
+  if (typeof child === "number") return Number.isFinite(child) ? Scan.Ok : Scan.NonFinite;
+  if (typeof child !== "object" || child === null) return Scan.Ok;
+  if (left === 0) return Scan.TooDeep;
+  return scanChildren(child, left - 1);
+}
+
+/** A key as a path step: `.wind` for a plain name, `["a b"]` otherwise. */
+function pathStep(key: string): string {
+  return /^[A-Za-z_$][\w$]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
+}
+
+/**
+ * The path of the first number that is not finite, such as `data.sky.cloud[2]`; `undefined`
+ * when there is none. Called only after {@linkcode scanValue} found one, on a value known to
+ * nest within the limit.
+ */
+function nonFinitePath(value: unknown, path: string): string | undefined {
+  if (typeof value === "number") return Number.isFinite(value) ? undefined : path;
+  if (typeof value !== "object" || value === null) return undefined;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const found = nonFinitePath(value[i], `${path}[${i}]`);
+      if (found !== undefined) return found;
+    }
+    return undefined;
+  }
+  for (const key in value as Record<string, unknown>) {
+    const found = nonFinitePath((value as Record<string, unknown>)[key], path + pathStep(key));
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
+/** Refuses a `data` or `meta` value that nests too deeply or holds a number that is not finite. */
+function checkValue(value: unknown, where: string, key: "data" | "meta"): void {
+  const found = scanValue(value, MAX_NESTING);
+  if (found === Scan.TooDeep) throw tooDeep(where, key);
+  if (found === Scan.NonFinite) {
+    const path = nonFinitePath(value, key) ?? key;
+    throw new InvalidRequestError(
+      `${where}the number at ${path} is not finite (too large for a 64-bit float, such as 1e999); send a finite number, or a string if the value is really that large.`,
+    );
+  }
+}
+
+/** The fields of an event object (CONTRACT 9.1); anything else is refused. */
+export const EVENT_FIELDS: readonly string[] = [
+  "type",
+  "data",
+  "meta",
+  "ts",
+  "store_permanently",
+  "make_current",
+];
+const EVENT_FIELD_SET: ReadonlySet<string> = new Set(EVENT_FIELDS);
+/** Names people send for the event time; the detail points them to `ts`. */
+const TIME_ALIASES: ReadonlySet<string> = new Set(["date", "timestamp", "time"]);
+
+/** Refuses a top-level field the event object does not have (CONTRACT 9.1). */
+function checkFields(raw: JsonObject, where: string): void {
+  for (const key in raw) {
+    if (EVENT_FIELD_SET.has(key)) continue;
+    const shown = JSON.stringify(key.length > 60 ? `${key.slice(0, 60)}...` : key);
+    throw new InvalidRequestError(
+      `${where}unknown field ${shown}${
+        TIME_ALIASES.has(key) ? "; the event time is `ts`" : ""
+      }; an event accepts only ${EVENT_FIELDS.map((f) => `"${f}"`).join(", ")}.`,
+    );
+  }
 }
 
 function tooDeep(where: string, key: string): InvalidRequestError {
@@ -167,16 +242,18 @@ function optionalBoolean(body: JsonObject, key: string, where: string): boolean 
  *
  * @param raw The parsed JSON of one event.
  * @param index Its 0-based index in a batch, named in errors; `undefined` outside a batch.
+ * @param line Its 1-based line in an NDJSON body, named in errors instead of the index.
  * @returns The command.
  * @throws {InvalidRequestError} Naming the field to change.
  */
-export function parseEvent(raw: unknown, index?: number): EventCommand {
-  const where = itemPrefix(index);
+export function parseEvent(raw: unknown, index?: number, line?: number): EventCommand {
+  const where = itemPrefix(index, line);
   if (!isJsonObject(raw)) {
     throw new InvalidRequestError(
       `${where}an event must be a JSON object with "type" and "data", not ${describe(raw)}.`,
     );
   }
+  checkFields(raw, where);
   const typeProblem = checkEventType(raw.type);
   if (typeProblem) throw new InvalidRequestError(where + typeProblem);
   const type = raw.type as string;
@@ -189,8 +266,8 @@ export function parseEvent(raw: unknown, index?: number): EventCommand {
   if (!isJsonObject(meta)) {
     throw new InvalidRequestError(`${where}"meta" must be a JSON object, not ${describe(meta)}.`);
   }
-  if (nestsDeeperThan(raw.data, MAX_NESTING)) throw tooDeep(where, "data");
-  if (nestsDeeperThan(meta, MAX_NESTING)) throw tooDeep(where, "meta");
+  checkValue(raw.data, where, "data");
+  checkValue(meta, where, "meta");
   let callerRunId: string | undefined;
   if (meta.run_id !== undefined) {
     if (typeof meta.run_id !== "string") {
@@ -250,11 +327,19 @@ export function parseEvent(raw: unknown, index?: number): EventCommand {
  *
  * @param items The parsed JSON of each event.
  * @param batch Name the 0-based index of a bad item in the error even when there is only one.
+ * @param lines The 1-based NDJSON line of each item, when the batch came as NDJSON: errors then
+ *   name the line people see in their editor.
  * @returns One command per item, in order.
  * @throws {InvalidRequestError} Naming the first bad item.
  */
-export function parseEvents(items: readonly unknown[], batch: boolean): EventCommand[] {
+export function parseEvents(
+  items: readonly unknown[],
+  batch: boolean,
+  lines?: readonly number[],
+): EventCommand[] {
   const commands: EventCommand[] = new Array(items.length);
-  for (let i = 0; i < items.length; i++) commands[i] = parseEvent(items[i], batch ? i : undefined);
+  for (let i = 0; i < items.length; i++) {
+    commands[i] = parseEvent(items[i], batch ? i : undefined, batch ? lines?.[i] : undefined);
+  }
   return commands;
 }

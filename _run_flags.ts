@@ -21,6 +21,7 @@ import { DEFAULT_HOST, DEFAULT_PORT, readEnv } from "./_address.ts";
 import { checkTimeZone } from "./_day_key.ts";
 import { FSYNC_MODES, type FsyncMode } from "./_ndjson_writer.ts";
 import { DEFAULT_MAX_BODY } from "./_http.ts";
+import { type LogFormat, parseLogFormat } from "./_log.ts";
 import { DEFAULT_MAX_SNAPSHOT_BYTES, DEFAULT_MAX_TYPES, DEFAULT_SITE_TYPES } from "./service.ts";
 
 /** Default site directory (SPEC 4.6). */
@@ -57,6 +58,22 @@ export interface RunFlagValues {
   insecure: boolean;
   /** Log one line per event (`--verbose`). */
   verbose: boolean;
+  /** The types registry file (`--types`). */
+  typesFile?: string;
+  /** Free bytes below which `/check` fails and a warning is logged (`--min-free`). */
+  minFreeBytes?: number;
+  /** With a token, reads need none (`--public-read`). */
+  publicRead: boolean;
+  /** With a token, loopback peers need none (`--trust-loopback`). */
+  trustLoopback: boolean;
+  /** `GET /current` answers `{"current": {...}}` (`--wrap-current`). */
+  wrapCurrent: boolean;
+  /** PEM certificate file: serve HTTPS (`--tls-cert`). */
+  tlsCert?: string;
+  /** PEM private key file of the certificate (`--tls-key`). */
+  tlsKey?: string;
+  /** How the service log prints its lines (`--log-format`). */
+  logFormat?: LogFormat;
 }
 
 /** One row of {@linkcode RUN_FLAGS}. */
@@ -94,6 +111,7 @@ export interface RunFlag {
  * Reads a port number.
  *
  * @param value The text of `--port` or `OBS_TELEMETRY_PORT`.
+ * @param name What the operator set, named in the error.
  * @returns The port, 0 to 65535.
  * @throws {RangeError} If it is not a whole number in that range.
  *
@@ -106,9 +124,9 @@ export interface RunFlag {
  * assert.throws(() => parsePort("70000"), RangeError);
  * ```
  */
-export function parsePort(value: string): number {
+export function parsePort(value: string, name = "--port"): number {
   if (!/^\d{1,5}$/.test(value) || Number(value) > 65535) {
-    throw new RangeError(`--port must be a number from 0 to 65535, not "${value}"`);
+    throw new RangeError(`${name} must be a number from 0 to 65535, not "${value}"`);
   }
   return Number(value);
 }
@@ -122,12 +140,55 @@ function positiveInt(flag: string): (value: string) => number {
   };
 }
 
+/** Reads an `--fsync` mode in any letter case (`ALWAYS` is `always`). */
 function parseFsync(value: string): FsyncMode {
-  if (!(FSYNC_MODES as readonly string[]).includes(value)) {
+  const mode = value.trim().toLowerCase();
+  if (!(FSYNC_MODES as readonly string[]).includes(mode)) {
     const modes = `${FSYNC_MODES.slice(0, -1).join(", ")} or ${FSYNC_MODES.at(-1)}`;
     throw new RangeError(`--fsync must be ${modes}, not "${value}"`);
   }
-  return value as FsyncMode;
+  return mode as FsyncMode;
+}
+
+const BYTE_UNITS: Record<string, number> = {
+  "": 1,
+  b: 1,
+  k: 1024,
+  kib: 1024,
+  m: 1024 ** 2,
+  mib: 1024 ** 2,
+  g: 1024 ** 3,
+  gib: 1024 ** 3,
+  t: 1024 ** 4,
+  tib: 1024 ** 4,
+};
+
+/**
+ * Reads a size in bytes: a whole number, or a number with a binary unit (`512M`, `1GiB`, `2.5G`).
+ *
+ * @param value The text of `--min-free` or `OBS_TELEMETRY_MIN_FREE`.
+ * @returns The bytes, rounded down.
+ * @throws {RangeError} If it is not such a size.
+ *
+ * @example Usage
+ * ```ts
+ * import { parseBytes } from "./_run_flags.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(parseBytes("1GiB"), 1024 ** 3);
+ * assert.equal(parseBytes("500M"), 500 * 1024 ** 2);
+ * ```
+ */
+export function parseBytes(value: string): number {
+  const m = /^(\d+(?:\.\d+)?)\s*([A-Za-z]*)$/.exec(value.trim());
+  const unit = m ? BYTE_UNITS[m[2]!.toLowerCase()] : undefined;
+  const bytes = m && unit !== undefined ? Math.floor(Number(m[1]) * unit) : NaN;
+  if (!Number.isSafeInteger(bytes)) {
+    throw new RangeError(
+      `--min-free must be a size in bytes such as 1073741824, 500M or 1GiB (units K, M, G, T, binary), not "${value}"`,
+    );
+  }
+  return bytes;
 }
 
 function parseList(value: string): string[] {
@@ -228,9 +289,67 @@ export const RUN_FLAGS: readonly RunFlag[] = [
     parse: positiveInt("--max-snapshot"),
     key: "maxSnapshotBytes",
   },
+  {
+    name: "types",
+    arg: "FILE",
+    env: "OBS_TELEMETRY_TYPES",
+    help: "Types registry (JSON): limits, staleness",
+    key: "typesFile",
+  },
+  {
+    name: "min-free",
+    arg: "BYTES",
+    env: "OBS_TELEMETRY_MIN_FREE",
+    help: "Free disk below which /check fails",
+    shownDefault: "1GiB",
+    parse: parseBytes,
+    key: "minFreeBytes",
+  },
   { name: "insecure", help: "Allow a non-loopback --host without a token", key: "insecure" },
   { name: "verbose", help: "Log one line per incoming event", key: "verbose" },
+  {
+    name: "public-read",
+    env: "OBS_TELEMETRY_PUBLIC_READ",
+    help: "With --token, GET/HEAD of the read routes need none",
+    key: "publicRead",
+  },
+  {
+    name: "trust-loopback",
+    env: "OBS_TELEMETRY_TRUST_LOOPBACK",
+    help: "With --token, requests from this machine need none",
+    key: "trustLoopback",
+  },
+  {
+    name: "wrap-current",
+    env: "OBS_TELEMETRY_WRAP_CURRENT",
+    help: 'GET /current answers {"current": {...}} (older clients)',
+    key: "wrapCurrent",
+  },
+  { name: "tls-cert", arg: "FILE", help: "PEM certificate: serve HTTPS", key: "tlsCert" },
+  { name: "tls-key", arg: "FILE", help: "PEM private key of --tls-cert", key: "tlsKey" },
+  {
+    name: "log-format",
+    arg: "FORMAT",
+    help: "text | json (one JSON object per line)",
+    shownDefault: "text",
+    parse: parseLogFormat,
+    key: "logFormat",
+  },
 ];
+
+/**
+ * Reads the environment variable of a switch: `1`/`true`/`yes`/`on` set it, `0`/`false`/`no`/
+ * `off` leave it off (any case).
+ *
+ * @throws {RangeError} Naming the variable, for any other value.
+ */
+function parseSwitchEnv(name: string, text: string | undefined): boolean {
+  if (text === undefined) return false;
+  const value = text.trim().toLowerCase();
+  if (["1", "true", "yes", "on"].includes(value)) return true;
+  if (["0", "false", "no", "off", ""].includes(value)) return false;
+  throw new RangeError(`${name} must be 1 or 0 (true or false), not "${text}"`);
+}
 
 /** The `--allow-env` order CONTRACT 6 prints; every variable of {@linkcode RUN_FLAGS} has a place. */
 const ENV_ORDER = ["HOST", "PORT", "SITE_DIR", "TZ", "SITE_TYPES", "TOKEN", "FSYNC"];
@@ -327,13 +446,25 @@ function resolveFlag(
   given: string | boolean | (string | boolean)[] | undefined,
   env: (name: string) => string | undefined,
 ): unknown {
-  if (flag.arg === undefined) return given === true;
+  if (flag.arg === undefined) {
+    return given === true || (flag.env !== undefined && parseSwitchEnv(flag.env, env(flag.env)));
+  }
   if (flag.multiple) return given ?? [];
-  const text = (given as string | undefined) ??
-    (flag.env === undefined ? undefined : env(flag.env)) ??
+  const fromEnv = given === undefined && flag.env !== undefined ? env(flag.env) : undefined;
+  const text = (given as string | undefined) ?? fromEnv ??
     (typeof flag.default === "function" ? flag.default() : flag.default);
   if (text === undefined) return undefined;
-  return flag.parse ? flag.parse(text) : text;
+  if (!flag.parse) return text;
+  try {
+    return flag.parse(text);
+  } catch (err) {
+    // Name what the operator set: the variable, not a flag they never typed (CONTRACT 9.5).
+    if (fromEnv === undefined || !(err instanceof RangeError)) throw err;
+    const named = err.message.includes(`--${flag.name}`)
+      ? err.message.replace(`--${flag.name}`, `${flag.env}`)
+      : `${flag.env}: ${err.message}`;
+    throw new RangeError(`${named}; fix or unset the variable`);
+  }
 }
 
 /**

@@ -11,6 +11,7 @@ import type { FsyncMode } from "./_ndjson_writer.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl } from "./_address.ts";
 import { sleep } from "./_async.ts";
 import { runFlagArgs, SERVER_ENV_VARS } from "./_run_flags.ts";
+import type { LogFormat } from "./_log.ts";
 
 export { SERVER_ENV_VARS };
 
@@ -39,13 +40,21 @@ export const SERVICE_V8_FLAGS: readonly string[] = ["--v8-flags=--max-semi-space
  * ```
  */
 export function permissionFlags(
-  options: { siteDir: string; host: string; port: number; allowRunRoots?: readonly string[] },
+  options: {
+    siteDir: string;
+    host: string;
+    port: number;
+    allowRunRoots?: readonly string[];
+    /** Files read once at start-up (`--tls-cert`, `--tls-key`, `--types`): read only. */
+    readFiles?: readonly string[];
+  },
 ): string[] {
   const dirs = [options.siteDir, ...(options.allowRunRoots ?? [])].join(",");
+  const readable = [dirs, ...(options.readFiles ?? [])].join(",");
   const host = hostForUrl(options.host);
   return [
     `--allow-net=${host}:${options.port}`,
-    `--allow-read=${dirs}`,
+    `--allow-read=${readable}`,
     `--allow-write=${dirs}`,
     `--allow-env=${SERVER_ENV_VARS.join(",")}`,
   ];
@@ -88,6 +97,22 @@ export interface SpawnOptions {
   insecure?: boolean;
   /** Log one line per event (`--verbose`). */
   verbose?: boolean;
+  /** The types registry file (`--types`); the child also gets read permission for it. */
+  typesFile?: string;
+  /** Free bytes below which `/check` fails (`--min-free`). */
+  minFreeBytes?: number;
+  /** With a token, reads need none (`--public-read`). */
+  publicRead?: boolean;
+  /** With a token, loopback peers need none (`--trust-loopback`). */
+  trustLoopback?: boolean;
+  /** `GET /current` answers `{"current": {...}}` (`--wrap-current`). */
+  wrapCurrent?: boolean;
+  /** PEM certificate file (`--tls-cert`): the child serves HTTPS and is granted read on it. */
+  tlsCert?: string;
+  /** PEM private key file (`--tls-key`), granted read too. */
+  tlsKey?: string;
+  /** How the service log prints its lines (`--log-format`). */
+  logFormat?: LogFormat;
   /**
    * Where the child's output goes.
    * @default {"inherit"}
@@ -122,6 +147,12 @@ function freePort(hostname: string): number {
   return port;
 }
 
+/** The absolute certificate and key files, or `undefined` for plain HTTP. */
+function tlsFiles(options: SpawnOptions): [string, string] | undefined {
+  if (options.tlsCert === undefined || options.tlsKey === undefined) return undefined;
+  return [resolve(options.tlsCert), resolve(options.tlsKey)];
+}
+
 /**
  * The `deno run` arguments of the child: scoped permissions, then `cli.ts telemetry run` with a
  * flag for every option given. `siteDir`, `host` and `port` are always passed.
@@ -130,15 +161,33 @@ function childArgs(options: SpawnOptions & { host: string; port: number }): stri
   const siteDir = resolve(options.siteDir);
   const allowRunRoots = (options.allowRunRoots ?? []).map((r) => resolve(r));
   const { host, port } = options;
+  const typesFile = options.typesFile === undefined ? undefined : resolve(options.typesFile);
+  const tls = tlsFiles(options);
+  const tlsPaths = tls ? { tlsCert: tls[0], tlsKey: tls[1] } : {};
+  // The types file and the TLS files are read once at start-up: read permission for them alone.
+  const readOnly = [...(typesFile !== undefined ? [typesFile] : []), ...(tls ?? [])];
+  const permissions = permissionFlags({
+    siteDir,
+    host,
+    port,
+    allowRunRoots,
+    ...(readOnly.length > 0 ? { readFiles: readOnly } : {}),
+  });
   return [
     "run",
     "--no-prompt",
     ...SERVICE_V8_FLAGS,
-    ...permissionFlags({ siteDir, host, port, allowRunRoots }),
+    ...permissions,
     new URL("./cli.ts", import.meta.url).href,
     "telemetry",
     "run",
-    ...runFlagArgs({ ...options, siteDir, allowRunRoots }),
+    ...runFlagArgs({
+      ...options,
+      siteDir,
+      allowRunRoots,
+      ...(typesFile ? { typesFile } : {}),
+      ...tlsPaths,
+    }),
   ];
 }
 
@@ -158,6 +207,12 @@ async function waitUntilReady(
   const siteDir = resolve(options.siteDir);
   const timeoutMs = options.readyTimeoutMs ?? 10_000;
   const deadline = Date.now() + timeoutMs;
+  // Over HTTPS the child's own certificate is the trust anchor of the probe (a self-signed one
+  // is its own CA); a certificate the probe cannot verify still proves the listener is up.
+  const tls = tlsFiles(options);
+  using probe = tls
+    ? Deno.createHttpClient({ caCerts: [await Deno.readTextFile(tls[0])] })
+    : undefined;
   while (true) {
     if (exited) {
       throw new Error(
@@ -167,12 +222,14 @@ async function waitUntilReady(
     try {
       const res = await fetch(`${url}/ready`, {
         signal: AbortSignal.timeout(1000),
+        ...(probe ? { client: probe } : {}),
         ...(options.token ? { headers: { authorization: `Bearer ${options.token}` } } : {}),
       });
       await res.body?.cancel();
       if (res.ok) return;
-    } catch {
-      // not listening yet
+    } catch (err) {
+      // not listening yet, unless the TLS handshake got as far as a certificate
+      if (probe && /certificate|UnknownIssuer|tls/i.test(String((err as Error)?.message))) return;
     }
     if (Date.now() > deadline) {
       try {
@@ -254,7 +311,7 @@ export async function spawnServer(options: SpawnOptions): Promise<SpawnedServer>
     stderr: output,
     detached: true,
   }).spawn();
-  const url = `http://${hostForUrl(host)}:${port}`;
+  const url = `${tlsFiles(options) ? "https" : "http"}://${hostForUrl(host)}:${port}`;
   await waitUntilReady(child, url, options);
   return spawnedServer(child, url);
 }

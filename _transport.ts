@@ -170,6 +170,8 @@ export interface CallOptions {
   signal?: AbortSignal | undefined;
   /** Answer `undefined` instead of throwing on 404. */
   nullOn404?: boolean;
+  /** Statuses besides 2xx whose JSON body is the answer (`GET /check` answers 503). */
+  okStatuses?: readonly number[];
 }
 
 /** A 2xx answer read as JSON, with its response for the status in later errors. */
@@ -292,7 +294,9 @@ export class Transport {
         throw exchange.translate(err, what, url, this.baseUrl, this.timeoutMs);
       }
       if (res.status === 404 && options.nullOn404) return undefined;
-      if (!res.ok) throw httpError(res, text, what, url);
+      if (!res.ok && !options.okStatuses?.includes(res.status)) {
+        throw httpError(res, text, what, url);
+      }
       // 204 No Content (DELETE /current/{type}) has no body to parse.
       if (res.status === 204) return { value: null, res };
       try {

@@ -42,9 +42,11 @@ import {
   stopRunCommand,
 } from "./_cli_runs.ts";
 import { FORGET_HELP, forgetCommand } from "./_cli_forget.ts";
+import { CHECK_HELP, checkCommand } from "./_cli_check.ts";
 
 export { UsageError } from "./_cli_common.ts";
-export { formatAge, renderTable } from "./_cli_current.ts";
+export { formatAge, renderTable, type TableOptions, type TableTypeInfo } from "./_cli_current.ts";
+export type { FieldInfo } from "./client.ts";
 export type { Envelope, JsonObject } from "./event.ts";
 export { DEFAULT_SITE_DIR } from "./_run_flags.ts";
 
@@ -70,6 +72,7 @@ Commands:
   telemetry read      Print stored events from the files
   telemetry forward   Send stored events to a fleet store (NATS, PostgreSQL)
   telemetry archive   Move events from NATS JetStream into PostgreSQL
+  telemetry check     Exit 0 when critical types are fresh and the disk has room
   telemetry help      Show the commands, or one command's options
 
 Options:
@@ -91,6 +94,7 @@ Commands:
   read      Print stored events from the files (time range, types, runs)
   forward   Send stored events to NATS JetStream or PostgreSQL, and follow
   archive   Move events from NATS JetStream into PostgreSQL
+  check     Exit 0 when critical types are fresh and the disk has room, else 1
   help      Show this help, or 'help <command>' for a command's options
 
 Run 'obs-utils telemetry <command> --help' for a command's options.
@@ -107,6 +111,7 @@ Run 'obs-utils telemetry <command> --help' for a command's options.
   read: READ_HELP,
   forward: FORWARD_HELP,
   archive: ARCHIVE_HELP,
+  check: CHECK_HELP,
 };
 
 const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
@@ -123,6 +128,7 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   // The fleet commands load the NATS and PostgreSQL clients only when they run.
   forward: async (args) => (await import("./_cli_forward.ts")).forwardCommand(args),
   archive: async (args) => (await import("./_cli_forward.ts")).archiveCommand(args),
+  check: checkCommand,
 };
 
 /**

@@ -30,6 +30,7 @@
 import { describe, isJsonObject, type JsonObject, type TelemetryEvent } from "./event.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, resolveBaseUrl, resolveToken } from "./_address.ts";
 import { Transport } from "./_transport.ts";
+import { httpError } from "./_client_errors.ts";
 import { type FollowMessage, type FollowOptions, followStream } from "./_follow.ts";
 import {
   checkDelay,
@@ -40,6 +41,7 @@ import {
   toWire,
 } from "./_client_args.ts";
 import type {
+  CheckInfo,
   ClientOptions,
   EventInput,
   HealthInfo,
@@ -48,17 +50,22 @@ import type {
   RequestOptions,
   RunInfo,
   StartRunOptions,
+  TypeInfo,
 } from "./_client_types.ts";
 
 export type {
+  CheckInfo,
   ClientOptions,
   EventInput,
+  FieldInfo,
   HealthInfo,
   PostEventOptions,
   ReadyInfo,
   RequestOptions,
   RunInfo,
   StartRunOptions,
+  TypeInfo,
+  TypeStateName,
 } from "./_client_types.ts";
 
 // The SSE parser lives in sse.ts with its encoder, the error classes in _client_errors.ts, the
@@ -212,7 +219,76 @@ export class TelemetryClient {
       run_active: value.run_active,
       run_id: value.run_id,
       version: value.version,
+      ...(typeof value.zone === "string" ? { zone: value.zone } : {}),
     };
+  }
+
+  /**
+   * Reads every registered type and every type in the snapshot with its freshness state
+   * (`GET /types`, CONTRACT 11).
+   *
+   * @param options An optional abort signal.
+   * @returns The entries keyed by type: registry description, `last_ts`, `age_s`, `state` and
+   *   `reasons`.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} If the answer is an error or not an object of type entries.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const types = await new TelemetryClient().types();
+   * for (const [type, info] of Object.entries(types)) console.log(type, info.state, info.reasons);
+   * ```
+   */
+  async types(options: RequestOptions = {}): Promise<Record<string, TypeInfo>> {
+    const signal = this.#requestSignal(options, "Cannot read the types");
+    const { value, res } = await this.#transport.call("GET", "/types", { signal });
+    const entries = isJsonObject(value) ? Object.entries(value) : undefined;
+    if (
+      !entries ||
+      !entries.every(([, v]) =>
+        isJsonObject(v) && typeof v.state === "string" && Array.isArray(v.reasons)
+      )
+    ) {
+      throw this.#transport.shapeError(res, value, "/types", "an object of type entries");
+    }
+    return Object.fromEntries(entries) as unknown as Record<string, TypeInfo>;
+  }
+
+  /**
+   * Asks whether the unit is healthy (`GET /check`, CONTRACT 11): every critical type fresh and
+   * out of alarm, and free disk space above `--min-free`. A failing check is an answer, not an
+   * error: it resolves with `ok: false` and the reasons.
+   *
+   * @param options An optional abort signal.
+   * @returns `ok` and, when it is false, the `failing` lines.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} If the answer is another error or has the wrong shape.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const check = await new TelemetryClient().check();
+   * if (!check.ok) console.log(check.failing.join("\n"));
+   * ```
+   */
+  async check(options: RequestOptions = {}): Promise<CheckInfo> {
+    const signal = this.#requestSignal(options, "Cannot run the check");
+    const { value, res } = await this.#transport.call("GET", "/check", {
+      signal,
+      okStatuses: [503],
+    });
+    if (
+      !isJsonObject(value) || typeof value.ok !== "boolean" || !Array.isArray(value.failing) ||
+      !value.failing.every((f) => typeof f === "string")
+    ) {
+      // A 503 of a server that is shutting down is a problem+json: report it as the error it is.
+      if (res.status === 503) {
+        throw httpError(res, JSON.stringify(value), "GET /check", this.#transport.url("/check"));
+      }
+      throw this.#transport.shapeError(res, value, "/check", 'an object {"ok", "failing"}');
+    }
+    return value as unknown as CheckInfo;
   }
 
   /**
@@ -404,7 +480,9 @@ export class TelemetryClient {
    */
   async current(options: RequestOptions = {}): Promise<Record<string, TelemetryEvent>> {
     const signal = this.#requestSignal(options, "Cannot read the current snapshot");
-    const answer = await this.#transport.call("GET", "/current", { signal });
+    // The plain map whatever the server's --wrap-current (CONTRACT 10); a server that predates
+    // the parameter ignores it and answers the plain map anyway.
+    const answer = await this.#transport.call("GET", "/current?wrap=false", { signal });
     return this.#transport.toSnapshot(answer, "/current");
   }
 

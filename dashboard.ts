@@ -1,7 +1,10 @@
 /**
  * `GET /`: a live dashboard served by the service itself. One self-contained HTML page (inline
  * style and script under a per-response CSP nonce, no external assets, no build step) that
- * shows one card per event type and follows `GET /stream` with `EventSource`.
+ * shows one card per event type and follows `GET /stream` with `EventSource`. With a types
+ * registry (`GET /types`, CONTRACT 11) the cards follow its order, show labels and units, colour
+ * values past a limit amber or red, and turn `STALE` when their `ts` is older than
+ * `stale_after_s`; numeric fields get a sparkline of the values seen since the page opened.
  *
  * @example Usage
  * ```ts
@@ -18,13 +21,13 @@ const STYLE = `
 :root {
   color-scheme: dark;
   --bg: #0b0e12; --panel: #141a21; --panel-2: #1a222b; --line: #26303b;
-  --text: #d5dde5; --muted: #7f8b98; --accent: #e0a458; --ok: #5fb98a; --warn: #e0a458;
-  --bad: #e06c6c; --value: #f1f5f9; --true: #5fb98a; --false: #9aa5b1;
+  --text: #d5dde5; --muted: #7f8b98; --accent: #8ab4f8; --ok: #5fb98a; --warn: #e0a458;
+  --bad: #e06c6c; --value: #f1f5f9;
 }
 :root.night {
   --bg: #000; --panel: #0d0303; --panel-2: #140505; --line: #2a0a0a;
   --text: #b33a3a; --muted: #6e2020; --accent: #c23b3b; --ok: #b33a3a; --warn: #8f2a2a;
-  --bad: #ff4d4d; --value: #d04545; --true: #c23b3b; --false: #6e2020;
+  --bad: #ff4d4d; --value: #d04545;
 }
 * { box-sizing: border-box; }
 html, body { margin: 0; background: var(--bg); color: var(--text); }
@@ -64,7 +67,29 @@ main {
   display: flex; flex-direction: column; background: var(--panel); border: 1px solid var(--line);
   border-radius: 10px; overflow: hidden; transition: opacity .3s;
 }
-.card.stale { opacity: .55; }
+.card.stale { border-color: var(--bad); }
+.card.stale dl { opacity: .6; }
+.card.alarm { border-color: var(--bad); }
+.card.warn { border-color: var(--warn); }
+.badge {
+  margin-left: auto; padding: .05rem .45rem; border-radius: 4px; background: var(--bad); color: #000;
+  font-size: .72rem; font-weight: 700; letter-spacing: .04em; white-space: nowrap;
+}
+.desc { margin: 0; padding: .35rem .8rem 0; color: var(--muted); font-size: .78rem; }
+.spark { flex: 0 0 60px; width: 60px; height: 16px; align-self: center; }
+.spark polyline { fill: none; stroke: var(--muted); stroke-width: 1.2; vector-effect: non-scaling-stroke; }
+.unit { flex: 0 0 auto; color: var(--muted); font-size: .8rem; }
+.tag { flex: 0 0 auto; font-size: .65rem; font-weight: 700; padding: 0 .3rem; border-radius: 3px; }
+.tag-warn { background: var(--warn); color: #000; }
+.tag-alarm { background: var(--bad); color: #000; }
+dl dd.lvl-warn { color: var(--warn); font-weight: 600; }
+dl dd.lvl-alarm { color: var(--bad); font-weight: 700; }
+.nodata { color: var(--muted); font-size: .85rem; }
+#alerts[data-bad="true"] { border-color: var(--bad); color: var(--bad); font-weight: 600; }
+#banner {
+  margin: 0; padding: .5rem 1rem; background: var(--bad); color: #000; font-weight: 600;
+  text-align: center;
+}
 .card.flash { animation: flash 1.2s ease-out; }
 @keyframes flash { from { border-color: var(--accent); box-shadow: 0 0 0 1px var(--accent); } }
 .card > header {
@@ -77,7 +102,7 @@ main {
 .age { color: var(--muted); font-size: .8rem; white-space: nowrap; font-variant-numeric: tabular-nums; }
 dl { margin: 0; padding: .5rem .8rem; flex: 1; }
 dl > div {
-  display: flex; justify-content: space-between; align-items: baseline; gap: 1rem;
+  display: flex; justify-content: space-between; align-items: baseline; gap: .5rem;
   padding: .22rem 0; border-bottom: 1px dashed var(--line);
 }
 dl > div:last-child { border-bottom: 0; }
@@ -87,8 +112,7 @@ dd {
   font-size: 1.05rem; font-variant-numeric: tabular-nums; overflow-wrap: anywhere;
 }
 dd.text { font-size: .95rem; }
-dd.bool-true { color: var(--true); }
-dd.bool-false { color: var(--false); }
+dd.bool { color: var(--value); }
 dd.json { font: .8rem/1.3 ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; color: var(--text); }
 .card > footer {
   display: flex; flex-wrap: wrap; gap: .2rem 1rem; padding: .45rem .8rem;
@@ -105,10 +129,24 @@ const SCRIPT = `
 const grid = document.getElementById("cards");
 const empty = document.getElementById("empty");
 const conn = document.getElementById("conn");
+const banner = document.getElementById("banner");
 const runPill = document.getElementById("run");
+const alertsEl = document.getElementById("alerts");
 const typeCount = document.getElementById("types");
 const lastSeen = document.getElementById("last");
 const cards = new Map();
+// The registry and states of GET /types, keyed by type (empty without --types).
+let registry = {};
+function specOf(type) {
+  return Object.prototype.hasOwnProperty.call(registry, type) ? registry[type] : null;
+}
+let zone;
+let timeFormat = null;
+// Sparklines: values seen since the page opened, per "type\\u0000field", at most 30 minutes.
+const SPARK_MS = 30 * 60 * 1000;
+const SPARK_MAX = 720;
+const history = new Map();
+let everLive = false;
 
 function el(tag, cls, text) {
   const e = document.createElement(tag);
@@ -117,18 +155,66 @@ function el(tag, cls, text) {
   return e;
 }
 
-function formatAge(ms) {
+function formatSpan(ms) {
   const s = Math.max(0, Math.floor(ms / 1000));
-  if (s < 60) return s + " s ago";
-  if (s < 3600) return Math.floor(s / 60) + " min " + (s % 60) + " s ago";
-  if (s < 86400) return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min ago";
-  return Math.floor(s / 86400) + " d ago";
+  if (s < 60) return s + " s";
+  if (s < 3600) return Math.floor(s / 60) + " min " + (s % 60) + " s";
+  if (s < 86400) return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min";
+  return Math.floor(s / 86400) + " d " + Math.floor((s % 86400) / 3600) + " h";
+}
+function formatAge(ms) {
+  return formatSpan(ms) + " ago";
+}
+
+// GET /current answers the plain map, or {"current": {...}} with --wrap-current: accept both.
+function unwrapCurrent(body) {
+  if (!body || typeof body !== "object") return {};
+  const keys = Object.keys(body);
+  const inner = body.current;
+  if (keys.length === 1 && inner && typeof inner === "object" && !Array.isArray(inner) &&
+      !(typeof inner.type === "string" && "seq" in inner && "data" in inner)) return inner;
+  return body;
+}
+
+function valueAt(data, path) {
+  if (Object.prototype.hasOwnProperty.call(data, path)) return data[path];
+  let at = data;
+  for (const part of path.split(".")) {
+    if (!at || typeof at !== "object" || Array.isArray(at) ||
+        !Object.prototype.hasOwnProperty.call(at, part)) return undefined;
+    at = at[part];
+  }
+  return at;
+}
+
+const QUANTITY = /^\\s*([-+]?(?:\\d+\\.?\\d*|\\.\\d+)(?:[eE][-+]?\\d+)?)\\s+(\\S(?:.*\\S)?)\\s*$/;
+function numericValue(value, unit) {
+  if (typeof value === "number") return Number.isFinite(value) ? value : undefined;
+  if (typeof value !== "string" || !unit) return undefined;
+  const m = QUANTITY.exec(value);
+  if (!m || m[2] !== unit) return undefined;
+  const n = Number(m[1]);
+  return Number.isFinite(n) ? n : undefined;
+}
+
+// The same rules as the server's GET /types (_freshness.ts): alarm before warn.
+function fieldLevel(spec, raw) {
+  if (raw === undefined || !spec) return "";
+  const n = numericValue(raw, spec.unit);
+  for (const level of ["alarm", "warn"]) {
+    const above = spec[level + "_above"], below = spec[level + "_below"], eq = spec[level + "_if"];
+    if (n !== undefined && above !== undefined && n > above) return level;
+    if (n !== undefined && below !== undefined && n < below) return level;
+    if (eq !== undefined && JSON.stringify(raw) === JSON.stringify(eq)) return level;
+  }
+  return "";
 }
 
 function fillValue(dd, value) {
   dd.className = "";
   if (typeof value === "boolean") {
-    dd.className = "bool-" + value;
+    // Neutral: true is not "good"; only a limit colours a value.
+    dd.className = "bool";
     dd.textContent = value ? "true" : "false";
   } else if (typeof value === "number") {
     dd.textContent = String(value);
@@ -138,15 +224,39 @@ function fillValue(dd, value) {
   } else {
     const text = JSON.stringify(value);
     dd.className = "json";
-    dd.textContent = text.length > 160 ? text.slice(0, 159) + "\\u2026" : text;
+    dd.textContent = text === undefined ? "" : text.length > 160 ? text.slice(0, 159) + "\\u2026" : text;
   }
+}
+
+function sortKey(type) {
+  const spec = specOf(type);
+  const order = spec && typeof spec.order === "number" ? spec.order : Infinity;
+  return [order, spec && spec.critical ? 0 : 1, type];
+}
+function before(a, b) {
+  const x = sortKey(a), y = sortKey(b);
+  if (x[0] !== y[0]) return x[0] < y[0];
+  if (x[1] !== y[1]) return x[1] < y[1];
+  return x[2] < y[2];
+}
+function place(entry, type) {
+  let next = null;
+  for (const [other, e] of cards) {
+    if (other !== type && before(type, other) && (!next || before(other, next.card.dataset.type))) next = e;
+  }
+  grid.insertBefore(entry.card, next ? next.card : empty);
 }
 
 function makeCard(type) {
   const card = el("article", "card");
   card.dataset.type = type;
   const head = el("header");
-  head.append(el("h2", "", type), el("span", "age", ""));
+  const title = el("h2", "", type);
+  const badge = el("span", "badge");
+  badge.hidden = true;
+  head.append(title, badge, el("span", "age", ""));
+  const desc = el("p", "desc");
+  desc.hidden = true;
   const foot = el("footer");
   const seq = el("span", "", "seq ");
   seq.append(el("b", "seq", ""));
@@ -155,82 +265,236 @@ function makeCard(type) {
   const ts = el("span", "", "");
   ts.append(el("b", "ts", ""));
   foot.append(seq, run, ts);
-  card.append(head, el("dl"), foot);
-  const entry = { card, ts: 0 };
-  let before = null;
-  for (const [other, e] of cards) if (other > type && (!before || other < before.card.dataset.type)) before = e;
-  grid.insertBefore(card, before ? before.card : empty);
+  card.append(head, desc, el("dl"), foot);
+  const entry = { card, ts: 0, env: null, state: "ok" };
   cards.set(type, entry);
+  place(entry, type);
   return entry;
+}
+
+function sparkKey(type, field) {
+  return type + "\\u0000" + field;
+}
+function remember(type, field, t, v) {
+  const key = sparkKey(type, field);
+  let points = history.get(key);
+  if (!points) history.set(key, points = []);
+  const last = points[points.length - 1];
+  if (last && last[0] === t && last[1] === v) return;
+  points.push([t, v]);
+  const cutoff = Date.now() - SPARK_MS;
+  while (points.length > SPARK_MAX || (points.length > 1 && points[0][0] < cutoff)) points.shift();
+}
+const SVG = "http://www.w3.org/2000/svg";
+function sparkline(type, field) {
+  const points = history.get(sparkKey(type, field)) || [];
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("class", "spark");
+  svg.setAttribute("viewBox", "0 0 60 16");
+  svg.setAttribute("preserveAspectRatio", "none");
+  svg.setAttribute("aria-hidden", "true");
+  if (points.length < 1) return svg;
+  let lo = Infinity, hi = -Infinity;
+  for (const p of points) { lo = Math.min(lo, p[1]); hi = Math.max(hi, p[1]); }
+  const line = document.createElementNS(SVG, "polyline");
+  line.setAttribute("points", points.map((p, i) => {
+    // One step per value, so a burst after a quiet hour stays readable.
+    const x = points.length > 1 ? (i / (points.length - 1)) * 60 : 60;
+    const y = hi > lo ? 15 - ((p[1] - lo) / (hi - lo)) * 14 : 8;
+    return x.toFixed(1) + "," + y.toFixed(1);
+  }).join(" "));
+  svg.append(line);
+  svg.dataset.points = String(points.length);
+  return svg;
+}
+
+function fieldRow(type, field, label, unit, value, spec) {
+  const row = el("div");
+  row.dataset.field = field;
+  const level = fieldLevel(spec, value);
+  if (level) row.dataset.level = level;
+  const dt = el("dt", "", label);
+  if (label !== field) dt.title = field;
+  const dd = el("dd");
+  fillValue(dd, value);
+  if (level) dd.classList.add("lvl-" + level);
+  const n = numericValue(value, unit);
+  row.append(dt);
+  if (n !== undefined) row.append(sparkline(type, field));
+  row.append(dd);
+  if (unit && typeof value === "number") row.append(el("span", "unit", unit));
+  if (level) row.append(el("span", "tag tag-" + level, level === "alarm" ? "ALARM" : "WARN"));
+  return row;
+}
+
+function render(type) {
+  const entry = cards.get(type);
+  if (!entry) return;
+  const { card, env } = entry;
+  const spec = specOf(type);
+  const fields = spec && spec.fields ? spec.fields : {};
+  card.classList.toggle("critical", !!(spec && spec.critical));
+  const desc = card.querySelector(".desc");
+  desc.hidden = !(spec && spec.description);
+  desc.textContent = spec && spec.description ? spec.description : "";
+  const dl = card.querySelector("dl");
+  dl.replaceChildren();
+  const data = env && env.data && typeof env.data === "object" ? env.data : null;
+  let worst = "";
+  if (data) {
+    const shown = new Set();
+    for (const [path, f] of Object.entries(fields)) {
+      const value = valueAt(data, path);
+      if (value === undefined) continue;
+      shown.add(path);
+      const row = fieldRow(type, path, f.label || path, f.unit || "", value, f);
+      if (row.dataset.level === "alarm" || (row.dataset.level === "warn" && worst === "")) worst = row.dataset.level;
+      dl.append(row);
+    }
+    for (const [field, value] of Object.entries(data)) {
+      if (shown.has(field)) continue;
+      // A nested object whose registered fields are shown already.
+      if (value && typeof value === "object" && !Array.isArray(value) &&
+          Object.keys(fields).some((p) => p.startsWith(field + ".") && shown.has(p))) continue;
+      dl.append(fieldRow(type, field, field, "", value, null));
+    }
+  }
+  if (dl.children.length === 0) dl.append(el("div", "nodata", env ? "(no data fields)" : "never seen"));
+  entry.level = worst;
+  card.querySelector(".seq").textContent = env ? String(env.seq) : "\\u2014";
+  const runId = env && env.meta && typeof env.meta.run_id === "string" ? env.meta.run_id : "\\u2014";
+  card.querySelector(".runid").textContent = runId;
+  const when = env ? Date.parse(env.ts) : NaN;
+  entry.ts = Number.isNaN(when) ? 0 : when;
+  const tsEl = card.querySelector(".ts");
+  tsEl.textContent = Number.isNaN(when) ? "" : formatTime(when);
+  tsEl.parentElement.title = env ? env.ts : "";
+}
+
+function formatTime(ms) {
+  try {
+    if (!timeFormat) {
+      timeFormat = new Intl.DateTimeFormat("en-GB", {
+        timeZone: zone || "UTC", hour: "2-digit", minute: "2-digit", second: "2-digit",
+        hourCycle: "h23", timeZoneName: "short",
+      });
+    }
+    return timeFormat.format(new Date(ms));
+  } catch {
+    return new Date(ms).toISOString().slice(11, 19) + " UTC";
+  }
 }
 
 function upsert(env, flash) {
   if (!env || typeof env.type !== "string") return;
   const entry = cards.get(env.type) || makeCard(env.type);
-  const card = entry.card;
-  const dl = card.querySelector("dl");
-  dl.replaceChildren();
+  entry.env = env;
+  const t = Date.parse(env.ts);
   const data = env.data && typeof env.data === "object" ? env.data : {};
-  for (const [field, value] of Object.entries(data)) {
-    const row = el("div");
-    row.dataset.field = field;
-    const dd = el("dd");
-    fillValue(dd, value);
-    row.append(el("dt", "", field), dd);
-    dl.append(row);
+  const fields = (specOf(env.type) && specOf(env.type).fields) || {};
+  const seen = new Set();
+  for (const [path, f] of Object.entries(fields)) {
+    const n = numericValue(valueAt(data, path), f.unit);
+    seen.add(path);
+    if (n !== undefined) remember(env.type, path, Number.isNaN(t) ? Date.now() : t, n);
   }
-  if (dl.children.length === 0) dl.append(el("div", "", "(no data fields)"));
-  card.querySelector(".seq").textContent = String(env.seq);
-  const runId = env.meta && typeof env.meta.run_id === "string" ? env.meta.run_id : "\\u2014";
-  card.querySelector(".runid").textContent = runId;
-  const when = Date.parse(env.ts);
-  entry.ts = Number.isNaN(when) ? Date.now() : when;
-  const tsEl = card.querySelector(".ts");
-  // Envelope ts is UTC with a Z (CONTRACT 2.4); observatory logs read in UTC too.
-  tsEl.textContent = Number.isNaN(when) ? "" : new Date(when).toISOString().slice(11, 19) + " UTC";
-  tsEl.parentElement.title = env.ts;
+  for (const [field, value] of Object.entries(data)) {
+    if (!seen.has(field) && typeof value === "number" && Number.isFinite(value)) {
+      remember(env.type, field, Number.isNaN(t) ? Date.now() : t, value);
+    }
+  }
+  render(env.type);
   if (flash) {
-    card.classList.remove("flash");
-    void card.offsetWidth; // restart the animation
-    card.classList.add("flash");
+    entry.card.classList.remove("flash");
+    void entry.card.offsetWidth; // restart the animation
+    entry.card.classList.add("flash");
   }
   tick();
 }
 
 function tick() {
   const now = Date.now();
-  let newest = 0;
-  for (const { card, ts } of cards.values()) {
-    card.querySelector(".age").textContent = formatAge(now - ts);
-    card.classList.toggle("stale", now - ts > 300000);
-    newest = Math.max(newest, ts);
+  let newest = 0, alarms = 0, stale = 0;
+  for (const [type, entry] of cards) {
+    const { card, ts } = entry;
+    const spec = specOf(type);
+    const limit = spec && typeof spec.stale_after_s === "number" ? spec.stale_after_s * 1000 : null;
+    const neverSeen = !entry.env;
+    const isStale = limit !== null && (neverSeen || now - ts > limit);
+    card.querySelector(".age").textContent = neverSeen ? "" : formatAge(now - ts);
+    const badge = card.querySelector(".badge");
+    badge.hidden = !isStale;
+    badge.textContent = isStale ? (neverSeen ? "STALE never seen" : "STALE " + formatSpan(now - ts)) : "";
+    card.classList.toggle("stale", isStale);
+    card.classList.toggle("alarm", !isStale && entry.level === "alarm");
+    card.classList.toggle("warn", !isStale && entry.level === "warn");
+    if (isStale) stale++;
+    else if (entry.level === "alarm") alarms++;
+    if (!neverSeen) newest = Math.max(newest, ts);
   }
   empty.hidden = cards.size > 0;
   typeCount.textContent = cards.size + (cards.size === 1 ? " type" : " types");
   lastSeen.textContent = newest ? "last event " + formatAge(now - newest) : "no events yet";
+  alertsEl.textContent = alarms + " alarm \\u00b7 " + stale + " stale";
+  alertsEl.dataset.bad = String(alarms + stale > 0);
 }
 
 function setConn(state, label) {
   conn.dataset.state = state;
   conn.querySelector(".label").textContent = label;
+  if (state === "live") everLive = true;
+  banner.hidden = state === "live" || !everLive;
 }
 
 function setRun(run) {
   const active = !!run && run.stopped_at === null;
   runPill.dataset.active = String(active);
-  runPill.querySelector(".label").textContent = active ? "run " + run.run_id : "no run";
+  const target = active && run.meta && typeof run.meta.target === "string" ? run.meta.target : "";
+  runPill.querySelector(".label").textContent = active ? "run " + run.run_id + (target ? " \\u00b7 " + target : "") : "no run";
   runPill.title = active ? "started " + run.started_at + " \\u2014 " + run.run_dir : "";
 }
 
-async function loadRun() {
+async function getJson(path) {
+  const res = await fetch(path, { cache: "no-store" });
+  if (!res.ok) throw new Error(path + " answered " + res.status);
+  return await res.json();
+}
+
+async function loadReady() {
   try {
     // GET /run answers 404 without a run, which browsers log as an error; ask /ready first.
-    const ready = await (await fetch("ready", { cache: "no-store" })).json();
+    const ready = await getJson("ready");
+    if (typeof ready.zone === "string" && ready.zone !== zone) {
+      zone = ready.zone;
+      timeFormat = null;
+      document.getElementById("zone").textContent = zone;
+    }
     if (!ready.run_active) return setRun(null);
-    const res = await fetch("run", { cache: "no-store" });
-    setRun(res.ok ? await res.json() : null);
+    setRun(await getJson("run"));
   } catch {
     // The stream's own reconnect reports the outage.
+  }
+}
+
+async function loadTypes() {
+  try {
+    const types = await getJson("types");
+    if (!types || typeof types !== "object") return;
+    registry = types;
+    for (const type of Object.keys(types)) if (!cards.has(type)) makeCard(type);
+    for (const [type, entry] of cards) { place(entry, type); render(type); }
+    tick();
+  } catch {
+    // Without GET /types (an older server, or no access) the cards show raw fields.
+  }
+}
+
+async function loadCurrent() {
+  try {
+    const snap = unwrapCurrent(await getJson("current?wrap=false"));
+    for (const env of Object.values(snap)) upsert(env, false);
+  } catch {
+    // The stream's snapshot follows.
   }
 }
 
@@ -252,16 +516,20 @@ function connect() {
   });
   source.addEventListener("snapshot", (e) => {
     setConn("live", "live");
-    const snap = JSON.parse(e.data);
-    for (const type of [...cards.keys()]) {
-      if (!(type in snap)) {
-        cards.get(type).card.remove();
+    const snap = unwrapCurrent(JSON.parse(e.data));
+    for (const [type, entry] of [...cards]) {
+      if (!(type in snap) && !specOf(type)) {
+        entry.card.remove();
         cards.delete(type);
+        for (const key of [...history.keys()]) {
+          if (key.startsWith(sparkKey(type, ""))) history.delete(key);
+        }
       }
     }
     for (const env of Object.values(snap)) upsert(env, false);
     tick();
-    loadRun();
+    loadReady();
+    loadTypes();
   });
   source.addEventListener("telemetry", (e) => upsert(JSON.parse(e.data), true));
   source.addEventListener("run", (e) => setRun(JSON.parse(e.data)));
@@ -277,8 +545,10 @@ night.addEventListener("click", () => setNight(!document.documentElement.classLi
 try { setNight(localStorage.getItem("telemetry-night") === "1"); } catch { /* private mode */ }
 
 setInterval(tick, 1000);
+// Registry states and the run can change without an event (a restart with a new --types).
+setInterval(() => { loadTypes(); loadReady(); }, 30000);
 tick();
-connect();
+loadReady().then(loadTypes).then(loadCurrent).finally(connect);
 `;
 
 const NONCE_PATTERN = /^[A-Za-z0-9+/_-]{8,}={0,2}$/;
@@ -321,11 +591,14 @@ export function renderDashboard(nonce: string): string {
   <h1><span>&#9679;</span> Telemetry</h1>
   <span class="pill" id="conn" data-state="connecting" role="status"><span class="dot"></span><span class="label">connecting&hellip;</span></span>
   <span class="pill" id="run" data-active="false"><span class="label">no run</span></span>
+  <span class="pill" id="alerts" data-bad="false" title="types in alarm, and stale types">0 alarm &middot; 0 stale</span>
   <span class="spacer"></span>
+  <span class="meta" id="zone" title="times are shown in the site zone"></span>
   <span class="meta" id="types">0 types</span>
   <span class="meta" id="last">no events yet</span>
   <button id="night" type="button" aria-pressed="false" title="Dim red theme for dark-adapted eyes">Night</button>
 </header>
+<p id="banner" role="alert" hidden>disconnected - values may be out of date</p>
 <main id="cards" aria-live="polite">
   <p id="empty">No events yet. Post one: <code>curl -d '{"type":"weather","data":{"wind_mps":2.1}}' -H 'content-type: application/json' localhost:6562/event</code></p>
 </main>

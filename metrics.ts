@@ -15,6 +15,9 @@
 
 import type { JsonObject } from "./event.ts";
 import type { TelemetryService, WriteReport } from "./service.ts";
+import { NO_TYPES, type TypesRegistry } from "./_types_registry.ts";
+import { judgeType, numericValue, TYPE_STATES, valueAt } from "./_freshness.ts";
+import { readTs } from "./_ndjson.ts";
 
 /** The `Content-Type` of the Prometheus text format 0.0.4. */
 export const METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
@@ -52,6 +55,11 @@ export interface RenderMetricsOptions {
    * `telemetry_stream_dropped_total`.
    */
   streams?: StreamCounts;
+  /**
+   * Free bytes on the site directory's file system: `telemetry_disk_free_bytes` (left out when
+   * absent or null).
+   */
+  diskFreeBytes?: number | null;
 }
 
 /** Most `telemetry_value` series of one type: its first 100 numeric or boolean fields. */
@@ -83,6 +91,17 @@ export interface ServiceMetricsOptions {
    * @default {1000}
    */
   maxOtherEventSeries?: number;
+  /**
+   * The types registry: its dotted and unit-string fields join `telemetry_value`, and its types
+   * get `telemetry_type_state`.
+   * @default {an empty registry}
+   */
+  types?: TypesRegistry;
+  /**
+   * The clock the type states are judged at, ms since the epoch.
+   * @default {Date.now}
+   */
+  now?: () => number;
 }
 
 function formatValue(value: number): string {
@@ -118,6 +137,8 @@ interface EventSeries {
 /** One type's `telemetry_value` lines. */
 interface ValueBlock {
   text: string;
+  /** The type's `telemetry_last_event_timestamp_seconds` line. */
+  stamp: string;
   series: number;
   /** Numeric or boolean fields past the per-type cap. */
   omitted: number;
@@ -132,6 +153,8 @@ interface Segment {
   /** Each type's `data` when rendered: a new event of the type brings a new object. */
   data: JsonObject[];
   bytes: Uint8Array;
+  /** The `telemetry_last_event_timestamp_seconds` lines of the same types. */
+  stamps: Uint8Array;
   series: number;
   omitted: number;
 }
@@ -220,6 +243,8 @@ export class ServiceMetrics {
   #maxValueFields: number;
   #maxValueSeries: number;
   #maxOtherEventSeries: number;
+  #types: TypesRegistry;
+  #now: () => number;
   /** Events per `"<stream>\u0000<type>"`, in the order first seen. */
   #events = new Map<string, EventSeries>();
   /** The series in the order first seen. */
@@ -230,6 +255,8 @@ export class ServiceMetrics {
   #otherSeries = 0;
   /** The `telemetry_value` lines of the snapshot's types, in runs of consecutive types. */
   #segments: Segment[] = [];
+  /** Answers per route and code: `telemetry_http_responses_total` (CONTRACT 9.3). */
+  #responses = new Map<string, Map<number, number>>();
 
   /**
    * Starts counting the service's commits.
@@ -242,6 +269,8 @@ export class ServiceMetrics {
     this.#maxValueFields = options.maxValueFields ?? DEFAULT_MAX_VALUE_FIELDS;
     this.#maxValueSeries = options.maxValueSeries ?? DEFAULT_MAX_VALUE_SERIES;
     this.#maxOtherEventSeries = options.maxOtherEventSeries ?? DEFAULT_MAX_OTHER_EVENT_SERIES;
+    this.#types = options.types ?? NO_TYPES;
+    this.#now = options.now ?? Date.now;
     service.watchWrites((report) => this.#count(report));
   }
 
@@ -251,6 +280,28 @@ export class ServiceMetrics {
    */
   get eventsTotal(): ReadonlyMap<string, number> {
     return new Map([...this.#events].map(([key, series]) => [key, series.count]));
+  }
+
+  /**
+   * Counts one HTTP answer for `telemetry_http_responses_total{route,code}` (CONTRACT 9.3).
+   *
+   * @param route The route pattern, such as `/current/{type}`, or `other` for an unknown path:
+   *   never the raw path, so the label set stays bounded.
+   * @param code The status code answered.
+   */
+  countResponse(route: string, code: number): void {
+    let codes = this.#responses.get(route);
+    if (codes === undefined) this.#responses.set(route, codes = new Map());
+    codes.set(code, (codes.get(code) ?? 0) + 1);
+  }
+
+  /** Answers counted so far per `"<route>\u0000<code>"`, as `telemetry_http_responses_total` reports them. */
+  get responsesTotal(): ReadonlyMap<string, number> {
+    const out = new Map<string, number>();
+    for (const [route, codes] of this.#responses) {
+      for (const [code, n] of codes) out.set(`${route}\u0000${code}`, n);
+    }
+    return out;
   }
 
   #count(report: WriteReport): void {
@@ -357,7 +408,7 @@ export class ServiceMetrics {
     yield encoder.encode(this.#counters(options));
     // telemetry_value, in runs of SEGMENT_TYPES types whose bytes are kept while none of their
     // types changed: a scrape re-renders only what changed since the last one.
-    const cap = { series: 0, omitted: 0 };
+    const cap = { series: 0, omitted: 0, stamps: [] as Uint8Array[] };
     let index = 0;
     let run: [string, JsonObject][] = [];
     for (const entry of this.#service.currentData()) {
@@ -381,6 +432,47 @@ export class ServiceMetrics {
         `Numeric or boolean fields left out of telemetry_value by its caps (${this.#maxValueFields} per type, ${this.#maxValueSeries} in all).`,
       ) + sample("telemetry_value_omitted", omitted),
     );
+    yield encoder.encode(family(
+      "telemetry_last_event_timestamp_seconds",
+      "gauge",
+      "The ts (measurement time) of the latest event of each type, in seconds since the epoch.",
+    ));
+    for (const stamps of cap.stamps) if (stamps.byteLength > 0) yield stamps;
+    yield encoder.encode(this.#freshness(options));
+  }
+
+  /**
+   * `telemetry_type_state` for every registered type (CONTRACT 11) and
+   * `telemetry_disk_free_bytes` (CONTRACT 12).
+   */
+  #freshness(options: RenderMetricsOptions): string {
+    let out = "";
+    if (this.#types.size > 0) {
+      out += family(
+        "telemetry_type_state",
+        "gauge",
+        "1 for the current state (ok, warn, alarm, stale) of each registered type, 0 for the others.",
+      );
+      const now = this.#now();
+      for (const [type, spec] of this.#types) {
+        const line = this.#service.currentLine(type);
+        const latest = line === undefined
+          ? undefined
+          : JSON.parse(line) as { ts: string; data: JsonObject };
+        const { state } = judgeType(spec, latest, now);
+        for (const s of TYPE_STATES) {
+          out += sample("telemetry_type_state", s === state ? 1 : 0, { type, state: s });
+        }
+      }
+    }
+    if (typeof options.diskFreeBytes === "number") {
+      out += family(
+        "telemetry_disk_free_bytes",
+        "gauge",
+        "Bytes available on the file system of the site directory.",
+      ) + sample("telemetry_disk_free_bytes", options.diskFreeBytes);
+    }
+    return out;
   }
 
   /** The small families between the event counts and the values. */
@@ -410,6 +502,17 @@ export class ServiceMetrics {
     out += family("telemetry_run_active", "gauge", "1 while a run is active, else 0.") +
       sample("telemetry_run_active", this.#service.run ? 1 : 0);
 
+    out += family(
+      "telemetry_http_responses_total",
+      "counter",
+      'HTTP answers per route pattern and status code (unknown paths as route="other").',
+    );
+    for (const [route, codes] of this.#responses) {
+      for (const [code, count] of codes) {
+        out += sample("telemetry_http_responses_total", count, { route, code: String(code) });
+      }
+    }
+
     if (options.streams) {
       out += family("telemetry_stream_clients", "gauge", "Open GET /stream connections.") +
         sample("telemetry_stream_clients", options.streams.clients) +
@@ -435,16 +538,18 @@ export class ServiceMetrics {
   #segment(
     index: number,
     run: [string, JsonObject][],
-    cap: { series: number; omitted: number },
+    cap: { series: number; omitted: number; stamps: Uint8Array[] },
   ): Uint8Array {
     let segment = this.#segments[index];
     if (!segment || !sameRun(segment, run)) {
       let text = "";
+      let stamps = "";
       let series = 0;
       let omitted = 0;
       for (const [type, data] of run) {
         const block = this.#block(type, data);
         text += block.text;
+        stamps += block.stamp;
         series += block.series;
         omitted += block.omitted;
       }
@@ -452,12 +557,14 @@ export class ServiceMetrics {
         types: run.map(([type]) => type),
         data: run.map(([, data]) => data),
         bytes: encoder.encode(text),
+        stamps: encoder.encode(stamps),
         series,
         omitted,
       };
       this.#segments[index] = segment;
     }
     cap.omitted += segment.omitted;
+    cap.stamps.push(segment.stamps);
     if (cap.series + segment.series <= this.#maxValueSeries) {
       cap.series += segment.series;
       return segment.bytes;
@@ -494,6 +601,27 @@ export class ServiceMetrics {
       text += `${head}${escapeLabelValue(field)}"} ${formatValue(number)}\n`;
       series++;
     }
-    return { text, series, omitted };
+    // Registered fields the loop above cannot see: dotted paths and "<number> <unit>" strings.
+    const fields = this.#types.get(type)?.fields;
+    for (const path in fields) {
+      if (typeof data[path] === "number" || typeof data[path] === "boolean") continue;
+      const value = valueAt(data, path);
+      const number = typeof value === "boolean"
+        ? (value ? 1 : 0)
+        : numericValue(value, fields[path]!.unit);
+      if (number === undefined) continue;
+      if (series >= this.#maxValueFields) {
+        omitted++;
+        continue;
+      }
+      text += `${head}${escapeLabelValue(path)}"} ${formatValue(number)}\n`;
+      series++;
+    }
+    const line = this.#service.currentLine(type);
+    const ms = Date.parse((line === undefined ? undefined : readTs(line)) ?? "");
+    const stamp = Number.isNaN(ms)
+      ? ""
+      : sample("telemetry_last_event_timestamp_seconds", ms / 1000, { type });
+    return { text, stamp, series, omitted };
   }
 }

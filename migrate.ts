@@ -19,8 +19,10 @@
  * - A record goes to the file of the calendar date written in its `date` field, as written:
  *   `"2026-03-05T23:30:00-05:00"` goes to `site_20260305.ndjson` although its `ts` is
  *   `2026-03-06T04:30:00.000Z`. (The live service's noon rotation does not apply: CONTRACT 7
- *   groups by calendar date.) Within a file lines are sorted by `ts`, ties keep input order
- *   (sorted file path, then line number), and `seq` runs 1..n.
+ *   groups by calendar date.) With `groupBy: "night"` a record goes instead to the local-noon
+ *   night of its `ts` in `timeZone`, as the live service would have filed it (CONTRACT 12).
+ *   Within a file lines are sorted by `ts`, ties keep input order (sorted file path, then line
+ *   number), and `seq` runs 1..n.
  * - Each line is `{"seq","ts","type","data","meta"}` exactly as the live service writes it, with
  *   `meta` = `{"migrated_from":"PanFileDB","original_id":<_id>}` (`null` when the record has no
  *   `_id`). `type` comes from the record, or from the collection name when the record has none;
@@ -33,7 +35,10 @@
  *   `<dest>/.migrate-tmp-<random>/` and renamed into place, so an interrupted run never leaves a
  *   half-written site file. A later run removes stale temporary directories.
  * - While it writes, the migrator holds the destination's site lock (`<dest>/.lock`, CONTRACT
- *   4.6), so it cannot run into a directory a live telemetry server is using.
+ *   4.6), so it cannot run into a directory a live telemetry server is using. It removes the
+ *   lock file it created, so the destination ends up holding only the output files.
+ * - A dry run reads everything and writes nothing; it reports the existing targets a real run
+ *   would refuse ({@linkcode MigrateSummary.conflicts}) instead of failing on them.
  *
  * Needs `--allow-read=<source>,<dest>` and `--allow-write=<dest>`.
  *
@@ -54,7 +59,8 @@ import { join, resolve } from "node:path";
 import { checkEventType, daysInMonth, describe } from "./event.ts";
 import { siteFileName, SiteInUseError, SiteLock, writeFull } from "./storage.ts";
 import { buildTail, LINE_HEAD, LineSplitter, TAIL_TS_OFFSET } from "./_ndjson.ts";
-import { exists } from "./_fs.ts";
+import { exists, LOCK_FILE } from "./_fs.ts";
+import { checkTimeZone, DayKeyer } from "./_day_key.ts";
 
 /** Name of the file, in the destination, that receives every input line that was not converted. */
 export const REJECTS_FILE = "migrate-rejects.ndjson";
@@ -113,11 +119,24 @@ export interface MigrateOptions {
   force?: boolean | undefined;
   /**
    * Read and convert everything, report what would be written, write nothing (the destination
-   * is not even created). Existing targets fail the dry run as they would fail the real one,
-   * unless `force` is set too; then {@linkcode MigrateSummary.replaced} lists them.
+   * is not even created). Existing targets do not fail a dry run: without `force`
+   * {@linkcode MigrateSummary.conflicts} lists them (the real run would refuse), with `force`
+   * {@linkcode MigrateSummary.replaced} does.
    * @default {false}
    */
   dryRun?: boolean | undefined;
+  /**
+   * How records are grouped into site files: `"date"`, the calendar date written in the
+   * record's `date` (SPEC 4.7, CONTRACT 7); or `"night"`, the local-noon night of its `ts` in
+   * `timeZone`, as the live service names its files (CONTRACT 3, 12).
+   * @default {"date"}
+   */
+  groupBy?: MigrateGroupBy | undefined;
+  /**
+   * IANA time zone of the nights, with `groupBy: "night"` only.
+   * @default {the system zone}
+   */
+  timeZone?: string | undefined;
   /**
    * Called synchronously after every input chunk, every site file built and every file
    * committed, for example to draw a progress line (see {@linkcode MigrateProgress} for the
@@ -140,6 +159,22 @@ export interface MigrateOptions {
    */
   bufferBytes?: number | undefined;
 }
+
+/** How {@linkcode migrate} groups records into site files (see {@linkcode MigrateOptions.groupBy}). */
+export type MigrateGroupBy = "date" | "night";
+
+/** One line that was (or, in a dry run, would be) sent to the rejects file. */
+export interface MigrateReject {
+  /** Path of the input file relative to the source directory. */
+  readonly file: string;
+  /** 1-based line number in that file. */
+  readonly line: number;
+  /** Why it was not converted. */
+  readonly reason: string;
+}
+
+/** How many rejected lines {@linkcode MigrateSummary.rejectSamples} keeps. */
+export const REJECT_SAMPLES = 20;
 
 /** What one input file contributed, in {@linkcode MigrateSummary.inputs}. */
 export interface MigrateInputSummary {
@@ -203,6 +238,15 @@ export interface MigrateSummary {
   readonly skipped: readonly MigrateSkipped[];
   /** Existing files replaced because of `force` (or that would be, in a dry run). */
   readonly replaced: readonly string[];
+  /**
+   * In a dry run without `force`: the existing target files a real run would refuse to
+   * overwrite. Always empty otherwise (a real run throws {@linkcode MigrateConflictError}).
+   */
+  readonly conflicts: readonly string[];
+  /** The first {@linkcode REJECT_SAMPLES} rejected lines, in reading order. */
+  readonly rejectSamples: readonly MigrateReject[];
+  /** How records were grouped into files. */
+  readonly groupBy: MigrateGroupBy;
   /** Input bytes read. */
   readonly bytesRead: number;
   /** Wall-clock duration in milliseconds. */
@@ -391,7 +435,9 @@ function isPermissionError(err: unknown): boolean {
   return err instanceof Deno.errors.NotCapable || err instanceof Deno.errors.PermissionDenied;
 }
 
-// Turns a permission failure into a MigrateError naming the flag; anything else propagates.
+// Turns a permission failure into a MigrateError that says which kind it is: a Deno permission
+// the command lacks (name the flag), or the operating system refusing (name the path; no Deno
+// flag helps then). Anything else propagates.
 async function withPermissionHint<T>(
   action: () => Promise<T>,
   what: string,
@@ -401,8 +447,26 @@ async function withPermissionHint<T>(
     return await action();
   } catch (err) {
     if (!isPermissionError(err)) throw err;
-    throw new MigrateError(`Cannot ${what}: permission denied, add ${flag}`, { cause: err });
+    throw permissionError(err, what, flag);
   }
+}
+
+function permissionError(err: unknown, what: string, flag: string): MigrateError {
+  if (err instanceof Deno.errors.NotCapable) {
+    return new MigrateError(`Cannot ${what}: permission denied, add ${flag}`, { cause: err });
+  }
+  return new MigrateError(
+    `Cannot ${what}: the operating system denied access (${
+      osDetail(err)
+    }); check the owner and mode of that path (ls -ld) or run as a user who may use it`,
+    { cause: err },
+  );
+}
+
+/** An OS error's message without Deno's "(os error N)" noise: `Permission denied: readdir '/x'`. */
+function osDetail(err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  return clip(message.replace(/\s*\(os error \d+\)/, ""), 200);
 }
 
 // --- discovery -----------------------------------------------------------------------------------
@@ -426,10 +490,7 @@ async function checkSource(source: string): Promise<void> {
       );
     }
     if (isPermissionError(err)) {
-      throw new MigrateError(
-        `Cannot read "${source}": permission denied, add --allow-read=${source}`,
-        { cause: err },
-      );
+      throw permissionError(err, `read "${source}"`, `--allow-read=${source}`);
     }
     throw err;
   }
@@ -569,12 +630,20 @@ class Converter {
   /** The last record's line without its `{"seq":N` head, newline included; "" if not built. */
   tail = "";
   readonly build: boolean;
+  /** The first rejected lines, for the summary. */
+  readonly samples: MigrateReject[] = [];
   #types: Map<string, TypeVerdict> = new Map();
   #file: FileState | undefined;
+  #nights: DayKeyer | undefined;
 
-  /** @param build Whether to build tails and reject lines, or only count (dry run). */
-  constructor(build: boolean) {
+  /**
+   * @param build Whether to build tails and reject lines, or only count (dry run).
+   * @param nights Group by the local-noon night of `ts` in this keyer's zone; by written date
+   *   when `undefined`.
+   */
+  constructor(build: boolean, nights?: DayKeyer) {
     this.build = build;
+    this.#nights = nights;
   }
 
   /** Zeroes every count, for a run that starts over. */
@@ -586,6 +655,7 @@ class Converter {
       this.bytesRead =
       this.pending =
         0;
+    this.samples.length = 0;
   }
 
   /** Sets the file whose lines come next. */
@@ -627,7 +697,7 @@ class Converter {
     if (typeof typeJson !== "string") return this.#reject(text, lineNo, typeJson.reason);
     this.records++;
     counts.records++;
-    this.day = date.slice(0, 10);
+    this.day = this.#nights === undefined ? date.slice(0, 10) : nightOf(this.#nights, ts);
     this.tail = this.build ? `${migratedTail(record, ts, typeJson)}\n` : "";
     return true;
   }
@@ -652,6 +722,9 @@ class Converter {
     const file = this.#file as FileState;
     this.rejects++;
     file.counts.rejects++;
+    if (this.samples.length < REJECT_SAMPLES) {
+      this.samples.push({ file: file.rel, line: lineNo, reason });
+    }
     if (!this.build) return false;
     this.append(
       file.rejects,
@@ -661,6 +734,12 @@ class Converter {
     );
     return false;
   }
+}
+
+/** The night of a converted `ts` as `YYYY-MM-DD`, the form the written-date grouping uses. */
+function nightOf(keyer: DayKeyer, ts: string): string {
+  const key = keyer.keyFor(Date.parse(ts));
+  return `${key.slice(0, 4)}-${key.slice(4, 6)}-${key.slice(6, 8)}`;
 }
 
 // Blank: empty or whitespace only; the first character decides cheaply for almost every line.
@@ -1337,9 +1416,11 @@ function positiveInteger(value: number | undefined, fallback: number, name: stri
  * @returns What was read, converted, rejected and written.
  * @throws {MigrateConflictError} If a target file (a site file this run would write, or the
  * rejects file) already exists and `force` is not set; nothing is written.
- * @throws {MigrateError} If `source` is missing or not a directory, `dest` is not a directory,
- * a permission is missing, or a telemetry server holds the destination's lock.
- * @throws {RangeError} If `chunkBytes` or `bufferBytes` is not a positive integer.
+ * @throws {MigrateError} If `source` is missing, not a directory or holds no `<collection>.json`,
+ * `dest` is not a directory, a permission is missing (a Deno flag, named, or the operating
+ * system's, said as such), or a telemetry server holds the destination's lock.
+ * @throws {RangeError} If `chunkBytes` or `bufferBytes` is not a positive integer, `groupBy` is
+ * neither `"date"` nor `"night"`, or `timeZone` is not an IANA zone.
  *
  * @example Migrate a legacy store
  * ```ts ignore
@@ -1371,12 +1452,16 @@ export async function migrate(
 
   await checkSource(src);
   const { inputs, skipped } = await discover(src);
+  if (inputs.length === 0) throw noCollections(src, skipped);
   const totalBytes = inputs.reduce((sum, input) => sum + input.bytes, 0);
 
   const work: Workspace = { lock: undefined, tmp: undefined };
   try {
     await openWorkspace(work, dst, rejectsFile, settings);
-    const conv = new Converter(work.tmp !== undefined);
+    const conv = new Converter(
+      work.tmp !== undefined,
+      settings.groupBy === "night" ? new DayKeyer(settings.timeZone) : undefined,
+    );
     const run: Run = {
       inputs,
       conv,
@@ -1392,20 +1477,63 @@ export async function migrate(
       source: src,
       dest: dst,
       dryRun: settings.dryRun,
+      force: settings.force,
+      groupBy: settings.groupBy,
       ...done,
       rejectsFile,
       skipped,
     });
   } finally {
     if (work.tmp !== undefined) await removeTree(work.tmp);
-    await work.lock?.release();
+    await releaseDest(work);
   }
+}
+
+/**
+ * Releases the destination's lock, and removes the lock file when this run created it: the
+ * destination then holds nothing but the output files, and a rerun finds it as this run left it
+ * (issue 14). A `.lock` that was there before (a site directory a server used) stays.
+ */
+async function releaseDest(work: Workspace): Promise<void> {
+  if (work.lock === undefined) return;
+  if (work.createdLock !== undefined) {
+    // Removed while still held, so no other process can take a lock on the old file.
+    await Deno.remove(work.createdLock).catch(() => {});
+  }
+  await work.lock.release();
+}
+
+/** The second line of a lock file a migration holds (a server writes its URL there). */
+const MIGRATION_MARK = "migrate";
+
+/** Whether a lock file was written by a migration (one that was killed, if nobody holds it). */
+async function isMigrationLock(path: string): Promise<boolean> {
+  try {
+    const text = await Deno.readTextFile(path);
+    return text.split("\n")[1] === MIGRATION_MARK;
+  } catch {
+    return false;
+  }
+}
+
+/** "No collection files", with what was found instead, so the operator can fix `--source`. */
+function noCollections(src: string, skipped: readonly MigrateSkipped[]): MigrateError {
+  const seen = skipped.length === 0
+    ? ""
+    : ` (skipped ${skipped.length}: ${
+      skipped.slice(0, 3).map((s) => `${s.path}, ${s.reason}`).join("; ")
+    }${skipped.length > 3 ? "; ..." : ""})`;
+  return new MigrateError(
+    `Cannot migrate from "${src}": it holds no collection files (<collection>.json, searched recursively)${seen}; pass the legacy database directory with --source`,
+  );
 }
 
 /** {@linkcode MigrateOptions} with defaults applied and sizes checked. */
 interface Settings {
   readonly force: boolean;
   readonly dryRun: boolean;
+  readonly groupBy: MigrateGroupBy;
+  readonly timeZone: string;
   readonly chunkBytes: number;
   readonly bufferBytes: number;
   readonly onProgress: ((progress: MigrateProgress) => void) | undefined;
@@ -1416,6 +1544,10 @@ function settingsOf(options: MigrateOptions): Settings {
   return {
     force: options.force ?? false,
     dryRun: options.dryRun ?? false,
+    groupBy: groupByOf(options.groupBy),
+    timeZone: options.timeZone === undefined
+      ? Temporal.Now.timeZoneId()
+      : checkTimeZone(options.timeZone),
     chunkBytes: positiveInteger(options.chunkBytes, DEFAULT_CHUNK_BYTES, "chunkBytes"),
     bufferBytes: positiveInteger(options.bufferBytes, DEFAULT_BUFFER_BYTES, "bufferBytes"),
     onProgress: options.onProgress,
@@ -1423,9 +1555,16 @@ function settingsOf(options: MigrateOptions): Settings {
   };
 }
 
+function groupByOf(value: string | undefined): MigrateGroupBy {
+  if (value === undefined || value === "date" || value === "night") return value ?? "date";
+  throw new RangeError(`groupBy must be "date" or "night", not ${JSON.stringify(value)}`);
+}
+
 /** What a migration holds in the destination; released by {@linkcode migrate} in any case. */
 interface Workspace {
   lock: SiteLock | undefined;
+  /** The lock file's path when this run created it (removed again at the end). */
+  createdLock?: string | undefined;
   /** The temporary directory; `undefined` in a dry run or when the run is bound to conflict. */
   tmp: string | undefined;
 }
@@ -1439,7 +1578,15 @@ async function openWorkspace(
 ): Promise<void> {
   await prepareDest(dst, !settings.dryRun);
   if (settings.dryRun) return;
+  const lockPath = join(dst, LOCK_FILE);
+  // A lock file left by a migration that was killed is ours to clean up; any other is kept.
+  const hadLock = await exists(lockPath) && !await isMigrationLock(lockPath);
   work.lock = await lockDest(dst);
+  if (!hadLock) {
+    work.createdLock = lockPath;
+    // Only a lock file this run created is marked: a later run may then remove it.
+    await work.lock.record(MIGRATION_MARK);
+  }
   // A rejects file from an earlier run means this run must fail without force: read in
   // counting mode only, to list every conflicting file without spilling anything.
   const doomed = !settings.force && await exists(rejectsFile);
@@ -1568,7 +1715,7 @@ async function migrateSpilled(run: Run, tmp: string | undefined): Promise<RunRes
 /** The targets that exist; throws {@linkcode MigrateConflictError} if any does, without force. */
 async function checkTargets(files: readonly MigrateFileSummary[], run: Run): Promise<string[]> {
   const existing = await existingTargets(files, run.rejectsFile, run.dst);
-  if (existing.length > 0 && !run.settings.force) {
+  if (existing.length > 0 && !run.settings.force && !run.settings.dryRun) {
     throw new MigrateConflictError(run.dst, existing);
   }
   return existing;
@@ -1686,12 +1833,14 @@ interface SummaryParts {
   readonly source: string;
   readonly dest: string;
   readonly dryRun: boolean;
+  readonly groupBy: MigrateGroupBy;
   readonly inputs: readonly MigrateInputSummary[];
   readonly collections: ReadonlyMap<string, number>;
   readonly files: readonly MigrateFileSummary[];
   readonly rejectsFile: string;
   readonly skipped: readonly MigrateSkipped[];
   readonly replaced: readonly string[];
+  readonly force: boolean;
 }
 
 function summarize(started: number, collector: Converter, parts: SummaryParts): MigrateSummary {
@@ -1712,7 +1861,11 @@ function summarize(started: number, collector: Converter, parts: SummaryParts): 
     rejectsFile: parts.rejectsFile,
     blankLines: collector.blankLines,
     skipped: parts.skipped,
-    replaced: parts.replaced,
+    // A dry run without force lists the existing targets as conflicts, not as replaced.
+    replaced: parts.dryRun && !parts.force ? [] : parts.replaced,
+    conflicts: parts.dryRun && !parts.force ? parts.replaced : [],
+    rejectSamples: [...collector.samples],
+    groupBy: parts.groupBy,
     bytesRead: collector.bytesRead,
     elapsedMs,
     recordsPerSecond: elapsedMs > 0

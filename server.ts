@@ -19,17 +19,21 @@
 
 import denoJson from "./deno.json" with { type: "json" };
 import { type ServiceOptions, TelemetryService } from "./service.ts";
-import { ShuttingDownError } from "./_errors.ts";
+import { errorText, ShuttingDownError } from "./_errors.ts";
+import { recordLockHolder } from "./_fs.ts";
 import {
+  type AccessPolicy,
   DEFAULT_MAX_BODY,
+  guardAccess,
   guardLoopback,
-  guardToken,
+  guardOrigin,
   HttpError,
   IncompleteBodyError,
   isLoopback,
   json,
-  parseNdjson,
+  parseNdjsonLines,
   problem,
+  problemDetail,
   readJsonBody,
   requestUrl,
   shuttingDownResponse,
@@ -45,6 +49,11 @@ import { InFlight, keepListening, type ListenerError, Relistener } from "./_list
 import type { RelistenOptions } from "./_listener.ts";
 import { ServiceMetrics } from "./metrics.ts";
 import { StreamHub } from "./stream.ts";
+import { loadTypes, NO_TYPES, type TypesRegistry } from "./_types_registry.ts";
+import { checkReport, type LatestEvent, typesReport } from "./_freshness.ts";
+import { DiskWatch } from "./_disk_watch.ts";
+import { DEFAULT_MIN_FREE_BYTES } from "./_disk.ts";
+import { readTs } from "./_ndjson.ts";
 
 export {
   type CommittedEvent,
@@ -74,7 +83,7 @@ export {
   TypeLimitError,
   WriteError,
 } from "./_errors.ts";
-export { DEFAULT_MAX_BODY, isLoopback, toProblem } from "./_http.ts";
+export { DEFAULT_MAX_BODY, isLoopback, PUBLIC_READ_PATHS, toProblem } from "./_http.ts";
 export { ListenerError, type RelistenOptions } from "./_listener.ts";
 export type { JsonObject, RunRecord } from "./event.ts";
 export {
@@ -91,6 +100,19 @@ export {
   spawnServer,
 } from "./_spawn.ts";
 export type { FsyncMode } from "./_ndjson_writer.ts";
+export {
+  type FieldSpec,
+  type JsonValue,
+  loadTypes,
+  parseTypes,
+  TypesFileError,
+  type TypeSpec,
+  type TypesRegistry,
+} from "./_types_registry.ts";
+export { type CheckResult, TYPE_STATES, type TypeState, type TypeStatus } from "./_freshness.ts";
+export { DiskWatch, type DiskWatchOptions } from "./_disk_watch.ts";
+export { DEFAULT_MIN_FREE_BYTES } from "./_disk.ts";
+export type { LogFormat } from "./_log.ts";
 
 /** The package version, from `deno.json`. */
 export const VERSION: string = denoJson.version;
@@ -109,6 +131,24 @@ export interface HandlerOptions {
   /** When set, every path but `/health` requires `Authorization: Bearer <token>`. */
   token?: string | undefined;
   /**
+   * With a token: `GET`/`HEAD` on the read routes ({@linkcode PUBLIC_READ_PATHS}) need none;
+   * every `POST` and `DELETE` still does (CONTRACT 10).
+   * @default {false}
+   */
+  publicRead?: boolean;
+  /**
+   * With a token: a request from a loopback peer whose `Host` is a loopback name (and whose
+   * `Origin`, if any, is loopback) needs none; every other peer still does (CONTRACT 10).
+   * @default {false}
+   */
+  trustLoopback?: boolean;
+  /**
+   * `GET /current` answers `{"current": {...}}`, the shape the older Python client reads;
+   * `?wrap=false` and `?wrap=true` choose per request in either mode (CONTRACT 10).
+   * @default {false}
+   */
+  wrapCurrent?: boolean;
+  /**
    * Largest accepted request body in bytes.
    * @default {1048576}
    */
@@ -126,6 +166,11 @@ export interface HandlerOptions {
   /** Receives unexpected errors (answered with 500). */
   onError?: (err: unknown) => void;
   /**
+   * Receives every 4xx/5xx answer but a 404 on `GET /current/{type}` (CONTRACT 9.4), after the
+   * answer is made; the service log writes it at `warn`, rate-limited.
+   */
+  onRejected?: (rejection: Rejection) => void;
+  /**
    * Milliseconds between `: keepalive` comments on `GET /stream`.
    * @default {15000}
    */
@@ -135,6 +180,30 @@ export interface HandlerOptions {
    * @default {1048576}
    */
   streamQueueBytes?: number;
+  /**
+   * The types registry (`--types`) that `GET /types`, `GET /check` and `/metrics` judge by.
+   * @default {an empty registry}
+   */
+  types?: TypesRegistry;
+  /**
+   * Free-space readings of the site directory for `GET /check` and `/metrics`.
+   * @default {a watch with the default `--min-free` of 1 GiB that reads on each request}
+   */
+  disk?: DiskWatch;
+}
+
+/** A request answered with 4xx or 5xx, as {@linkcode HandlerOptions.onRejected} receives it. */
+export interface Rejection {
+  /** The request method. */
+  method: string;
+  /** The route pattern, such as `/current/{type}`; `other` for an unknown path. */
+  route: string;
+  /** The status answered. */
+  status: number;
+  /** The peer's address (`127.0.0.1`, `::1`), or `unknown` outside `Deno.serve`. */
+  peer: string;
+  /** The answer's `detail`. */
+  detail: string;
 }
 
 /** A request handler for `Deno.serve`, or for calling directly with a `Request`. */
@@ -217,33 +286,61 @@ export function createHandler(
   service: TelemetryService,
   options: HandlerOptions = {},
 ): TelemetryHandler {
-  const { token, maxBody = DEFAULT_MAX_BODY, onError } = options;
+  const { token, maxBody = DEFAULT_MAX_BODY, onError, onRejected } = options;
   const lifecycle = options.lifecycle ?? new ShutdownLifecycle(options.onShutdown);
   const guardHost = isLoopback(options.hostname ?? DEFAULT_HOST);
+  const access: AccessPolicy = {
+    loopbackBind: guardHost,
+    token,
+    publicRead: options.publicRead ?? false,
+    trustLoopback: options.trustLoopback ?? false,
+  };
+  const wrapCurrent = options.wrapCurrent ?? false;
   const streams = new StreamHub(service, {
     ...(options.keepaliveMs !== undefined ? { keepaliveMs: options.keepaliveMs } : {}),
     ...(options.streamQueueBytes !== undefined ? { maxQueueBytes: options.streamQueueBytes } : {}),
     signal: lifecycle.signal,
   });
-  const metrics = new ServiceMetrics(service);
-  const router = new Router(apiRoutes(service, { maxBody, lifecycle, streams, metrics }));
+  const types = options.types ?? NO_TYPES;
+  const disk = options.disk ?? new DiskWatch(service.siteDir);
+  const metrics = new ServiceMetrics(service, { types });
+  const router = new Router(
+    apiRoutes(service, { maxBody, lifecycle, streams, metrics, types, disk, wrapCurrent }),
+  );
   const stopping = () => lifecycle.stopping || service.closing;
+
+  /** The route label of a request (CONTRACT 9.3): its pattern, or `other`. */
+  function routeOf(req: Request): string {
+    let url: URL;
+    try {
+      url = new URL(req.url);
+    } catch {
+      return OTHER_ROUTE;
+    }
+    const found = router.match(url);
+    return found ? routeLabel(found.route) : OTHER_ROUTE;
+  }
 
   async function dispatch(
     req: Request,
     info: Deno.ServeHandlerInfo | undefined,
+    seen: { route: string | undefined },
   ): Promise<Response> {
     if (stopping()) throw new ShuttingDownError();
     if (guardHost) guardLoopback(req);
     const url = requestUrl(req);
-    if (token !== undefined && url.pathname !== "/health") guardToken(req, token);
+    if (!guardHost) guardOrigin(req, url);
+    const peer = info?.remoteAddr;
+    guardAccess(req, url, peer && "hostname" in peer ? peer.hostname : undefined, access);
     const found = router.match(url);
     if (!found) {
+      seen.route = OTHER_ROUTE;
       throw new HttpError(
         404,
-        `No endpoint at ${url.pathname}; the API has / (dashboard), /health, /ready, /run, /run/start, /run/stop, /event, /events, /current, /stream, /metrics and /shutdown.`,
+        `No endpoint at ${url.pathname}; the API has / (dashboard), /health, /ready, /run, /run/start, /run/stop, /event, /events, /current, /types, /check, /stream, /metrics and /shutdown.`,
       );
     }
+    seen.route = routeLabel(found.route);
     const { methods } = found.route;
     const handler =
       methods[(req.method === "HEAD" ? "GET" : req.method) as "GET" | "POST" | "DELETE"];
@@ -259,19 +356,88 @@ export function createHandler(
   }
 
   return async function handle(req, info) {
+    const seen: { route: string | undefined } = { route: undefined };
+    let res: Response;
     try {
-      return await dispatch(req, info);
+      res = await dispatch(req, info, seen);
     } catch (err) {
-      await req.body?.cancel().catch(() => {});
-      // A body cut off because the server is stopping is not the client's fault.
-      if (err instanceof IncompleteBodyError && stopping()) return shuttingDownResponse();
-      const answer = toProblem(err);
-      if (answer) return answer;
-      onError?.(err);
-      // The raw message may name paths and internals: it goes to the log, never to the client.
-      return problem(500, UNEXPECTED_DETAIL);
+      res = answerError(err);
     }
+    const status = res.status;
+    const route = seen.route ?? routeOf(req);
+    metrics.countResponse(route, status);
+    if (status >= 400 && onRejected) reportRejection(req, info, res, route, status);
+    return req.method === "HEAD" ? headOnly(res) : res;
   };
+
+  function answerError(err: unknown): Response {
+    // An unread request body is left to Deno.serve, never cancelled here: over HTTP/2 a
+    // cancelled body resets the stream before the answer leaves, so the client would see a
+    // framing error instead of the 401 or 413 (HTTP/1.1 closes the connection after it).
+    // A body cut off because the server is stopping is not the client's fault.
+    if (err instanceof IncompleteBodyError && stopping()) return shuttingDownResponse();
+    const mapped = toProblem(err);
+    if (mapped) return mapped;
+    onError?.(err);
+    // The raw message may name paths and internals: it goes to the log, never to the client.
+    return problem(500, UNEXPECTED_DETAIL);
+  }
+
+  function reportRejection(
+    req: Request,
+    info: Deno.ServeHandlerInfo | undefined,
+    res: Response,
+    route: string,
+    status: number,
+  ): void {
+    // A reader polling for a type not seen yet is not a fault (CONTRACT 9.4).
+    if (
+      status === 404 && route === CURRENT_TYPE_ROUTE &&
+      (req.method === "GET" || req.method === "HEAD")
+    ) return;
+    const peer = info?.remoteAddr;
+    try {
+      onRejected?.({
+        method: req.method,
+        route,
+        status,
+        peer: peer && "hostname" in peer ? peer.hostname : "unknown",
+        detail: problemDetail(res) ?? "",
+      });
+    } catch {
+      // A log that cannot be written (stderr closed) must not turn the answer into a failure.
+    }
+  }
+}
+
+/** The route label of a path that is no route (CONTRACT 9.3). */
+const OTHER_ROUTE = "other";
+/** The label of `GET /current/{type}`, whose 404 is not logged. */
+const CURRENT_TYPE_ROUTE = "/current/{type}";
+const routeLabels = new WeakMap<Route, string>();
+
+/** A route's pattern as people write it: `/current/:type(.*)` is `/current/{type}`. */
+function routeLabel(route: Route): string {
+  let label = routeLabels.get(route);
+  if (label === undefined) {
+    label = route.pattern.pathname.replace(/:(\w+)(\([^)]*\))?/g, "{$1}");
+    routeLabels.set(route, label);
+  }
+  return label;
+}
+
+/**
+ * The answer to a HEAD: the GET's status and headers without its body. Over HTTP/2 (TLS) a
+ * streamed body on a HEAD answer is a protocol error that resets the stream.
+ */
+function headOnly(res: Response): Response {
+  if (res.body === null) return res;
+  void res.body.cancel().catch(() => {});
+  return new Response(null, {
+    status: res.status,
+    statusText: res.statusText,
+    headers: res.headers,
+  });
 }
 
 /** What the API routes need besides the service. */
@@ -280,11 +446,15 @@ interface RouteDeps {
   lifecycle: ShutdownLifecycle;
   streams: StreamHub;
   metrics: ServiceMetrics;
+  types: TypesRegistry;
+  disk: DiskWatch;
+  wrapCurrent: boolean;
 }
 
 /** The API (CONTRACT 2) as data: one row per path, one handler per method. */
 function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
-  const { maxBody, lifecycle, streams, metrics } = deps;
+  const { maxBody, lifecycle, streams, metrics, types, disk, wrapCurrent } = deps;
+  const latest = latestOf(service, types);
   return [
     route("/", { GET: () => dashboardResponse() }),
     route("/health", { GET: () => json(200, '{"ok":true}') }),
@@ -312,13 +482,36 @@ function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
     route("/event", { POST: ({ req }) => postEvent(service, req, maxBody) }),
     route("/events", { POST: ({ req }) => postEvents(service, req, maxBody) }),
     // Streamed in chunks: a snapshot of any size is answered, and no answer holds the loop long.
-    route("/current", { GET: () => jsonStream(service.currentBody()) }),
+    route("/current", {
+      GET: ({ url }) => {
+        const body = service.currentBody();
+        return jsonStream(wantsWrap(url, wrapCurrent) ? wrapped("current", body) : body);
+      },
+    }),
     route("/current/:type(.*)", {
       GET: ({ params }) => currentOfType(service, params.type ?? ""),
       DELETE: ({ params }) => forgetType(service, params.type ?? ""),
     }),
     route("/stream", { GET: ({ url }) => streams.response(url) }),
-    route("/metrics", { GET: () => metrics.response({ streams }) }),
+    route("/metrics", {
+      GET: async () => metrics.response({ streams, diskFreeBytes: await disk.sample() }),
+    }),
+    route("/types", {
+      GET: () => {
+        const snapshotTypes = [...service.currentData()].map(([type]) => type);
+        return json(200, JSON.stringify(typesReport(types, latest, snapshotTypes, Date.now())));
+      },
+    }),
+    route("/check", {
+      GET: async () => {
+        const freeBytes = await disk.sample();
+        const result = checkReport(types, latest, Date.now(), {
+          freeBytes,
+          minFreeBytes: disk.minFreeBytes,
+        });
+        return json(result.ok ? 200 : 503, JSON.stringify(result));
+      },
+    }),
     route("/shutdown", {
       POST: async ({ req, info }) => {
         const peer = info?.remoteAddr;
@@ -343,6 +536,42 @@ function jsonStream(body: ReadableStream<Uint8Array>): Response {
   });
 }
 
+/** `?wrap=true|false` of `GET /current`, else the server's `--wrap-current` (CONTRACT 10). */
+function wantsWrap(url: URL, byDefault: boolean): boolean {
+  const values = url.searchParams.getAll("wrap");
+  if (values.length === 0) return byDefault;
+  const [only] = values;
+  if (values.length > 1 || (only !== "true" && only !== "false")) {
+    throw new HttpError(
+      400,
+      `The query parameter wrap must be given once as true or false, not ${
+        JSON.stringify(values.join(",")).slice(0, 100)
+      }; use ?wrap=false for the plain map of types or ?wrap=true for {"current": {...}}.`,
+    );
+  }
+  return only === "true";
+}
+
+/** A JSON body streamed inside `{"<key>": ...}`, without holding it whole. */
+function wrapped(key: string, body: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
+  const encoder = new TextEncoder();
+  const head = encoder.encode(`{${JSON.stringify(key)}:`), tail = encoder.encode("}");
+  let first = true;
+  return body.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        if (first) controller.enqueue(head);
+        first = false;
+        controller.enqueue(chunk);
+      },
+      flush(controller) {
+        if (first) controller.enqueue(head);
+        controller.enqueue(tail);
+      },
+    }),
+  );
+}
+
 function readyBody(service: TelemetryService): string {
   const run = service.run;
   return JSON.stringify({
@@ -350,7 +579,28 @@ function readyBody(service: TelemetryService): string {
     run_active: run !== undefined,
     run_id: run?.run_id ?? null,
     version: VERSION,
+    zone: service.timeZone,
   });
+}
+
+/**
+ * The latest `ts` and `data` of a type, read from its snapshot line; for a type the registry
+ * does not describe only `ts` matters, read without parsing the line.
+ */
+function latestOf(
+  service: TelemetryService,
+  types: TypesRegistry,
+): (type: string) => LatestEvent | undefined {
+  return (type) => {
+    const line = service.currentLine(type);
+    if (line === undefined) return undefined;
+    if (!types.has(type)) {
+      const ts = readTs(line);
+      return ts === undefined ? undefined : { ts, data: {} };
+    }
+    const { ts, data } = JSON.parse(line) as LatestEvent;
+    return { ts, data };
+  };
 }
 
 async function postEvent(
@@ -376,7 +626,8 @@ async function postEvents(
 ): Promise<Response> {
   const { value, ndjson } = await readJsonBody(req, maxBody, true);
   let items: unknown[];
-  if (ndjson !== undefined) items = parseNdjson(ndjson);
+  let lines: number[] | undefined;
+  if (ndjson !== undefined) ({ items, lines } = parseNdjsonLines(ndjson));
   else if (value === undefined) items = [];
   else if (Array.isArray(value)) items = value;
   else {
@@ -385,7 +636,7 @@ async function postEvents(
       "A batch must be a JSON array of events, or NDJSON (one event per line) sent as application/x-ndjson.",
     );
   }
-  const events = await service.submit(parseEvents(items, true));
+  const events = await service.submit(parseEvents(items, true, lines));
   return json(
     200,
     `{"accepted":${events.length},"events":[${events.map((e) => e.line).join(",")}]}`,
@@ -444,6 +695,19 @@ export interface ServerOptions extends ServiceOptions {
   port?: number;
   /** Bearer token required on every path but `/health`. */
   token?: string | undefined;
+  /** See {@linkcode HandlerOptions.publicRead} (`--public-read`). */
+  publicRead?: boolean;
+  /** See {@linkcode HandlerOptions.trustLoopback} (`--trust-loopback`). */
+  trustLoopback?: boolean;
+  /** See {@linkcode HandlerOptions.wrapCurrent} (`--wrap-current`). */
+  wrapCurrent?: boolean;
+  /**
+   * PEM certificate (chain) file: with {@linkcode ServerOptions.tlsKey}, the server speaks HTTPS
+   * only (`--tls-cert`). Read once at start.
+   */
+  tlsCert?: string;
+  /** PEM private key file of {@linkcode ServerOptions.tlsCert} (`--tls-key`). */
+  tlsKey?: string;
   /**
    * Allow a non-loopback `hostname` without a token.
    * @default {false}
@@ -456,6 +720,8 @@ export interface ServerOptions extends ServiceOptions {
   maxBody?: number;
   /** Receives unexpected request errors. */
   onError?: (err: unknown) => void;
+  /** Receives every 4xx/5xx answer worth a log line (see {@linkcode HandlerOptions.onRejected}). */
+  onRejected?: (rejection: Rejection) => void;
   /**
    * Longest wait, on shutdown, for in-flight requests before the files are closed anyway.
    * @default {5000}
@@ -469,6 +735,16 @@ export interface ServerOptions extends ServiceOptions {
    * @default {{ attempts: 40, firstDelayMs: 50, maxDelayMs: 2000 }}
    */
   relisten?: RelistenOptions;
+  /** The types registry; when absent, `typesFile` is read, else the registry is empty. */
+  types?: TypesRegistry;
+  /** A types file (`--types`), read and checked before the site directory is opened. */
+  typesFile?: string;
+  /**
+   * Below this many free bytes on the site directory's file system, `GET /check` fails and a
+   * warning is logged at most once an hour (`--min-free`).
+   * @default {1073741824}
+   */
+  minFreeBytes?: number;
 }
 
 /** A running server from {@linkcode startServer}. */
@@ -528,25 +804,60 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   const hostname = options.hostname ?? DEFAULT_HOST;
   const port = options.port ?? DEFAULT_PORT;
   checkExposure(hostname, options);
+  const types = options.types ??
+    (options.typesFile !== undefined ? await loadTypes(options.typesFile) : NO_TYPES);
+  const tls = await readTls(options);
+  for (
+    const [on, flag] of [[options.publicRead, "--public-read"], [
+      options.trustLoopback,
+      "--trust-loopback",
+    ]] as const
+  ) {
+    if (on && !options.token) {
+      options.onWarning?.(
+        `${flag} has no effect without --token: every request is already let in; set --token (or OBS_TELEMETRY_TOKEN) to require it for the rest.`,
+      );
+    }
+  }
   const service = await TelemetryService.open(options);
+  const disk = new DiskWatch(service.siteDir, options.minFreeBytes ?? DEFAULT_MIN_FREE_BYTES, {
+    warn: options.onWarning ?? (() => {}),
+  });
   let stopping: Promise<void> | undefined;
   const lifecycle = new ShutdownLifecycle(() => void shutdown());
   const handler = createHandler(service, {
     lifecycle,
     hostname,
     token: options.token,
+    publicRead: options.publicRead ?? false,
+    trustLoopback: options.trustLoopback ?? false,
+    wrapCurrent: options.wrapCurrent ?? false,
     maxBody: options.maxBody ?? DEFAULT_MAX_BODY,
     ...(options.onError ? { onError: options.onError } : {}),
+    types,
+    disk,
+    ...(options.onRejected ? { onRejected: options.onRejected } : {}),
   });
   // Requests being answered; shutdown waits for them before it closes the files.
   const inFlight = new InFlight();
   const counted = inFlight.wrap(handler);
-  const listen = (at: number) => Deno.serve({ hostname, port: at, onListen: () => {} }, counted);
+  const listen = (at: number) =>
+    Deno.serve({ hostname, port: at, onListen: () => {}, ...(tls ?? {}) }, counted);
   let server: Deno.HttpServer<Deno.NetAddr>;
   try {
     server = listen(port);
   } catch (err) {
     await service.close();
+    // Deno checks the pair only when it listens; say which flag is wrong, not rustls' word.
+    if (
+      tls && /KeyMismatch|keys may not be consistent|private key|certificate/i.test(String(err))
+    ) {
+      throw new ConfigError(
+        `--tls-key ${options.tlsKey} does not fit --tls-cert ${options.tlsCert} (${
+          (err as Error).message
+        }); give the private key the certificate was made with.`,
+      );
+    }
     throw err;
   }
   const graceMs = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
@@ -561,6 +872,7 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
       const deadline = Date.now() + graceMs;
       // Open GET /stream responses never finish by themselves: beginning ends them first.
       lifecycle.begin();
+      await disk.stop();
       // New requests are answered 503 from now on while the listener stays open, so whoever
       // waits for the port to close (`obs-utils telemetry stop`) knows the lock is free.
       await raceDeadline(inFlight.drained(), deadline);
@@ -589,16 +901,63 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   });
   // Callers that never await `finished` must not crash on a failed close; those who do see it.
   done.promise.catch(() => {});
+  disk.start();
   const addr = server.addr;
   // Keep the name the operator chose; "localhost" reads better than the address it resolved to.
   const shown = hostname === "localhost" ? hostname : addr.hostname;
+  // A second server refused this directory names this one's address (CONTRACT 9.5).
+  await recordLockHolder(service.siteDir, `http://${hostForUrl(shown)}:${addr.port}`).catch(
+    (err) => warn(`Could not record the address in the site lock file: ${errorText(err)}`),
+  );
   return {
     addr,
-    url: `http://${hostForUrl(shown)}:${addr.port}`,
+    url: `${tls ? "https" : "http"}://${hostForUrl(shown)}:${addr.port}`,
     service,
     shutdown,
     finished: done.promise,
     [Symbol.asyncDispose]: shutdown,
+  };
+}
+
+/**
+ * Reads the certificate and key of `tlsCert`/`tlsKey`, or `undefined` for plain HTTP.
+ *
+ * @throws {ConfigError} If only one is given, or a file cannot be read or is not PEM.
+ */
+async function readTls(options: ServerOptions): Promise<{ cert: string; key: string } | undefined> {
+  const { tlsCert, tlsKey } = options;
+  if (tlsCert === undefined && tlsKey === undefined) return undefined;
+  if (tlsCert === undefined || tlsKey === undefined) {
+    throw new ConfigError(
+      `HTTPS needs both --tls-cert and --tls-key; only ${
+        tlsCert === undefined ? "--tls-key" : "--tls-cert"
+      } was given.`,
+    );
+  }
+  const read = async (file: string, flag: string, marker: RegExp) => {
+    let text: string;
+    try {
+      text = await Deno.readTextFile(file);
+    } catch (err) {
+      if (err instanceof Deno.errors.NotCapable) throw err;
+      throw new ConfigError(
+        `Cannot read ${flag} ${file}: ${
+          (err as Error).message.replace(/ \(os error \d+\).*$/, "")
+        }; give the path of a readable PEM file.`,
+      );
+    }
+    if (!marker.test(text)) {
+      throw new ConfigError(
+        `${flag} ${file} is not a PEM ${
+          flag === "--tls-cert" ? "certificate" : "private key"
+        } (no "-----BEGIN" block); give the PEM file, not DER.`,
+      );
+    }
+    return text;
+  };
+  return {
+    cert: await read(tlsCert, "--tls-cert", /-----BEGIN CERTIFICATE-----/),
+    key: await read(tlsKey, "--tls-key", /-----BEGIN [A-Z ]*PRIVATE KEY-----/),
   };
 }
 

@@ -173,7 +173,7 @@ Deno.test("obs-utils telemetry run --verbose logs one debug line per event", asy
     assert.equal(post.code, 0, post.stderr);
   }
   const done = await server.stop();
-  const debug = done.stdout.split("\n").filter((l) => l.startsWith("debug event"));
+  const debug = done.stdout.split("\n").filter((l) => /^\S+Z debug event /.test(l));
   assert.equal(debug.length, 2);
   assert.match(debug[1]!, /site#2 weather .*"wind":2/);
 });
@@ -218,7 +218,7 @@ Deno.test("obs-utils telemetry run exits 1 with one line when the port is in use
 
 Deno.test("obs-utils telemetry run exits 1 when another server holds the site directory", async () => {
   await using tmp = await tempDir();
-  await using _first = await testServer({ siteDir: tmp.path });
+  await using first = await testServer({ siteDir: tmp.path });
   const port = freePort();
   const r = await cli(
     ["telemetry", "run", "--site-dir", tmp.path, "--host", "127.0.0.1", "--port", String(port)],
@@ -226,9 +226,10 @@ Deno.test("obs-utils telemetry run exits 1 when another server holds the site di
   );
   assert.equal(r.code, 1);
   const real = await Deno.realPath(tmp.path);
+  // CONTRACT 9.5: the holder's pid and address, and the command that stops it.
   assert.equal(
     r.stderr.trim(),
-    `error: site directory ${real} is in use by another telemetry server`,
+    `error: site directory ${real} is in use by another telemetry server (pid ${Deno.pid} at ${first.url}); stop it with 'obs-utils telemetry stop --host 127.0.0.1 --port ${first.addr.port}' or choose another --site-dir`,
   );
 });
 
@@ -319,11 +320,11 @@ Deno.test("obs-utils telemetry current prints an aligned table with one row per 
   const r = await cli(["telemetry", "current", ...conn(server.addr.port)]);
   assert.equal(r.code, 0, r.stderr);
   const [header, ...rows] = r.stdout.trimEnd().split("\n");
-  assert.match(header!, /^TYPE\s+SEQ\s+TS\s+AGE\s+RUN\s+DATA$/);
+  assert.match(header!, /^TYPE\s+STREAM:SEQ\s+TS\s+AGE\s+DATA$/);
   assert.equal(rows.length, 2);
-  assert.match(rows[0]!, /^weather\s+1\s+\S+Z\s+\d+s\s+-\s+wind_mps=2\.1$/);
-  assert.match(rows[1]!, /^status\s+2\s+\S+Z\s+\d+s\s+-\s+dome=open$/);
-  assert.equal(header!.indexOf("SEQ"), rows[1]!.indexOf("2"));
+  assert.match(rows[0]!, /^weather\s+site:1\s+\S+Z\s+\d+s\s+wind_mps=2\.1$/);
+  assert.match(rows[1]!, /^status\s+site:2\s+\S+Z\s+\d+s\s+dome=open$/);
+  assert.equal(header!.indexOf("STREAM:SEQ"), rows[1]!.indexOf("site:2"));
 });
 
 Deno.test("obs-utils telemetry current TYPE exits 1 when that type was never recorded", async () => {

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { checkEventType, type Envelope, parseTimestamp, TelemetryEvent } from "../event.ts";
+import { postJson, readSiteLines, tempDir, testServer } from "./_util.ts";
 
 function envelope(): Envelope {
   return {
@@ -159,4 +160,187 @@ Deno.test('checkEventType() refuses "." and "..", which no /current/{type} URL c
 Deno.test("parseTimestamp() rejects a leap second and accepts the last millisecond of a day", () => {
   assert.throws(() => parseTimestamp("2026-06-30T23:59:60Z"), RangeError);
   assert.equal(parseTimestamp("2026-06-30T23:59:59.999Z"), Date.UTC(2026, 5, 30, 23, 59, 59, 999));
+});
+
+// --- Strict event objects over HTTP (CONTRACT 9.1) --------------------------------------------
+
+const ACCEPTED = '"type", "data", "meta", "ts", "store_permanently", "make_current"';
+
+/** POSTs a raw JSON text (so `1e999` reaches the server as written) and returns status and body. */
+async function postText(
+  url: string,
+  text: string,
+  contentType = "application/json",
+): Promise<{ status: number; detail: string | undefined; body: Record<string, unknown> }> {
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": contentType },
+    body: text,
+  });
+  const body = await res.json() as Record<string, unknown>;
+  return { status: res.status, detail: body.detail as string | undefined, body };
+}
+
+Deno.test("POST /event accepts the exact body the legacy Python client sends", async () => {
+  await using dir = await tempDir();
+  await using server = await testServer({ siteDir: dir.path });
+  // The Python client's post_event(): all six fields, null for the omitted ones.
+  const body =
+    '{"type": "weather", "data": {"wind_mps": 2.1, "safe": true}, "meta": {}, "ts": null, "store_permanently": true, "make_current": true}';
+  const res = await postText(`${server.url}/event`, body);
+  assert.equal(res.status, 200, res.detail);
+  assert.deepEqual(res.body.data, { wind_mps: 2.1, safe: true });
+  // insert_current(..., store_permanently=False) with datetime.isoformat() and a meta dict.
+  const ephemeral =
+    '{"type": "weather", "data": {"wind_mps": 3.4}, "meta": {"source": "dome"}, "ts": "2026-11-22T03:00:00.123456+00:00", "store_permanently": false, "make_current": true}';
+  const second = await postText(`${server.url}/event`, ephemeral);
+  assert.equal(second.status, 200, second.detail);
+  assert.equal(second.body.ts, "2026-11-22T03:00:00.123Z");
+  assert.equal((await readSiteLines(dir.path)).length, 1);
+});
+
+Deno.test("POST /event refuses an unknown field, naming it and the accepted ones, and writes nothing", async () => {
+  await using dir = await tempDir();
+  await using server = await testServer({ siteDir: dir.path });
+  const res = await postJson(`${server.url}/event`, { type: "a", data: {}, store: false });
+  assert.equal(res.status, 400);
+  assert.equal(
+    (res.body as { detail: string }).detail,
+    `unknown field "store"; an event accepts only ${ACCEPTED}.`,
+  );
+  assert.deepEqual(await readSiteLines(dir.path), []);
+});
+
+Deno.test("POST /event points date, timestamp and time to ts", async () => {
+  await using dir = await tempDir();
+  await using server = await testServer({ siteDir: dir.path });
+  for (const field of ["date", "timestamp", "time"]) {
+    const res = await postJson(`${server.url}/event`, {
+      type: "a",
+      data: {},
+      [field]: "2026-11-22T03:00:00Z",
+    });
+    assert.equal(res.status, 400);
+    assert.equal(
+      (res.body as { detail: string }).detail,
+      `unknown field "${field}"; the event time is \`ts\`; an event accepts only ${ACCEPTED}.`,
+    );
+  }
+  assert.deepEqual(await readSiteLines(dir.path), []);
+});
+
+Deno.test("POST /event refuses __proto__ and a long unknown field name without echoing it whole", async () => {
+  await using dir = await tempDir();
+  await using server = await testServer({ siteDir: dir.path });
+  const proto = await postText(`${server.url}/event`, '{"type":"a","data":{},"__proto__":{"x":1}}');
+  assert.equal(proto.status, 400);
+  assert.match(proto.detail!, /^unknown field "__proto__"; /);
+  const long = await postJson(`${server.url}/event`, {
+    type: "a",
+    data: {},
+    ["k".repeat(5000)]: 1,
+  });
+  assert.equal(long.status, 400);
+  assert.ok((long.body as { detail: string }).detail.length < 300);
+});
+
+Deno.test("POST /event refuses a number that is not finite, naming its path", async () => {
+  await using dir = await tempDir();
+  await using server = await testServer({ siteDir: dir.path });
+  const cases: [string, string][] = [
+    ['{"a": 1e999}', "data.a"],
+    ['{"a": -1e999}', "data.a"],
+    ['{"sky": {"cloud": [1, 2, 1e400]}}', "data.sky.cloud[2]"],
+    ['{"ok": 1, "odd key": {"x": [[0, 1e999]]}}', 'data["odd key"].x[0][1]'],
+  ];
+  for (const [data, path] of cases) {
+    const res = await postText(`${server.url}/event`, `{"type":"a","data":${data}}`);
+    assert.equal(res.status, 400, data);
+    assert.equal(
+      res.detail,
+      `the number at ${path} is not finite (too large for a 64-bit float, such as 1e999); send a finite number, or a string if the value is really that large.`,
+    );
+  }
+  const meta = await postText(
+    `${server.url}/event`,
+    '{"type":"a","data":{},"meta":{"alt":[1e999]}}',
+  );
+  assert.equal(meta.status, 400);
+  assert.match(meta.detail!, /^the number at meta\.alt\[0\] is not finite/);
+  // Large but finite numbers, and tiny ones that underflow to 0, are values.
+  const fine = await postText(
+    `${server.url}/event`,
+    '{"type":"a","data":{"big":1.7e308,"tiny":1e-400}}',
+  );
+  assert.equal(fine.status, 200, fine.detail);
+  assert.equal((await readSiteLines(dir.path)).length, 1);
+});
+
+Deno.test("POST /events names the 0-based item of a JSON array and the 1-based line of NDJSON", async () => {
+  await using dir = await tempDir();
+  await using server = await testServer({ siteDir: dir.path });
+  const array = await postText(
+    `${server.url}/events`,
+    '[{"type":"a","data":{}},{"type":"a","data":{},"date":"x"}]',
+  );
+  assert.equal(array.status, 400);
+  assert.match(array.detail!, /^Item 1 \(0-based\): unknown field "date"; the event time is `ts`/);
+  // A blank line counts: the bad event is on line 3 of what the operator sees.
+  const ndjson = await postText(
+    `${server.url}/events`,
+    '{"type":"a","data":{}}\n\n{"type":"a","data":{"v":1e999}}\n',
+    "application/x-ndjson",
+  );
+  assert.equal(ndjson.status, 400);
+  assert.equal(
+    ndjson.detail,
+    "Line 3 (item 1, 0-based): the number at data.v is not finite (too large for a 64-bit float, such as 1e999); send a finite number, or a string if the value is really that large.",
+  );
+  const broken = await postText(
+    `${server.url}/events`,
+    '{"type":"a","data":{}}\n{"type":\n',
+    "application/x-ndjson",
+  );
+  assert.equal(broken.status, 400);
+  assert.match(broken.detail!, /^Line 2 \(item 1, 0-based\) is not valid JSON/);
+  assert.deepEqual(await readSiteLines(dir.path), []);
+});
+
+Deno.test("POST /events finds the one bad field among seeded random valid batches", async () => {
+  await using dir = await tempDir();
+  await using server = await testServer({ siteDir: dir.path });
+  let seed = 17;
+  const rand = (n: number) => (seed = (seed * 1103515245 + 12345) % 2147483648) % n;
+  for (let round = 0; round < 20; round++) {
+    const size = 1 + rand(30);
+    const bad = rand(size);
+    const items = Array.from({ length: size }, (_, i) => {
+      const data = `{"x":${rand(1000)},"n":{"m":[${rand(9)},${rand(9)}]}}`;
+      return i === bad
+        ? `{"type":"t","data":{"x":1,"n":{"m":[0,1e999]}}}`
+        : `{"type":"t","data":${data}}`;
+    });
+    const res = await postText(`${server.url}/events`, `[${items.join(",")}]`);
+    assert.equal(res.status, 400);
+    assert.match(
+      res.detail!,
+      new RegExp(`^Item ${bad} \\(0-based\\): the number at data\\.n\\.m\\[1\\]`),
+    );
+  }
+  assert.deepEqual(await readSiteLines(dir.path), []);
+});
+
+Deno.test("POST /run/start refuses run meta with a number that is not finite, and starts no run", async () => {
+  await using dir = await tempDir();
+  await using server = await testServer({ siteDir: dir.path });
+  const res = await postText(
+    `${server.url}/run/start`,
+    '{"run_id":"r1","meta":{"target":"M31","exp":[30,1e999]}}',
+  );
+  assert.equal(res.status, 400);
+  assert.match(res.detail!, /^the number at meta\.exp\[1\] is not finite/);
+  assert.equal(
+    await fetch(`${server.url}/run`).then(async (r) => (await r.body?.cancel(), r.status)),
+    404,
+  );
 });

@@ -204,7 +204,7 @@ Deno.test("the service starts where 0.3 made run directories of its file names, 
     assert.equal(await Deno.readTextFile(join(tmp.path, moved.split(" ")[0]!)), line);
     assert.match(
       server.output(),
-      new RegExp(`warning: .*/${name.replaceAll(".", "\\.")} was a directory`),
+      new RegExp(`Z warn .*/${name.replaceAll(".", "\\.")} was a directory`),
     );
   }
   assert.equal((await Deno.stat(join(tmp.path, `site_${night}.ndjson`))).isFile, true);
@@ -228,7 +228,7 @@ Deno.test("the service does not resume a saved run whose directory has a reserve
   );
   await using server = await spawnCliServer({ siteDir: site, port: freePort() });
   assert.equal((await send(`${server.url}/run`, {})).status, 404);
-  assert.match(server.output(), /warning: Run runs\.ndjson was not resumed: .*reserved|keeps/);
+  assert.match(server.output(), /Z warn Run runs\.ndjson was not resumed: .*reserved|keeps/);
   assert.equal((await startRun(server.url, {})).status, 201);
   // The directory squatting on the run log's name was moved aside; the run log is a file again.
   assert.ok((await Deno.lstat(join(site, "runs.ndjson"))).isFile);

@@ -105,7 +105,7 @@ Deno.test("POST /events refuses a batch past the snapshot budget whole, naming i
     { type: "large", data: { blob: "z".repeat(120_000) } },
   ]);
   assert.equal(res.status, 413);
-  assert.match((res.body as { detail: string }).detail, /^Item 1: .*"large"/);
+  assert.match((res.body as { detail: string }).detail, /^Item 1 \(0-based\): .*"large"/);
   assert.deepEqual(await (await fetch(`${server.url}/current`)).json(), {});
 });
 

@@ -110,7 +110,7 @@ Deno.test("toProblem() answers TypeLimitError of a batch item with 400 naming th
   await assertProblem(
     new TypeLimitError(3, 2),
     400,
-    "Item 2: the snapshot already holds 3 event types, the limit; reuse an existing type or raise --max-types.",
+    "Item 2 (0-based): the snapshot already holds 3 event types, the limit; reuse an existing type or raise --max-types.",
   );
 });
 

@@ -164,3 +164,103 @@ Deno.test("GET /metrics reports telemetry_run_active 1 during a run and 0 after"
 Deno.test("escapeLabelValue() escapes backslash, double quote and newline only", () => {
   assert.equal(escapeLabelValue('a\\b"c\nd\te'), 'a\\\\b\\"c\\nd\te');
 });
+
+// --- telemetry_http_responses_total (CONTRACT 9.3) --------------------------------------------
+
+/** Sends one request and discards the body; returns the status. */
+async function hit(url: string, init: RequestInit = {}): Promise<number> {
+  const res = await fetch(url, init);
+  await res.body?.cancel();
+  return res.status;
+}
+
+Deno.test("telemetry_http_responses_total counts every answer per route pattern and code", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  const u = server.url;
+  const json = { "content-type": "application/json" };
+  assert.equal(await hit(`${u}/health`), 200);
+  assert.equal(
+    await hit(`${u}/event`, { method: "POST", headers: json, body: '{"type":"a","data":{}}' }),
+    200,
+  );
+  assert.equal(
+    await hit(`${u}/event`, { method: "POST", headers: json, body: '{"type":"a","data":{}}' }),
+    200,
+  );
+  assert.equal(
+    await hit(`${u}/event`, { method: "POST", headers: json, body: '{"type":"a"}' }),
+    400,
+  );
+  assert.equal(await hit(`${u}/event`), 405);
+  assert.equal(await hit(`${u}/events`, { method: "POST", headers: json, body: "[]" }), 200);
+  assert.equal(await hit(`${u}/current/a`), 200);
+  assert.equal(await hit(`${u}/current/no%20such`), 404);
+  assert.equal(await hit(`${u}/current`), 200);
+  assert.equal(await hit(`${u}/run`), 404);
+  assert.equal(await hit(`${u}/run/stop`, { method: "POST" }), 409);
+  const start = { method: "POST", headers: json, body: '{"run_id":"r1"}' };
+  assert.equal(await hit(`${u}/run/start`, start), 201);
+  assert.equal(await hit(`${u}/run/start`, { ...start, body: '{"run_id":"r2"}' }), 409);
+  assert.equal(await hit(`${u}/run`), 200);
+  assert.equal(await hit(`${u}/run/stop`, { method: "POST" }), 200);
+  assert.equal(await hit(`${u}/stream`), 200);
+  assert.equal(await hit(`${u}/ready`), 200);
+  assert.equal(await hit(`${u}/`), 200);
+  assert.equal(await hit(`${u}/metrics`), 200);
+  // Unknown paths share one label, however many there are: the label set stays bounded.
+  for (let i = 0; i < 25; i++) assert.equal(await hit(`${u}/nope/${i}?x=${i}`), 404);
+  // Refused before routing: still counted under the route the path names.
+  assert.equal(await hit(`${u}/current`, { headers: { origin: "http://evil.example" } }), 403);
+  const counts = samples(await scrape(u), "telemetry_http_responses_total");
+  const expected: [string, string, string][] = [
+    ["/health", "200", "1"],
+    ["/event", "200", "2"],
+    ["/event", "400", "1"],
+    ["/event", "405", "1"],
+    ["/events", "200", "1"],
+    ["/current/{type}", "200", "1"],
+    ["/current/{type}", "404", "1"],
+    ["/current", "200", "1"],
+    ["/current", "403", "1"],
+    ["/run", "404", "1"],
+    ["/run", "200", "1"],
+    ["/run/stop", "409", "1"],
+    ["/run/stop", "200", "1"],
+    ["/run/start", "201", "1"],
+    ["/run/start", "409", "1"],
+    ["/stream", "200", "1"],
+    ["/ready", "200", "1"],
+    ["/", "200", "1"],
+    // The earlier scrape and this one: the body is rendered after the answer was counted.
+    ["/metrics", "200", "2"],
+    ["other", "404", "25"],
+  ];
+  for (const [route, code, n] of expected) {
+    assert.equal(counts.get(`{route="${route}",code="${code}"}`), n, `${route} ${code}`);
+  }
+  assert.equal(counts.size, expected.length, [...counts.keys()].join("\n"));
+});
+
+Deno.test({
+  name: "GET /metrics with telemetry_http_responses_total passes promtool check metrics",
+  ignore: skipPromtool !== undefined,
+  async fn() {
+    await using tmp = await tempDir();
+    await using server = await testServer({ siteDir: tmp.path, token: "s3cret" });
+    await hit(`${server.url}/current/x`);
+    await hit(`${server.url}/nowhere`, { headers: { authorization: "Bearer s3cret" } });
+    const res = await fetch(`${server.url}/metrics`, {
+      headers: { authorization: "Bearer s3cret" },
+    });
+    const body = await res.text();
+    assert.match(
+      body,
+      /^telemetry_http_responses_total\{route="\/current\/\{type\}",code="401"\} 1$/m,
+    );
+    assert.match(body, /^telemetry_http_responses_total\{route="other",code="404"\} 1$/m);
+    const { ok, report } = await promtoolCheck(body);
+    assert.ok(ok, `promtool check metrics failed:\n${report}\n--- body ---\n${body}`);
+    assert.equal(report.trim(), "", `promtool reported lint problems:\n${report}`);
+  },
+});

@@ -8,8 +8,9 @@ import {
   type MigrateProgress,
   REJECTS_FILE,
 } from "../migrate.ts";
-import { SiteLock } from "../storage.ts";
-import { readLines, siteFiles, tempDir } from "./_util.ts";
+import { siteFileName, SiteLock } from "../storage.ts";
+import { dayKey } from "../_day_key.ts";
+import { CLI, readLines, siteFiles, tempDir } from "./_util.ts";
 
 // --- fixtures shaped like the legacy writer's output ---------------------------------------------
 
@@ -764,4 +765,377 @@ Deno.test("migrate() killed mid-commit leaves each site file absent or complete"
     (await treeState(dst)).filter((e) => !e.startsWith(".lock ")),
     reference,
   );
+});
+
+// --- issue 14 item 6: dry run, empty source, OS permissions, a clean destination -------------
+
+const decoder = new TextDecoder();
+
+/** Runs `obs-utils telemetry migrate` in a subprocess; `asUser` runs it as that user (root only). */
+async function migrateCli(
+  args: string[],
+  asUser?: string,
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const deno = [Deno.execPath(), "run", "--allow-all", CLI, "telemetry", "migrate", ...args];
+  const command = asUser === undefined
+    ? new Deno.Command(deno[0]!, { args: deno.slice(1), stdout: "piped", stderr: "piped" })
+    : new Deno.Command("runuser", {
+      args: ["-u", asUser, "--", "env", `DENO_DIR=${Deno.makeTempDirSync()}`, ...deno],
+      stdout: "piped",
+      stderr: "piped",
+    });
+  const out = await command.output();
+  return { code: out.code, stdout: decoder.decode(out.stdout), stderr: decoder.decode(out.stderr) };
+}
+
+Deno.test("obs-utils telemetry migrate --dry-run lists would-be conflicts and rejects, exits 0 and writes nothing", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  await sampleStore(src, 3);
+  await migrate(src, dst);
+  await Deno.remove(join(dst, "site_20260302.ndjson"));
+  const before = await treeState(dst);
+
+  const r = await migrateCli(["--source", src, "--dest", dst, "--dry-run"]);
+
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stderr, "");
+  assert.match(r.stdout, /^would migrate 30 records from 2 collections into 3 site files/);
+  assert.match(
+    r.stdout,
+    new RegExp(
+      `\\n  conflicts: 3 files already exist; a real run refuses unless --force:\\n    ${
+        join(dst, REJECTS_FILE)
+      }\\n    ${join(dst, "site_20260301.ndjson")}\\n    ${join(dst, "site_20260303.ndjson")}\\n`,
+    ),
+  );
+  assert.match(
+    r.stdout,
+    /\n {2}rejects: 1; blank lines: 0\n {4}weather\.json:4: line is not valid JSON: /,
+  );
+  assert.deepEqual(await treeState(dst), before);
+});
+
+Deno.test("migrate() in a dry run reports conflicts instead of throwing, and replaced ones with force", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  await sampleStore(src, 2);
+  await Deno.mkdir(dst);
+  await Deno.writeTextFile(join(dst, "site_20260302.ndjson"), "live data\n");
+  const before = await treeState(dst);
+
+  const dry = await migrate(src, dst, { dryRun: true });
+  assert.deepEqual(dry.conflicts, [join(dst, "site_20260302.ndjson")]);
+  assert.deepEqual(dry.replaced, []);
+  assert.deepEqual(dry.rejectSamples.map((r) => [r.file, r.line]), [["weather.json", 4]]);
+  const forced = await migrate(src, dst, { dryRun: true, force: true });
+  assert.deepEqual(forced.conflicts, []);
+  assert.deepEqual(forced.replaced, [join(dst, "site_20260302.ndjson")]);
+  assert.deepEqual(await treeState(dst), before);
+});
+
+Deno.test("migrate() keeps at most the first 20 rejects as samples, in reading order", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  const lines: (LegacyRecord | string)[] = [];
+  for (let i = 0; i < 50; i++) {
+    lines.push(i % 2 === 0 ? `{bad ${i}` : legacy("2026-03-01T10:00:00"));
+  }
+  await writeLegacy(src, "w.json", lines);
+  const dry = await migrate(src, dst, { dryRun: true });
+  assert.equal(dry.rejects, 25);
+  assert.deepEqual(
+    dry.rejectSamples.map((r) => r.line),
+    Array.from({ length: 20 }, (_, i) => 2 * i + 1),
+  );
+  const r = await migrateCli(["--source", src, "--dest", dst, "--dry-run"]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /\n {4}w\.json:39: line is not valid JSON: .*\n {4}\.\.\. and 5 more\n$/);
+});
+
+Deno.test("obs-utils telemetry migrate exits 1 when the source holds no collection files", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  await Deno.mkdir(join(src, "empty", "deeper"), { recursive: true });
+  await Deno.writeTextFile(join(src, "notes.txt"), "not a collection\n");
+  const r = await migrateCli(["--source", src, "--dest", dst]);
+  assert.equal(r.code, 1);
+  assert.equal(
+    r.stderr,
+    `error: Cannot migrate from "${src}": it holds no collection files (<collection>.json, searched recursively); pass the legacy database directory with --source\n`,
+  );
+  await assert.rejects(() => Deno.stat(dst), Deno.errors.NotFound);
+  // Only snapshots: say what was skipped, so the operator sees why.
+  await Deno.writeTextFile(join(src, "current_weather.json"), "{}\n");
+  await assert.rejects(() => migrate(src, dst, { dryRun: true }), {
+    name: "MigrateError",
+    message:
+      `Cannot migrate from "${src}": it holds no collection files (<collection>.json, searched recursively) (skipped 1: current_weather.json, legacy snapshot file (current_*.json), ignored); pass the legacy database directory with --source`,
+  });
+});
+
+Deno.test("migrate() leaves nothing but its output files, so a rerun without force changes nothing", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  await sampleStore(src, 3);
+  const first = await migrateCli(["--source", src, "--dest", dst]);
+  assert.equal(first.code, 0, first.stderr);
+  const after = await treeState(dst);
+  // No lock file, no scratch directory: exactly the site files and the rejects file.
+  assert.deepEqual(after, await outputState(dst));
+  assert.deepEqual(after.map((e) => e.split(" ")[0]), [
+    REJECTS_FILE,
+    "site_20260301.ndjson",
+    "site_20260302.ndjson",
+    "site_20260303.ndjson",
+  ]);
+  const again = await migrateCli(["--source", src, "--dest", dst]);
+  assert.equal(again.code, 1);
+  assert.match(again.stderr, /^error: Cannot migrate into .*4 target files already exist/);
+  assert.deepEqual(await treeState(dst), after);
+});
+
+Deno.test("migrate() keeps a .lock that was in the destination before, and a server's lock still refuses it", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  await sampleStore(src, 1);
+  await Deno.mkdir(dst);
+  await Deno.writeTextFile(join(dst, ".lock"), "4242\n");
+  await migrate(src, dst);
+  assert.equal(await Deno.readTextFile(join(dst, ".lock")), `${Deno.pid}\n`);
+  // A migration that removed its own lock file does not let two holders in at once.
+  const dst2 = join(tmp.path, "site2");
+  const runs = await Promise.allSettled([migrate(src, dst2), migrate(src, dst2)]);
+  assert.equal(runs.filter((r) => r.status === "fulfilled").length >= 1, true);
+  for (const r of runs) {
+    if (r.status === "rejected") assert.ok(r.reason instanceof MigrateError, String(r.reason));
+  }
+  assert.deepEqual((await treeState(dst2)).map((e) => e.split(" ")[0]), [
+    REJECTS_FILE,
+    "site_20260301.ndjson",
+  ]);
+});
+
+const asUser = Deno.uid() === 0 ? "nobody" : undefined;
+const cannotDropPrivileges = (() => {
+  if (asUser === undefined) return undefined;
+  try {
+    const ok = new Deno.Command("runuser", { args: ["-u", "nobody", "--", "true"] }).outputSync();
+    return ok.success ? undefined : "runuser -u nobody failed";
+  } catch {
+    return "runuser is not installed (apt-get install -y util-linux)";
+  }
+})();
+if (cannotDropPrivileges) {
+  // deno-lint-ignore no-console
+  console.log(`skipping the OS permission test of migrate: ${cannotDropPrivileges}`);
+}
+
+Deno.test({
+  name:
+    "obs-utils telemetry migrate blames the operating system, not Deno flags, for a directory it may not write",
+  ignore: cannotDropPrivileges !== undefined,
+  async fn() {
+    await using tmp = await tempDir();
+    const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+    await sampleStore(src, 1);
+    await Deno.mkdir(dst);
+    // Readable by everyone, writable by nobody but its owner (root, when the test runs as root).
+    for (const dir of [tmp.path, src, join(src, "site"), join(src, "site", "dome")]) {
+      await Deno.chmod(dir, 0o755);
+    }
+    for (const f of ["weather.json", "site/dome/dome.json"]) await Deno.chmod(join(src, f), 0o644);
+    await Deno.chmod(dst, 0o555);
+    const r = await migrateCli(["--source", src, "--dest", dst], asUser);
+    await Deno.chmod(dst, 0o755);
+    assert.equal(r.code, 1);
+    assert.equal(r.stderr.trimEnd().split("\n").length, 1, r.stderr);
+    assert.match(
+      r.stderr,
+      new RegExp(
+        `^error: Cannot write "${dst}": the operating system denied access \\(Permission denied`,
+      ),
+    );
+    assert.doesNotMatch(r.stderr, /--allow-/);
+    assert.deepEqual(await treeState(dst), []);
+  },
+});
+
+Deno.test("migrate() without a Deno permission still names the flag to add", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  await sampleStore(src, 1);
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      `--allow-read=${src},${dst}`,
+      CLI,
+      "telemetry",
+      "migrate",
+      "--source",
+      src,
+      "--dest",
+      dst,
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(out.code, 1);
+  assert.match(decoder.decode(out.stderr), /permission denied, add --allow-write=/);
+});
+
+// --- CONTRACT 12: --group-by night -----------------------------------------------------------
+
+Deno.test("migrate() --group-by night puts records in the local-noon night of their ts", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  // America/Santiago is UTC-3 in March 2026: local noon is 15:00Z.
+  await writeLegacy(src, "weather.json", [
+    legacy("2026-03-05T14:59:59.999Z", { _id: "before-noon" }),
+    legacy("2026-03-05T15:00:00.000Z", { _id: "at-noon" }),
+    legacy("2026-03-06 02:30:00", { _id: "after-midnight" }), // 23:30 local on the 5th
+    legacy("2026-03-05T11:59:00-03:00", { _id: "offset" }),
+  ]);
+  const byDate = await migrate(src, join(tmp.path, "by-date"), { dryRun: true });
+  assert.deepEqual(byDate.files.map((f) => f.name), [
+    "site_20260305.ndjson",
+    "site_20260306.ndjson",
+  ]);
+
+  const summary = await migrate(src, dst, { groupBy: "night", timeZone: "America/Santiago" });
+  assert.equal(summary.groupBy, "night");
+  assert.deepEqual(summary.files.map((f) => [f.name, f.lines]), [
+    ["site_20260304.ndjson", 2],
+    ["site_20260305.ndjson", 2],
+  ]);
+  assert.deepEqual((await readLines(join(dst, "site_20260304.ndjson"))).map(idOf), [
+    "offset",
+    "before-noon",
+  ]);
+  assert.deepEqual((await readLines(join(dst, "site_20260305.ndjson"))).map(idOf), [
+    "at-noon",
+    "after-midnight",
+  ]);
+});
+
+Deno.test("migrate() --group-by night agrees with the live service's night on DST days (seeded)", async () => {
+  await using tmp = await tempDir();
+  const zone = "America/Santiago";
+  // Santiago leaves DST on 2026-04-05 and enters it on 2026-09-06: noon is 15:00Z or 16:00Z.
+  let seed = 99;
+  const rand = (n: number) => (seed = (seed * 1103515245 + 12345) % 2147483648) % n;
+  const starts = [Date.UTC(2026, 3, 3, 12), Date.UTC(2026, 8, 4, 12)];
+  const records: LegacyRecord[] = [];
+  for (let i = 0; i < 400; i++) {
+    const ms = starts[i % 2]! + rand(4 * 86_400_000);
+    records.push(legacy(new Date(ms).toISOString().replace("Z", "+00:00"), { _id: i }));
+  }
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  await writeLegacy(src, "weather.json", records);
+  const summary = await migrate(src, dst, { groupBy: "night", timeZone: zone });
+  let total = 0;
+  for (const file of summary.files) {
+    const lines = (await readLines(file.path)).map((l) => JSON.parse(l));
+    total += lines.length;
+    lines.forEach((e, i) => {
+      assert.equal(siteFileName(dayKey(Date.parse(e.ts), zone)), file.name, e.ts);
+      assert.equal(e.seq, i + 1);
+      if (i > 0) assert.ok(lines[i - 1].ts <= e.ts);
+    });
+  }
+  assert.equal(total, 400);
+});
+
+Deno.test("obs-utils telemetry migrate --group-by takes any case and refuses --tz without night", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  await writeLegacy(src, "weather.json", [legacy("2026-03-05T14:00:00Z")]);
+  const night = await migrateCli([
+    "--source",
+    src,
+    "--dest",
+    dst,
+    "--group-by",
+    "NIGHT",
+    "--tz",
+    "America/Santiago",
+  ]);
+  assert.equal(night.code, 0, night.stderr);
+  assert.match(
+    night.stdout,
+    /\n {2}files: site_20260304\.ndjson\n {2}grouped by local-noon night\n/,
+  );
+  const tzOnly = await migrateCli(["--source", src, "--dest", join(tmp.path, "x"), "--tz", "UTC"]);
+  assert.equal(tzOnly.code, 2);
+  assert.match(tzOnly.stderr, /--tz applies only with --group-by night/);
+  const bad = await migrateCli([
+    "--source",
+    src,
+    "--dest",
+    join(tmp.path, "x"),
+    "--group-by",
+    "week",
+  ]);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /--group-by must be date or night, not "week"/);
+  const zone = await migrateCli([
+    "--source",
+    src,
+    "--dest",
+    join(tmp.path, "x"),
+    "--group-by",
+    "night",
+    "--tz",
+    "Mars/Olympus",
+  ]);
+  assert.equal(zone.code, 2);
+  assert.match(zone.stderr, /Mars\/Olympus/);
+  await assert.rejects(() => Deno.stat(join(tmp.path, "x")), Deno.errors.NotFound);
+});
+
+Deno.test("migrate() throws RangeError for an unknown groupBy or time zone before touching anything", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  await writeLegacy(src, "weather.json", [legacy("2026-03-05T14:00:00Z")]);
+  await assert.rejects(() => migrate(src, dst, { groupBy: "week" as "night" }), {
+    name: "RangeError",
+    message: 'groupBy must be "date" or "night", not "week"',
+  });
+  await assert.rejects(
+    () => migrate(src, dst, { groupBy: "night", timeZone: "Mars/Olympus" }),
+    RangeError,
+  );
+  await assert.rejects(() => Deno.stat(dst), Deno.errors.NotFound);
+});
+
+Deno.test("migrate() after a migration killed mid-run still leaves nothing but its output files", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  await sampleStore(src, 2);
+  // What kill -9 leaves: the lock file it created (marked as a migration's) and its scratch space.
+  await Deno.mkdir(join(dst, ".migrate-tmp-dead"), { recursive: true });
+  await Deno.writeTextFile(join(dst, ".migrate-tmp-dead", "site_20260301.ndjson"), '{"seq":1');
+  await Deno.writeTextFile(join(dst, ".lock"), "99999\nmigrate\n");
+  await migrate(src, dst);
+  assert.deepEqual((await treeState(dst)).map((e) => e.split(" ")[0]), [
+    REJECTS_FILE,
+    "site_20260301.ndjson",
+    "site_20260302.ndjson",
+  ]);
+});
+
+Deno.test("migrate() marks its lock so a server refused the directory meanwhile is told who holds it", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  await sampleStore(src, 1);
+  let seen: string | undefined;
+  await migrate(src, dst, {
+    onProgress: (p) => {
+      if (p.phase === "commit" && seen === undefined) {
+        seen = Deno.readTextFileSync(join(dst, ".lock"));
+      }
+    },
+  });
+  assert.equal(seen, `${Deno.pid}\nmigrate\n`);
+  await assert.rejects(() => Deno.stat(join(dst, ".lock")), Deno.errors.NotFound);
 });

@@ -73,7 +73,7 @@ Deno.test("HEAD /health answers 200 without a body", async () => {
   assert.equal(await res.text(), "");
 });
 
-Deno.test("GET /ready answers ready, the run state and the package version", async () => {
+Deno.test("GET /ready answers ready, the run state, the package version and the site zone", async () => {
   await using dir = await tempDir();
   await using server = await testServer({ siteDir: dir.path });
   assert.deepEqual((await getJson(`${server.url}/ready`)).body, {
@@ -81,6 +81,7 @@ Deno.test("GET /ready answers ready, the run state and the package version", asy
     run_active: false,
     run_id: null,
     version: denoJson.version,
+    zone: "UTC",
   });
   await postJson(`${server.url}/run/start`, { run_id: "r1" });
   assert.deepEqual((await getJson(`${server.url}/ready`)).body, {
@@ -88,6 +89,7 @@ Deno.test("GET /ready answers ready, the run state and the package version", asy
     run_active: true,
     run_id: "r1",
     version: denoJson.version,
+    zone: "UTC",
   });
 });
 
@@ -231,7 +233,7 @@ Deno.test("POST /events answers 400 naming the bad 0-based index and writes noth
   await using server = await testServer({ siteDir: dir.path });
   const items = [{ type: "a", data: {} }, { type: "b", data: {} }, { type: "c", data: "x" }];
   const body = await problem(await post(`${server.url}/events`, JSON.stringify(items)), 400);
-  assert.match(body.detail, /^Item 2: /);
+  assert.match(body.detail, /^Item 2 \(0-based\): /);
   assert.deepEqual(await readSiteLines(dir.path), []);
   const next = await postJson(`${server.url}/event`, { type: "a", data: {} });
   assert.equal((next.body as { seq: number }).seq, 1);
@@ -241,7 +243,7 @@ Deno.test("POST /events answers 400 naming index 0 of a one-item batch", async (
   await using dir = await tempDir();
   await using server = await testServer({ siteDir: dir.path });
   const res = await post(`${server.url}/events`, JSON.stringify([{ type: "", data: {} }]));
-  assert.match((await problem(res, 400)).detail, /^Item 0: /);
+  assert.match((await problem(res, 400)).detail, /^Item 0 \(0-based\): /);
 });
 
 Deno.test("POST /events answers 400 naming the index of an NDJSON line that is not JSON", async () => {

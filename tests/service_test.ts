@@ -126,7 +126,7 @@ Deno.test("TelemetryService.record() writes the envelope with keys in order and 
   await using dir = await tempDir();
   await using service = await open(dir.path);
   const [event] = await service.record([
-    { type: "t", data: { x: 1 }, ts: "2026-05-10T15:00:00.123456+02:00", extra: "ignored" },
+    { type: "t", data: { x: 1 }, ts: "2026-05-10T15:00:00.123456+02:00" },
   ]);
   assert.equal(
     event!.line,
@@ -141,7 +141,7 @@ Deno.test("TelemetryService.record() writes a batch all or nothing, naming the b
   await rejectsWith(
     service.record([{ type: "a", data: {} }, { type: "b", data: [] }, { type: "c", data: {} }]),
     400,
-    /^Item 1: /,
+    /^Item 1 \(0-based\): /,
   );
   assert.deepEqual(await readSiteLines(dir.path), []);
   assert.equal(await seqOf(service), 1);
@@ -150,7 +150,11 @@ Deno.test("TelemetryService.record() writes a batch all or nothing, naming the b
 Deno.test("TelemetryService.record() with batch true names index 0 of a one-item batch", async () => {
   await using dir = await tempDir();
   await using service = await open(dir.path);
-  await rejectsWith(service.record([{ type: "", data: {} }], { batch: true }), 400, /^Item 0: /);
+  await rejectsWith(
+    service.record([{ type: "", data: {} }], { batch: true }),
+    400,
+    /^Item 0 \(0-based\): /,
+  );
 });
 
 Deno.test("TelemetryService.record() rejects a meta.run_id that differs from the active run", async () => {

@@ -1,0 +1,172 @@
+/**
+ * Real network fixtures for the access and TLS tests: a network namespace joined to this
+ * machine by a veth pair (a peer with a non-loopback address, on this machine only), a
+ * self-signed certificate made by `openssl`, and `curl` to send requests from either side.
+ * Each fixture says why it cannot run, so its test is skipped with the reason printed.
+ * @module
+ */
+import { join } from "node:path";
+
+const decoder = new TextDecoder();
+
+function tryRun(cmd: string, args: string[]): { ok: boolean; text: string } {
+  try {
+    const out = new Deno.Command(cmd, { args, stdout: "piped", stderr: "piped" }).outputSync();
+    return {
+      ok: out.success,
+      text: decoder.decode(out.stderr).trim() || decoder.decode(out.stdout),
+    };
+  } catch (err) {
+    return {
+      ok: false,
+      text: err instanceof Deno.errors.NotFound ? `${cmd} is not installed` : String(err),
+    };
+  }
+}
+
+/** Why `curl` cannot be used, or `undefined`. */
+export function curlMissing(): string | undefined {
+  const r = tryRun("curl", ["--version"]);
+  return r.ok ? undefined : `curl is not available (apt-get install curl): ${r.text}`;
+}
+
+/** Why `openssl` cannot make a certificate, or `undefined`. */
+export function opensslMissing(): string | undefined {
+  const r = tryRun("openssl", ["version"]);
+  return r.ok ? undefined : `openssl is not available (apt-get install openssl): ${r.text}`;
+}
+
+/** Why a network namespace cannot be made here, or `undefined`: tries one and removes it. */
+export function netnsUnavailable(): string | undefined {
+  if (Deno.build.os !== "linux") return `network namespaces need Linux, this is ${Deno.build.os}`;
+  const missing = curlMissing();
+  if (missing) return missing;
+  const name = `obs-probe-${Deno.pid}`;
+  const added = tryRun("ip", ["netns", "add", name]);
+  if (!added.ok) return `ip netns add is not permitted here: ${added.text}`;
+  tryRun("ip", ["netns", "del", name]);
+  return undefined;
+}
+
+/** A namespace with one veth pair: `hostAddr` on this side, `nsAddr` inside. */
+export interface Netns extends AsyncDisposable {
+  readonly name: string;
+  /** The address of this machine's end (the server binds it or 0.0.0.0). */
+  readonly hostAddr: string;
+  /** The peer address the server sees for requests from inside. */
+  readonly nsAddr: string;
+}
+
+async function ip(args: string[]): Promise<void> {
+  const out = await new Deno.Command("ip", { args, stdout: "null", stderr: "piped" }).output();
+  if (!out.success) throw new Error(`ip ${args.join(" ")}: ${decoder.decode(out.stderr).trim()}`);
+}
+
+/**
+ * Creates a namespace and a veth pair with a random /30 in 10.213.0.0/16 (traffic stays on this
+ * machine: the namespace has no other route). Removed on dispose, also after a failed set-up.
+ */
+export async function netns(): Promise<Netns> {
+  const tag = `${Deno.pid % 10000}${Math.floor(Math.random() * 1000)}`;
+  const name = `obs-t-${tag}`;
+  const hostIf = `obh${tag}`.slice(0, 15), nsIf = `obn${tag}`.slice(0, 15);
+  const third = Math.floor(Math.random() * 256), fourth = Math.floor(Math.random() * 63) * 4;
+  const hostAddr = `10.213.${third}.${fourth + 1}`, nsAddr = `10.213.${third}.${fourth + 2}`;
+  const cleanup = async () => {
+    await ip(["link", "del", hostIf]).catch(() => {});
+    await ip(["netns", "del", name]).catch(() => {});
+  };
+  try {
+    await ip(["netns", "add", name]);
+    await ip(["link", "add", hostIf, "type", "veth", "peer", "name", nsIf]);
+    await ip(["link", "set", nsIf, "netns", name]);
+    await ip(["addr", "add", `${hostAddr}/30`, "dev", hostIf]);
+    await ip(["link", "set", hostIf, "up"]);
+    await ip(["netns", "exec", name, "ip", "addr", "add", `${nsAddr}/30`, "dev", nsIf]);
+    await ip(["netns", "exec", name, "ip", "link", "set", nsIf, "up"]);
+    await ip(["netns", "exec", name, "ip", "link", "set", "lo", "up"]);
+  } catch (err) {
+    await cleanup();
+    throw err;
+  }
+  return { name, hostAddr, nsAddr, [Symbol.asyncDispose]: cleanup };
+}
+
+/** What `curl` got: the status (0 when no HTTP answer came) and the body. */
+export interface CurlResult {
+  status: number;
+  body: string;
+  /** curl's own error, when it had one. */
+  error: string;
+}
+
+/** One request with `curl`, from this machine or, given `ns`, from inside that namespace. */
+export async function curl(
+  url: string,
+  options: {
+    method?: string;
+    headers?: Record<string, string>;
+    body?: string;
+    ns?: string;
+    cacert?: string;
+  } = {},
+): Promise<CurlResult> {
+  const method = options.method ?? "GET";
+  // `-X HEAD` would wait for a body that never comes; `-I` is curl's HEAD.
+  const args = ["-sS", "--max-time", "10", "-o", "-", "-w", "\n%{http_code}"];
+  args.push(...(method === "HEAD" ? ["-I"] : ["-X", method]));
+  for (const [k, v] of Object.entries(options.headers ?? {})) args.push("-H", `${k}: ${v}`);
+  if (options.body !== undefined) args.push("--data-binary", options.body);
+  if (options.cacert) args.push("--cacert", options.cacert);
+  args.push(url);
+  const [cmd, all] = options.ns
+    ? ["ip", ["netns", "exec", options.ns, "curl", ...args]]
+    : ["curl", args];
+  const out = await new Deno.Command(cmd, { args: all, stdout: "piped", stderr: "piped" }).output();
+  const text = decoder.decode(out.stdout);
+  const cut = text.lastIndexOf("\n");
+  return {
+    status: Number(text.slice(cut + 1)) || 0,
+    body: text.slice(0, cut),
+    error: decoder.decode(out.stderr).trim(),
+  };
+}
+
+/** A self-signed certificate for `localhost`, 127.0.0.1, ::1 and the given addresses. */
+export interface TestCert {
+  cert: string;
+  key: string;
+}
+
+/** Makes a self-signed P-256 certificate in `dir` with `openssl` (valid two days). */
+export async function selfSignedCert(dir: string, addresses: string[] = []): Promise<TestCert> {
+  const cert = join(dir, "cert.pem"), key = join(dir, "key.pem");
+  const san = ["DNS:localhost", "IP:127.0.0.1", "IP:::1", ...addresses.map((a) => `IP:${a}`)];
+  const out = await new Deno.Command("openssl", {
+    args: [
+      "req",
+      "-x509",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:prime256v1",
+      "-nodes",
+      "-keyout",
+      key,
+      "-out",
+      cert,
+      "-days",
+      "2",
+      "-subj",
+      "/CN=localhost",
+      "-addext",
+      `subjectAltName=${san.join(",")}`,
+      "-addext",
+      "basicConstraints=critical,CA:FALSE",
+    ],
+    stdout: "null",
+    stderr: "piped",
+  }).output();
+  if (!out.success) throw new Error(`openssl req failed: ${decoder.decode(out.stderr)}`);
+  return { cert, key };
+}
