@@ -125,11 +125,27 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   "stop-run": stopRunCommand,
   runs: runsCommand,
   read: readCommand,
-  // The fleet commands load the NATS and PostgreSQL clients only when they run.
-  forward: async (args) => (await import("./_cli_forward.ts")).forwardCommand(args),
-  archive: async (args) => (await import("./_cli_forward.ts")).archiveCommand(args),
+  forward: async (args) => (await fleetCommands()).forwardCommand(args),
+  archive: async (args) => (await fleetCommands()).archiveCommand(args),
   check: checkCommand,
 };
+
+/** The fleet commands' module (`_cli_forward.ts`: `forward`, `archive`). */
+interface FleetCommands {
+  forwardCommand(args: string[]): Promise<number>;
+  archiveCommand(args: string[]): Promise<number>;
+}
+
+/**
+ * Loads the fleet commands only when one runs. The specifier is computed so that Deno leaves the
+ * module out of the program's graph: a literal dynamic import is resolved ahead of time, and the
+ * service (or `current`, `post`...) would then install the NATS and PostgreSQL npm packages at
+ * its first start on a machine with an empty cache.
+ */
+function fleetCommands(): Promise<FleetCommands> {
+  const specifier = ["./_cli_forward", "ts"].join(".");
+  return import(specifier);
+}
 
 /**
  * Runs the program with the given arguments and returns its exit code: 0 ok, 1 failure,

@@ -11,6 +11,7 @@ import { forward, FORWARD_ENV_VARS, forwarderPermissionFlags, forwardStatus } fr
 import { CLI, postJson, readSiteLines, tempDir, testServer } from "./_util.ts";
 import { natsMissing, NatsServer, postgresMissing, PostgresServer } from "./_fleet_util.ts";
 
+const FORWARD_MAIN = new URL("../_forward_main.ts", import.meta.url).pathname;
 const skipNats = natsMissing();
 const skipPg = postgresMissing();
 // deno-lint-ignore no-console
@@ -151,10 +152,10 @@ Deno.test({
     const out = await new Deno.Command(Deno.execPath(), {
       args: [
         "run",
+        // The forwarder's own program, with read permission for the site directory only.
         `--allow-read=${dir.path}`,
         "--allow-env",
-        CLI,
-        "telemetry",
+        FORWARD_MAIN,
         "forward",
         "--status",
         "--site-dir",
@@ -294,8 +295,9 @@ Deno.test({
   },
 });
 
-Deno.test("the client and event entry points load no npm package (the fleet clients stay in ./forward)", async () => {
-  for (const entry of ["client.ts", "event.ts"]) {
+Deno.test("the client, event, server and CLI entry points load no npm package (the fleet clients stay in ./forward)", async () => {
+  // cli.ts too: the service and every other command must never install the fleet's packages.
+  for (const entry of ["client.ts", "event.ts", "cli.ts", "server.ts", "mod.ts"]) {
     const out = await new Deno.Command(Deno.execPath(), {
       args: ["info", "--json", new URL(`../${entry}`, import.meta.url).pathname],
       stdout: "piped",
@@ -304,7 +306,11 @@ Deno.test("the client and event entry points load no npm package (the fleet clie
     assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
     const info = JSON.parse(new TextDecoder().decode(out.stdout));
     const specifiers: string[] = info.modules.map((m: { specifier: string }) => m.specifier);
-    assert.deepEqual(specifiers.filter((s) => !s.startsWith("file:")), [], entry);
+    const neutral = entry === "client.ts" || entry === "event.ts";
+    const foreign = specifiers.filter((s) =>
+      neutral ? !s.startsWith("file:") : s.startsWith("npm:")
+    );
+    assert.deepEqual(foreign, [], entry);
   }
   const forward = await new Deno.Command(Deno.execPath(), {
     args: ["info", "--json", new URL("../forward.ts", import.meta.url).pathname],
@@ -324,9 +330,17 @@ Deno.test({
     const task: string = config.tasks.forward;
     const words = task.replaceAll("./telemetry", dir.path).split(" ");
     assert.deepEqual(words.slice(0, 5), ["nice", "-n", "10", "deno", "run"]);
-    const cli = words.indexOf("cli.ts");
+    const main = words.indexOf("_forward_main.ts");
     const child = new Deno.Command(Deno.execPath(), {
-      args: [...words.slice(4, cli), CLI, ...words.slice(cli + 1), "--to", pg.url, "--unit", "u1"],
+      args: [
+        ...words.slice(4, main),
+        FORWARD_MAIN,
+        ...words.slice(main + 1),
+        "--to",
+        pg.url,
+        "--unit",
+        "u1",
+      ],
       stdout: "piped",
       stderr: "piped",
     }).spawn();
@@ -345,8 +359,10 @@ Deno.test({
 
 Deno.test("deno task forward and spawnForwarder() grant exactly FORWARD_ENV_VARS", async () => {
   const config = JSON.parse(await Deno.readTextFile(new URL("../deno.json", import.meta.url)));
-  const list = /--allow-env=(\S+)/.exec(config.tasks.forward)?.[1]?.split(",");
-  assert.deepEqual(list, FORWARD_ENV_VARS);
+  for (const task of ["forward", "compile:forward"]) {
+    const list = /--allow-env=(\S+)/.exec(config.tasks[task])?.[1]?.split(",");
+    assert.deepEqual(list, FORWARD_ENV_VARS, task);
+  }
   const flags = forwarderPermissionFlags({ siteDir: "/srv/t", to: "postgres://u@db:5433/fleet" });
   assert.deepEqual(flags, [
     "--allow-net=db:5433",
