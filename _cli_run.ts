@@ -76,6 +76,12 @@ class Warnings {
     if (this.#held) this.#held.push(line);
     else console.error(line);
   }
+  /** An information line (the lifecycle's), held like the warnings until the ready line. */
+  info(message: string): void {
+    const line = `info: ${message}`;
+    if (this.#held) this.#held.push(line);
+    else console.error(line);
+  }
   release(): void {
     for (const line of this.#held ?? []) console.error(line);
     this.#held = undefined;
@@ -110,6 +116,9 @@ async function start(flags: RunFlagValues, warnings: Warnings): Promise<ServerHa
       allowRunRoots: flags.allowRunRoots,
       ...(flags.siteTypes ? { siteTypes: flags.siteTypes } : {}),
       onWarning: (message) => warnings.warn(message),
+      onInfo: (message) => warnings.info(message),
+      ...(flags.compressAfter !== undefined ? { compressAfter: flags.compressAfter } : {}),
+      ...(flags.retain !== undefined ? { retain: flags.retain } : {}),
       onError: (err) => console.error(`error: ${unexpectedErrorLine(err)}`),
     });
   } catch (err) {

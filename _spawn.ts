@@ -88,6 +88,10 @@ export interface SpawnOptions {
   insecure?: boolean;
   /** Log one line per event (`--verbose`). */
   verbose?: boolean;
+  /** Nights after which files are compressed, 0 off (`--compress-after`). */
+  compressAfter?: number;
+  /** Nights after which site files are deleted, 0 never (`--retain`). */
+  retain?: number;
   /**
    * Where the child's output goes.
    * @default {"inherit"}

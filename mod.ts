@@ -98,8 +98,8 @@ export {
   findRunDir,
   parseTimeBound,
   readHistory,
-  type ReadHistoryOptions,
   readHistoryLines,
+  type ReadHistoryOptions,
   RunNotFoundError,
   type TimeBound,
 } from "./history.ts";

@@ -48,6 +48,8 @@ const EVERY_FLAG: RunFlagValues = {
   maxSnapshotBytes: 4096,
   insecure: true,
   verbose: true,
+  compressAfter: 3,
+  retain: 30,
 };
 
 Deno.test("RUN_FLAGS names each environment variable OBS_TELEMETRY_ and the flag in capitals", () => {
@@ -177,6 +179,8 @@ Deno.test("spawnServer() takes an option for every run flag and no other but out
     maxSnapshotBytes: "flag",
     insecure: "flag",
     verbose: "flag",
+    compressAfter: "flag",
+    retain: "flag",
     output: "spawn",
     readyTimeoutMs: "spawn",
   };
