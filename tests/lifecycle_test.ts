@@ -289,6 +289,7 @@ Deno.test("a kill -9 at random points of a compression leaves the original or th
     }
   }
   // Where the kills landed (they depend on the machine's speed, so only shown).
+  // deno-lint-ignore no-console
   console.log(`kill points: ${JSON.stringify(seen)}`);
 });
 
