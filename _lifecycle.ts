@@ -13,8 +13,8 @@
  * original beside it), never neither and never a half `.gz`; the next pass finishes the job and
  * removes a left-over temporary file. Readers (`_site_files.ts`) read either form.
  *
- * Compression reads and compresses 64 KiB at a time and awaits the disk between steps, so the
- * service keeps answering while a large night is compressed.
+ * Gzip's CPU time runs in a worker ({@linkcode GzipWorker}), 64 KiB at a time, while the file
+ * work stays here, so the service keeps answering while a large night is compressed.
  *
  * @example Usage
  * ```ts ignore
@@ -139,12 +139,159 @@ async function gzSize(path: string): Promise<number | undefined> {
 }
 
 /**
+ * The worker's code: a `CompressionStream` fed with the chunks it is sent, answering each
+ * compressed piece, `taken` when a chunk was consumed and `end` when the stream is finished. It
+ * is plain JavaScript loaded from a `blob:` URL, so it needs no read permission for a module
+ * file (the service runs with read access to its site directory only) and works the same from a
+ * checkout, from JSR and from a compiled binary.
+ */
+const GZIP_WORKER_SOURCE = `
+const stream = new CompressionStream("gzip");
+const writer = stream.writable.getWriter();
+const reader = stream.readable.getReader();
+(async () => {
+  try {
+    while (true) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      self.postMessage({ out: value }, [value.buffer]);
+    }
+    self.postMessage({ end: true });
+  } catch (err) {
+    self.postMessage({ error: String(err) });
+  }
+})();
+self.onmessage = async (event) => {
+  try {
+    if (event.data === null) await writer.close();
+    else {
+      await writer.write(event.data);
+      self.postMessage({ taken: true });
+    }
+  } catch (err) {
+    self.postMessage({ error: String(err) });
+  }
+};
+`;
+
+/** A gzip compressor: what {@linkcode compressFile} feeds and drains. */
+interface Gzip {
+  /** Feeds a chunk; resolves when it was taken (backpressure). */
+  write(chunk: Uint8Array<ArrayBuffer>): Promise<void>;
+  /** Ends the input; resolves after the last compressed piece was handed to `onOutput`. */
+  close(): Promise<void>;
+  /** Stops at once. */
+  abort(): void;
+}
+
+/**
+ * Gzip in a worker, so its CPU time never blocks the thread that answers requests (issue 17:
+ * compressing a 1 GB night must not stall ingestion). Compressed pieces come back in order.
+ */
+export class GzipWorker implements Gzip {
+  #worker: Worker;
+  #url: string;
+  #taken: PromiseWithResolvers<void> | undefined;
+  #ended = Promise.withResolvers<void>();
+  #failure: Error | undefined;
+  #output: Promise<void> = Promise.resolve();
+
+  /**
+   * Starts the worker.
+   *
+   * @param onOutput Receives each compressed piece, in order; awaited one at a time.
+   */
+  constructor(onOutput: (piece: Uint8Array) => Promise<void>) {
+    this.#url = URL.createObjectURL(
+      new Blob([GZIP_WORKER_SOURCE], { type: "application/javascript" }),
+    );
+    this.#worker = new Worker(this.#url, { type: "module" });
+    this.#ended.promise.catch(() => {});
+    this.#worker.onmessage = (
+      event: MessageEvent<{ out?: Uint8Array; taken?: true; end?: true; error?: string }>,
+    ) => {
+      const { out, taken, end, error } = event.data;
+      if (out) {
+        this.#output = this.#output.then(() => onOutput(out));
+        this.#output.catch((err) => this.#fail(err));
+      } else if (taken) this.#taken?.resolve();
+      else if (end) this.#output.then(() => this.#ended.resolve(), () => {});
+      else if (error !== undefined) this.#fail(new Error(`gzip failed: ${error}`));
+    };
+    this.#worker.onerror = (event) => {
+      event.preventDefault();
+      this.#fail(new Error(`the gzip worker failed: ${event.message}`));
+    };
+  }
+
+  #fail(err: unknown): void {
+    this.#failure ??= err instanceof Error ? err : new Error(String(err));
+    this.#taken?.reject(this.#failure);
+    this.#ended.reject(this.#failure);
+  }
+
+  /**
+   * Feeds a chunk (transferred: the caller must not reuse it).
+   *
+   * @param chunk Bytes of the original.
+   * @returns When the worker took it.
+   */
+  async write(chunk: Uint8Array<ArrayBuffer>): Promise<void> {
+    if (this.#failure) throw this.#failure;
+    this.#taken = Promise.withResolvers<void>();
+    this.#worker.postMessage(chunk, [chunk.buffer]);
+    await this.#taken.promise;
+  }
+
+  /**
+   * Ends the input and waits for the last compressed piece to be written.
+   *
+   * @returns When everything was handed to `onOutput`.
+   */
+  async close(): Promise<void> {
+    if (this.#failure) throw this.#failure;
+    this.#worker.postMessage(null);
+    try {
+      await this.#ended.promise;
+    } finally {
+      this.abort();
+    }
+  }
+
+  /** Terminates the worker. */
+  abort(): void {
+    this.#worker.terminate();
+    URL.revokeObjectURL(this.#url);
+  }
+}
+
+/** Gzip on this thread: the fallback where a worker cannot be started. */
+function gzipHere(onOutput: (piece: Uint8Array) => Promise<void>): Gzip {
+  const stream = new CompressionStream("gzip");
+  const writer = stream.writable.getWriter();
+  const drain = (async () => {
+    for await (const piece of stream.readable) await onOutput(piece);
+  })();
+  // A failed drain (disk full) must stop the feeding rather than leave it waiting.
+  drain.catch(() => writer.abort().catch(() => {}));
+  return {
+    write: (chunk) => writer.write(chunk),
+    close: async () => {
+      await writer.close();
+      await drain;
+    },
+    abort: () => void writer.abort().catch(() => {}),
+  };
+}
+
+/**
  * Compresses one stream file crash-safely: `.<name>.gz.tmp-<uuid>` written and fsynced, renamed
  * to `<name>.gz`, the directory fsynced, then the original removed. When the original changed
  * while it was read (the service wrote to it), nothing is renamed and the original stays.
  *
  * @param path The plain file, which must be a regular file.
- * @param options `signal` stops between two steps (the temporary file is removed).
+ * @param options `signal` stops between two steps (the temporary file is removed); `worker:
+ *   false` compresses on this thread (default: in a {@linkcode GzipWorker}).
  * @returns The `.gz` path, or `undefined` when the original changed and was left as it is.
  * @throws {Error} What the file system threw; the original is untouched then.
  *
@@ -156,7 +303,7 @@ async function gzSize(path: string): Promise<number | undefined> {
  */
 export async function compressFile(
   path: string,
-  options: { signal?: AbortSignal | undefined } = {},
+  options: { signal?: AbortSignal | undefined; worker?: boolean } = {},
 ): Promise<string | undefined> {
   const gz = path + GZ_SUFFIX;
   const dir = dirname(path);
@@ -165,30 +312,27 @@ export async function compressFile(
   if (!before.isFile) throw new Error(`Cannot compress ${path}: it is not a regular file`);
   const input = await Deno.open(path, { read: true });
   let output: Deno.FsFile | undefined;
-  let writer: WritableStreamDefaultWriter<BufferSource> | undefined;
+  let gzip: Gzip | undefined;
   let read = 0;
   try {
     output = await Deno.open(tmp, { write: true, createNew: true });
     const out = output;
-    const stream = new CompressionStream("gzip");
-    const feed = stream.writable.getWriter();
-    writer = feed;
-    const drain = (async () => {
-      for await (const chunk of stream.readable) await writeFull(out, chunk);
-    })();
-    // A failed drain (disk full) must stop the feeding loop rather than leave it waiting.
-    drain.catch(() => feed.abort().catch(() => {}));
-    const buf = new Uint8Array(CHUNK);
+    const write = (piece: Uint8Array) => writeFull(out, piece);
+    try {
+      gzip = options.worker === false ? gzipHere(write) : new GzipWorker(write);
+    } catch {
+      gzip = gzipHere(write); // no Worker in this runtime
+    }
     while (true) {
       options.signal?.throwIfAborted();
+      const buf = new Uint8Array(CHUNK); // transferred to the worker: a new one each time
       const n = await input.read(buf);
       if (n === null) break;
       read += n;
-      await feed.write(buf.slice(0, n));
+      await gzip.write(n === CHUNK ? buf : buf.slice(0, n));
     }
-    await feed.close();
-    writer = undefined;
-    await drain;
+    await gzip.close();
+    gzip = undefined;
     await out.sync();
     out.close();
     output = undefined;
@@ -203,7 +347,7 @@ export async function compressFile(
     options.signal?.throwIfAborted();
     await Deno.rename(tmp, gz);
   } catch (err) {
-    await writer?.abort(err).catch(() => {});
+    gzip?.abort();
     output?.close();
     await Deno.remove(tmp).catch(() => {});
     throw err;

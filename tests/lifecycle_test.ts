@@ -394,3 +394,46 @@ Deno.test("writeCursor() and readCursor() round-trip; bad names and shapes are r
     ]
   ) assert.throws(() => parseCursor(bad), SyntaxError, JSON.stringify(bad));
 });
+
+Deno.test("compressFile() makes the same .gz content in a worker and on the calling thread", async () => {
+  await using tmp = await tempDir();
+  const text =
+    Array.from({ length: 30_000 }, (_, i) => siteLine(i + 1, "2026-05-01T13:00:00.000Z")).join(
+      "\n",
+    ) + "\n";
+  const a = join(tmp.path, "site_20260501.ndjson");
+  const b = join(tmp.path, "site_20260502.ndjson");
+  await Deno.writeTextFile(a, text);
+  await Deno.writeTextFile(b, text);
+  await compressFile(a);
+  await compressFile(b, { worker: false });
+  assert.deepEqual(await gunzip(a + ".gz"), encoder.encode(text));
+  assert.deepEqual(await gunzip(b + ".gz"), encoder.encode(text));
+});
+
+Deno.test("TelemetryService.close() stops a compression half-way, keeping the original and no temporary file", async () => {
+  await using tmp = await tempDir();
+  const path = join(tmp.path, "site_20260401.ndjson");
+  const file = await Deno.open(path, { write: true, create: true });
+  const block = encoder.encode(
+    Array.from(
+      { length: 2000 },
+      (_, i) => siteLine(i + 1, "2026-04-01T13:00:00.000Z", "w", { r: Math.random() }),
+    ).join("\n") + "\n",
+  );
+  for (let i = 0; i < 150; i++) await file.write(block); // about 30 MB
+  file.close();
+  const size = (await Deno.stat(path)).size;
+  const now = { ms: Date.parse("2026-04-22T13:00:00.000Z") };
+  const service = await openService(tmp.path, { compressAfter: 2 }, now);
+  await waitFor(async () => (await names(tmp.path)).some((n) => n.includes(".tmp-")));
+  await service.close();
+  const left = await names(tmp.path);
+  assert.equal(left.filter((n) => n.includes(".tmp-")).length, 0, left.join(" "));
+  if (left.includes("site_20260401.ndjson")) {
+    assert.equal((await Deno.stat(path)).size, size);
+  } else {
+    // It finished just before the close: then the .gz is whole.
+    assert.equal((await gunzip(path + ".gz")).length, size);
+  }
+});
