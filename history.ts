@@ -218,6 +218,8 @@ export async function findRunDir(siteDir: string, runId: string): Promise<string
   const absolute = (dir: string) => isAbsolute(dir) ? dir : resolve(siteDir, dir);
   let found: string | undefined;
   try {
+    // The service's records are regular files; a link in their place is not followed.
+    if (!(await Deno.lstat(join(siteDir, RUN_LOG_FILE))).isFile) throw new Deno.errors.NotFound();
     for await (const batch of readLines(storedFile(join(siteDir, RUN_LOG_FILE)))) {
       for (const { text } of batch) {
         if (!text.includes(JSON.stringify(runId))) continue;
@@ -236,6 +238,9 @@ export async function findRunDir(siteDir: string, runId: string): Promise<string
   }
   if (found !== undefined) return found;
   try {
+    if (!(await Deno.lstat(join(siteDir, ACTIVE_RUN_FILE))).isFile) {
+      throw new Deno.errors.NotFound();
+    }
     const active = JSON.parse(await Deno.readTextFile(join(siteDir, ACTIVE_RUN_FILE)));
     if (active?.run_id === runId && typeof active.run_dir === "string") {
       return absolute(active.run_dir);

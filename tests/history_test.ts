@@ -227,3 +227,13 @@ Deno.test("findRunDir() does not follow a link named like the run out of the sit
   await Deno.symlink(outside.path, join(tmp.path, "night-9"));
   await assert.rejects(() => findRunDir(tmp.path, "night-9"), RunNotFoundError);
 });
+
+Deno.test("findRunDir() does not read a run log that is a link out of the site directory", async () => {
+  await using tmp = await tempDir();
+  await using outside = await tempDir();
+  const log = join(outside.path, "planted.ndjson");
+  await Deno.writeTextFile(log, JSON.stringify({ run_id: "n1", run_dir: outside.path }) + "\n");
+  await Deno.symlink(log, join(tmp.path, "runs.ndjson"));
+  await Deno.symlink(log, join(tmp.path, ".active-run.json"));
+  await assert.rejects(() => findRunDir(tmp.path, "n1"), RunNotFoundError);
+});
