@@ -65,7 +65,11 @@ Deno.test("readLines() counts offsets in bytes for multi-byte text at any chunk 
     const path = join(tmp.path, `site_2026051${round % 10}.ndjson`);
     await Deno.writeTextFile(path, text);
     const chunkSize = 1 + Math.floor(rand() * 64);
-    assert.deepEqual(await collect(storedFile(path), { chunkSize }), expected(text), `round ${round}`);
+    assert.deepEqual(
+      await collect(storedFile(path), { chunkSize }),
+      expected(text),
+      `round ${round}`,
+    );
     const gz = await gzip(path);
     assert.deepEqual(await collect(storedFile(gz), { chunkSize }), expected(text), `gz ${round}`);
     await Deno.remove(gz);
@@ -75,7 +79,10 @@ Deno.test("readLines() counts offsets in bytes for multi-byte text at any chunk 
 Deno.test("readLines() reads a .gz with the same lines and offsets as its original", async () => {
   await using tmp = await tempDir();
   const path = join(tmp.path, "site_20260510.ndjson");
-  const lines = Array.from({ length: 5000 }, (_, i) => JSON.stringify({ seq: i + 1, x: "é".repeat(i % 7) }));
+  const lines = Array.from(
+    { length: 5000 },
+    (_, i) => JSON.stringify({ seq: i + 1, x: "é".repeat(i % 7) }),
+  );
   await Deno.writeTextFile(path, lines.join("\n") + "\n");
   const plain = await collect(storedFile(path));
   const gz = await collect(storedFile(await gzip(path)));
@@ -184,7 +191,10 @@ Deno.test("listRunFiles() finds a run's file in either form and nothing in an em
 Deno.test("readLines() reports a damaged .gz as a TypeError after the lines it could read", async () => {
   await using tmp = await tempDir();
   const path = join(tmp.path, "site_20260510.ndjson");
-  await Deno.writeTextFile(path, Array.from({ length: 20000 }, (_, i) => `line ${i}`).join("\n") + "\n");
+  await Deno.writeTextFile(
+    path,
+    Array.from({ length: 20000 }, (_, i) => `line ${i}`).join("\n") + "\n",
+  );
   const gz = await gzip(path);
   const bytes = await Deno.readFile(gz);
   await Deno.writeFile(gz, bytes.subarray(0, Math.floor(bytes.length / 2)));
