@@ -172,9 +172,10 @@ function lineFilter(types: Set<string>, since: string, until: string): LineFilte
     // `{"seq":N,"ts":"<24>","type":…` as buildLine() writes it: ts and type at known places.
     const tsKey = line.startsWith('{"seq":') ? line.indexOf(',"ts":"', 7) : -1;
     if (tsKey > 7 && tsKey < 24 && line.startsWith('","type":', tsKey + 31)) {
+      // The type first: with one type asked for, most lines end here without a new string.
+      if (typeJsons.length > 0 && !wantType(line, tsKey + 40)) return false;
       const ts = line.slice(tsKey + 7, tsKey + 31);
-      if (ts < since || ts >= until) return false;
-      return typeJsons.length === 0 || wantType(line, tsKey + 40);
+      return ts >= since && ts < until;
     }
     let value: unknown;
     try {
