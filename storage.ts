@@ -317,12 +317,16 @@ export class SiteStore {
   async siteFileEnd(night: string): Promise<number> {
     const writer = this.#siteWriters.get(night);
     if (writer) return writer.size;
+    const path = join(this.siteDir, siteFileName(night));
     try {
-      return (await Deno.stat(join(this.siteDir, siteFileName(night)))).size;
+      return (await Deno.stat(path)).size;
     } catch (err) {
-      if (err instanceof Deno.errors.NotFound) return 0;
-      throw err;
+      if (!(err instanceof Deno.errors.NotFound)) throw err;
     }
+    // Compressed since (the newest night of a directory left alone for days): a cursor counts
+    // uncompressed bytes, so read its size from the .gz (rare: once per checkpoint until the
+    // next event opens a new night).
+    return (await readTail(path + GZ_SUFFIX)).size;
   }
 
   /**

@@ -437,3 +437,34 @@ Deno.test("TelemetryService.close() stops a compression half-way, keeping the or
     assert.equal((await gunzip(path + ".gz")).length, size);
   }
 });
+
+Deno.test("TelemetryService keeps its checkpoint usable when its newest night is compressed under it", async () => {
+  await using tmp = await tempDir();
+  const now = { ms: Date.parse("2026-04-01T13:00:00.000Z") };
+  let service = await openService(tmp.path, { compressAfter: 0 }, now);
+  await service.record([{ type: "weather", data: { n: 1 } }, { type: "weather", data: { n: 2 } }]);
+  await service.close();
+  // Days later: the start-up pass compresses the newest (and only) night.
+  now.ms = Date.parse("2026-04-10T13:00:00.000Z");
+  const warnings: string[] = [];
+  service = await openService(
+    tmp.path,
+    { compressAfter: 2, onWarning: (m) => warnings.push(m) },
+    now,
+  );
+  await waitFor(() => exists(join(tmp.path, "site_20260401.ndjson.gz")));
+  await service.close();
+  service = await openService(
+    tmp.path,
+    { compressAfter: 2, onWarning: (m) => warnings.push(m) },
+    now,
+  );
+  try {
+    assert.deepEqual(warnings, []);
+    assert.equal(JSON.parse(service.currentLine("weather")!).data.n, 2);
+    const [event] = await service.record([{ type: "weather", data: { n: 3 } }]);
+    assert.equal(event!.seq, 3);
+  } finally {
+    await service.close();
+  }
+});
