@@ -237,3 +237,23 @@ Deno.test("findRunDir() does not read a run log that is a link out of the site d
   await Deno.symlink(log, join(tmp.path, ".active-run.json"));
   await assert.rejects(() => findRunDir(tmp.path, "n1"), RunNotFoundError);
 });
+
+Deno.test("readHistory() starts a night's date at local noon to the millisecond", async () => {
+  await using tmp = await tempDir();
+  const zone = "America/Santiago"; // UTC-3 in November
+  const line = (seq: number, ts: string) =>
+    `{"seq":${seq},"ts":"${ts}","type":"t","data":{},"meta":{}}`;
+  await Deno.writeTextFile(
+    join(tmp.path, "site_20261122.ndjson"),
+    [
+      line(1, "2026-11-23T14:59:59.999Z"), // 11:59:59.999 local on the 23rd: night of the 22nd
+      line(2, "2026-11-23T15:00:00.000Z"), // 12:00 local: night of the 23rd
+    ].join("\n") + "\n",
+  );
+  const seqs = async (options: Record<string, string>) =>
+    (await Array.fromAsync(readHistory(tmp.path, { ...options, timeZone: zone }))).map((e) =>
+      e.seq
+    );
+  assert.deepEqual(await seqs({ since: "2026-11-23" }), [2]);
+  assert.deepEqual(await seqs({ since: "2026-11-22", until: "2026-11-23" }), [1]);
+});
