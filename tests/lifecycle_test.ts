@@ -468,3 +468,23 @@ Deno.test("TelemetryService keeps its checkpoint usable when its newest night is
     await service.close();
   }
 });
+
+Deno.test("runLifecycle() keeps both forms, and says so, when a night was written again after it was compressed", async () => {
+  await using tmp = await tempDir();
+  const path = join(tmp.path, "site_20260501.ndjson");
+  await Deno.writeTextFile(path, siteLine(1, "2026-05-01T13:00:00.000Z") + "\n");
+  await compressFile(path);
+  // A clock stepped back days: the service wrote that night's file again.
+  await Deno.writeTextFile(path, siteLine(9, "2026-05-01T14:00:00.000Z") + "\n");
+  const warnings: string[] = [];
+  await runLifecycle({
+    siteDir: tmp.path,
+    timeZone: "UTC",
+    compressAfter: 2,
+    now: NOW,
+    warn: (m) => warnings.push(m),
+  });
+  assert.deepEqual(await names(tmp.path), ["site_20260501.ndjson", "site_20260501.ndjson.gz"]);
+  assert.equal(warnings.length, 1);
+  assert.match(warnings[0]!, /hold different lines .* both are kept and read, oldest first/);
+});

@@ -200,3 +200,17 @@ Deno.test("readLines() reports a damaged .gz as a TypeError after the lines it c
   await Deno.writeFile(gz, bytes.subarray(0, Math.floor(bytes.length / 2)));
   await assert.rejects(() => collect(storedFile(gz)), TypeError);
 });
+
+Deno.test("readLines() hands out a line longer than many steps whole, with its end", async () => {
+  await using tmp = await tempDir();
+  const path = join(tmp.path, "site_20260510.ndjson");
+  const long = JSON.stringify({ seq: 2, pad: "é".repeat(3_000_000) });
+  await Deno.writeTextFile(path, `a\n${long}\nb\n`);
+  for (const form of ["plain", "gz"]) {
+    const file = form === "gz" ? storedFile(await gzip(path)) : storedFile(path);
+    const lines = await collect(file);
+    assert.deepEqual(lines.map((l) => l.text.length), [1, long.length, 1]);
+    assert.equal(lines[1]!.text, long);
+    assert.equal(lines[2]!.end, 2 + encoder.encode(long).length + 1 + 2);
+  }
+});
