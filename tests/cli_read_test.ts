@@ -2,6 +2,8 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { CLI, tempDir } from "./_util.ts";
 import { compressFile } from "../_lifecycle.ts";
+import { READ_HELP } from "../_cli_read.ts";
+import { HELP_TEXT } from "../cli.ts";
 
 const decoder = new TextDecoder();
 
@@ -206,4 +208,12 @@ Deno.test("read streams a large file through a closed pipe without an error", as
   const stderr = decoder.decode(await new Response(child.stderr).arrayBuffer());
   assert.equal(status.code, 0, stderr);
   assert.equal(stderr, "");
+});
+
+Deno.test("read --help prints READ_HELP exactly and exits 0", async () => {
+  await using tmp = await tempDir();
+  const out = await read(tmp.path, ["--help"]);
+  assert.equal(out.code, 0);
+  assert.equal(out.stdout, READ_HELP.trimEnd() + "\n");
+  assert.match(HELP_TEXT.telemetry!, /^ {2}read {6}Print stored events/m);
 });
