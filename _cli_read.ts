@@ -93,24 +93,35 @@ export function dataField(data: unknown, path: string): string {
   return typeof value === "string" ? value : JSON.stringify(value);
 }
 
-/** Buffers text for stdout and writes it in large pieces; a closed pipe ends the output. */
+/**
+ * Buffers text for stdout as bytes and writes it in large pieces; a closed pipe ends the output.
+ * Each text is encoded as it comes into one reused buffer: keeping the strings until a flush kept
+ * the file chunks they were cut from alive, and the process grew with the files' size.
+ */
 class Output {
-  #parts: string[] = [];
-  #size = 0;
   #encoder = new TextEncoder();
+  #buffer = new Uint8Array(256 * 1024);
+  #used = 0;
   closed = false;
 
   async write(text: string): Promise<void> {
-    this.#parts.push(text);
-    this.#size += text.length;
-    if (this.#size >= 64 * 1024) await this.flush();
+    if (this.#used + text.length * 3 > this.#buffer.length) {
+      await this.flush();
+      if (text.length * 3 > this.#buffer.length) {
+        return await this.#send(this.#encoder.encode(text));
+      }
+    }
+    this.#used += this.#encoder.encodeInto(text, this.#buffer.subarray(this.#used)).written;
   }
 
   async flush(): Promise<void> {
-    if (this.#parts.length === 0 || this.closed) return;
-    const bytes = this.#encoder.encode(this.#parts.join(""));
-    this.#parts = [];
-    this.#size = 0;
+    const bytes = this.#buffer.subarray(0, this.#used);
+    this.#used = 0;
+    await this.#send(bytes);
+  }
+
+  async #send(bytes: Uint8Array): Promise<void> {
+    if (bytes.length === 0 || this.closed) return;
     try {
       for (let at = 0; at < bytes.length;) at += await Deno.stdout.write(bytes.subarray(at));
     } catch (err) {

@@ -137,6 +137,9 @@ async function start(
       ...(flags.typesFile !== undefined ? { typesFile: flags.typesFile } : {}),
       ...(flags.minFreeBytes !== undefined ? { minFreeBytes: flags.minFreeBytes } : {}),
       onWarning: (message) => warnings.warn(message),
+      onInfo: (message) => warnings.info(message),
+      ...(flags.compressAfter !== undefined ? { compressAfter: flags.compressAfter } : {}),
+      ...(flags.retain !== undefined ? { retain: flags.retain } : {}),
       onError: (err) => warnings.error(unexpectedErrorLine(err)),
       onRejected: (rejection) => log.rejection(rejection),
     });

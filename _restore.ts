@@ -8,6 +8,7 @@
 import type { Checkpoint, SavedSnapshot, Snapshot } from "./_snapshot.ts";
 import type { ActiveRun, RunResume } from "./_runs.ts";
 import type { SiteResume, SiteStore, StreamTail } from "./storage.ts";
+import { plainName } from "./_site_files.ts";
 
 /** What a restore reads from and writes to. */
 export interface RestoreSources {
@@ -45,7 +46,8 @@ export async function restoreFromCheckpoint(
   let cursorFound = cursor === null;
   let read = 0;
   for (const file of site.files) {
-    const atCursor = cursor !== null && file.name === cursor.file;
+    // A cursor names the plain file; its offset holds in the .gz the lifecycle made of it.
+    const atCursor = cursor !== null && plainName(file.name) === cursor.file;
     cursorFound ||= atCursor;
     if (!atCursor && file.lastSeq <= afterSeq) continue;
     const tail = await store.readSiteAfter(file.name, atCursor ? cursor : { afterSeq });

@@ -22,7 +22,12 @@ import { checkTimeZone } from "./_day_key.ts";
 import { FSYNC_MODES, type FsyncMode } from "./_ndjson_writer.ts";
 import { DEFAULT_MAX_BODY } from "./_http.ts";
 import { type LogFormat, parseLogFormat } from "./_log.ts";
-import { DEFAULT_MAX_SNAPSHOT_BYTES, DEFAULT_MAX_TYPES, DEFAULT_SITE_TYPES } from "./service.ts";
+import {
+  DEFAULT_COMPRESS_AFTER,
+  DEFAULT_MAX_SNAPSHOT_BYTES,
+  DEFAULT_MAX_TYPES,
+  DEFAULT_SITE_TYPES,
+} from "./service.ts";
 
 /** Default site directory (SPEC 4.6). */
 export const DEFAULT_SITE_DIR = "telemetry";
@@ -74,6 +79,10 @@ export interface RunFlagValues {
   tlsKey?: string;
   /** How the service log prints its lines (`--log-format`). */
   logFormat?: LogFormat;
+  /** Nights after which files are compressed, 0 off (`--compress-after`). */
+  compressAfter?: number;
+  /** Nights after which site files are deleted, 0 never (`--retain`). */
+  retain?: number;
 }
 
 /** One row of {@linkcode RUN_FLAGS}. */
@@ -135,6 +144,17 @@ function positiveInt(flag: string): (value: string) => number {
   return (value) => {
     if (!/^\d+$/.test(value) || Number(value) < 1 || !Number.isSafeInteger(Number(value))) {
       throw new RangeError(`${flag} must be a positive whole number, not "${value}"`);
+    }
+    return Number(value);
+  };
+}
+
+function nights(flag: string): (value: string) => number {
+  return (value) => {
+    if (!/^\d{1,5}$/.test(value)) {
+      throw new RangeError(
+        `${flag} must be a whole number of nights (0 turns it off), not "${value}"`,
+      );
     }
     return Number(value);
   };
@@ -304,6 +324,22 @@ export const RUN_FLAGS: readonly RunFlag[] = [
     shownDefault: "1GiB",
     parse: parseBytes,
     key: "minFreeBytes",
+  },
+  {
+    name: "compress-after",
+    arg: "N",
+    help: "Gzip files over N nights old",
+    shownDefault: `${DEFAULT_COMPRESS_AFTER}, 0 off`,
+    parse: nights("--compress-after"),
+    key: "compressAfter",
+  },
+  {
+    name: "retain",
+    arg: "N",
+    help: "Delete site files over N nights old",
+    shownDefault: "0, forever",
+    parse: nights("--retain"),
+    key: "retain",
   },
   { name: "insecure", help: "Allow a non-loopback --host without a token", key: "insecure" },
   { name: "verbose", help: "Log one line per incoming event", key: "verbose" },

@@ -47,6 +47,20 @@ export interface ServiceOptions {
   clock?: () => number;
   /** Receives warnings about recovered state (torn tails, a corrupt active-run file). */
   onWarning?: (message: string) => void;
+  /**
+   * Compress site files whose night ended more than this many nights ago, and the files of runs
+   * stopped that long ago, to `.gz` (CONTRACT 12); 0 turns it off.
+   * @default {2}
+   */
+  compressAfter?: number;
+  /**
+   * Delete site files whose night ended more than this many nights ago, never one a forwarding
+   * cursor has not passed (CONTRACT 12); 0 keeps them forever.
+   * @default {0}
+   */
+  retain?: number;
+  /** Receives information lines (a file compressed or deleted by the lifecycle). */
+  onInfo?: (message: string) => void;
 }
 
 /** Which stream a copy of an event went to. */

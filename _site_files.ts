@@ -56,8 +56,9 @@ export interface ReadLinesOptions {
    */
   offset?: number;
   /**
-   * Bytes read per step (before decompression).
-   * @default {262144}
+   * Bytes handled per step (after decompression). Kept under V8's large-object size: text
+   * decoded from larger steps made memory grow with the file.
+   * @default {65536}
    */
   chunkSize?: number;
 }
@@ -334,7 +335,11 @@ async function* fileChunks(
       while (true) {
         const { value, done } = await reader.read();
         if (done) return;
-        yield value;
+        // Decompressed pieces can be large; text decoded from more than about 128 KiB at once
+        // lands in V8's large-object space, which grew the process with the file's size.
+        for (let at = 0; at < value.length; at += chunkSize) {
+          yield value.subarray(at, at + chunkSize);
+        }
       }
     } finally {
       await reader.cancel().catch(() => {});
@@ -388,7 +393,7 @@ export async function* readLines(
   const seekTo = file.compressed || offset === 0 ? 0 : offset - 1;
   let skip = offset - seekTo;
   let lastSkipped = NL;
-  for await (let chunk of fileChunks(file, options.chunkSize ?? 256 * 1024, seekTo)) {
+  for await (let chunk of fileChunks(file, options.chunkSize ?? 64 * 1024, seekTo)) {
     if (skip > 0) {
       const n = Math.min(skip, chunk.length);
       if (n > 0) lastSkipped = chunk[n - 1]!;

@@ -113,6 +113,10 @@ export interface SpawnOptions {
   tlsKey?: string;
   /** How the service log prints its lines (`--log-format`). */
   logFormat?: LogFormat;
+  /** Nights after which files are compressed, 0 off (`--compress-after`). */
+  compressAfter?: number;
+  /** Nights after which site files are deleted, 0 never (`--retain`). */
+  retain?: number;
   /**
    * Where the child's output goes.
    * @default {"inherit"}

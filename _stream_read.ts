@@ -10,6 +10,26 @@
  */
 
 import { LineSplitter, readSeqAndType } from "./_ndjson.ts";
+import { readLines, storedFile } from "./_site_files.ts";
+import { GZ_SUFFIX } from "./_site_layout.ts";
+
+/**
+ * The lines of a compressed (`.gz`) stream file from its start, with their end offsets in its
+ * uncompressed bytes. A gzip file cannot be read backwards, so a compressed file (an old night,
+ * or a file compressed while the service was down) is read forwards whole.
+ */
+async function* gzLines(path: string): AsyncGenerator<{ text: string; end: number }> {
+  try {
+    for await (const batch of readLines(storedFile(path))) yield* batch;
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return;
+    throw err;
+  }
+}
+
+function isGz(path: string): boolean {
+  return path.endsWith(GZ_SUFFIX);
+}
 
 /**
  * Where a checkpoint stands in one stream file: the byte offset just after the last line it
@@ -120,6 +140,14 @@ export interface FileTail {
  * @returns Its size, last seq and whether its tail is torn.
  */
 export async function readTail(path: string, size?: number): Promise<FileTail> {
+  if (isGz(path)) {
+    const tail: FileTail = { size: 0, lastSeq: 0, torn: false };
+    for await (const line of gzLines(path)) {
+      tail.size = line.end;
+      tail.lastSeq = readSeqAndType(line.text)?.seq ?? tail.lastSeq;
+    }
+    return tail;
+  }
   let file: Deno.FsFile;
   try {
     file = await Deno.open(path, { read: true });
@@ -157,6 +185,7 @@ export async function readStreamAfter(
   after: StreamCursor | { afterSeq: number },
 ): Promise<StreamTail | undefined> {
   const result: StreamTail = { latest: new Map(), count: 0, bytes: 0 };
+  if (isGz(path)) return await readGzAfter(path, after, result);
   let file: Deno.FsFile;
   try {
     file = await Deno.open(path, { read: true });
@@ -232,13 +261,6 @@ export interface StreamScan {
  */
 export async function scanStream(path: string, countAfter = Infinity): Promise<StreamScan> {
   const result: StreamScan = { lastSeq: 0, latest: new Map(), countedAfter: 0 };
-  let file: Deno.FsFile;
-  try {
-    file = await Deno.open(path, { read: true });
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound) return result;
-    throw err;
-  }
   const handle = (line: string) => {
     if (line.length === 0) return;
     const parsed = readSeqAndType(line);
@@ -250,10 +272,47 @@ export async function scanStream(path: string, countAfter = Infinity): Promise<S
     result.latest.delete(type);
     result.latest.set(type, line);
   };
+  if (isGz(path)) {
+    for await (const line of gzLines(path)) handle(line.text);
+    return result;
+  }
+  let file: Deno.FsFile;
+  try {
+    file = await Deno.open(path, { read: true });
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return result;
+    throw err;
+  }
   // The snapshot keeps lines exactly as stored, so a "\r" stays part of its line.
   const splitter = new LineSplitter({ crlf: false });
   for await (const chunk of file.readable) splitter.push(chunk, handle);
   // A final line without "\n" is a torn tail: callers recover it before scanning, and the
   // splitter's end() is not called, so it is never handed out.
   return result;
+}
+
+/** {@linkcode readStreamAfter} for a compressed file: read forwards from its start. */
+async function readGzAfter(
+  path: string,
+  after: StreamCursor | { afterSeq: number },
+  result: StreamTail,
+): Promise<StreamTail | undefined> {
+  const cursor = "offset" in after ? after : undefined;
+  const afterSeq = cursor ? cursor.seq : (after as { afterSeq: number }).afterSeq;
+  // A cursor's offset counts uncompressed bytes, so it holds across compression; check it.
+  let matched = cursor === undefined || (cursor.offset === 0 && cursor.seq === 0);
+  for await (const line of gzLines(path)) {
+    const parsed = line.text.length > 0 ? readSeqAndType(line.text) : undefined;
+    if (cursor && line.end <= cursor.offset) {
+      if (line.end === cursor.offset) matched = parsed?.seq === cursor.seq;
+      continue;
+    }
+    if (!matched) return undefined;
+    result.bytes += line.text.length + 1;
+    if (parsed === undefined || parsed.seq <= afterSeq) continue;
+    result.count++;
+    result.latest.delete(parsed.type);
+    result.latest.set(parsed.type, { seq: parsed.seq, line: line.text });
+  }
+  return matched ? result : undefined;
 }

@@ -172,9 +172,10 @@ function lineFilter(types: Set<string>, since: string, until: string): LineFilte
     // `{"seq":N,"ts":"<24>","type":…` as buildLine() writes it: ts and type at known places.
     const tsKey = line.startsWith('{"seq":') ? line.indexOf(',"ts":"', 7) : -1;
     if (tsKey > 7 && tsKey < 24 && line.startsWith('","type":', tsKey + 31)) {
+      // The type first: with one type asked for, most lines end here without a new string.
+      if (typeJsons.length > 0 && !wantType(line, tsKey + 40)) return false;
       const ts = line.slice(tsKey + 7, tsKey + 31);
-      if (ts < since || ts >= until) return false;
-      return typeJsons.length === 0 || wantType(line, tsKey + 40);
+      return ts >= since && ts < until;
     }
     let value: unknown;
     try {
@@ -218,6 +219,8 @@ export async function findRunDir(siteDir: string, runId: string): Promise<string
   const absolute = (dir: string) => isAbsolute(dir) ? dir : resolve(siteDir, dir);
   let found: string | undefined;
   try {
+    // The service's records are regular files; a link in their place is not followed.
+    if (!(await Deno.lstat(join(siteDir, RUN_LOG_FILE))).isFile) throw new Deno.errors.NotFound();
     for await (const batch of readLines(storedFile(join(siteDir, RUN_LOG_FILE)))) {
       for (const { text } of batch) {
         if (!text.includes(JSON.stringify(runId))) continue;
@@ -236,6 +239,9 @@ export async function findRunDir(siteDir: string, runId: string): Promise<string
   }
   if (found !== undefined) return found;
   try {
+    if (!(await Deno.lstat(join(siteDir, ACTIVE_RUN_FILE))).isFile) {
+      throw new Deno.errors.NotFound();
+    }
     const active = JSON.parse(await Deno.readTextFile(join(siteDir, ACTIVE_RUN_FILE)));
     if (active?.run_id === runId && typeof active.run_dir === "string") {
       return absolute(active.run_dir);

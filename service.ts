@@ -30,8 +30,9 @@ import {
   Snapshot,
   type SnapshotBodyOptions,
 } from "./_snapshot.ts";
-import { SITE_FILE, siteFileName, SiteStore } from "./storage.ts";
+import { siteFileName, SiteStore, STORED_SITE_FILE } from "./storage.ts";
 import { rebuildSnapshot, restoreFromCheckpoint } from "./_restore.ts";
+import { Lifecycle } from "./_lifecycle.ts";
 import { GroupQueue } from "./_queue.ts";
 import { Checkpointer } from "./_checkpointer.ts";
 import { Admission, type SnapshotLimits } from "./_admission.ts";
@@ -51,6 +52,8 @@ export type { CommittedEvent, ServiceMessage, ServiceOptions, StreamName, WriteR
 
 /** Site-wide event types written to the site stream during a run too (CONTRACT 3). */
 export const DEFAULT_SITE_TYPES: readonly string[] = ["weather", "environment"];
+/** Nights after which site and stopped runs' files are compressed (CONTRACT 12). */
+export const DEFAULT_COMPRESS_AFTER = 2;
 /** How many distinct event types the snapshot may hold (CONTRACT 4.8). */
 export const DEFAULT_MAX_TYPES = 10_000;
 /**
@@ -143,6 +146,8 @@ export class TelemetryService implements AsyncDisposable {
   #lastReceivedTs = "";
   /** The night whose site file holds the last stored site line (the checkpoint's site cursor). */
   #siteNight: string | undefined;
+  /** Compression and retention of old files (CONTRACT 12), in the background. */
+  #lifecycle: Lifecycle;
   #checkpoints: Checkpointer = new Checkpointer({
     take: () => this.#takeCheckpoint(),
     write: (record) => this.#store.writeSavedSnapshot(record),
@@ -165,6 +170,17 @@ export class TelemetryService implements AsyncDisposable {
       maxSnapshotBytes: options.maxSnapshotBytes ?? DEFAULT_MAX_SNAPSHOT_BYTES,
     };
     this.#runs = new Runs(store, this.#clock, this.#warn);
+    this.#lifecycle = new Lifecycle({
+      siteDir: store.siteDir,
+      timeZone,
+      compressAfter: options.compressAfter ?? DEFAULT_COMPRESS_AFTER,
+      retain: options.retain ?? 0,
+      now: this.#clock,
+      openNights: () => store.openNights(),
+      activeRunDir: () => this.#runs.active?.record.run_dir,
+      warn: this.#warn,
+      info: options.onInfo ?? (() => {}),
+    });
   }
 
   /**
@@ -200,6 +216,8 @@ export class TelemetryService implements AsyncDisposable {
       if (await service.#resume()) {
         if (service.#checkpoints.dirty) service.#checkpoints.arm();
       } else await service.#checkpoints.now();
+      // After the resume read the newest files: compressing them under it would only cost time.
+      service.#lifecycle.schedule();
       return service;
     } catch (err) {
       await store.close().catch(() => {});
@@ -490,6 +508,8 @@ export class TelemetryService implements AsyncDisposable {
 
   async #close(): Promise<void> {
     this.#closing = true;
+    // A compression stops between two chunks; its temporary file is removed, the original stays.
+    await this.#lifecycle.close();
     await this.#queue.idle();
     let failure: unknown;
     const run = this.#runs.active;
@@ -586,7 +606,8 @@ export class TelemetryService implements AsyncDisposable {
       return;
     }
     const seconds = (performance.now() - started) / 1000;
-    await this.#store.retireOldNights();
+    // A rotation makes the night before the current one older: the lifecycle looks again.
+    if (await this.#store.retireOldNights()) this.#lifecycle.schedule();
 
     this.#siteSeq = group.site.seq;
     this.#siteLastWritten = group.site.written;
@@ -743,5 +764,5 @@ export class TelemetryService implements AsyncDisposable {
 
 /** The night of a site file, from its name. */
 function nightOfFile(file: { name: string } | undefined): string | undefined {
-  return file && SITE_FILE.exec(file.name)?.[1];
+  return file && STORED_SITE_FILE.exec(file.name)?.[1];
 }

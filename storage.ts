@@ -52,6 +52,7 @@ import {
 import {
   ACTIVE_RUN_FILE,
   confineRunDir,
+  GZ_SUFFIX,
   moveAsideSquatters,
   nextNumericRun,
   openPlainWriter,
@@ -62,8 +63,10 @@ import {
   SITE_FILE,
   siteFileName,
   SNAPSHOT_FILE,
+  STORED_SITE_FILE,
   writeSeqMark,
 } from "./_site_layout.ts";
+import { chooseForms, storedFile } from "./_site_files.ts";
 
 export { checkTimeZone, dayKey, DayKeyer } from "./_day_key.ts";
 export {
@@ -92,6 +95,7 @@ export {
   SEQ_MARK_FILE,
   SITE_FILE,
   siteFileName,
+  STORED_SITE_FILE,
   writeSeqMark,
 } from "./_site_layout.ts";
 
@@ -233,7 +237,9 @@ export class SiteStore {
    */
   async resumeSite(): Promise<SiteResume> {
     const files: SiteFileTail[] = [];
+    const compressed: string[] = [];
     for await (const entry of Deno.readDir(this.siteDir)) {
+      if (entry.isFile && STORED_SITE_FILE.exec(entry.name)?.[2]) compressed.push(entry.name);
       if (!entry.isFile || !SITE_FILE.test(entry.name)) continue;
       const path = join(this.siteDir, entry.name);
       let tail = await readTail(path);
@@ -244,12 +250,53 @@ export class SiteStore {
       }
       files.push({ name: entry.name, size: tail.size, lastSeq: tail.lastSeq });
     }
+    files.push(...await this.#compressedTails(compressed, files));
     files.sort((a, b) => a.lastSeq - b.lastSeq || (a.name < b.name ? -1 : 1));
     return {
       lastSeq: files.at(-1)?.lastSeq ?? 0,
       mark: await readSeqMark(this.siteDir),
       files,
     };
+  }
+
+  /**
+   * The site files compressed by the lifecycle (CONTRACT 12), for the resume. A gzip file cannot
+   * be read from its end, so only the nights that can hold the newest lines are read whole: those
+   * at or after the newest plain file's night (all of them when every file is compressed). Older
+   * compressed nights count with seq 0: their lines came before, and a seq that a stepped clock
+   * wrote into one is still covered by the checkpoint's counter and the seq mark. A night found
+   * in both forms is read from the form readers choose (`_site_files.ts`).
+   */
+  async #compressedTails(names: string[], plain: SiteFileTail[]): Promise<SiteFileTail[]> {
+    const plainNames = new Set(plain.map((f) => f.name));
+    const newestPlain = plain.map((f) => f.name).sort().at(-1) ?? "";
+    const out: SiteFileTail[] = [];
+    for (const name of names) {
+      const base = name.slice(0, -GZ_SUFFIX.length);
+      if (plainNames.has(base)) {
+        const forms = await chooseForms(
+          storedFile(join(this.siteDir, base)),
+          storedFile(join(this.siteDir, name)),
+        );
+        if (forms.length === 1) continue; // the same lines: the plain file stands for both
+      }
+      if (base < newestPlain && !plainNames.has(base)) {
+        out.push({ name, size: 0, lastSeq: 0 });
+        continue;
+      }
+      const tail = await readTail(join(this.siteDir, name));
+      out.push({ name, size: tail.size, lastSeq: tail.lastSeq });
+    }
+    return out;
+  }
+
+  /**
+   * The nights whose site file is open for writing: the lifecycle never touches them.
+   *
+   * @returns Night keys.
+   */
+  openNights(): string[] {
+    return [...this.#siteWriters.keys()];
   }
 
   /**
@@ -272,12 +319,16 @@ export class SiteStore {
   async siteFileEnd(night: string): Promise<number> {
     const writer = this.#siteWriters.get(night);
     if (writer) return writer.size;
+    const path = join(this.siteDir, siteFileName(night));
     try {
-      return (await Deno.stat(join(this.siteDir, siteFileName(night)))).size;
+      return (await Deno.stat(path)).size;
     } catch (err) {
-      if (err instanceof Deno.errors.NotFound) return 0;
-      throw err;
+      if (!(err instanceof Deno.errors.NotFound)) throw err;
     }
+    // Compressed since (the newest night of a directory left alone for days): a cursor counts
+    // uncompressed bytes, so read its size from the .gz (rare: once per checkpoint until the
+    // next event opens a new night).
+    return (await readTail(path + GZ_SUFFIX)).size;
   }
 
   /**
@@ -346,9 +397,13 @@ export class SiteStore {
     }
   }
 
-  /** After rotation, keeps only the newest night's site file open; closing fdatasyncs the rest. */
-  async retireOldNights(): Promise<void> {
-    if (this.#siteWriters.size < 2) return;
+  /**
+   * After rotation, keeps only the newest night's site file open; closing fdatasyncs the rest.
+   *
+   * @returns Whether a night was retired (a rotation happened).
+   */
+  async retireOldNights(): Promise<boolean> {
+    if (this.#siteWriters.size < 2) return false;
     const newest = [...this.#siteWriters.keys()].sort().at(-1);
     for (const [night, writer] of this.#siteWriters) {
       if (night === newest) continue;
@@ -357,6 +412,7 @@ export class SiteStore {
         this.#warn(`Cannot close ${writer.path} after rotation: ${errorText(e)}`)
       );
     }
+    return true;
   }
 
   // --- run directories ------------------------------------------------------------------------
@@ -450,7 +506,9 @@ export class SiteStore {
       );
     }
     try {
-      const { lastSeq } = await readTail(path, writer.size);
+      let { lastSeq } = await readTail(path, writer.size);
+      // A run directory used again after its file was compressed continues the seq of the .gz.
+      if (lastSeq === 0) lastSeq = (await readTail(path + GZ_SUFFIX)).lastSeq;
       const mark = await readSeqMark(runDir);
       this.#runWriters.add(writer);
       return { writer, lastSeq, mark };

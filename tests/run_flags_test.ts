@@ -62,6 +62,8 @@ const EVERY_FLAG: RunFlagValues = {
   tlsCert: "/etc/obs/cert.pem",
   tlsKey: "/etc/obs/key.pem",
   logFormat: "json",
+  compressAfter: 3,
+  retain: 30,
 };
 
 Deno.test("RUN_FLAGS names each environment variable OBS_TELEMETRY_ and the flag in capitals", () => {
@@ -223,6 +225,8 @@ Deno.test("spawnServer() takes an option for every run flag and no other but out
     tlsCert: "flag",
     tlsKey: "flag",
     logFormat: "flag",
+    compressAfter: "flag",
+    retain: "flag",
     output: "spawn",
     readyTimeoutMs: "spawn",
   };
