@@ -38,6 +38,9 @@ import { checkNatsName, checkSubjectPrefix, NatsSink } from "./_sink_nats.ts";
 import { PostgresSink } from "./_sink_postgres.ts";
 import { redact } from "./_archive.ts";
 
+/** The longest the cursor file lags the acknowledged position while lines keep coming. */
+const CURSOR_SAVE_MS = 1000;
+
 /** Options of {@linkcode forward}. */
 export interface ForwardOptions {
   /** The service's site directory. */
@@ -276,7 +279,18 @@ export async function forward(options: ForwardOptions): Promise<ForwardStats> {
   const cursor = (await readCursor(options.siteDir, name)) ?? emptyCursor();
   let destination: Destination | undefined;
 
-  /** Sends one batch and saves the cursor after it; false when the destination failed. */
+  // The cursor on disk may lag the acknowledged position by up to CURSOR_SAVE_MS: after a crash
+  // that second is sent again and dropped by the key (JetStream's window is 2 minutes), while a
+  // busy forwarder writes (and fsyncs) its cursor once a second instead of once per batch.
+  let dirty = false;
+  let savedAt = 0;
+  const save = async () => {
+    await writeCursor(options.siteDir, name, cursor);
+    dirty = false;
+    savedAt = Date.now();
+  };
+
+  /** Sends one batch and records the position after it; throws when the destination failed. */
   const sendBatch = async (source: Source, items: ForwardItem[], at: StreamPosition) => {
     if (items.length > 0) {
       destination ??= await openDestination(options);
@@ -290,7 +304,8 @@ export async function forward(options: ForwardOptions): Promise<ForwardStats> {
       });
     }
     setPosition(cursor, source, at);
-    await writeCursor(options.siteDir, name, cursor);
+    dirty = true;
+    if (Date.now() - savedAt >= CURSOR_SAVE_MS) await save();
   };
 
   /**
@@ -376,8 +391,12 @@ export async function forward(options: ForwardOptions): Promise<ForwardStats> {
         await backoff.wait(options.signal);
         continue;
       }
-      if (sent === 0) await sleep(pollMs, options.signal);
+      if (sent === 0) {
+        if (dirty) await save(); // caught up: the cursor on disk is exact while idle
+        await sleep(pollMs, options.signal);
+      }
     }
+    if (dirty) await save();
   } finally {
     await destination?.close().catch(() => {});
   }

@@ -13,7 +13,7 @@
  *    alternating rounds with a forwarder child running (to JetStream) and without.
  *
  * Usage: deno run -A bench/forward.ts [--lines 200000] [--live-seconds 10] [--seconds 5]
- *   [--rounds 2] [--only catch-up|lag|ingest]
+ *   [--rounds 2] [--only catch-up|lag|cpu|ingest]
  * @module
  */
 
@@ -212,6 +212,55 @@ async function ingest(natsUrl: string, withForwarder: boolean): Promise<number> 
   return r.requests / r.seconds;
 }
 
+/** CPU seconds (user + system) a process has used so far, from /proc. */
+async function cpuSeconds(pid: number): Promise<number> {
+  const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks
+}
+
+/**
+ * CPU per event at a fixed, unsaturated rate: the service's and the forwarder's, measured on
+ * their own processes. What the forwarder costs does not depend on how busy the machine is.
+ */
+async function cpuPerEvent(natsUrl: string, rate: number, seconds: number, withForwarder = true) {
+  const siteDir = await Deno.makeTempDir({ prefix: "obs-fleet-cpu-" });
+  const service = await startService(siteDir);
+  let sent = 0;
+  const forwarder = spawnForwarder({
+    siteDir,
+    to: natsUrl,
+    unit: `cpu${Date.now()}`,
+    output: "null",
+  });
+  await new Promise((r) => setTimeout(r, 1500)); // connected and idle
+  const s0 = await cpuSeconds(service.child.pid);
+  const f0 = forwarder ? await cpuSeconds(forwarder.pid) : 0;
+  const total = rate * seconds;
+  const t0 = performance.now();
+  const pending: Promise<unknown>[] = [];
+  for (let i = 0; i < total; i++) {
+    const wait = t0 + (i * 1000) / rate - performance.now();
+    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+    pending.push(
+      fetch(`${service.url}/event`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ type: "weather", data: { wind_mps: 4.2, rain: false, i } }),
+      }).then((r) => r.body?.cancel()).then(() => sent++),
+    );
+    if (pending.length >= 32) await Promise.all(pending.splice(0));
+  }
+  await Promise.all(pending);
+  await new Promise((r) => setTimeout(r, 1000)); // the forwarder catches up
+  const serviceUs = ((await cpuSeconds(service.child.pid)) - s0) / sent * 1e6;
+  const forwarderUs = forwarder ? ((await cpuSeconds(forwarder.pid)) - f0) / sent * 1e6 : 0;
+  await forwarder?.stop();
+  await stopService(service);
+  await Deno.remove(siteDir, { recursive: true });
+  return { serviceUs, forwarderUs, sent };
+}
+
 const nats = await NatsServer.start();
 const pg = await PostgresServer.start();
 try {
@@ -242,20 +291,51 @@ try {
         `(target p99 < 1000 ms: ${live.p99 < 1000 ? "met" : "NOT met"})`,
     );
   }
-  if (only === undefined || only === "ingest") {
-    const without: number[] = [];
-    const withFwd: number[] = [];
+  if (only === undefined || only === "cpu") {
+    // Alternating rounds without and with a forwarder, at a rate the machine sustains.
+    const alone: number[] = [];
+    const beside: number[] = [];
+    const fwd: number[] = [];
     for (let r = 0; r < ROUNDS; r++) {
-      without.push(await ingest(nats.url, false));
-      withFwd.push(await ingest(nats.url, true));
+      alone.push((await cpuPerEvent(nats.url, 2000, 5, false)).serviceUs);
+      const cost = await cpuPerEvent(nats.url, 2000, 5, true);
+      beside.push(cost.serviceUs);
+      fwd.push(cost.forwarderUs);
     }
     const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-    const ratio = mean(withFwd) / mean(without);
     console.log(
-      `POST /event without a forwarder ${Math.round(mean(without))} ev/s, with ${
-        Math.round(mean(withFwd))
-      } ev/s: ratio ${ratio.toFixed(2)} (target >= 0.90: ${ratio >= 0.9 ? "met" : "NOT met"})`,
+      `CPU per event at 2000 ev/s: service alone ${mean(alone).toFixed(1)} µs, service beside a ` +
+        `forwarder ${mean(beside).toFixed(1)} µs (ratio ${
+          (mean(alone) / mean(beside)).toFixed(2)
+        }), ` +
+        `the forwarder itself ${mean(fwd).toFixed(1)} µs`,
     );
+  }
+  if (only === undefined || only === "ingest") {
+    // Twice: with JetStream competing for these cores at the service's priority, and with it
+    // at nice 19, the stand-in for a destination on another machine (a hub, or a leaf node's
+    // link): the second isolates what the forwarder itself costs the service.
+    const remote = await NatsServer.start({ nice: 19 });
+    try {
+      for (const [what, url] of [["on these cores", nats.url], ["niced (remote)", remote.url]]) {
+        const without: number[] = [];
+        const withFwd: number[] = [];
+        for (let r = 0; r < ROUNDS; r++) {
+          without.push(await ingest(url!, false));
+          withFwd.push(await ingest(url!, true));
+        }
+        const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+        const ratio = mean(withFwd) / mean(without);
+        console.log(
+          `POST /event, JetStream ${what}: without a forwarder ${
+            Math.round(mean(without))
+          } ev/s, with ${Math.round(mean(withFwd))} ev/s: ratio ${ratio.toFixed(2)} ` +
+            `(target >= 0.90: ${ratio >= 0.9 ? "met" : "NOT met"})`,
+        );
+      }
+    } finally {
+      await remote[Symbol.asyncDispose]();
+    }
   }
 } finally {
   await nats[Symbol.asyncDispose]();
