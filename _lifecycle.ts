@@ -529,16 +529,19 @@ export async function runLifecycle(options: LifecycleOptions): Promise<Lifecycle
           if (!(await passedByCursors(file, cursors))) held = true;
         }
         if (held) {
+          // Kept for the forwarder, and still compressed below: it reads either form.
           report.heldByCursor.push(...files.map((f) => f.path));
+        } else {
+          for (const file of files) {
+            await Deno.remove(file.path);
+            report.deleted.push(file.path);
+            info(
+              `Deleted ${file.path}: its night ended more than ${retain} nights ago (--retain).`,
+            );
+          }
+          await syncDir(siteDir);
           continue;
         }
-        for (const file of files) {
-          await Deno.remove(file.path);
-          report.deleted.push(file.path);
-          info(`Deleted ${file.path}: its night ended more than ${retain} nights ago (--retain).`);
-        }
-        await syncDir(siteDir);
-        continue;
       }
       if (compressAfter > 0 && endedMoreThan(night, current, compressAfter) && plain) {
         if (gz) await settleBoth(plain, gz, report, warn, signal);

@@ -371,3 +371,63 @@ Deno.test("deno task forward and spawnForwarder() grant exactly FORWARD_ENV_VARS
     `--allow-env=${FORWARD_ENV_VARS.join(",")}`,
   ]);
 });
+
+Deno.test({
+  name: "retention keeps the nights a forwarder has not passed, and it sends them from their .gz",
+  ignore: skipPg !== undefined,
+  async fn() {
+    await using dir = await tempDir();
+    await using pg = await PostgresServer.start();
+    const nights = ["20261101", "20261102", "20261103", "20261104", "20261105"];
+    let seq = 0;
+    for (const night of nights) {
+      const lines = Array.from({ length: 100 }, () => line(++seq, night));
+      await Deno.writeTextFile(`${dir.path}/site_${night}.ndjson`, lines.join("\n") + "\n");
+    }
+    // The forwarder stops after its first batch: its cursor is inside the oldest night.
+    const first = new AbortController();
+    await forward({
+      siteDir: dir.path,
+      to: pg.url,
+      unit: "u1",
+      batch: 50,
+      signal: first.signal,
+      onSent: () => first.abort(),
+    });
+    {
+      // Old nights are compressed and would be deleted, but for the cursor.
+      await using server = await testServer({ siteDir: dir.path, compressAfter: 1, retain: 2 });
+      await waitUntil(
+        async () => {
+          const names = [...Deno.readDirSync(dir.path)].map((e) => e.name);
+          return nights.every((n) =>
+            names.includes(`site_${n}.ndjson.gz`) && !names.includes(`site_${n}.ndjson`)
+          );
+        },
+        20_000,
+        "the old nights compressed",
+      );
+      void server;
+    }
+    const again = new AbortController();
+    const running = forward({ siteDir: dir.path, to: pg.url, unit: "u1", signal: again.signal });
+    await waitUntil(async () => (await countRows(pg)) >= 500, 20_000, "500 rows");
+    again.abort();
+    assert.equal((await running).sent, 450);
+    assert.equal(
+      await pg.query("select count(distinct seq) || ' ' || max(seq) from telemetry_events"),
+      "500 500",
+    );
+    // Passed by the cursor now, the nights past --retain go at the next start.
+    await using server = await testServer({ siteDir: dir.path, compressAfter: 1, retain: 2 });
+    await waitUntil(
+      async () => {
+        const names = [...Deno.readDirSync(dir.path)].map((e) => e.name);
+        return !names.some((n) => n.startsWith("site_202611"));
+      },
+      20_000,
+      "the forwarded nights deleted",
+    );
+    void server;
+  },
+});
