@@ -227,12 +227,9 @@ async function cpuPerEvent(natsUrl: string, rate: number, seconds: number, withF
   const siteDir = await Deno.makeTempDir({ prefix: "obs-fleet-cpu-" });
   const service = await startService(siteDir);
   let sent = 0;
-  const forwarder = spawnForwarder({
-    siteDir,
-    to: natsUrl,
-    unit: `cpu${Date.now()}`,
-    output: "null",
-  });
+  const forwarder = withForwarder
+    ? spawnForwarder({ siteDir, to: natsUrl, unit: `cpu${Date.now()}`, output: "null" })
+    : undefined;
   await new Promise((r) => setTimeout(r, 1500)); // connected and idle
   const s0 = await cpuSeconds(service.child.pid);
   const f0 = forwarder ? await cpuSeconds(forwarder.pid) : 0;

@@ -19,7 +19,11 @@ if (skipPg) console.log(`skipping forward tests that need PostgreSQL: ${skipPg}`
 // deno-lint-ignore no-console
 if (skipNats) console.log(`skipping forward tests that need NATS: ${skipNats}`);
 
-async function waitUntil(check: () => Promise<boolean>, ms: number, what: string): Promise<void> {
+async function waitUntil(
+  check: () => boolean | Promise<boolean>,
+  ms: number,
+  what: string,
+): Promise<void> {
   const deadline = Date.now() + ms;
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
@@ -398,7 +402,7 @@ Deno.test({
       // Old nights are compressed and would be deleted, but for the cursor.
       await using server = await testServer({ siteDir: dir.path, compressAfter: 1, retain: 2 });
       await waitUntil(
-        async () => {
+        () => {
           const names = [...Deno.readDirSync(dir.path)].map((e) => e.name);
           return nights.every((n) =>
             names.includes(`site_${n}.ndjson.gz`) && !names.includes(`site_${n}.ndjson`)
@@ -421,7 +425,7 @@ Deno.test({
     // Passed by the cursor now, the nights past --retain go at the next start.
     await using server = await testServer({ siteDir: dir.path, compressAfter: 1, retain: 2 });
     await waitUntil(
-      async () => {
+      () => {
         const names = [...Deno.readDirSync(dir.path)].map((e) => e.name);
         return !names.some((n) => n.startsWith("site_202611"));
       },
