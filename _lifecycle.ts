@@ -517,6 +517,15 @@ export async function runLifecycle(options: LifecycleOptions): Promise<Lifecycle
       );
     }
   }
+  /** Compresses a file, or settles it with the `.gz` an interrupted pass left beside it. */
+  const compressOne = async (plain: StoredFile, gz: StoredFile | undefined) => {
+    if (gz) return await settleBoth(plain, gz, report, warn, signal);
+    const done = await compressFile(plain.path, { signal, duty: COMPRESS_DUTY });
+    if (done) {
+      report.compressed.push(done);
+      info(`Compressed ${plain.path} to ${done} (--compress-after ${compressAfter}).`);
+    }
+  };
   for (const night of [...forms.keys()].sort()) {
     signal?.throwIfAborted();
     if (night >= current || open.has(night)) continue;
@@ -544,14 +553,7 @@ export async function runLifecycle(options: LifecycleOptions): Promise<Lifecycle
         }
       }
       if (compressAfter > 0 && endedMoreThan(night, current, compressAfter) && plain) {
-        if (gz) await settleBoth(plain, gz, report, warn, signal);
-        else {
-          const done = await compressFile(plain.path, { signal, duty: COMPRESS_DUTY });
-          if (done) {
-            report.compressed.push(done);
-            info(`Compressed ${plain.path} to ${done} (--compress-after ${compressAfter}).`);
-          }
-        }
+        await compressOne(plain, gz);
       }
     } catch (err) {
       if (signal?.aborted) throw err;
@@ -571,15 +573,8 @@ export async function runLifecycle(options: LifecycleOptions): Promise<Lifecycle
           if (!TEMP_GZ.test(entry.name) || !entry.isFile) continue;
           await Deno.remove(join(runDir, entry.name)).catch(() => {});
         }
-        if (await Deno.lstat(gz.path).then((i) => i.isFile, () => false)) {
-          await settleBoth(plain, gz, report, warn, signal);
-        } else {
-          const done = await compressFile(plain.path, { signal, duty: COMPRESS_DUTY });
-          if (done) {
-            report.compressed.push(done);
-            info(`Compressed ${plain.path} to ${done} (--compress-after ${compressAfter}).`);
-          }
-        }
+        const hasGz = await Deno.lstat(gz.path).then((i) => i.isFile, () => false);
+        await compressOne(plain, hasGz ? gz : undefined);
       } catch (err) {
         if (signal?.aborted) throw err;
         warn(`Cannot compress the file of the run in ${runDir}: ${errorText(err)}`);
