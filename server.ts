@@ -390,11 +390,12 @@ export function createHandler(
     route: string,
     status: number,
   ): void {
-    // A reader polling for a type not seen yet is not a fault (CONTRACT 9.4).
-    if (
-      status === 404 && route === CURRENT_TYPE_ROUTE &&
-      (req.method === "GET" || req.method === "HEAD")
-    ) return;
+    const read = req.method === "GET" || req.method === "HEAD";
+    // A reader polling for a type not seen yet is not a fault (CONTRACT 9.4), and a failing
+    // /check is the answer a monitor asked for (CONTRACT 11), polled every few seconds: its
+    // reasons are in the body, and a warn line per poll would bury the real rejections.
+    if (read && status === 404 && route === CURRENT_TYPE_ROUTE) return;
+    if (read && status === 503 && route === CHECK_ROUTE) return;
     const peer = info?.remoteAddr;
     try {
       onRejected?.({
@@ -412,6 +413,8 @@ export function createHandler(
 
 /** The route label of a path that is no route (CONTRACT 9.3). */
 const OTHER_ROUTE = "other";
+/** The label of `GET /check`, whose 503 is not logged. */
+const CHECK_ROUTE = "/check";
 /** The label of `GET /current/{type}`, whose 404 is not logged. */
 const CURRENT_TYPE_ROUTE = "/current/{type}";
 const routeLabels = new WeakMap<Route, string>();

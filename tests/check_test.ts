@@ -401,3 +401,17 @@ Deno.test("client.check() reports the 503 of a server that is shutting down as a
   assert.equal(err.status, 503);
   assert.match(err.detail, /shutting down/i);
 });
+
+Deno.test("a failing GET /check is an answer, not a rejection: no warn line per poll", async () => {
+  await using dir = await tempDir();
+  const rejected: string[] = [];
+  await using server = await testServer({
+    siteDir: dir.path,
+    types: TYPES,
+    onRejected: (r) => rejected.push(`${r.method} ${r.route} ${r.status}`),
+  });
+  for (let i = 0; i < 3; i++) assert.equal((await check(server.url)).status, 503);
+  // A real rejection on the same server is still logged.
+  assert.equal((await postJson(`${server.url}/event`, { type: "weather", data: 1 })).status, 400);
+  assert.deepEqual(rejected, ["POST /event 400"]);
+});
