@@ -20,7 +20,18 @@ import { TelemetryClient, TelemetryConnectionError, TelemetryHttpError } from ".
 import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl, readEnv } from "./_address.ts";
 import { parsePort } from "./_run_flags.ts";
 
-/** A mistake in the command line: exit code 2. */
+/**
+ * A mistake in the command line: exit code 2.
+ *
+ * @example Usage
+ * ```ts
+ * import { runCli } from "@obs-utils/telemetry/cli";
+ * import assert from "node:assert/strict";
+ *
+ * // An unknown command is a UsageError: one line on stderr, exit code 2.
+ * assert.equal(await runCli(["telemetry", "frobnicate"]), 2);
+ * ```
+ */
 export class UsageError extends Error {
   /** The command whose `--help` explains the fix. */
   readonly command: string;

@@ -39,7 +39,15 @@ export interface DiskWatchOptions {
   warn?: (message: string) => void;
 }
 
-/** The latest free-space reading of one directory, and its low-space warning. */
+/**
+ * The latest free-space reading of one directory, and its low-space warning.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { DiskWatch } from "@obs-utils/telemetry/server";
+ * const disk = new DiskWatch("./telemetry", { warn: (m) => console.warn(m) });
+ * ```
+ */
 export class DiskWatch {
   /** The directory whose file system is watched. */
   readonly dir: string;

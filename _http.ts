@@ -519,6 +519,14 @@ const SHUTTING_DOWN = "The server is shutting down; retry once it is back.";
  * @param err Anything a route threw.
  * @returns The response, or `undefined` for an unexpected error (the caller logs it and
  *   answers 500).
+ *
+ * @example Usage
+ * ```ts
+ * import { toProblem } from "@obs-utils/telemetry/server";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(toProblem(new Error("a bug")), undefined);
+ * ```
  */
 export function toProblem(err: unknown): Response | undefined {
   if (err instanceof HttpError) return problem(err.status, err.message, err.headers);

@@ -23,6 +23,13 @@ export interface RelistenOptions {
  * The reason `ServerHandle.finished` rejects when the listener ended by itself and
  * could not be opened again: the server shut down (files closed, lock released) without being
  * asked to, so its owner should exit non-zero and let a supervisor restart it (CONTRACT 10).
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { ListenerError, startServer } from "@obs-utils/telemetry/server";
+ * const server = await startServer({ siteDir: "./telemetry" });
+ * await server.finished.catch((err) => Deno.exit(err instanceof ListenerError ? 1 : 2));
+ * ```
  */
 export class ListenerError extends Error {
   /**

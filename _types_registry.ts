@@ -66,7 +66,17 @@ export const NO_TYPES: TypesRegistry = new Map();
 /** Largest types file accepted, in bytes. */
 export const MAX_TYPES_FILE_BYTES = 4 * 1024 * 1024;
 
-/** A types file that cannot be used; the message is one line naming file, JSON path and fix. */
+/**
+ * A types file that cannot be used; the message is one line naming file, JSON path and fix.
+ *
+ * @example Usage
+ * ```ts
+ * import { parseTypes, TypesFileError } from "@obs-utils/telemetry/server";
+ * import assert from "node:assert/strict";
+ *
+ * assert.throws(() => parseTypes('{"weather": {"stale_after": 180}}', "types.json"), TypesFileError);
+ * ```
+ */
 export class TypesFileError extends Error {
   /**
    * Creates the error.

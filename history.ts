@@ -65,7 +65,19 @@ export interface ReadHistoryOptions {
   now?: (() => number) | undefined;
 }
 
-/** No run with the requested id is recorded in the site directory. */
+/**
+ * No run with the requested id is recorded in the site directory.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { readHistory, RunNotFoundError } from "@obs-utils/telemetry/history";
+ * try {
+ *   for await (const event of readHistory("./telemetry", { run: "m31-1" })) console.log(event.seq);
+ * } catch (err) {
+ *   if (err instanceof RunNotFoundError) console.error(err.message);
+ * }
+ * ```
+ */
 export class RunNotFoundError extends Error {
   /** The run id asked for. */
   readonly runId: string;

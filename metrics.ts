@@ -168,7 +168,16 @@ function sameRun(segment: Segment, run: [string, JsonObject][]): boolean {
   return true;
 }
 
-/** A cumulative histogram with fixed upper bounds. */
+/**
+ * A cumulative histogram with fixed upper bounds.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { Histogram } from "@obs-utils/telemetry/server";
+ * const h = new Histogram([0.001, 0.01, 0.1]);
+ * h.observe(0.004);
+ * ```
+ */
 export class Histogram {
   /** Upper bounds in seconds, ascending. */
   readonly bounds: readonly number[];

@@ -524,7 +524,18 @@ export interface ServerHandle extends AsyncDisposable {
   readonly finished: Promise<void>;
 }
 
-/** Raised by {@linkcode startServer} for a configuration that must not run. */
+/**
+ * Raised by {@linkcode startServer} for a configuration that must not run.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { ConfigError, startServer } from "@obs-utils/telemetry/server";
+ * // A non-loopback address without a token is refused unless `insecure` is set.
+ * await startServer({ siteDir: "./telemetry", hostname: "0.0.0.0" }).catch((err) => {
+ *   if (err instanceof ConfigError) console.error(err.message);
+ * });
+ * ```
+ */
 export class ConfigError extends Error {
   /**
    * Creates the error.
