@@ -89,7 +89,10 @@ export function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
           freeBytes,
           minFreeBytes: disk.minFreeBytes,
         });
-        return json(result.ok ? 200 : 503, JSON.stringify(result));
+        // A health verdict of this instant: no proxy or browser may answer it from a cache.
+        const res = json(result.ok ? 200 : 503, JSON.stringify(result));
+        res.headers.set("cache-control", "no-store");
+        return res;
       },
     }),
     route("/shutdown", {

@@ -415,3 +415,15 @@ Deno.test("a failing GET /check is an answer, not a rejection: no warn line per 
   assert.equal((await postJson(`${server.url}/event`, { type: "weather", data: 1 })).status, 400);
   assert.deepEqual(rejected, ["POST /event 400"]);
 });
+
+Deno.test("GET /check is never cached: a proxy or a browser must ask again", async () => {
+  await using dir = await tempDir();
+  await using server = await testServer({ siteDir: dir.path, minFreeBytes: 0 });
+  const res = await fetch(`${server.url}/check`);
+  await res.body?.cancel();
+  assert.equal(res.headers.get("cache-control"), "no-store");
+  // Other JSON answers keep their headers untouched.
+  const ready = await fetch(`${server.url}/ready`);
+  await ready.body?.cancel();
+  assert.equal(ready.headers.get("cache-control"), null);
+});
