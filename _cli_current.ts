@@ -483,6 +483,9 @@ async function followStream(
         refreshTypes();
       } else if (item.kind === "telemetry") {
         screen.events = { ...screen.events, [item.event.type]: item.event };
+      } else if (item.kind === "forget") {
+        const { [item.type]: _gone, ...rest } = screen.events;
+        screen.events = rest;
       } else if (item.kind === "disconnected") {
         screen.disconnected(item.attempt);
         continue;

@@ -153,8 +153,10 @@ function logEvents(server: ServerHandle, log: ServiceLog): void {
     if (message.kind === "telemetry") {
       const e = message.event;
       log.debug(`event ${e.stream}#${e.seq} ${e.type} ${e.line}`);
-    } else {
+    } else if (message.kind === "run") {
       log.debug(`run ${message.active ? "started" : "stopped"} ${JSON.stringify(message.run)}`);
+    } else {
+      log.debug(`forgot ${JSON.stringify(message.type)}`);
     }
   });
 }

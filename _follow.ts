@@ -70,6 +70,17 @@ export interface RunMessage {
 }
 
 /**
+ * A `forget` message of {@linkcode TelemetryClient.follow}: a type left the snapshot
+ * (`DELETE /current/{type}`, CONTRACT 9.2) until its next event.
+ */
+export interface ForgetMessage {
+  /** Discriminant. */
+  kind: "forget";
+  /** The forgotten event type. */
+  type: string;
+}
+
+/**
  * A `disconnected` message of {@linkcode TelemetryClient.follow}: the stream dropped or could
  * not be opened, and the client reconnects after `retryMs`. The next message after a successful
  * reconnection is a fresh `snapshot`, which replaces anything missed in between.
@@ -86,7 +97,12 @@ export interface DisconnectedMessage {
 }
 
 /** What {@linkcode TelemetryClient.follow} yields. */
-export type FollowMessage = SnapshotMessage | TelemetryMessage | RunMessage | DisconnectedMessage;
+export type FollowMessage =
+  | SnapshotMessage
+  | TelemetryMessage
+  | RunMessage
+  | ForgetMessage
+  | DisconnectedMessage;
 
 /** The loop's settings, checked by `TelemetryClient.follow()` before the first request. */
 export interface FollowLoopOptions {
@@ -302,7 +318,7 @@ function toFollowMessage(
   status: number,
 ): FollowMessage | undefined {
   // Event names this client does not know are skipped, so a newer server can add some.
-  if (!["snapshot", "telemetry", "run"].includes(message.event)) return undefined;
+  if (!["snapshot", "telemetry", "run", "forget"].includes(message.event)) return undefined;
   const fail = (what: string, cause?: unknown): TelemetryHttpError =>
     new TelemetryHttpError(
       `GET /stream failed: a "${message.event}" message is not ${what}; the server does not follow the telemetry API`,
@@ -330,6 +346,10 @@ function toFollowMessage(
   if (message.event === "run") {
     if (!isRunRecord(value)) throw fail("a run record");
     return { kind: "run", run: value };
+  }
+  if (message.event === "forget") {
+    if (!isJsonObject(value) || typeof value.type !== "string") throw fail('{"type": string}');
+    return { kind: "forget", type: value.type };
   }
   if (!isJsonObject(value)) throw fail("an object keyed by event type");
   try {

@@ -85,7 +85,8 @@ export interface CommittedEvent {
 /** What `TelemetryService.subscribe` listeners receive. */
 export type ServiceMessage =
   | { kind: "telemetry"; event: CommittedEvent }
-  | { kind: "run"; run: RunRecord; active: boolean };
+  | { kind: "run"; run: RunRecord; active: boolean }
+  | { kind: "forget"; type: string };
 
 /** What `TelemetryService.watchWrites` listeners receive after each group commit. */
 export type WriteReport =

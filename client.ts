@@ -90,6 +90,7 @@ export {
   type DisconnectedMessage,
   type FollowMessage,
   type FollowOptions,
+  type ForgetMessage,
   type RunMessage,
   type SnapshotMessage,
   type TelemetryMessage,

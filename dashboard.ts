@@ -533,6 +533,27 @@ function connect() {
   });
   source.addEventListener("telemetry", (e) => upsert(JSON.parse(e.data), true));
   source.addEventListener("run", (e) => setRun(JSON.parse(e.data)));
+  source.addEventListener("forget", (e) => {
+    const type = JSON.parse(e.data).type;
+    const entry = cards.get(type);
+    const spec = specOf(type);
+    // GET /types lists seen types too: "registered" means the types file says something of it.
+    const registered = !!spec && (spec.description != null || spec.critical ||
+      spec.stale_after_s != null || spec.order != null || Object.keys(spec.fields || {}).length > 0);
+    if (entry && registered) {
+      // A registered type keeps its card, as never seen.
+      entry.env = undefined;
+      render(type);
+    } else if (entry) {
+      entry.card.remove();
+      cards.delete(type);
+      delete registry[type];
+    }
+    for (const key of [...history.keys()]) {
+      if (key.startsWith(sparkKey(type, ""))) history.delete(key);
+    }
+    tick();
+  });
 }
 
 const night = document.getElementById("night");

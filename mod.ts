@@ -42,6 +42,7 @@ export {
   type FieldInfo,
   type FollowMessage,
   type FollowOptions,
+  type ForgetMessage,
   type HealthInfo,
   type PostEventOptions,
   type ReadyInfo,

@@ -422,6 +422,8 @@ export class TelemetryService implements AsyncDisposable {
         putBack();
         throw toWriteError(err);
       }
+      // Live viewers drop the type too (CONTRACT 9.2: it leaves the dashboard).
+      this.#publish({ kind: "forget", type });
       return true;
     });
   }

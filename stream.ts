@@ -391,6 +391,15 @@ export class StreamHub {
         type: undefined,
         bytes: encodeServerSentEvent({ event: "run", data: JSON.stringify(message.run) }),
       };
+    } else if (message.kind === "forget") {
+      // Sent to the clients that follow that type, like its events.
+      encoded = {
+        type: message.type,
+        bytes: encodeServerSentEvent({
+          event: "forget",
+          data: JSON.stringify({ type: message.type }),
+        }),
+      };
     } else {
       const event = message.event;
       const stream = event.stream === "site" ? "site" : `run:${event.runId}`;

@@ -620,3 +620,28 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "GET / drops a forgotten type's card while the page is open",
+  ignore: skip !== undefined,
+  async fn() {
+    await using tmp = await tempDir();
+    await using server = await testServer({ siteDir: tmp.path });
+    await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 2 } });
+    await postJson(`${server.url}/event`, { type: "old_sensor", data: { v: 1 } });
+    await using browser = await launch();
+    const { page, errors } = await openPage(browser, `${server.url}/`);
+    await waitForText(page, "#conn .label", "live", 5000);
+    assert.deepEqual((await cardOrder(page)).toSorted(), ["old_sensor", "weather"]);
+    const res = await fetch(`${server.url}/current/old_sensor`, { method: "DELETE" });
+    assert.equal(res.status, 204);
+    await waitFor(
+      page,
+      (s) => !(globalThis as unknown as { document: PageDocument }).document.querySelector(s),
+      '[data-type="old_sensor"]',
+      5000,
+    );
+    assert.deepEqual(await cardOrder(page), ["weather"]);
+    assert.deepEqual(errors, []);
+  },
+});

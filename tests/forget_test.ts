@@ -208,3 +208,31 @@ Deno.test("A forget cut by kill -9 before its answer is all or nothing, and an a
     await server.kill("SIGKILL");
   }
 });
+
+Deno.test("a client following /stream hears a forget, and one following other types does not", async () => {
+  await using dir = await tempDir();
+  await using server = await testServer({ siteDir: dir.path });
+  await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 2 } });
+  const client = new TelemetryClient({ baseUrl: server.url });
+  const stop = new AbortController();
+  const all: string[] = [];
+  const domeOnly: string[] = [];
+  const follow = (into: string[], types?: string[]) =>
+    (async () => {
+      for await (const m of client.follow({ signal: stop.signal, ...(types ? { types } : {}) })) {
+        into.push(m.kind === "forget" ? `forget ${m.type}` : m.kind);
+        if (m.kind === "snapshot") into.push(`has ${Object.keys(m.current).join(",")}`);
+      }
+    })();
+  const following = [follow(all), follow(domeOnly, ["dome"])];
+  while (all.length < 2 || domeOnly.length < 2) await new Promise((r) => setTimeout(r, 10));
+  assert.equal((await del(server.url, "weather")).status, 204);
+  await postJson(`${server.url}/event`, { type: "dome", data: { open: 1 } });
+  while (!all.includes("telemetry") || !domeOnly.includes("telemetry")) {
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  stop.abort();
+  await Promise.all(following);
+  assert.deepEqual(all, ["snapshot", "has weather", "forget weather", "telemetry"]);
+  assert.deepEqual(domeOnly, ["snapshot", "has ", "telemetry"]);
+});
