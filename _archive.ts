@@ -101,6 +101,7 @@ export async function archive(options: ArchiveOptions): Promise<ArchiveStats> {
         }, options.durable ?? DEFAULT_DURABLE);
         natsState.ok();
       } catch (err) {
+        if (isPermissionFault(err)) throw err;
         natsState.failed(err, "retrying");
         source = undefined;
         await backoff.wait(options.signal);
@@ -110,6 +111,7 @@ export async function archive(options: ArchiveOptions): Promise<ArchiveStats> {
         sink ??= await PostgresSink.open(options.to);
         pgState.ok();
       } catch (err) {
+        if (isPermissionFault(err)) throw err;
         pgState.failed(err, "retrying; messages stay in JetStream");
         sink = undefined;
         await backoff.wait(options.signal);
@@ -119,6 +121,7 @@ export async function archive(options: ArchiveOptions): Promise<ArchiveStats> {
       try {
         messages = await source.take(batch, 1000);
       } catch (err) {
+        if (isPermissionFault(err)) throw err;
         natsState.failed(err, "retrying");
         await source.close().catch(() => {});
         source = undefined;
@@ -143,6 +146,7 @@ export async function archive(options: ArchiveOptions): Promise<ArchiveStats> {
         stats.inserted += await sink.insert(rows);
         pgState.ok();
       } catch (err) {
+        if (isPermissionFault(err)) throw err;
         pgState.failed(err, "retrying; messages stay in JetStream");
         source.nak(good, 1000);
         await sink.close(1).catch(() => {});
@@ -175,4 +179,9 @@ export function redact(url: string): string {
   } catch {
     return url;
   }
+}
+
+/** A missing Deno permission is not an outage: retrying cannot fix it. */
+function isPermissionFault(err: unknown): boolean {
+  return err instanceof Deno.errors.NotCapable || err instanceof Deno.errors.PermissionDenied;
 }

@@ -57,6 +57,8 @@ export function permissionFlags(
     `--allow-read=${readable}`,
     `--allow-write=${dirs}`,
     `--allow-env=${SERVER_ENV_VARS.join(",")}`,
+    // Free space of the site directory's file system (telemetry_disk_free_bytes, --min-free).
+    "--allow-sys=statfs",
   ];
 }
 

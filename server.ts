@@ -355,6 +355,7 @@ export function createHandler(
     try {
       res = await dispatch(req, info, seen);
     } catch (err) {
+      await drainSmallBody(req);
       res = answerError(err);
     }
     const status = res.status;
@@ -365,9 +366,6 @@ export function createHandler(
   };
 
   function answerError(err: unknown): Response {
-    // An unread request body is left to Deno.serve, never cancelled here: over HTTP/2 a
-    // cancelled body resets the stream before the answer leaves, so the client would see a
-    // framing error instead of the 401 or 413 (HTTP/1.1 closes the connection after it).
     // A body cut off because the server is stopping is not the client's fault.
     if (err instanceof IncompleteBodyError && stopping()) return shuttingDownResponse();
     const mapped = toProblem(err);
@@ -407,6 +405,44 @@ export function createHandler(
 
 /** The route label of a path that is no route (CONTRACT 9.3). */
 const OTHER_ROUTE = "other";
+/** The most of an unread body that is read (and dropped) before a refusal is answered. */
+const DRAIN_BYTES = 64 * 1024;
+/** The longest a refusal waits for that body. */
+const DRAIN_MS = 1000;
+
+/**
+ * Reads and drops the rest of a small request body before a refusal (401, 403, 400...) is sent.
+ * Over HTTP/2 (TLS) an answer sent while the client is still sending makes Deno reset the
+ * stream, and the client sees a framing error instead of the 401; a cancelled body does the
+ * same. A body declared larger than 64 KiB, or slower than a second, is left alone (HTTP/1.1
+ * then closes the connection after the answer).
+ */
+async function drainSmallBody(req: Request): Promise<void> {
+  if (req.body === null || req.bodyUsed) return;
+  const declared = Number(req.headers.get("content-length") ?? NaN);
+  if (Number.isFinite(declared) && declared > DRAIN_BYTES) return;
+  let reader: ReadableStreamDefaultReader<Uint8Array>;
+  try {
+    reader = req.body.getReader();
+  } catch {
+    return; // locked: a route is reading it
+  }
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<"timeout">((r) => (timer = setTimeout(() => r("timeout"), DRAIN_MS)));
+  try {
+    for (let read = 0; read <= DRAIN_BYTES;) {
+      const next = await Promise.race([reader.read(), timeout]);
+      if (next === "timeout" || next.done) return;
+      read += next.value.byteLength;
+    }
+  } catch {
+    // the client went away: nothing to answer
+  } finally {
+    clearTimeout(timer);
+    reader.releaseLock();
+  }
+}
+
 /** The label of `GET /check`, whose 503 is not logged. */
 const CHECK_ROUTE = "/check";
 /** The label of `GET /current/{type}`, whose 404 is not logged. */

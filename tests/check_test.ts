@@ -427,3 +427,17 @@ Deno.test("GET /check is never cached: a proxy or a browser must ask again", asy
   await ready.body?.cancel();
   assert.equal(ready.headers.get("cache-control"), null);
 });
+
+Deno.test("under the scoped permissions of spawnServer() and the tasks, /check knows the free disk space", async () => {
+  await using dir = await tempDir();
+  await using server = await spawnServer({
+    siteDir: dir.path,
+    host: "127.0.0.1",
+    port: 0,
+    output: "null",
+  });
+  const res = await fetch(`${server.url}/check`);
+  const body = await res.json();
+  assert.equal(typeof body.disk_free_bytes, "number", JSON.stringify(body));
+  assert.ok(body.disk_free_bytes > 0);
+});

@@ -435,3 +435,39 @@ Deno.test({
     void server;
   },
 });
+
+Deno.test({
+  name:
+    "archive without permission to read PGPASSWORD stops with one line instead of retrying forever",
+  ignore: skipNats !== undefined,
+  async fn() {
+    await using nats = await NatsServer.start();
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--no-prompt",
+        "--allow-net",
+        FORWARD_MAIN,
+        "archive",
+        "--from",
+        nats.url,
+        "--to",
+        "postgres://fleet@127.0.0.1:1/fleet",
+      ],
+      stdout: "piped",
+      stderr: "piped",
+      signal: AbortSignal.timeout(30_000),
+    }).output();
+    const stderr = new TextDecoder().decode(out.stderr).trim();
+    assert.equal(out.code, 1, stderr);
+    assert.equal(stderr.split("\n").length, 1, stderr);
+    assert.match(stderr, /PGPASSWORD/);
+  },
+});
+
+Deno.test("deno task archive grants the forwarder's variables, so the PostgreSQL client can read them", async () => {
+  const config = JSON.parse(await Deno.readTextFile(new URL("../deno.json", import.meta.url)));
+  const list = /--allow-env=(\S+)/.exec(config.tasks.archive)?.[1]?.split(",");
+  assert.deepEqual(list, FORWARD_ENV_VARS);
+  assert.match(config.tasks.archive, / _forward_main\.ts archive$/);
+});
