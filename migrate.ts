@@ -1580,8 +1580,14 @@ async function openWorkspace(
   if (settings.dryRun) return;
   const lockPath = join(dst, LOCK_FILE);
   // A lock file left by a migration that was killed is ours to clean up; any other is kept.
-  const hadLock = await exists(lockPath) && !await isMigrationLock(lockPath);
+  const before = await Deno.lstat(lockPath).catch(() => undefined);
+  let hadLock = before !== undefined && !await isMigrationLock(lockPath);
   work.lock = await lockDest(dst);
+  // Another migration's lock file, seen before its mark was written, may have been removed
+  // since and the one we now hold created by us: a different inode is not the one we saw.
+  if (hadLock && (await Deno.lstat(lockPath).catch(() => undefined))?.ino !== before?.ino) {
+    hadLock = false;
+  }
   if (!hadLock) {
     work.createdLock = lockPath;
     // Only a lock file this run created is marked: a later run may then remove it.
