@@ -17,6 +17,7 @@ import {
   client,
   clientFailure,
   connection,
+  CONNECTION_HELP,
   CONNECTION_OPTIONS,
   parse,
   printHelp,
@@ -34,10 +35,7 @@ no service answers, with one line per failing reason.
 Options:
   --quiet         Print nothing when the check passes (for cron)
   --json          Print the GET /check answer as JSON
-  --host HOST     [env OBS_TELEMETRY_HOST, default localhost]
-  --port PORT     [env OBS_TELEMETRY_PORT, default 6562]
-  --token TOKEN   [env OBS_TELEMETRY_TOKEN]
-  -h, --help      Show this help
+${CONNECTION_HELP}
 `;
 
 /**

@@ -66,6 +66,13 @@ export const HELP_OPTION = { help: { type: "boolean", short: "h" } } as const sa
   ParseArgsConfig["options"]
 >;
 
+/** The help lines of {@linkcode CONNECTION_OPTIONS}, the same in every command's `--help`. */
+export const CONNECTION_HELP = `  --host HOST     [env OBS_TELEMETRY_HOST, default localhost]
+  --port PORT     [env OBS_TELEMETRY_PORT, default 6562]
+  --token TOKEN   [env OBS_TELEMETRY_TOKEN]
+  --tls           Use HTTPS (a server run with --tls-cert; trust its CA with DENO_CERT=FILE)
+  -h, --help      Show this help`;
+
 /** The options of the commands that talk to a running service. */
 export const CONNECTION_OPTIONS = {
   host: { type: "string" },

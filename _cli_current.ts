@@ -26,6 +26,7 @@ import {
   clientFailure,
   type Connection,
   connection,
+  CONNECTION_HELP,
   CONNECTION_OPTIONS,
   Failure,
   parse,
@@ -43,11 +44,7 @@ Options:
   --json          Print JSON instead of a table
   --follow        Keep watching and redraw on every change (Ctrl-C to exit)
   --interval S    Seconds between polls when the server has no live stream [default 1]
-  --host HOST     [env OBS_TELEMETRY_HOST, default localhost]
-  --port PORT     [env OBS_TELEMETRY_PORT, default 6562]
-  --token TOKEN   [env OBS_TELEMETRY_TOKEN]
-  --tls           Use HTTPS (a server run with --tls-cert; trust its CA with DENO_CERT=FILE)
-  -h, --help      Show this help
+${CONNECTION_HELP}
 `;
 
 /**

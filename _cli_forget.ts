@@ -16,6 +16,7 @@ import {
   client,
   clientFailure,
   connection,
+  CONNECTION_HELP,
   CONNECTION_OPTIONS,
   Failure,
   parse,
@@ -30,10 +31,7 @@ Remove TYPE from the current snapshot: it leaves 'current', the metrics and the 
 restarts too, until a new event of TYPE arrives. The stored files keep every event.
 
 Options:
-  --host HOST     [env OBS_TELEMETRY_HOST, default localhost]
-  --port PORT     [env OBS_TELEMETRY_PORT, default 6562]
-  --token TOKEN   [env OBS_TELEMETRY_TOKEN]
-  -h, --help      Show this help
+${CONNECTION_HELP}
 `;
 
 /**

@@ -15,6 +15,7 @@ import {
   client,
   clientFailure,
   connection,
+  CONNECTION_HELP,
   CONNECTION_OPTIONS,
   Failure,
   parse,
@@ -40,11 +41,7 @@ Options:
                   ('-' reads stdin)
   --ephemeral     Update the current snapshot only; do not write to disk
   --no-current    Write to disk only; do not update the current snapshot (make_current false)
-  --host HOST     [env OBS_TELEMETRY_HOST, default localhost]
-  --port PORT     [env OBS_TELEMETRY_PORT, default 6562]
-  --token TOKEN   [env OBS_TELEMETRY_TOKEN]
-  --tls           Use HTTPS (a server run with --tls-cert; trust its CA with DENO_CERT=FILE)
-  -h, --help      Show this help
+${CONNECTION_HELP}
 `;
 
 /**

@@ -26,6 +26,7 @@ import {
   client,
   clientFailure,
   connection,
+  CONNECTION_HELP,
   CONNECTION_OPTIONS,
   Failure,
   HELP_OPTION,
@@ -45,10 +46,7 @@ Options:
   --run-dir D     The run's directory, relative to the site directory or absolute
   --meta JSON     Stored with the run record, a JSON object, e.g. '{"target": "M31"}'
   --json          Print the record as JSON
-  --host HOST     [env OBS_TELEMETRY_HOST, default localhost]
-  --port PORT     [env OBS_TELEMETRY_PORT, default 6562]
-  --token TOKEN   [env OBS_TELEMETRY_TOKEN]
-  -h, --help      Show this help
+${CONNECTION_HELP}
 `;
 
 /** The `--help` text of `stop-run`. */
@@ -59,10 +57,7 @@ running.
 
 Options:
   --json          Print the record as JSON
-  --host HOST     [env OBS_TELEMETRY_HOST, default localhost]
-  --port PORT     [env OBS_TELEMETRY_PORT, default 6562]
-  --token TOKEN   [env OBS_TELEMETRY_TOKEN]
-  -h, --help      Show this help
+${CONNECTION_HELP}
 `;
 
 /** The `--help` text of `runs`. */
