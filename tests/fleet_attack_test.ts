@@ -1,0 +1,288 @@
+/**
+ * The forwarder and the archiver against a clumsy operator and a hostile site directory, with a
+ * real PostgreSQL and a real `nats-server -js` on loopback: damaged lines and cursors, reused run
+ * ids, a table of another shape, passwords in URLs, two forwarders on one cursor, a line too big
+ * for NATS. Each test is bounded (seconds) and seeded where it draws anything.
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { archive } from "../_archive.ts";
+import { forward } from "../forward.ts";
+import { postJson, tempDir, testServer } from "./_util.ts";
+import { natsMissing, NatsServer, postgresMissing, PostgresServer } from "./_fleet_util.ts";
+
+const skipNats = natsMissing();
+const skipPg = postgresMissing();
+// deno-lint-ignore no-console
+if (skipPg ?? skipNats) console.log(`skipping fleet attack tests: ${skipPg ?? skipNats}`);
+
+async function waitUntil(
+  check: () => boolean | Promise<boolean>,
+  ms: number,
+  what: string,
+): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function countRows(pg: PostgresServer, where = "true"): Promise<number> {
+  return Number(
+    await pg.query(`select count(*) from telemetry_events where ${where}`).catch(() => "0"),
+  );
+}
+
+/** A stored line as the service writes it (canonical key order). */
+function line(seq: number, data: unknown = { seq }): string {
+  const ts = new Date(Date.UTC(2026, 10, 1, 20, 0, 0, seq)).toISOString();
+  return JSON.stringify({ seq, ts, type: "weather", data, meta: {} });
+}
+
+/** A log sink that keeps every line. */
+function capture(): { lines: string[]; log: (level: string, message: string) => void } {
+  const lines: string[] = [];
+  return { lines, log: (level, message) => lines.push(`${level} ${message}`) };
+}
+
+Deno.test({
+  name: "a line damaged by hand in the middle of a night is skipped with a warning " +
+    "and the lines after it still reach PostgreSQL",
+  ignore: skipPg !== undefined,
+  async fn() {
+    await using dir = await tempDir();
+    await using pg = await PostgresServer.start();
+    const lines = [
+      line(1),
+      line(2),
+      // The canonical head (seq, ts, type) is intact, the rest is not JSON.
+      line(3).replace('"data":{', '"data":{oops'),
+      // Valid JSON, but its ts is no time PostgreSQL (or anyone) can read.
+      line(4).replace(/"ts":"[^"]+"/, '"ts":"2026-13-45T99:99:99.999Z"'),
+      line(5),
+    ];
+    await Deno.writeTextFile(`${dir.path}/site_20261101.ndjson`, lines.join("\n") + "\n");
+    const { lines: logs, log } = capture();
+    const stop = new AbortController();
+    const running = forward({ siteDir: dir.path, to: pg.url, unit: "u1", log, signal: stop.signal });
+    try {
+      await waitUntil(async () => (await countRows(pg)) === 3, 10_000, "3 rows");
+    } finally {
+      stop.abort();
+    }
+    const stats = await running;
+    assert.equal(await pg.query("select string_agg(seq::text, ',' order by seq) from telemetry_events"), "1,2,5");
+    assert.equal(stats.skipped, 2);
+    assert.equal(logs.filter((l) => l.startsWith("warn skipping a line")).length, 2, logs.join("\n"));
+    assert.ok(!logs.some((l) => l.includes("unavailable")), logs.join("\n"));
+  },
+});
+
+Deno.test({
+  name: "a run stopped and started again with the same id is forwarded again by a running forwarder",
+  ignore: skipPg !== undefined,
+  async fn() {
+    await using dir = await tempDir();
+    await using pg = await PostgresServer.start();
+    await using server = await testServer({ siteDir: dir.path });
+    const post = async (n: number) => {
+      for (let i = 0; i < n; i++) {
+        assert.equal((await postJson(`${server.url}/event`, { type: "status", data: { i } })).status, 200);
+      }
+    };
+    assert.equal((await postJson(`${server.url}/run/start`, { run_id: "night-1" })).status, 201);
+    await post(2);
+    assert.equal((await postJson(`${server.url}/run/stop`, {})).status, 200);
+    const stop = new AbortController();
+    const running = forward({ siteDir: dir.path, to: pg.url, unit: "u1", pollMs: 20, signal: stop.signal });
+    try {
+      await waitUntil(async () => (await countRows(pg, "stream = 'run'")) === 2, 10_000, "the run");
+      // Let the forwarder see the run as stopped and read to its end.
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal((await postJson(`${server.url}/run/start`, { run_id: "night-1" })).status, 201);
+      await post(3);
+      assert.equal((await postJson(`${server.url}/run/stop`, {})).status, 200);
+      await waitUntil(async () => (await countRows(pg, "stream = 'run'")) === 5, 10_000, "the run again");
+    } finally {
+      stop.abort();
+      await running;
+    }
+  },
+});
+
+Deno.test({
+  name: "a run whose id is also a property of every JavaScript object (constructor) is forwarded",
+  ignore: skipPg !== undefined,
+  async fn() {
+    await using dir = await tempDir();
+    await using pg = await PostgresServer.start();
+    for (const runId of ["constructor", "toString"]) {
+      await Deno.mkdir(`${dir.path}/${runId}`);
+      await Deno.writeTextFile(`${dir.path}/${runId}/telemetry.ndjson`, `${line(1)}\n${line(2)}\n`);
+    }
+    const stop = new AbortController();
+    const running = forward({ siteDir: dir.path, to: pg.url, unit: "u1", signal: stop.signal });
+    try {
+      await waitUntil(async () => (await countRows(pg)) === 4, 10_000, "4 rows");
+    } finally {
+      stop.abort();
+      await running;
+    }
+    // And a restart reads the cursor of those runs back: nothing is sent again.
+    const again = new AbortController();
+    const stats = await forward({
+      siteDir: dir.path,
+      to: pg.url,
+      unit: "u1",
+      signal: again.signal,
+      pollMs: 10,
+      log: () => again.abort(),
+      onSent: () => again.abort(),
+    }).finally(() => again.abort());
+    assert.equal(stats.sent, 0);
+  },
+});
+
+Deno.test({
+  name: "a damaged cursor file is set aside with a warning and forwarding starts again from the start",
+  ignore: skipPg !== undefined,
+  async fn() {
+    await using dir = await tempDir();
+    await using pg = await PostgresServer.start();
+    await Deno.writeTextFile(`${dir.path}/site_20261101.ndjson`, [1, 2, 3].map((s) => line(s)).join("\n") + "\n");
+    await Deno.mkdir(`${dir.path}/.forward`);
+    // Cut short, as a full disk or a hand edit leaves it.
+    await Deno.writeTextFile(`${dir.path}/.forward/postgres.json`, '{"version":1,"site":{"fi');
+    const { lines: logs, log } = capture();
+    const stop = new AbortController();
+    const running = forward({ siteDir: dir.path, to: pg.url, unit: "u1", log, signal: stop.signal });
+    try {
+      await waitUntil(async () => (await countRows(pg)) === 3, 10_000, "3 rows");
+    } finally {
+      stop.abort();
+      await running;
+    }
+    const warning = logs.find((l) => l.startsWith("warn") && l.includes("postgres.json"));
+    assert.ok(warning, logs.join("\n"));
+    assert.match(warning, /from the start/);
+    const names = [...Deno.readDirSync(`${dir.path}/.forward`)].map((e) => e.name).sort();
+    assert.ok(names.includes("postgres.json"), names.join(" "));
+    assert.ok(names.some((n) => n.startsWith("postgres.json.damaged")), names.join(" "));
+    const cursor = JSON.parse(await Deno.readTextFile(`${dir.path}/.forward/postgres.json`));
+    assert.equal(cursor.site.seq, 3);
+  },
+});
+
+Deno.test({
+  name: "a second forwarder with the same name on one site directory refuses to start, saying why",
+  ignore: skipPg !== undefined,
+  async fn() {
+    await using dir = await tempDir();
+    await using pg = await PostgresServer.start();
+    await Deno.writeTextFile(`${dir.path}/site_20261101.ndjson`, line(1) + "\n");
+    const stop = new AbortController();
+    const first = forward({ siteDir: dir.path, to: pg.url, unit: "u1", signal: stop.signal });
+    try {
+      await waitUntil(async () => (await countRows(pg)) === 1, 10_000, "the row");
+      await assert.rejects(
+        forward({ siteDir: dir.path, to: pg.url, unit: "u1", signal: stop.signal }),
+        /another forwarder named "postgres" is running on this site directory/,
+      );
+      // Another name is another cursor: it may run beside it.
+      const other = new AbortController();
+      const second = forward({ siteDir: dir.path, to: pg.url, unit: "u1", name: "pg2", signal: other.signal });
+      await waitUntil(() => Deno.lstat(`${dir.path}/.forward/pg2.json`).then(() => true, () => false), 10_000, "pg2's cursor");
+      other.abort();
+      await second;
+    } finally {
+      stop.abort();
+      await first;
+    }
+    // Once the first has stopped, the name is free again.
+    const again = new AbortController();
+    const third = forward({ siteDir: dir.path, to: pg.url, unit: "u1", signal: again.signal });
+    await new Promise((r) => setTimeout(r, 200));
+    again.abort();
+    await third;
+  },
+});
+
+Deno.test({
+  name: "the archiver never prints the password of its --from or --to URL",
+  ignore: (skipNats ?? skipPg) !== undefined,
+  async fn() {
+    await using nats = await NatsServer.start();
+    const port = nats.port;
+    await nats.kill(); // down: the archiver logs that it is unavailable
+    const { lines: logs, log } = capture();
+    const stop = new AbortController();
+    const running = archive({
+      from: `nats://fleet:s3cret-nats@127.0.0.1:${port}`,
+      to: "postgres://fleet:s3cret-pg@127.0.0.1:1/fleet",
+      log,
+      signal: stop.signal,
+    });
+    try {
+      await waitUntil(() => logs.length > 0, 10_000, "a log line");
+    } finally {
+      stop.abort();
+      await running;
+    }
+    assert.ok(!logs.join("\n").includes("s3cret"), logs.join("\n"));
+  },
+});
+
+Deno.test({
+  name: "a stored line larger than the NATS server's max_payload is skipped with a warning " +
+    "and the lines after it are forwarded",
+  ignore: (skipNats ?? skipPg) !== undefined,
+  async fn() {
+    await using dir = await tempDir();
+    await using nats = await NatsServer.start();
+    await using pg = await PostgresServer.start();
+    const big = line(2, { blob: "x".repeat(5 * 1024 * 1024) });
+    await Deno.writeTextFile(`${dir.path}/site_20261101.ndjson`, [line(1), big, line(3)].join("\n") + "\n");
+    const { lines: logs, log } = capture();
+    const stop = new AbortController();
+    const fwd = forward({ siteDir: dir.path, to: nats.url, unit: "u1", log, signal: stop.signal });
+    const arc = archive({ from: nats.url, to: pg.url, signal: stop.signal });
+    try {
+      await waitUntil(async () => (await countRows(pg)) === 2, 15_000, "2 rows");
+    } finally {
+      stop.abort();
+    }
+    const [stats] = await Promise.all([fwd, arc]);
+    assert.equal(await pg.query("select string_agg(seq::text, ',' order by seq) from telemetry_events"), "1,3");
+    assert.equal(stats.skipped, 1);
+    assert.ok(logs.some((l) => /^warn .*max_payload/.test(l)), logs.join("\n"));
+  },
+});
+
+Deno.test({
+  name: "a telemetry_events table of another shape stops the forwarder with an error naming the " +
+    "table and what is missing, without the password",
+  ignore: skipPg !== undefined,
+  async fn() {
+    await using dir = await tempDir();
+    await using pg = await PostgresServer.start();
+    await pg.query("create table telemetry_events (unit text, seq integer, payload text)");
+    await Deno.writeTextFile(`${dir.path}/site_20261101.ndjson`, line(1) + "\n");
+    const url = pg.url.replace("postgres@", "postgres:s3cret@");
+    const { lines: logs, log } = capture();
+    const stop = new AbortController();
+    const timer = setTimeout(() => stop.abort(), 8000);
+    try {
+      const error = await forward({ siteDir: dir.path, to: url, unit: "u1", log, signal: stop.signal })
+        .then(() => undefined, (err) => err as Error);
+      assert.ok(error, `the forwarder kept retrying: ${logs.join("\n")}`);
+      assert.match(error.message, /telemetry_events/);
+      assert.match(error.message, /stream, run_id, ts, type, data, meta/);
+      assert.ok(!error.message.includes("s3cret"));
+      assert.ok(!logs.join("\n").includes("s3cret"));
+    } finally {
+      clearTimeout(timer);
+    }
+  },
+});
