@@ -14,7 +14,7 @@
  */
 import { isAbsolute, join, resolve } from "node:path";
 import { sleep } from "./_async.ts";
-import { checkUnit, type ForwardItem, type StreamKind, toRow } from "./_fleet_item.ts";
+import { checkUnit, type ForwardItem, storedSeq, type StreamKind, toRow } from "./_fleet_item.ts";
 import { Backoff, type FleetLog, PeerState } from "./_fleet_retry.ts";
 import {
   emptyCursor,
@@ -23,7 +23,6 @@ import {
   type StreamPosition,
   writeCursor,
 } from "./_forward_cursor.ts";
-import { readSeqAndType } from "./_ndjson.ts";
 import { ACTIVE_RUN_FILE } from "./_site_layout.ts";
 import { readRunLog } from "./_run_log.ts";
 import {
@@ -331,13 +330,13 @@ export async function forward(options: ForwardOptions): Promise<ForwardStats> {
       try {
         for await (const lines of readLines(file, { offset: from })) {
           for (const line of lines) {
-            const seq = readSeqAndType(line.text)?.seq;
+            const seq = storedSeq(line.text);
             end = line.end;
-            if (seq === undefined) {
+            if (typeof seq === "string") {
               stats.skipped++;
               log(
                 "warn",
-                `skipping a line of ${file.path} ending at byte ${line.end}: not a stored event`,
+                `skipping a line of ${file.path} ending at byte ${line.end}: not a stored event (${seq})`,
               );
               continue;
             }

@@ -66,22 +66,36 @@ Deno.test({
     await Deno.writeTextFile(`${dir.path}/site_20261101.ndjson`, lines.join("\n") + "\n");
     const { lines: logs, log } = capture();
     const stop = new AbortController();
-    const running = forward({ siteDir: dir.path, to: pg.url, unit: "u1", log, signal: stop.signal });
+    const running = forward({
+      siteDir: dir.path,
+      to: pg.url,
+      unit: "u1",
+      log,
+      signal: stop.signal,
+    });
     try {
       await waitUntil(async () => (await countRows(pg)) === 3, 10_000, "3 rows");
     } finally {
       stop.abort();
     }
     const stats = await running;
-    assert.equal(await pg.query("select string_agg(seq::text, ',' order by seq) from telemetry_events"), "1,2,5");
+    assert.equal(
+      await pg.query("select string_agg(seq::text, ',' order by seq) from telemetry_events"),
+      "1,2,5",
+    );
     assert.equal(stats.skipped, 2);
-    assert.equal(logs.filter((l) => l.startsWith("warn skipping a line")).length, 2, logs.join("\n"));
+    assert.equal(
+      logs.filter((l) => l.startsWith("warn skipping a line")).length,
+      2,
+      logs.join("\n"),
+    );
     assert.ok(!logs.some((l) => l.includes("unavailable")), logs.join("\n"));
   },
 });
 
 Deno.test({
-  name: "a run stopped and started again with the same id is forwarded again by a running forwarder",
+  name:
+    "a run stopped and started again with the same id is forwarded again by a running forwarder",
   ignore: skipPg !== undefined,
   async fn() {
     await using dir = await tempDir();
@@ -89,14 +103,23 @@ Deno.test({
     await using server = await testServer({ siteDir: dir.path });
     const post = async (n: number) => {
       for (let i = 0; i < n; i++) {
-        assert.equal((await postJson(`${server.url}/event`, { type: "status", data: { i } })).status, 200);
+        assert.equal(
+          (await postJson(`${server.url}/event`, { type: "status", data: { i } })).status,
+          200,
+        );
       }
     };
     assert.equal((await postJson(`${server.url}/run/start`, { run_id: "night-1" })).status, 201);
     await post(2);
     assert.equal((await postJson(`${server.url}/run/stop`, {})).status, 200);
     const stop = new AbortController();
-    const running = forward({ siteDir: dir.path, to: pg.url, unit: "u1", pollMs: 20, signal: stop.signal });
+    const running = forward({
+      siteDir: dir.path,
+      to: pg.url,
+      unit: "u1",
+      pollMs: 20,
+      signal: stop.signal,
+    });
     try {
       await waitUntil(async () => (await countRows(pg, "stream = 'run'")) === 2, 10_000, "the run");
       // Let the forwarder see the run as stopped and read to its end.
@@ -104,7 +127,11 @@ Deno.test({
       assert.equal((await postJson(`${server.url}/run/start`, { run_id: "night-1" })).status, 201);
       await post(3);
       assert.equal((await postJson(`${server.url}/run/stop`, {})).status, 200);
-      await waitUntil(async () => (await countRows(pg, "stream = 'run'")) === 5, 10_000, "the run again");
+      await waitUntil(
+        async () => (await countRows(pg, "stream = 'run'")) === 5,
+        10_000,
+        "the run again",
+      );
     } finally {
       stop.abort();
       await running;
@@ -146,18 +173,28 @@ Deno.test({
 });
 
 Deno.test({
-  name: "a damaged cursor file is set aside with a warning and forwarding starts again from the start",
+  name:
+    "a damaged cursor file is set aside with a warning and forwarding starts again from the start",
   ignore: skipPg !== undefined,
   async fn() {
     await using dir = await tempDir();
     await using pg = await PostgresServer.start();
-    await Deno.writeTextFile(`${dir.path}/site_20261101.ndjson`, [1, 2, 3].map((s) => line(s)).join("\n") + "\n");
+    await Deno.writeTextFile(
+      `${dir.path}/site_20261101.ndjson`,
+      [1, 2, 3].map((s) => line(s)).join("\n") + "\n",
+    );
     await Deno.mkdir(`${dir.path}/.forward`);
     // Cut short, as a full disk or a hand edit leaves it.
     await Deno.writeTextFile(`${dir.path}/.forward/postgres.json`, '{"version":1,"site":{"fi');
     const { lines: logs, log } = capture();
     const stop = new AbortController();
-    const running = forward({ siteDir: dir.path, to: pg.url, unit: "u1", log, signal: stop.signal });
+    const running = forward({
+      siteDir: dir.path,
+      to: pg.url,
+      unit: "u1",
+      log,
+      signal: stop.signal,
+    });
     try {
       await waitUntil(async () => (await countRows(pg)) === 3, 10_000, "3 rows");
     } finally {
@@ -192,8 +229,18 @@ Deno.test({
       );
       // Another name is another cursor: it may run beside it.
       const other = new AbortController();
-      const second = forward({ siteDir: dir.path, to: pg.url, unit: "u1", name: "pg2", signal: other.signal });
-      await waitUntil(() => Deno.lstat(`${dir.path}/.forward/pg2.json`).then(() => true, () => false), 10_000, "pg2's cursor");
+      const second = forward({
+        siteDir: dir.path,
+        to: pg.url,
+        unit: "u1",
+        name: "pg2",
+        signal: other.signal,
+      });
+      await waitUntil(
+        () => Deno.lstat(`${dir.path}/.forward/pg2.json`).then(() => true, () => false),
+        10_000,
+        "pg2's cursor",
+      );
       other.abort();
       await second;
     } finally {
@@ -243,7 +290,10 @@ Deno.test({
     await using nats = await NatsServer.start();
     await using pg = await PostgresServer.start();
     const big = line(2, { blob: "x".repeat(5 * 1024 * 1024) });
-    await Deno.writeTextFile(`${dir.path}/site_20261101.ndjson`, [line(1), big, line(3)].join("\n") + "\n");
+    await Deno.writeTextFile(
+      `${dir.path}/site_20261101.ndjson`,
+      [line(1), big, line(3)].join("\n") + "\n",
+    );
     const { lines: logs, log } = capture();
     const stop = new AbortController();
     const fwd = forward({ siteDir: dir.path, to: nats.url, unit: "u1", log, signal: stop.signal });
@@ -254,7 +304,10 @@ Deno.test({
       stop.abort();
     }
     const [stats] = await Promise.all([fwd, arc]);
-    assert.equal(await pg.query("select string_agg(seq::text, ',' order by seq) from telemetry_events"), "1,3");
+    assert.equal(
+      await pg.query("select string_agg(seq::text, ',' order by seq) from telemetry_events"),
+      "1,3",
+    );
     assert.equal(stats.skipped, 1);
     assert.ok(logs.some((l) => /^warn .*max_payload/.test(l)), logs.join("\n"));
   },
@@ -274,7 +327,13 @@ Deno.test({
     const stop = new AbortController();
     const timer = setTimeout(() => stop.abort(), 8000);
     try {
-      const error = await forward({ siteDir: dir.path, to: url, unit: "u1", log, signal: stop.signal })
+      const error = await forward({
+        siteDir: dir.path,
+        to: url,
+        unit: "u1",
+        log,
+        signal: stop.signal,
+      })
         .then(() => undefined, (err) => err as Error);
       assert.ok(error, `the forwarder kept retrying: ${logs.join("\n")}`);
       assert.match(error.message, /telemetry_events/);
