@@ -122,7 +122,12 @@ export async function forwardStatus(
     };
     await row("site", "", siteFiles, cursor.site);
     for (const [runId] of runs) {
-      await row("run", runId, runFiles.get(runId) ?? [], cursor.runs[runId] ?? null);
+      await row(
+        "run",
+        runId,
+        runFiles.get(runId) ?? [],
+        Object.hasOwn(cursor.runs, runId) ? cursor.runs[runId]! : null,
+      );
     }
   }
   return out;

@@ -174,6 +174,8 @@ interface Source {
   readonly runDir: string;
   /** A stopped run: once read to its end, it holds nothing more. */
   readonly stopped: boolean;
+  /** Which start of the run this is (directory and start time): a run id may be started again. */
+  readonly generation: string;
   files(): Promise<StoredFile[]>;
 }
 
@@ -181,6 +183,8 @@ interface Source {
 export interface RunDir {
   readonly dir: string;
   readonly stopped: boolean;
+  /** When this start of the run began (`started_at`), when the service recorded it. */
+  readonly startedAt?: string;
 }
 
 /**
@@ -192,12 +196,20 @@ export async function listRunDirs(siteDir: string): Promise<Map<string, RunDir>>
   const runs = new Map<string, RunDir>();
   const absolute = (dir: string) => isAbsolute(dir) ? dir : resolve(siteDir, dir);
   for (const record of (await readRunLog(siteDir)).runs) {
-    runs.set(record.run_id, { dir: absolute(record.run_dir), stopped: record.stopped_at !== null });
+    runs.set(record.run_id, {
+      dir: absolute(record.run_dir),
+      stopped: record.stopped_at !== null,
+      startedAt: record.started_at,
+    });
   }
   try {
     const active = JSON.parse(await Deno.readTextFile(join(siteDir, ACTIVE_RUN_FILE)));
     if (typeof active?.run_id === "string" && typeof active.run_dir === "string") {
-      runs.set(active.run_id, { dir: absolute(active.run_dir), stopped: false });
+      runs.set(active.run_id, {
+        dir: absolute(active.run_dir),
+        stopped: false,
+        ...(typeof active.started_at === "string" ? { startedAt: active.started_at } : {}),
+      });
     }
   } catch (err) {
     if (!(err instanceof Deno.errors.NotFound) && !(err instanceof SyntaxError)) throw err;
@@ -218,18 +230,27 @@ async function sources(siteDir: string): Promise<Source[]> {
     runId: "",
     runDir: siteDir,
     stopped: false,
+    generation: "",
     files: () => listSiteFiles(siteDir),
   }];
   const runs = [...(await listRunDirs(siteDir)).entries()].sort(([a], [b]) => a.localeCompare(b));
-  for (const [runId, { dir, stopped }] of runs) {
-    out.push({ stream: "run", runId, runDir: dir, stopped, files: () => listRunFiles(dir) });
+  for (const [runId, { dir, stopped, startedAt }] of runs) {
+    out.push({
+      stream: "run",
+      runId,
+      runDir: dir,
+      stopped,
+      generation: `${dir}\n${startedAt ?? ""}`,
+      files: () => listRunFiles(dir),
+    });
   }
   return out;
 }
 
 function positionOf(cursor: ForwardCursor, source: Source): StreamPosition | null {
   if (source.stream === "site") return cursor.site;
-  return cursor.runs[source.runId] ?? null;
+  // Own properties only: a run named "constructor" or "toString" is no Object.prototype member.
+  return Object.hasOwn(cursor.runs, source.runId) ? cursor.runs[source.runId]! : null;
 }
 
 function setPosition(cursor: ForwardCursor, source: Source, at: StreamPosition): void {
@@ -367,18 +388,23 @@ export async function forward(options: ForwardOptions): Promise<ForwardStats> {
     return { sent, complete: !options.signal?.aborted };
   };
 
-  // Stopped runs read to their end in this process: nothing more can appear in them.
-  const finished = new Set<string>();
+  // Stopped runs read to their end in this process, by id, with the start they belong to: nothing
+  // more can appear in them until the run id is started again (between two polls, or while the
+  // destination was down), which the run log shows as a new start.
+  const finished = new Map<string, string>();
   try {
     while (!options.signal?.aborted) {
       let sent = 0;
       try {
         for (const source of await sources(options.siteDir)) {
           if (options.signal?.aborted) break;
-          if (source.stream === "run" && finished.has(source.runId)) continue;
+          if (source.stream === "run" && finished.get(source.runId) === source.generation) {
+            if (source.stopped) continue;
+            finished.delete(source.runId);
+          }
           const pumped = await pump(source);
           sent += pumped.sent;
-          if (source.stopped && pumped.complete) finished.add(source.runId);
+          if (source.stopped && pumped.complete) finished.set(source.runId, source.generation);
         }
         peer.ok();
         backoff.reset();
