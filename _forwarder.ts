@@ -17,13 +17,14 @@ import { sleep } from "./_async.ts";
 import { checkUnit, type ForwardItem, storedSeq, type StreamKind, toRow } from "./_fleet_item.ts";
 import { Backoff, type FleetLog, PeerState } from "./_fleet_retry.ts";
 import {
+  cursorPath,
   emptyCursor,
   type ForwardCursor,
   readCursor,
   type StreamPosition,
   writeCursor,
 } from "./_forward_cursor.ts";
-import { ACTIVE_RUN_FILE } from "./_site_layout.ts";
+import { ACTIVE_RUN_FILE, FORWARD_DIR } from "./_site_layout.ts";
 import { readRunLog } from "./_run_log.ts";
 import {
   listRunFiles,
@@ -291,12 +292,78 @@ export async function forward(options: ForwardOptions): Promise<ForwardStats> {
   if (problem) throw new RangeError(problem);
   const log: FleetLog = options.log ?? (() => {});
   const name = options.name ?? (destinationKind(options.to) as DestinationKind);
+  const lock = await lockCursor(options.siteDir, name);
+  try {
+    const cursor = await readOrSetAside(options.siteDir, name, log);
+    return await run(options, name, cursor, log);
+  } finally {
+    lock.close();
+  }
+}
+
+/**
+ * Takes `<site_dir>/.forward/<name>.lock` (an advisory lock the kernel drops when the process
+ * ends, however it ends): two forwarders with one name would race on one cursor.
+ */
+async function lockCursor(siteDir: string, name: string): Promise<Deno.FsFile> {
+  const path = cursorPath(siteDir, name).replace(/\.json$/, ".lock");
+  // The site directory is the service's to create; only .forward/ is the forwarder's.
+  await Deno.stat(siteDir);
+  await Deno.mkdir(join(siteDir, FORWARD_DIR), { recursive: true });
+  const file = await Deno.open(path, { read: true, write: true, create: true });
+  let locked = false;
+  try {
+    locked = await file.tryLock(true);
+  } finally {
+    if (!locked) file.close();
+  }
+  if (!locked) {
+    throw new Error(
+      `another forwarder named "${name}" is running on this site directory (${path} is locked); ` +
+        `stop it first, or give this one another --name`,
+    );
+  }
+  return file;
+}
+
+/**
+ * The cursor, or a new one when there is none. A cursor that cannot be read (cut short, edited
+ * by hand) is renamed aside and forwarding starts again from the start, with a warning: the
+ * idempotency keys make the resend harmless, while refusing to start would stop the site's
+ * forwarding until someone looked.
+ */
+async function readOrSetAside(
+  siteDir: string,
+  name: string,
+  log: FleetLog,
+): Promise<ForwardCursor> {
+  try {
+    return (await readCursor(siteDir, name)) ?? emptyCursor();
+  } catch (err) {
+    if (!(err instanceof SyntaxError)) throw err;
+    const path = cursorPath(siteDir, name);
+    const aside = `${path}.damaged-${new Date().toISOString().replaceAll(":", "")}`;
+    await Deno.rename(path, aside);
+    log(
+      "warn",
+      `${err.message}; kept as ${aside}, forwarding every stream again from the start ` +
+        `(the destination drops what it already holds by its key)`,
+    );
+    return emptyCursor();
+  }
+}
+
+async function run(
+  options: ForwardOptions,
+  name: string,
+  cursor: ForwardCursor,
+  log: FleetLog,
+): Promise<ForwardStats> {
   const batchSize = options.batch ?? 1000;
   const pollMs = options.pollMs ?? 100;
   const stats: ForwardStats = { sent: 0, skipped: 0 };
   const peer = new PeerState(`destination ${redact(options.to)}`, log);
   const backoff = new Backoff();
-  const cursor = (await readCursor(options.siteDir, name)) ?? emptyCursor();
   let destination: Destination | undefined;
 
   // The cursor on disk may lag the acknowledged position by up to CURSOR_SAVE_MS: after a crash
