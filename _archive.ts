@@ -85,7 +85,7 @@ export async function archive(options: ArchiveOptions): Promise<ArchiveStats> {
   const log: FleetLog = options.log ?? (() => {});
   const batch = options.batch ?? 2000;
   const stats: ArchiveStats = { messages: 0, inserted: 0, rejected: 0 };
-  const natsState = new PeerState(`JetStream at ${options.from}`, log);
+  const natsState = new PeerState(`JetStream at ${redact(options.from)}`, log);
   const pgState = new PeerState(`PostgreSQL at ${redact(options.to)}`, log);
   const backoff = new Backoff();
   let source: NatsArchiveSource | undefined;
@@ -166,13 +166,20 @@ export async function archive(options: ArchiveOptions): Promise<ArchiveStats> {
   return stats;
 }
 
-/** A connection URL without its password, for log lines. */
+/**
+ * A connection URL without its password (or a NATS token, `nats://token@host`), for log lines
+ * and error messages; a string that is not a URL loses whatever stands between `//` and `@`.
+ */
 export function redact(url: string): string {
   try {
     const u = new URL(url);
     if (u.password) u.password = "***";
+    else if (u.username && u.protocol === "nats:") u.username = "***";
+    for (const key of [...u.searchParams.keys()]) {
+      if (/pass|token|secret/i.test(key)) u.searchParams.set(key, "***");
+    }
     return u.toString();
   } catch {
-    return url;
+    return url.replace(/\/\/[^/@]*@/, "//***@");
   }
 }

@@ -90,6 +90,8 @@ export interface ForwardStats {
 /** A destination: sends a batch and resolves once it is durable there. */
 interface Destination {
   send(items: ForwardItem[]): Promise<void>;
+  /** Why the destination can never take this item (too large), or `undefined`. */
+  refuses(item: ForwardItem): string | undefined;
   close(): Promise<void>;
 }
 
@@ -110,7 +112,7 @@ export function destinationKind(to: string): DestinationKind | string {
     url = new URL(to);
   } catch {
     return `--to ${
-      JSON.stringify(to)
+      JSON.stringify(redact(to))
     } is not a URL; use nats://host:port or postgres://user@host:port/db`;
   }
   if (url.protocol === "nats:") return "nats";
@@ -157,13 +159,22 @@ async function openDestination(options: ForwardOptions): Promise<Destination> {
       ...(options.subjectPrefix ? { subjectPrefix: options.subjectPrefix } : {}),
       name: `obs-telemetry-forward-${options.unit}`,
     }, options.unit);
-    return { send: (items) => sink.send(items), close: () => sink.close() };
+    return {
+      send: (items) => sink.send(items),
+      refuses: (item) => {
+        const size = sink.oversize(item);
+        return size === undefined ? undefined : `its message of ${size} bytes is larger than ` +
+          `the NATS server's max_payload (${sink.maxPayload} bytes); raise max_payload to send such lines`;
+      },
+      close: () => sink.close(),
+    };
   }
   const sink = await PostgresSink.open(options.to);
   return {
     send: async (items) => {
       await sink.insert(items.map((item) => toRow(options.unit, item)));
     },
+    refuses: () => undefined,
     close: () => sink.close(),
   };
 }
@@ -381,7 +392,23 @@ async function run(
   const sendBatch = async (source: Source, items: ForwardItem[], at: StreamPosition) => {
     if (items.length > 0) {
       destination ??= await openDestination(options);
-      await destination.send(items);
+      const open = destination;
+      const refused = items.filter((item) => {
+        const why = open.refuses(item);
+        if (why === undefined) return false;
+        stats.skipped++;
+        log(
+          "warn",
+          `skipping ${source.stream} event ${item.seq}${
+            source.runId ? ` of run ${source.runId}` : ""
+          }: ${why}`,
+        );
+        return true;
+      });
+      if (refused.length > 0) items = items.filter((item) => !refused.includes(item));
+    }
+    if (items.length > 0) {
+      await destination!.send(items);
       stats.sent += items.length;
       options.onSent?.({
         stream: source.stream,
