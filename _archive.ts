@@ -16,7 +16,7 @@ import {
   DEFAULT_SUBJECT_PREFIX,
   NatsArchiveSource,
 } from "./_sink_nats.ts";
-import { PostgresSink } from "./_sink_postgres.ts";
+import { PostgresSink, TableShapeError } from "./_sink_postgres.ts";
 
 /** Options of {@linkcode archive}. */
 export interface ArchiveOptions {
@@ -110,6 +110,7 @@ export async function archive(options: ArchiveOptions): Promise<ArchiveStats> {
         sink ??= await PostgresSink.open(options.to);
         pgState.ok();
       } catch (err) {
+        if (err instanceof TableShapeError) throw err; // retrying cannot mend it
         pgState.failed(err, "retrying; messages stay in JetStream");
         sink = undefined;
         await backoff.wait(options.signal);

@@ -35,7 +35,7 @@ import {
   type StoredFile,
 } from "./_site_files.ts";
 import { checkNatsName, checkSubjectPrefix, NatsSink } from "./_sink_nats.ts";
-import { PostgresSink } from "./_sink_postgres.ts";
+import { PostgresSink, TableShapeError } from "./_sink_postgres.ts";
 import { redact } from "./_archive.ts";
 
 /** The longest the cursor file lags the acknowledged position while lines keep coming. */
@@ -522,8 +522,11 @@ async function run(
   return stats;
 }
 
-/** Errors of this machine (permissions, a missing site directory), not of the destination. */
+/**
+ * Errors of this machine (permissions, a missing site directory), and a destination table of
+ * another shape: retrying cannot mend them, so the forwarder stops with the message.
+ */
 function isLocalFault(err: unknown): boolean {
   return err instanceof Deno.errors.NotCapable || err instanceof Deno.errors.PermissionDenied ||
-    err instanceof Deno.errors.NotFound;
+    err instanceof Deno.errors.NotFound || err instanceof TableShapeError;
 }
