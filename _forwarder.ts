@@ -26,6 +26,7 @@ import {
 } from "./_forward_cursor.ts";
 import { ACTIVE_RUN_FILE, FORWARD_DIR } from "./_site_layout.ts";
 import { readRunLog } from "./_run_log.ts";
+import { RUN_ID_PATTERN } from "./_request.ts";
 import {
   listRunFiles,
   listSiteFiles,
@@ -89,7 +90,8 @@ export interface ForwardStats {
 
 /** A destination: sends a batch and resolves once it is durable there. */
 interface Destination {
-  send(items: ForwardItem[]): Promise<void>;
+  /** Rejects when `signal` aborts before the batch is acknowledged. */
+  send(items: ForwardItem[], signal?: AbortSignal): Promise<void>;
   /** Why the destination can never take this item (too large), or `undefined`. */
   refuses(item: ForwardItem): string | undefined;
   close(): Promise<void>;
@@ -160,7 +162,7 @@ async function openDestination(options: ForwardOptions): Promise<Destination> {
       name: `obs-telemetry-forward-${options.unit}`,
     }, options.unit);
     return {
-      send: (items) => sink.send(items),
+      send: (items, signal) => sink.send(items, signal),
       refuses: (item) => {
         const size = sink.oversize(item);
         return size === undefined ? undefined : `its message of ${size} bytes is larger than ` +
@@ -408,7 +410,7 @@ async function run(
       if (refused.length > 0) items = items.filter((item) => !refused.includes(item));
     }
     if (items.length > 0) {
-      await destination!.send(items);
+      await destination!.send(items, options.signal);
       stats.sent += items.length;
       options.onSent?.({
         stream: source.stream,
@@ -486,6 +488,15 @@ async function run(
   // more can appear in them until the run id is started again (between two polls, or while the
   // destination was down), which the run log shows as a new start.
   const finished = new Map<string, string>();
+  // Runs passed over (a run id that is none, a directory this process may not read), warned once
+  // per run and reason: one bad run must not stop the site stream and every other run.
+  const passedOver = new Set<string>();
+  const passOver = (source: Source, why: string) => {
+    const key = `${source.runId}\n${why}`;
+    if (passedOver.has(key)) return;
+    passedOver.add(key);
+    log("warn", `not forwarding run ${JSON.stringify(source.runId)}: ${why}`);
+  };
   try {
     while (!options.signal?.aborted) {
       let sent = 0;
@@ -496,13 +507,35 @@ async function run(
             if (source.stopped) continue;
             finished.delete(source.runId);
           }
-          const pumped = await pump(source);
+          if (source.stream === "run" && !RUN_ID_PATTERN.test(source.runId)) {
+            // Only a hand-edited run log holds one; in a NATS header it could forge others.
+            passOver(
+              source,
+              `the run log names it, but it is no run id (${RUN_ID_PATTERN.source})`,
+            );
+            continue;
+          }
+          let pumped: { sent: number; complete: boolean };
+          try {
+            pumped = await pump(source);
+          } catch (err) {
+            const denied = err instanceof Deno.errors.NotCapable ||
+              err instanceof Deno.errors.PermissionDenied;
+            if (source.stream !== "run" || !denied) throw err;
+            passOver(
+              source,
+              `cannot read its directory ${source.runDir} (${(err as Error).message}); ` +
+                `grant read access to it (spawnForwarder()'s runRoots) to forward it`,
+            );
+            continue;
+          }
           sent += pumped.sent;
           if (source.stopped && pumped.complete) finished.set(source.runId, source.generation);
         }
         peer.ok();
         backoff.reset();
       } catch (err) {
+        if (options.signal?.aborted) break; // stopping: the batch in flight was not acknowledged
         if (isLocalFault(err)) throw err;
         peer.failed(err, "retrying; nothing is lost, the files are the buffer");
         await destination?.close().catch(() => {});

@@ -299,7 +299,7 @@ export class NatsSink extends NatsBase {
    * @throws the first failure, or a timeout; the caller resends the whole batch (duplicates are
    * dropped by the `Nats-Msg-Id` window and by the archive's primary key).
    */
-  async send(items: readonly ForwardItem[]): Promise<void> {
+  async send(items: readonly ForwardItem[], signal?: AbortSignal): Promise<void> {
     if (items.length === 0) return;
     const batch = new AckBatch(this.#nextBatch++, items.length);
     this.#batch = batch;
@@ -315,14 +315,26 @@ export class NatsSink extends NatsBase {
       });
     });
     let timer: ReturnType<typeof setTimeout> | undefined;
+    let stop: (() => void) | undefined;
     try {
+      // A stop (SIGTERM) does not wait out the PubAck timeout of a destination that is down:
+      // the batch is not acknowledged, the cursor stays before it, and it is sent again later.
       await Promise.race([
         batch.done,
-        new Promise<void>((resolve) => (timer = setTimeout(resolve, PUBACK_TIMEOUT_MS))),
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, PUBACK_TIMEOUT_MS);
+          stop = () => resolve();
+          if (signal?.aborted) resolve();
+          else signal?.addEventListener("abort", stop, { once: true });
+        }),
       ]);
     } finally {
       clearTimeout(timer);
+      if (stop) signal?.removeEventListener("abort", stop);
       this.#batch = undefined;
+    }
+    if (signal?.aborted && batch.outcome() !== undefined) {
+      throw new Error("stopped before JetStream acknowledged the batch");
     }
     const failure = batch.outcome();
     if (failure) throw failure;

@@ -8,8 +8,8 @@
 
 import assert from "node:assert/strict";
 import { archive } from "../_archive.ts";
-import { forward } from "../forward.ts";
-import { postJson, tempDir, testServer } from "./_util.ts";
+import { forward, forwarderPermissionFlags } from "../forward.ts";
+import { freePort, postJson, tempDir, testServer } from "./_util.ts";
 import { natsMissing, NatsServer, postgresMissing, PostgresServer } from "./_fleet_util.ts";
 
 const skipNats = natsMissing();
@@ -337,5 +337,222 @@ Deno.test({
     } finally {
       clearTimeout(timer);
     }
+  },
+});
+
+const FORWARD_MAIN = new URL("../_forward_main.ts", import.meta.url).pathname;
+
+/** Runs `forward` as its own process, as `spawnForwarder()` does, with piped output. */
+function spawnForward(args: string[], flags: string[] = ["--allow-all"]): Deno.ChildProcess {
+  return new Deno.Command(Deno.execPath(), {
+    args: ["run", "--no-prompt", ...flags, FORWARD_MAIN, "forward", ...args],
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+}
+
+async function cursorSeq(siteDir: string, name: string): Promise<number | undefined> {
+  try {
+    return JSON.parse(await Deno.readTextFile(`${siteDir}/.forward/${name}.json`)).site?.seq;
+  } catch {
+    return undefined;
+  }
+}
+
+Deno.test({
+  name: "a nats:// URL with user and password authenticates, and the password is never printed",
+  ignore: skipNats !== undefined,
+  async fn() {
+    await using dir = await tempDir();
+    await using store = await tempDir();
+    const port = freePort();
+    const server = new Deno.Command("nats-server", {
+      args: [
+        "-js",
+        "-a",
+        "127.0.0.1",
+        "-p",
+        String(port),
+        "-sd",
+        store.path,
+        "--user",
+        "fleet",
+        "--pass",
+        "s3cret",
+      ],
+      stdout: "null",
+      stderr: "null",
+    }).spawn();
+    try {
+      await Deno.writeTextFile(
+        `${dir.path}/site_20261101.ndjson`,
+        [1, 2].map((s) => line(s)).join("\n") + "\n",
+      );
+      const child = spawnForward([
+        "--site-dir",
+        dir.path,
+        "--to",
+        `nats://fleet:s3cret@127.0.0.1:${port}`,
+        "--unit",
+        "u1",
+      ]);
+      await waitUntil(
+        async () => (await cursorSeq(dir.path, "nats")) === 2,
+        15_000,
+        "the cursor at 2",
+      );
+      child.kill("SIGTERM");
+      const out = await child.output();
+      const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
+      assert.equal(out.code, 0, text);
+      assert.ok(!text.includes("s3cret"), text);
+      assert.match(text, /nats:\/\/fleet:\*\*\*@127\.0\.0\.1/);
+    } finally {
+      server.kill("SIGKILL");
+      await server.status;
+    }
+  },
+});
+
+for (const kind of ["nats", "postgres"] as const) {
+  Deno.test({
+    name: `SIGTERM while the ${kind} destination is down ends the forwarder promptly with exit 0 ` +
+      "and the cursor where the destination left it",
+    ignore: (kind === "nats" ? skipNats : skipPg) !== undefined,
+    async fn() {
+      await using dir = await tempDir();
+      await using nats = await NatsServer.start();
+      await using pg = await PostgresServer.start();
+      await Deno.writeTextFile(
+        `${dir.path}/site_20261101.ndjson`,
+        [1, 2, 3].map((s) => line(s)).join("\n") + "\n",
+      );
+      const child = spawnForward([
+        "--site-dir",
+        dir.path,
+        "--to",
+        kind === "nats" ? nats.url : pg.url,
+        "--unit",
+        "u1",
+      ]);
+      await waitUntil(
+        async () => (await cursorSeq(dir.path, kind)) === 3,
+        15_000,
+        "the cursor at 3",
+      );
+      if (kind === "nats") await nats.kill();
+      else await pg.stop("immediate");
+      // A long catch-up waits: the forwarder is sending into a dead destination or backing off.
+      const more = Array.from({ length: 5000 }, (_, i) => line(4 + i));
+      await Deno.writeTextFile(`${dir.path}/site_20261101.ndjson`, more.join("\n") + "\n", {
+        append: true,
+      });
+      await new Promise((r) => setTimeout(r, 1500));
+      const t0 = Date.now();
+      child.kill("SIGTERM");
+      const out = await child.output();
+      const took = Date.now() - t0;
+      const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
+      assert.equal(out.code, 0, text);
+      assert.ok(took < 5000, `took ${took} ms to stop:\n${text}`);
+      assert.equal(await cursorSeq(dir.path, kind), 3);
+      assert.match(text, /forwarder stopped after sending 3 events; cursor saved/);
+    },
+  });
+}
+
+Deno.test({
+  name: "a run log naming a directory the forwarder may not read, or a run id that is no run id, " +
+    "skips that run with a warning and forwards everything else",
+  ignore: skipPg !== undefined,
+  async fn() {
+    await using dir = await tempDir();
+    await using outside = await tempDir();
+    await using pg = await PostgresServer.start();
+    await Deno.writeTextFile(`${outside.path}/telemetry.ndjson`, line(1) + "\n");
+    await Deno.mkdir(`${dir.path}/good`);
+    await Deno.writeTextFile(`${dir.path}/good/telemetry.ndjson`, line(1) + "\n");
+    await Deno.writeTextFile(
+      `${dir.path}/site_20261101.ndjson`,
+      [1, 2].map((s) => line(s)).join("\n") + "\n",
+    );
+    const record = (runId: string, runDir: string) =>
+      JSON.stringify({
+        run_id: runId,
+        run_dir: runDir,
+        started_at: "2026-11-01T20:00:00.000Z",
+        stopped_at: "2026-11-01T21:00:00.000Z",
+        events: 1,
+        meta: {},
+      }) + "\n";
+    await Deno.writeTextFile(
+      `${dir.path}/runs.ndjson`,
+      record("elsewhere", outside.path) + record("bad\r\nNats-Msg-Id: x", `${dir.path}/good`) +
+        record("good", `${dir.path}/good`),
+    );
+    const child = spawnForward(
+      ["--site-dir", dir.path, "--to", pg.url, "--unit", "u1"],
+      forwarderPermissionFlags({ siteDir: dir.path, to: pg.url }),
+    );
+    try {
+      await waitUntil(
+        async () => (await countRows(pg)) === 3,
+        15_000,
+        "the site's 2 rows and run good's",
+      );
+    } finally {
+      child.kill("SIGTERM");
+    }
+    const out = await child.output();
+    const stderr = new TextDecoder().decode(out.stderr);
+    assert.equal(out.code, 0, stderr);
+    assert.equal(
+      await pg.query(
+        "select string_agg(stream || ':' || run_id || ':' || seq, ',' order by stream, run_id, seq) from telemetry_events",
+      ),
+      "run:good:1,site::1,site::2",
+    );
+    assert.match(stderr, /warn not forwarding run "elsewhere": cannot read its directory/);
+    assert.match(stderr, /warn not forwarding run "bad\\r\\nNats-Msg-Id: x": .* no run id/);
+    assert.equal(
+      stderr.trim().split("\n").filter((l) => l.includes("elsewhere")).length,
+      1,
+      "one warning, not one per pass",
+    );
+  },
+});
+
+Deno.test({
+  name:
+    "a site file truncated under the cursor (a restored backup) is forwarded again from its start",
+  ignore: skipPg !== undefined,
+  async fn() {
+    await using dir = await tempDir();
+    await using pg = await PostgresServer.start();
+    const path = `${dir.path}/site_20261101.ndjson`;
+    await Deno.writeTextFile(path, [1, 2, 3, 4].map((s) => line(s)).join("\n") + "\n");
+    const { lines: logs, log } = capture();
+    const stop = new AbortController();
+    const running = forward({
+      siteDir: dir.path,
+      to: pg.url,
+      unit: "u1",
+      pollMs: 20,
+      log,
+      signal: stop.signal,
+    });
+    try {
+      await waitUntil(async () => (await countRows(pg)) === 4, 10_000, "4 rows");
+      // Replaced by a shorter file with other lines (seq 1..2 again, then new ones).
+      await Deno.writeTextFile(path, [1, 2].map((s) => line(s)).join("\n") + "\n");
+      await Deno.writeTextFile(path, line(5, { x: "a much longer line than before" }) + "\n", {
+        append: true,
+      });
+      await waitUntil(async () => (await countRows(pg)) === 5, 10_000, "5 rows");
+    } finally {
+      stop.abort();
+      await running;
+    }
+    assert.ok(logs.some((l) => /^warn .*truncated or replaced/.test(l)), logs.join("\n"));
   },
 });
