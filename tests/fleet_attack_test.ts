@@ -556,3 +556,45 @@ Deno.test({
     assert.ok(logs.some((l) => /^warn .*truncated or replaced/.test(l)), logs.join("\n"));
   },
 });
+
+Deno.test({
+  name: "an event whose data holds a lone UTF-16 surrogate (accepted by the service) reaches " +
+    "PostgreSQL as U+FFFD directly and through JetStream, and the events after it too",
+  ignore: (skipNats ?? skipPg) !== undefined,
+  async fn() {
+    await using dir = await tempDir();
+    await using nats = await NatsServer.start();
+    await using pg = await PostgresServer.start();
+    await using server = await testServer({ siteDir: dir.path });
+    const body = [
+      '{"type":"x","data":{"s":"a\\ud800b","k\\udc00":1}}',
+      '{"type":"x","data":{"i":2}}',
+    ];
+    for (const b of body) {
+      const r = await fetch(`${server.url}/event`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: b,
+      });
+      assert.equal(r.status, 200, await r.text());
+    }
+    const stop = new AbortController();
+    const running = [
+      forward({ siteDir: dir.path, to: pg.url, unit: "direct", signal: stop.signal }),
+      forward({ siteDir: dir.path, to: nats.url, unit: "viajs", signal: stop.signal }),
+      archive({ from: nats.url, to: pg.url, signal: stop.signal }),
+    ];
+    try {
+      await waitUntil(async () => (await countRows(pg)) === 4, 15_000, "4 rows");
+    } finally {
+      stop.abort();
+      await Promise.all(running);
+    }
+    assert.equal(
+      await pg.query(
+        "select string_agg(unit || ':' || seq || ':' || (data->>'s'), ',' order by unit) from telemetry_events where seq = 1",
+      ),
+      "direct:1:a\uFFFDb,viajs:1:a\uFFFDb",
+    );
+  },
+});
