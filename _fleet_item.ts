@@ -73,11 +73,22 @@ export function idempotencyKey(unit: string, item: ForwardItem): string {
 }
 
 /**
- * PostgreSQL cannot store U+0000 in `text` or `jsonb`; such a character (legal in JSON) becomes
- * U+FFFD in the row. Everything else is stored as written.
+ * PostgreSQL cannot store U+0000 in `text` or `jsonb`, nor a lone UTF-16 surrogate (`"\ud800"`,
+ * which JSON allows and the service stores as sent); either becomes U+FFFD in the row, so one
+ * such event does not fail its batch forever. Everything else is stored as written.
  */
 function pgSafe(json: string): string {
-  return json.includes("\\u0000") ? json.replaceAll("\\u0000", "\\ufffd") : json;
+  if (!json.includes("\\u")) return json;
+  // Escapes can only come from JSON.stringify here: re-read and write strings and keys well-formed.
+  const clean = (v: unknown): unknown => {
+    if (typeof v === "string") return v.toWellFormed().replaceAll("\u0000", "\ufffd");
+    if (Array.isArray(v)) return v.map(clean);
+    if (typeof v === "object" && v !== null) {
+      return Object.fromEntries(Object.entries(v).map(([k, x]) => [clean(k) as string, clean(x)]));
+    }
+    return v;
+  };
+  return JSON.stringify(clean(JSON.parse(json)));
 }
 
 const ISO_TS =
@@ -142,7 +153,7 @@ export function toRow(unit: string, item: ForwardItem): EventRow {
     run_id: item.runId,
     seq: item.seq,
     ts,
-    type: type.replaceAll("\u0000", "\ufffd"),
+    type: type.toWellFormed().replaceAll("\u0000", "\ufffd"),
     data: pgSafe(JSON.stringify(value.data ?? {})),
     meta: pgSafe(JSON.stringify(value.meta ?? {})),
   };
