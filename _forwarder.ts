@@ -39,6 +39,12 @@ import { checkNatsName, checkSubjectPrefix, NatsSink } from "./_sink_nats.ts";
 import { PostgresSink, TableShapeError } from "./_sink_postgres.ts";
 import { redact } from "./_archive.ts";
 
+/**
+ * A batch also ends at this many characters of lines: `--batch` lines of a megabyte each would
+ * hold a gigabyte in memory (and in one transaction) on a small unit.
+ */
+const MAX_BATCH_CHARS = 8 * 1024 * 1024;
+
 /** The longest the cursor file lags the acknowledged position while lines keep coming. */
 const CURSOR_SAVE_MS = 1000;
 
@@ -438,11 +444,13 @@ async function run(
       const fileName = plainName(file.name);
       let from = f === 0 ? offset : 0;
       let items: ForwardItem[] = [];
+      let chars = 0;
       let end = from;
       const flush = async () => {
         await sendBatch(source, items, { file: fileName, offset: end, seq: lastSeq });
         sent += items.length;
         items = [];
+        chars = 0;
       };
       try {
         for await (const lines of readLines(file, { offset: from })) {
@@ -459,7 +467,8 @@ async function run(
             }
             lastSeq = seq;
             items.push({ stream: source.stream, runId: source.runId, seq, line: line.text });
-            if (items.length >= batchSize) {
+            chars += line.text.length;
+            if (items.length >= batchSize || chars >= MAX_BATCH_CHARS) {
               await flush();
               // Stopping: the batch in flight was acknowledged and its cursor saved.
               if (options.signal?.aborted) return { sent, complete: false };

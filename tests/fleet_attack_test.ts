@@ -598,3 +598,32 @@ Deno.test({
     );
   },
 });
+
+Deno.test({
+  name: "a night of very large lines is sent in batches of bounded size, not 1000 lines at once",
+  ignore: skipPg !== undefined,
+  async fn() {
+    await using dir = await tempDir();
+    await using pg = await PostgresServer.start();
+    // 30 lines of 700 KB: 1000 of them would hold 700 MB in memory on a small unit.
+    const lines = Array.from({ length: 30 }, (_, i) => line(i + 1, { blob: "y".repeat(700_000) }));
+    await Deno.writeTextFile(`${dir.path}/site_20261101.ndjson`, lines.join("\n") + "\n");
+    const counts: number[] = [];
+    const stop = new AbortController();
+    const running = forward({
+      siteDir: dir.path,
+      to: pg.url,
+      unit: "u1",
+      signal: stop.signal,
+      onSent: (b) => counts.push(b.count),
+    });
+    try {
+      await waitUntil(() => counts.reduce((a, b) => a + b, 0) === 30, 20_000, "30 lines");
+    } finally {
+      stop.abort();
+      await running;
+    }
+    assert.ok(Math.max(...counts) <= 12, `batches of ${counts.join(", ")} lines`);
+    assert.equal(await countRows(pg), 30);
+  },
+});
