@@ -128,7 +128,7 @@ export async function archive(options: ArchiveOptions): Promise<ArchiveStats> {
       }
       if (messages.length === 0) continue;
       const rows: EventRow[] = [];
-      const good: ArchiveMessage[] = [];
+      let good: ArchiveMessage[] = [];
       for (const m of messages) {
         const row = rowOf(m);
         if (typeof row === "string") {
@@ -141,7 +141,15 @@ export async function archive(options: ArchiveOptions): Promise<ArchiveStats> {
         }
       }
       try {
-        stats.inserted += await sink.insert(rows);
+        const refused = new Set<number>();
+        stats.inserted += await sink.insert(rows, (_row, i, reason) => {
+          refused.add(i);
+          stats.rejected++;
+          const m = good[i]!;
+          log("warn", `dropping message ${m.msg.seq} on ${m.msg.subject}: ${reason}`);
+          m.msg.term();
+        });
+        if (refused.size > 0) good = good.filter((_, i) => !refused.has(i));
         pgState.ok();
       } catch (err) {
         pgState.failed(err, "retrying; messages stay in JetStream");

@@ -103,6 +103,11 @@ interface Destination {
   close(): Promise<void>;
 }
 
+/** An item for a log line: `site event 12` or `run event 3 of run night-1`. */
+function describe(item: ForwardItem): string {
+  return `${item.stream} event ${item.seq}${item.runId ? ` of run ${item.runId}` : ""}`;
+}
+
 /** The kinds of destination, from the URL's scheme. */
 export type DestinationKind = "nats" | "postgres";
 
@@ -159,7 +164,10 @@ export function checkForwardOptions(options: ForwardOptions): string | undefined
   return undefined;
 }
 
-async function openDestination(options: ForwardOptions): Promise<Destination> {
+async function openDestination(
+  options: ForwardOptions,
+  rejected: (item: ForwardItem, reason: string) => void,
+): Promise<Destination> {
   if (destinationKind(options.to) === "nats") {
     const sink = await NatsSink.open({
       url: new URL(options.to),
@@ -180,7 +188,10 @@ async function openDestination(options: ForwardOptions): Promise<Destination> {
   const sink = await PostgresSink.open(options.to);
   return {
     send: async (items) => {
-      await sink.insert(items.map((item) => toRow(options.unit, item)));
+      await sink.insert(
+        items.map((item) => toRow(options.unit, item)),
+        (_row, i, reason) => rejected(items[i]!, reason),
+      );
     },
     refuses: () => undefined,
     close: () => sink.close(),
@@ -399,25 +410,24 @@ async function run(
   /** Sends one batch and records the position after it; throws when the destination failed. */
   const sendBatch = async (source: Source, items: ForwardItem[], at: StreamPosition) => {
     if (items.length > 0) {
-      destination ??= await openDestination(options);
+      destination ??= await openDestination(options, (item, why) => {
+        stats.skipped++;
+        log("warn", `skipping ${describe(item)}: ${why}`);
+      });
       const open = destination;
       const refused = items.filter((item) => {
         const why = open.refuses(item);
         if (why === undefined) return false;
         stats.skipped++;
-        log(
-          "warn",
-          `skipping ${source.stream} event ${item.seq}${
-            source.runId ? ` of run ${source.runId}` : ""
-          }: ${why}`,
-        );
+        log("warn", `skipping ${describe(item)}: ${why}`);
         return true;
       });
       if (refused.length > 0) items = items.filter((item) => !refused.includes(item));
     }
     if (items.length > 0) {
+      const skippedBefore = stats.skipped;
       await destination!.send(items, options.signal);
-      stats.sent += items.length;
+      stats.sent += items.length - (stats.skipped - skippedBefore); // less rows PostgreSQL refused
       options.onSent?.({
         stream: source.stream,
         runId: source.runId,

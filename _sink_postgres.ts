@@ -106,6 +106,12 @@ async function checkShape(tx: postgres.TransactionSql): Promise<void> {
   );
 }
 
+/** An error PostgreSQL raised for a value (SQLSTATE class 22), which no retry can mend. */
+function isDataError(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === "string" && code.startsWith("22");
+}
+
 /** A connection to the fleet's PostgreSQL, writing `telemetry_events`. */
 export class PostgresSink {
   readonly #sql: postgres.Sql;
@@ -164,8 +170,31 @@ export class PostgresSink {
    *
    * @returns How many rows were new.
    */
-  async insert(rows: readonly EventRow[]): Promise<number> {
+  async insert(
+    rows: readonly EventRow[],
+    onRejected?: (row: EventRow, index: number, reason: string) => void,
+  ): Promise<number> {
     if (rows.length === 0) return 0;
+    try {
+      return await this.#insert(rows);
+    } catch (err) {
+      // A value PostgreSQL refuses (a data exception, SQLSTATE class 22) fails its batch on every
+      // retry: find it row by row, hand it to onRejected, and store the others.
+      if (onRejected === undefined || !isDataError(err)) throw err;
+    }
+    let inserted = 0;
+    for (let i = 0; i < rows.length; i++) {
+      try {
+        inserted += await this.#insert([rows[i]!]);
+      } catch (err) {
+        if (!isDataError(err)) throw err;
+        onRejected(rows[i]!, i, `PostgreSQL refused it: ${(err as Error).message}`);
+      }
+    }
+    return inserted;
+  }
+
+  async #insert(rows: readonly EventRow[]): Promise<number> {
     return await this.#sql.begin(async (tx) => {
       let inserted = 0;
       for (let i = 0; i < rows.length; i += ROWS_PER_STATEMENT) {

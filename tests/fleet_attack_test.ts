@@ -627,3 +627,56 @@ Deno.test({
     assert.equal(await countRows(pg), 30);
   },
 });
+
+Deno.test({
+  name: "a value PostgreSQL refuses that no check foresaw costs that one event, not its batch " +
+    "forever, directly and through the archiver",
+  ignore: (skipNats ?? skipPg) !== undefined,
+  async fn() {
+    await using dir = await tempDir();
+    await using nats = await NatsServer.start();
+    await using pg = await PostgresServer.start();
+    // An ISO time with a zone offset PostgreSQL finds out of range.
+    const odd = line(2).replace(/"ts":"([^"]+)Z"/, '"ts":"$1+99:00"');
+    await Deno.writeTextFile(
+      `${dir.path}/site_20261101.ndjson`,
+      [line(1), odd, line(3)].join("\n") + "\n",
+    );
+    const direct = capture();
+    const archived = capture();
+    const stop = new AbortController();
+    const running = [
+      forward({
+        siteDir: dir.path,
+        to: pg.url,
+        unit: "direct",
+        log: direct.log,
+        signal: stop.signal,
+      }),
+      forward({ siteDir: dir.path, to: nats.url, unit: "viajs", signal: stop.signal }),
+      archive({ from: nats.url, to: pg.url, log: archived.log, signal: stop.signal }),
+    ];
+    try {
+      await waitUntil(async () => (await countRows(pg)) === 4, 15_000, "4 rows");
+    } finally {
+      stop.abort();
+    }
+    const [stats, , archiveStats] = await Promise.all(running);
+    assert.equal(
+      await pg.query(
+        "select string_agg(unit || ':' || seq, ',' order by unit, seq) from telemetry_events",
+      ),
+      "direct:1,direct:3,viajs:1,viajs:3",
+    );
+    assert.equal((stats as { skipped: number }).skipped, 1);
+    assert.equal((archiveStats as { rejected: number }).rejected, 1);
+    assert.ok(
+      direct.lines.some((l) => /^warn skipping site event 2: PostgreSQL refused it/.test(l)),
+      direct.lines.join("\n"),
+    );
+    assert.ok(
+      archived.lines.some((l) => /^warn dropping message .*PostgreSQL refused it/.test(l)),
+      archived.lines.join("\n"),
+    );
+  },
+});
