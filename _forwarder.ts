@@ -444,9 +444,34 @@ async function run(
    * Forwards what one source holds after its cursor: how many lines it sent, and whether it
    * read to the end of its last file.
    */
+  // Warnings given once per stream: the cursor's file gone, the stream's seq starting over.
+  const warned = new Set<string>();
+  const warnOnce = (key: string, message: string) => {
+    if (warned.has(key)) return;
+    warned.add(key);
+    log("warn", message);
+  };
   const pump = async (source: Source): Promise<{ sent: number; complete: boolean }> => {
     const start = positionOf(cursor, source);
-    const { files, offset } = remaining(await source.files(), start);
+    const stored = await source.files();
+    const { files, offset } = remaining(stored, start);
+    const what = source.stream === "site" ? "the site stream" : `run ${source.runId}`;
+    if (
+      start !== null && files.length === 0 && stored.length > 0 &&
+      !stored.some((f) => plainName(f.name) === start.file)
+    ) {
+      // Gone (retention deletes a passed file, but always leaves a later one): a cursor copied
+      // from elsewhere or a night deleted by hand. Nothing of this stream is sent until a file
+      // sorts after it; say so instead of sending nothing in silence.
+      warnOnce(
+        `${source.stream}\n${source.runId}\ngone\n${start.file}`,
+        `the cursor's file ${start.file} of ${what} is gone and every stored file sorts before ` +
+          `it: nothing of ${what} is sent until a later one appears (remove ${
+            source.stream === "site" ? "its site" : "this run's"
+          } ` +
+          `entry from the cursor to send them all again)`,
+      );
+    }
     let sent = 0;
     let lastSeq = start?.seq ?? 0;
     for (let f = 0; f < files.length && !options.signal?.aborted; f++) {
@@ -474,6 +499,16 @@ async function run(
                 `skipping a line of ${file.path} ending at byte ${line.end}: not a stored event (${seq})`,
               );
               continue;
+            }
+            if (seq <= lastSeq) {
+              // The stream started over (a site directory replaced, a run directory reused from
+              // a backup): these keys were sent before, and the destination drops the events.
+              warnOnce(
+                `${source.stream}\n${source.runId}\nseq\n${lastSeq}`,
+                `the seq of ${what} went back from ${lastSeq} to ${seq} in ${file.path}: the ` +
+                  `destination already holds these keys and drops these events as repeats; a ` +
+                  `stream that started over needs another --unit to be kept`,
+              );
             }
             lastSeq = seq;
             items.push({ stream: source.stream, runId: source.runId, seq, line: line.text });

@@ -680,3 +680,85 @@ Deno.test({
     );
   },
 });
+
+Deno.test({
+  name: "a site stream that starts over at seq 1 (a site directory replaced) is reported, " +
+    "not dropped as repeats in silence",
+  ignore: skipPg !== undefined,
+  async fn() {
+    await using dir = await tempDir();
+    await using pg = await PostgresServer.start();
+    await Deno.writeTextFile(
+      `${dir.path}/site_20261101.ndjson`,
+      [1, 2, 3].map((s) => line(s)).join("\n") + "\n",
+    );
+    const first = new AbortController();
+    await forward({
+      siteDir: dir.path,
+      to: pg.url,
+      unit: "u1",
+      signal: first.signal,
+      onSent: () => first.abort(),
+    });
+    await Deno.remove(`${dir.path}/site_20261101.ndjson`);
+    await Deno.writeTextFile(
+      `${dir.path}/site_20261102.ndjson`,
+      [1, 2].map((s) => line(s, { fresh: s })).join("\n") + "\n",
+    );
+    const { lines: logs, log } = capture();
+    const stop = new AbortController();
+    const running = forward({
+      siteDir: dir.path,
+      to: pg.url,
+      unit: "u1",
+      log,
+      signal: stop.signal,
+      onSent: () => stop.abort(),
+    });
+    await running;
+    const warnings = logs.filter((l) =>
+      /^warn the seq of the site stream went back from 3 to 1/.test(l)
+    );
+    assert.equal(warnings.length, 1, logs.join("\n"));
+  },
+});
+
+Deno.test({
+  name: "a cursor naming a night later than every stored file says that nothing is sent",
+  ignore: skipPg !== undefined,
+  async fn() {
+    await using dir = await tempDir();
+    await using pg = await PostgresServer.start();
+    await Deno.writeTextFile(
+      `${dir.path}/site_20261101.ndjson`,
+      [1, 2].map((s) => line(s)).join("\n") + "\n",
+    );
+    await Deno.mkdir(`${dir.path}/.forward`);
+    // Copied from another unit, or the clock once ran years ahead.
+    await Deno.writeTextFile(
+      `${dir.path}/.forward/postgres.json`,
+      JSON.stringify({
+        version: 1,
+        site: { file: "site_20991231.ndjson", offset: 100, seq: 9 },
+        runs: {},
+      }),
+    );
+    const { lines: logs, log } = capture();
+    const stop = new AbortController();
+    const running = forward({
+      siteDir: dir.path,
+      to: pg.url,
+      unit: "u1",
+      pollMs: 20,
+      log,
+      signal: stop.signal,
+    });
+    await new Promise((r) => setTimeout(r, 800));
+    stop.abort();
+    assert.equal((await running).sent, 0);
+    const warnings = logs.filter((l) =>
+      l.includes("site_20991231.ndjson of the site stream is gone")
+    );
+    assert.equal(warnings.length, 1, logs.join("\n"));
+  },
+});
