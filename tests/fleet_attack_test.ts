@@ -762,3 +762,24 @@ Deno.test({
     assert.equal(warnings.length, 1, logs.join("\n"));
   },
 });
+
+Deno.test("forward with a --to that is not a URL names it without its password", async () => {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--allow-all",
+      FORWARD_MAIN,
+      "forward",
+      "--to",
+      "postgres://fleet:s3cret@db:99999/x",
+      "--unit",
+      "u1",
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const stderr = new TextDecoder().decode(out.stderr);
+  assert.equal(out.code, 2, stderr);
+  assert.match(stderr, /is not a URL/);
+  assert.ok(!stderr.includes("s3cret"), stderr);
+});
