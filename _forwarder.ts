@@ -440,10 +440,6 @@ async function run(
     if (Date.now() - savedAt >= CURSOR_SAVE_MS) await save();
   };
 
-  /**
-   * Forwards what one source holds after its cursor: how many lines it sent, and whether it
-   * read to the end of its last file.
-   */
   // Warnings given once per stream: the cursor's file gone, the stream's seq starting over.
   const warned = new Set<string>();
   const warnOnce = (key: string, message: string) => {
@@ -451,6 +447,10 @@ async function run(
     warned.add(key);
     log("warn", message);
   };
+  /**
+   * Forwards what one source holds after its cursor: how many lines it sent, and whether it
+   * read to the end of its last file.
+   */
   const pump = async (source: Source): Promise<{ sent: number; complete: boolean }> => {
     const start = positionOf(cursor, source);
     const stored = await source.files();
