@@ -245,9 +245,13 @@ export async function listRunDirs(siteDir: string): Promise<Map<string, RunDir>>
   } catch (err) {
     if (!(err instanceof Deno.errors.NotFound) && !(err instanceof SyntaxError)) throw err;
   }
+  // A directory that a recorded run is stored in is that run, whatever its name (a run id may
+  // be started again in a directory named otherwise): never the same lines under a second id.
+  const known = new Set([...runs.values()].map((r) => r.dir));
   for await (const entry of Deno.readDir(siteDir)) {
     // Links are not followed out of the site directory; dot-directories are the service's own.
     if (!entry.isDirectory || entry.name.startsWith(".") || runs.has(entry.name)) continue;
+    if (known.has(resolve(siteDir, entry.name))) continue;
     if ((await listRunFiles(join(siteDir, entry.name))).length > 0) {
       runs.set(entry.name, { dir: join(siteDir, entry.name), stopped: false });
     }
@@ -452,10 +456,21 @@ async function run(
    * read to the end of its last file.
    */
   const pump = async (source: Source): Promise<{ sent: number; complete: boolean }> => {
-    const start = positionOf(cursor, source);
+    let start = positionOf(cursor, source);
+    const what = source.stream === "site" ? "the site stream" : `run ${source.runId}`;
+    const before = start === null ? undefined : cursor.runs[source.runId]?.run_dir;
+    if (start !== null && source.stream === "run" && before !== source.runDir) {
+      // The run id was started again in another directory: its cursor belongs to the old one.
+      // Read the new file from its start; seqs not above the old ones are reported below.
+      warnOnce(
+        `${source.runId}\nmoved\n${source.runDir}`,
+        `${what} is now stored in ${source.runDir} (the cursor was in ${before}); forwarding ` +
+          `that directory from its start`,
+      );
+      start = { file: start.file, offset: 0, seq: start.seq };
+    }
     const stored = await source.files();
     const { files, offset } = remaining(stored, start);
-    const what = source.stream === "site" ? "the site stream" : `run ${source.runId}`;
     if (
       start !== null && files.length === 0 && stored.length > 0 &&
       !stored.some((f) => plainName(f.name) === start.file)

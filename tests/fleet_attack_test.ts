@@ -783,3 +783,68 @@ Deno.test("forward with a --to that is not a URL names it without its password",
   assert.match(stderr, /is not a URL/);
   assert.ok(!stderr.includes("s3cret"), stderr);
 });
+
+Deno.test({
+  name: "a run id started again in another directory is forwarded from that directory's start, " +
+    "and the keys it repeats are reported",
+  ignore: skipPg !== undefined,
+  async fn() {
+    await using dir = await tempDir();
+    await using pg = await PostgresServer.start();
+    await using server = await testServer({ siteDir: dir.path });
+    const post = async (n: number) => {
+      for (let i = 0; i < n; i++) {
+        assert.equal(
+          (await postJson(`${server.url}/event`, { type: "status", data: { i } })).status,
+          200,
+        );
+      }
+    };
+    assert.equal((await postJson(`${server.url}/run/start`, { run_id: "r1" })).status, 201);
+    await post(2);
+    assert.equal((await postJson(`${server.url}/run/stop`, {})).status, 200);
+    const { lines: logs, log } = capture();
+    const stop = new AbortController();
+    const running = forward({
+      siteDir: dir.path,
+      to: pg.url,
+      unit: "u1",
+      pollMs: 20,
+      log,
+      signal: stop.signal,
+    });
+    try {
+      await waitUntil(
+        async () => (await countRows(pg, "stream = 'run'")) === 2,
+        10_000,
+        "the first r1",
+      );
+      const r = await postJson(`${server.url}/run/start`, {
+        run_id: "r1",
+        run_dir: `${dir.path}/other`,
+      });
+      assert.equal(r.status, 201);
+      await post(3); // seq 1, 2, 3 again in the new directory
+      assert.equal((await postJson(`${server.url}/run/stop`, {})).status, 200);
+      await waitUntil(
+        async () => (await countRows(pg, "stream = 'run'")) === 3,
+        10_000,
+        "seq 3 of the new r1",
+      ).catch(async (e) => {
+        throw new Error(
+          `${e.message}: ${await pg.query(
+            "select run_id || ':' || seq || ':' || (data->>'i') from telemetry_events where stream = 'run'",
+          )}\n${logs.join("\n")}`,
+        );
+      });
+    } finally {
+      stop.abort();
+      await running;
+    }
+    assert.ok(logs.some((l) => /^warn run r1 is now stored in .*other/.test(l)), logs.join("\n"));
+    assert.ok(
+      logs.some((l) => /^warn the seq of run r1 went back from 2 to 1/.test(l)),
+      logs.join("\n"),
+    );
+  },
+});
