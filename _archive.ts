@@ -16,7 +16,7 @@ import {
   DEFAULT_SUBJECT_PREFIX,
   NatsArchiveSource,
 } from "./_sink_nats.ts";
-import { PostgresSink } from "./_sink_postgres.ts";
+import { PostgresSink, TableShapeError } from "./_sink_postgres.ts";
 
 /** Options of {@linkcode archive}. */
 export interface ArchiveOptions {
@@ -85,7 +85,7 @@ export async function archive(options: ArchiveOptions): Promise<ArchiveStats> {
   const log: FleetLog = options.log ?? (() => {});
   const batch = options.batch ?? 2000;
   const stats: ArchiveStats = { messages: 0, inserted: 0, rejected: 0 };
-  const natsState = new PeerState(`JetStream at ${options.from}`, log);
+  const natsState = new PeerState(`JetStream at ${redact(options.from)}`, log);
   const pgState = new PeerState(`PostgreSQL at ${redact(options.to)}`, log);
   const backoff = new Backoff();
   let source: NatsArchiveSource | undefined;
@@ -112,6 +112,7 @@ export async function archive(options: ArchiveOptions): Promise<ArchiveStats> {
         pgState.ok();
       } catch (err) {
         if (isPermissionFault(err)) throw err;
+        if (err instanceof TableShapeError) throw err; // retrying cannot mend it
         pgState.failed(err, "retrying; messages stay in JetStream");
         sink = undefined;
         await backoff.wait(options.signal);
@@ -130,7 +131,7 @@ export async function archive(options: ArchiveOptions): Promise<ArchiveStats> {
       }
       if (messages.length === 0) continue;
       const rows: EventRow[] = [];
-      const good: ArchiveMessage[] = [];
+      let good: ArchiveMessage[] = [];
       for (const m of messages) {
         const row = rowOf(m);
         if (typeof row === "string") {
@@ -143,7 +144,15 @@ export async function archive(options: ArchiveOptions): Promise<ArchiveStats> {
         }
       }
       try {
-        stats.inserted += await sink.insert(rows);
+        const refused = new Set<number>();
+        stats.inserted += await sink.insert(rows, (_row, i, reason) => {
+          refused.add(i);
+          stats.rejected++;
+          const m = good[i]!;
+          log("warn", `dropping message ${m.msg.seq} on ${m.msg.subject}: ${reason}`);
+          m.msg.term();
+        });
+        if (refused.size > 0) good = good.filter((_, i) => !refused.has(i));
         pgState.ok();
       } catch (err) {
         if (isPermissionFault(err)) throw err;
@@ -170,14 +179,21 @@ export async function archive(options: ArchiveOptions): Promise<ArchiveStats> {
   return stats;
 }
 
-/** A connection URL without its password, for log lines. */
+/**
+ * A connection URL without its password (or a NATS token, `nats://token@host`), for log lines
+ * and error messages; a string that is not a URL loses whatever stands between `//` and `@`.
+ */
 export function redact(url: string): string {
   try {
     const u = new URL(url);
     if (u.password) u.password = "***";
+    else if (u.username && u.protocol === "nats:") u.username = "***";
+    for (const key of [...u.searchParams.keys()]) {
+      if (/pass|token|secret/i.test(key)) u.searchParams.set(key, "***");
+    }
     return u.toString();
   } catch {
-    return url;
+    return url.replace(/\/\/[^/@]*@/, "//***@");
   }
 }
 

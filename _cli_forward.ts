@@ -194,7 +194,7 @@ export async function archiveCommand(args: string[]): Promise<number> {
   if (checks.length > 0) throw new UsageError(checks[0]!, "archive");
   const batch = positiveInt(values.batch, "--batch", "archive");
   const stop = stopSignal();
-  printLog("info", `archiving ${values.from} into ${redact(values.to)}`);
+  printLog("info", `archiving ${redact(values.from)} into ${redact(values.to)}`);
   try {
     const stats = await archive({
       from: values.from,

@@ -73,11 +73,66 @@ export function idempotencyKey(unit: string, item: ForwardItem): string {
 }
 
 /**
- * PostgreSQL cannot store U+0000 in `text` or `jsonb`; such a character (legal in JSON) becomes
- * U+FFFD in the row. Everything else is stored as written.
+ * PostgreSQL cannot store U+0000 in `text` or `jsonb`, nor a lone UTF-16 surrogate (`"\ud800"`,
+ * which JSON allows and the service stores as sent); either becomes U+FFFD in the row, so one
+ * such event does not fail its batch forever. Everything else is stored as written.
  */
 function pgSafe(json: string): string {
-  return json.includes("\\u0000") ? json.replaceAll("\\u0000", "\\ufffd") : json;
+  if (!json.includes("\\u")) return json;
+  // Escapes can only come from JSON.stringify here: re-read and write strings and keys well-formed.
+  const clean = (v: unknown): unknown => {
+    if (typeof v === "string") return v.toWellFormed().replaceAll("\u0000", "\ufffd");
+    if (Array.isArray(v)) return v.map(clean);
+    if (typeof v === "object" && v !== null) {
+      return Object.fromEntries(Object.entries(v).map(([k, x]) => [clean(k) as string, clean(x)]));
+    }
+    return v;
+  };
+  return JSON.stringify(clean(JSON.parse(json)));
+}
+
+const ISO_TS =
+  /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/;
+
+/**
+ * Whether `ts` is an ISO 8601 time with a zone that PostgreSQL's `timestamptz` accepts: a line
+ * whose `ts` was damaged by hand must be skipped, not fail its whole batch again and again.
+ */
+export function isTimestamp(ts: string): boolean {
+  const m = ISO_TS.exec(ts);
+  if (m === null) return false;
+  const [y, mo, d, h, mi, s] = m.slice(1, 7).map(Number) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  if (y < 1 || mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || s > 59) return false;
+  return d <= new Date(Date.UTC(y, mo, 0)).getUTCDate();
+}
+
+/**
+ * The seq of a stored line, or why it is no stored event (not JSON, no safe-integer `seq`, no
+ * valid `ts`, no string `type`). The forwarder skips such a line with a warning: sent on, it
+ * would fail its batch at the destination forever and stop the stream behind it.
+ */
+export function storedSeq(line: string): number | string {
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch {
+    return "not JSON";
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    return "not a JSON object";
+  }
+  const { seq, ts, type } = value as Record<string, unknown>;
+  if (!Number.isSafeInteger(seq) || (seq as number) < 0) return "no integer seq";
+  if (typeof ts !== "string" || !isTimestamp(ts)) return "no valid ts";
+  if (typeof type !== "string") return "no string type";
+  return seq as number;
 }
 
 /**
@@ -91,13 +146,14 @@ export function toRow(unit: string, item: ForwardItem): EventRow {
   if (typeof ts !== "string" || typeof type !== "string") {
     throw new SyntaxError(`stored line ${item.seq} has no string ts and type`);
   }
+  if (!isTimestamp(ts)) throw new SyntaxError(`stored line ${item.seq} has no valid ts`);
   return {
     unit,
     stream: item.stream,
     run_id: item.runId,
     seq: item.seq,
     ts,
-    type: type.replaceAll("\u0000", "\ufffd"),
+    type: type.toWellFormed().replaceAll("\u0000", "\ufffd"),
     data: pgSafe(JSON.stringify(value.data ?? {})),
     meta: pgSafe(JSON.stringify(value.meta ?? {})),
   };

@@ -6,7 +6,7 @@
  */
 import { type ForwardCursor, listCursors, type StreamPosition } from "./_forward_cursor.ts";
 import { listRunDirs } from "./_forwarder.ts";
-import { readSeqAndType } from "./_ndjson.ts";
+import { storedSeq } from "./_fleet_item.ts";
 import {
   listRunFiles,
   listSiteFiles,
@@ -57,7 +57,7 @@ async function lagAfter(
     try {
       for await (const lines of readLines(files[f]!, { offset: f === start ? offset : 0 })) {
         for (const line of lines) {
-          if (readSeqAndType(line.text) === undefined) continue;
+          if (typeof storedSeq(line.text) !== "number") continue; // skipped by the forwarder too
           count++;
           if (firstTs === null) {
             try {
@@ -122,7 +122,12 @@ export async function forwardStatus(
     };
     await row("site", "", siteFiles, cursor.site);
     for (const [runId] of runs) {
-      await row("run", runId, runFiles.get(runId) ?? [], cursor.runs[runId] ?? null);
+      await row(
+        "run",
+        runId,
+        runFiles.get(runId) ?? [],
+        Object.hasOwn(cursor.runs, runId) ? cursor.runs[runId]! : null,
+      );
     }
   }
   return out;

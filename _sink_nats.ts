@@ -47,6 +47,7 @@ export {
 } from "./_fleet_item.ts";
 
 const TOKEN = /^[A-Za-z0-9_-]+$/;
+const encoder = new TextEncoder();
 
 /**
  * Why `prefix` cannot start every subject, or `undefined` when it can: dot-separated tokens of
@@ -106,7 +107,13 @@ class NatsBase {
   protected static async connectTo(
     target: NatsTarget,
   ): Promise<[NatsConnection, JetStreamManager]> {
+    // nats://user:pass@host or nats://token@host: the credentials go to the client, never to
+    // a log line (see redact()).
+    const user = decodeURIComponent(target.url.username);
+    const pass = decodeURIComponent(target.url.password);
+    const auth = user === "" ? {} : pass === "" ? { token: user } : { user, pass };
     const nc = await connect({
+      ...auth,
       servers: serverOf(target.url),
       name: target.name ?? "obs-telemetry",
       maxReconnectAttempts: -1,
@@ -255,6 +262,32 @@ export class NatsSink extends NatsBase {
     return sink;
   }
 
+  /**
+   * Whether an item is larger than the server accepts (its `max_payload`, headers included):
+   * such a message could never be sent, and retrying it would stop the stream behind it.
+   *
+   * @returns The message's size in bytes when it is too large, else `undefined`.
+   */
+  oversize(item: ForwardItem): number | undefined {
+    const max = this.nc.info?.max_payload;
+    if (max === undefined) return undefined;
+    // The header block as the protocol writes it: "NATS/1.0\r\n", "Name: value\r\n"..., "\r\n".
+    const head = 12 + [
+      ["Nats-Msg-Id", idempotencyKey(this.unit, item)],
+      [HEADER_UNIT, this.unit],
+      [HEADER_STREAM, item.stream],
+      [HEADER_RUN_ID, item.runId],
+    ].reduce((n, [k, v]) => n + k!.length + v!.length + 4, 0);
+    if (head + item.line.length * 3 <= max) return undefined; // surely fits: no encoding
+    const size = head + encoder.encode(item.line).length;
+    return size > max ? size : undefined;
+  }
+
+  /** The server's largest message, in bytes, once connected. */
+  get maxPayload(): number | undefined {
+    return this.nc.info?.max_payload;
+  }
+
   /** The subject of a stream's lines. */
   subjectOf(item: ForwardItem): string {
     return `${this.subjectPrefix}.${this.unit}.${item.stream}`;
@@ -266,7 +299,7 @@ export class NatsSink extends NatsBase {
    * @throws the first failure, or a timeout; the caller resends the whole batch (duplicates are
    * dropped by the `Nats-Msg-Id` window and by the archive's primary key).
    */
-  async send(items: readonly ForwardItem[]): Promise<void> {
+  async send(items: readonly ForwardItem[], signal?: AbortSignal): Promise<void> {
     if (items.length === 0) return;
     const batch = new AckBatch(this.#nextBatch++, items.length);
     this.#batch = batch;
@@ -282,14 +315,26 @@ export class NatsSink extends NatsBase {
       });
     });
     let timer: ReturnType<typeof setTimeout> | undefined;
+    let stop: (() => void) | undefined;
     try {
+      // A stop (SIGTERM) does not wait out the PubAck timeout of a destination that is down:
+      // the batch is not acknowledged, the cursor stays before it, and it is sent again later.
       await Promise.race([
         batch.done,
-        new Promise<void>((resolve) => (timer = setTimeout(resolve, PUBACK_TIMEOUT_MS))),
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, PUBACK_TIMEOUT_MS);
+          stop = () => resolve();
+          if (signal?.aborted) resolve();
+          else signal?.addEventListener("abort", stop, { once: true });
+        }),
       ]);
     } finally {
       clearTimeout(timer);
+      if (stop) signal?.removeEventListener("abort", stop);
       this.#batch = undefined;
+    }
+    if (signal?.aborted && batch.outcome() !== undefined) {
+      throw new Error("stopped before JetStream acknowledged the batch");
     }
     const failure = batch.outcome();
     if (failure) throw failure;

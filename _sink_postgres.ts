@@ -30,6 +30,26 @@ const SCHEMA = [
   `create index if not exists ${EVENTS_TABLE}_type_ts on ${EVENTS_TABLE} (type, ts)`,
 ];
 
+/** The columns every insert writes, and the primary key `on conflict do nothing` relies on. */
+const COLUMNS = ["unit", "stream", "run_id", "seq", "ts", "type", "data", "meta"];
+const PRIMARY_KEY = ["unit", "stream", "run_id", "seq"];
+
+/**
+ * The table exists with another shape (CONTRACT 13): retrying cannot help, so the forwarder and
+ * the archiver stop with this message instead of reporting the destination unavailable forever.
+ */
+export class TableShapeError extends Error {
+  /**
+   * Creates the error.
+   *
+   * @param message What is wrong and what to do.
+   */
+  constructor(message: string) {
+    super(message);
+    this.name = "TableShapeError";
+  }
+}
+
 /** Rows per `insert` statement: eight array parameters, whatever the batch size. */
 const ROWS_PER_STATEMENT = 5000;
 
@@ -46,6 +66,50 @@ function texts(
   pick: (row: EventRow) => string,
 ): postgres.ArrayParameter {
   return sql.array(rows.map(pick), TEXT_OID);
+}
+
+/** Throws {@linkcode TableShapeError} unless the table has the columns and key inserts need. */
+async function checkShape(tx: postgres.TransactionSql): Promise<void> {
+  const where = await tx<{ db: string; schema: string }[]>`
+    select current_database() as db, current_schema() as schema`;
+  const { db, schema } = where[0]!;
+  const columns = new Set(
+    (await tx<{ name: string }[]>`
+      select column_name as name from information_schema.columns
+      where table_schema = ${schema} and table_name = ${EVENTS_TABLE}`).map((r) => r.name),
+  );
+  const key = (await tx<{ name: string }[]>`
+    select a.attname as name
+    from pg_index i
+    join lateral unnest(i.indkey) with ordinality as k(attnum, n) on true
+    join pg_attribute a on a.attrelid = i.indrelid and a.attnum = k.attnum
+    where i.indrelid = ${`${schema}.${EVENTS_TABLE}`}::regclass and i.indisprimary
+    order by k.n`).map((r) => r.name);
+  const missing = COLUMNS.filter((c) => !columns.has(c));
+  const problems = [
+    ...(missing.length > 0 ? [`it lacks the columns ${missing.join(", ")}`] : []),
+    ...(key.join() !== PRIMARY_KEY.join()
+      ? [
+        `its primary key is ${key.length ? `(${key.join(", ")})` : "missing"}, not (${
+          PRIMARY_KEY.join(", ")
+        })`,
+      ]
+      : []),
+  ];
+  if (problems.length === 0) return;
+  throw new TableShapeError(
+    `The table ${schema}.${EVENTS_TABLE} in database ${db} has another shape: ${
+      problems.join("; ")
+    }. ` +
+      `Rename or drop it (it is created as CONTRACT 13 says when missing), or point --to at ` +
+      `another database`,
+  );
+}
+
+/** An error PostgreSQL raised for a value (SQLSTATE class 22), which no retry can mend. */
+function isDataError(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === "string" && code.startsWith("22");
 }
 
 /** A connection to the fleet's PostgreSQL, writing `telemetry_events`. */
@@ -89,7 +153,9 @@ export class PostgresSink {
     try {
       await sql.begin(async (tx) => {
         await tx`select pg_advisory_xact_lock(hashtext(${EVENTS_TABLE}))`;
-        for (const ddl of SCHEMA) await tx.unsafe(ddl);
+        await tx.unsafe(SCHEMA[0]!);
+        await checkShape(tx);
+        for (const ddl of SCHEMA.slice(1)) await tx.unsafe(ddl);
       });
     } catch (err) {
       await sql.end({ timeout: 1 }).catch(() => {});
@@ -104,8 +170,31 @@ export class PostgresSink {
    *
    * @returns How many rows were new.
    */
-  async insert(rows: readonly EventRow[]): Promise<number> {
+  async insert(
+    rows: readonly EventRow[],
+    onRejected?: (row: EventRow, index: number, reason: string) => void,
+  ): Promise<number> {
     if (rows.length === 0) return 0;
+    try {
+      return await this.#insert(rows);
+    } catch (err) {
+      // A value PostgreSQL refuses (a data exception, SQLSTATE class 22) fails its batch on every
+      // retry: find it row by row, hand it to onRejected, and store the others.
+      if (onRejected === undefined || !isDataError(err)) throw err;
+    }
+    let inserted = 0;
+    for (let i = 0; i < rows.length; i++) {
+      try {
+        inserted += await this.#insert([rows[i]!]);
+      } catch (err) {
+        if (!isDataError(err)) throw err;
+        onRejected(rows[i]!, i, `PostgreSQL refused it: ${(err as Error).message}`);
+      }
+    }
+    return inserted;
+  }
+
+  async #insert(rows: readonly EventRow[]): Promise<number> {
     return await this.#sql.begin(async (tx) => {
       let inserted = 0;
       for (let i = 0; i < rows.length; i += ROWS_PER_STATEMENT) {
