@@ -7,15 +7,16 @@
  * @module
  */
 import { readSeqAndType } from "./_ndjson.ts";
-import { type EventRow, type StreamKind, toRow } from "./_fleet_item.ts";
-import { Backoff, type FleetLog, PeerState } from "./_fleet_retry.ts";
 import {
-  type ArchiveMessage,
   DEFAULT_DURABLE,
   DEFAULT_NATS_STREAM,
   DEFAULT_SUBJECT_PREFIX,
-  NatsArchiveSource,
-} from "./_sink_nats.ts";
+  type EventRow,
+  type StreamKind,
+  toRow,
+} from "./_fleet_item.ts";
+import { Backoff, type FleetLog, PeerState } from "./_fleet_retry.ts";
+import { type ArchiveMessage, NatsArchiveSource } from "./_sink_nats.ts";
 import { PostgresSink, TableShapeError } from "./_sink_postgres.ts";
 
 /** Options of {@linkcode archive}. */

@@ -37,15 +37,6 @@ import {
   idempotencyKey,
 } from "./_fleet_item.ts";
 
-export {
-  DEFAULT_DURABLE,
-  DEFAULT_NATS_STREAM,
-  DEFAULT_SUBJECT_PREFIX,
-  HEADER_RUN_ID,
-  HEADER_STREAM,
-  HEADER_UNIT,
-} from "./_fleet_item.ts";
-
 const TOKEN = /^[A-Za-z0-9_-]+$/;
 const encoder = new TextEncoder();
 
