@@ -6,7 +6,8 @@
  */
 
 import { join } from "node:path";
-import { freePort } from "./_util.ts";
+import assert from "node:assert/strict";
+import { freePort, postJson } from "./_util.ts";
 
 const PG_BIN_CANDIDATES = [
   "/usr/lib/postgresql/17/bin",
@@ -210,5 +211,41 @@ export class PostgresServer implements AsyncDisposable {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop("immediate").catch(() => {});
     await Deno.remove(this.dir, { recursive: true }).catch(() => {});
+  }
+}
+
+/** The forwarder's own program, as `spawnForwarder()` and `deno task forward` run it. */
+export const FORWARD_MAIN: string = new URL("../_forward_main.ts", import.meta.url).pathname;
+
+/** Polls `check` every 50 ms until it holds; throws naming `what` after `ms`. */
+export async function waitUntil(
+  check: () => boolean | Promise<boolean>,
+  ms: number,
+  what: string,
+): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Rows of `telemetry_events` matching `where`; 0 before anything has created the table. */
+export async function countRows(pg: PostgresServer, where = "true"): Promise<number> {
+  return Number(
+    await pg.query(`select count(*) from telemetry_events where ${where}`).catch(() => "0"),
+  );
+}
+
+/** Posts `count` events of `type` (`data: {i}`, i from `from`), each answered 200. */
+export async function postEvents(
+  url: string,
+  type: string,
+  from: number,
+  count: number,
+): Promise<void> {
+  for (let i = from; i < from + count; i++) {
+    const r = await postJson(`${url}/event`, { type, data: { i } });
+    assert.equal(r.status, 200);
   }
 }

@@ -10,30 +10,21 @@ import assert from "node:assert/strict";
 import { archive } from "../_archive.ts";
 import { forward, forwarderPermissionFlags } from "../forward.ts";
 import { freePort, postJson, tempDir, testServer } from "./_util.ts";
-import { natsMissing, NatsServer, postgresMissing, PostgresServer } from "./_fleet_util.ts";
+import {
+  countRows,
+  FORWARD_MAIN,
+  natsMissing,
+  NatsServer,
+  postEvents,
+  postgresMissing,
+  PostgresServer,
+  waitUntil,
+} from "./_fleet_util.ts";
 
 const skipNats = natsMissing();
 const skipPg = postgresMissing();
 // deno-lint-ignore no-console
 if (skipPg ?? skipNats) console.log(`skipping fleet attack tests: ${skipPg ?? skipNats}`);
-
-async function waitUntil(
-  check: () => boolean | Promise<boolean>,
-  ms: number,
-  what: string,
-): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-async function countRows(pg: PostgresServer, where = "true"): Promise<number> {
-  return Number(
-    await pg.query(`select count(*) from telemetry_events where ${where}`).catch(() => "0"),
-  );
-}
 
 /** A stored line as the service writes it (canonical key order). */
 function line(seq: number, data: unknown = { seq }): string {
@@ -101,14 +92,7 @@ Deno.test({
     await using dir = await tempDir();
     await using pg = await PostgresServer.start();
     await using server = await testServer({ siteDir: dir.path });
-    const post = async (n: number) => {
-      for (let i = 0; i < n; i++) {
-        assert.equal(
-          (await postJson(`${server.url}/event`, { type: "status", data: { i } })).status,
-          200,
-        );
-      }
-    };
+    const post = (n: number) => postEvents(server.url, "status", 0, n);
     assert.equal((await postJson(`${server.url}/run/start`, { run_id: "night-1" })).status, 201);
     await post(2);
     assert.equal((await postJson(`${server.url}/run/stop`, {})).status, 200);
@@ -339,8 +323,6 @@ Deno.test({
     }
   },
 });
-
-const FORWARD_MAIN = new URL("../_forward_main.ts", import.meta.url).pathname;
 
 /** Runs `forward` as its own process, as `spawnForwarder()` does, with piped output. */
 function spawnForward(args: string[], flags: string[] = ["--allow-all"]): Deno.ChildProcess {
@@ -792,14 +774,7 @@ Deno.test({
     await using dir = await tempDir();
     await using pg = await PostgresServer.start();
     await using server = await testServer({ siteDir: dir.path });
-    const post = async (n: number) => {
-      for (let i = 0; i < n; i++) {
-        assert.equal(
-          (await postJson(`${server.url}/event`, { type: "status", data: { i } })).status,
-          200,
-        );
-      }
-    };
+    const post = (n: number) => postEvents(server.url, "status", 0, n);
     assert.equal((await postJson(`${server.url}/run/start`, { run_id: "r1" })).status, 201);
     await post(2);
     assert.equal((await postJson(`${server.url}/run/stop`, {})).status, 200);

@@ -10,7 +10,14 @@ import { archive } from "../_archive.ts";
 import { type ForwardItem, idempotencyKey, toRow } from "../_fleet_item.ts";
 import { NatsSink } from "../_sink_nats.ts";
 import { PostgresSink } from "../_sink_postgres.ts";
-import { natsMissing, NatsServer, postgresMissing, PostgresServer } from "./_fleet_util.ts";
+import {
+  countRows,
+  natsMissing,
+  NatsServer,
+  postgresMissing,
+  PostgresServer,
+  waitUntil,
+} from "./_fleet_util.ts";
 
 const skipNats = natsMissing();
 const skipPg = postgresMissing();
@@ -34,20 +41,6 @@ function siteItems(from: number, count: number): ForwardItem[] {
       }),
     };
   });
-}
-
-async function waitUntil(check: () => Promise<boolean>, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-/** Rows in telemetry_events; 0 before an archiver has created the table. */
-async function countRows(pg: PostgresServer): Promise<number> {
-  const n = await pg.query("select count(*) from telemetry_events").catch(() => "0");
-  return Number(n);
 }
 
 Deno.test({

@@ -9,40 +9,23 @@ import assert from "node:assert/strict";
 import { archive } from "../_archive.ts";
 import { forward, FORWARD_ENV_VARS, forwarderPermissionFlags, forwardStatus } from "../forward.ts";
 import { CLI, postJson, readSiteLines, tempDir, testServer } from "./_util.ts";
-import { natsMissing, NatsServer, postgresMissing, PostgresServer } from "./_fleet_util.ts";
+import {
+  countRows,
+  FORWARD_MAIN,
+  natsMissing,
+  NatsServer,
+  postEvents,
+  postgresMissing,
+  PostgresServer,
+  waitUntil,
+} from "./_fleet_util.ts";
 
-const FORWARD_MAIN = new URL("../_forward_main.ts", import.meta.url).pathname;
 const skipNats = natsMissing();
 const skipPg = postgresMissing();
 // deno-lint-ignore no-console
 if (skipPg) console.log(`skipping forward tests that need PostgreSQL: ${skipPg}`);
 // deno-lint-ignore no-console
 if (skipNats) console.log(`skipping forward tests that need NATS: ${skipNats}`);
-
-async function waitUntil(
-  check: () => boolean | Promise<boolean>,
-  ms: number,
-  what: string,
-): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-async function countRows(pg: PostgresServer, where = "true"): Promise<number> {
-  return Number(
-    await pg.query(`select count(*) from telemetry_events where ${where}`).catch(() => "0"),
-  );
-}
-
-async function postEvents(url: string, type: string, from: number, count: number): Promise<void> {
-  for (let i = from; i < from + count; i++) {
-    const r = await postJson(`${url}/event`, { type, data: { i } });
-    assert.equal(r.status, 200);
-  }
-}
 
 Deno.test({
   name: "forward sends every stored site and run line to PostgreSQL once and follows new ones",
