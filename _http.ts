@@ -130,17 +130,34 @@ export const LOOPBACK_HOST_HEADER = /^(?:localhost|127\.0\.0\.1|\[::1\])(?::\d+)
  * @throws {HttpError} 400 naming the Host header.
  */
 export function requestUrl(req: Request): URL {
+  const url = parseRequestUrl(req);
+  if (url === null) throw badHost(req);
+  return url;
+}
+
+/**
+ * The request's URL, or `null` when its `Host` makes it unparsable (see {@linkcode requestUrl}).
+ * The server parses each request's URL once, with this, and hands it to the guards.
+ *
+ * @param req The request.
+ * @returns The parsed URL, or `null`.
+ */
+export function parseRequestUrl(req: Request): URL | null {
   try {
     return new URL(req.url);
   } catch (err) {
     if (!(err instanceof TypeError)) throw err;
-    throw new HttpError(
-      400,
-      `Host ${
-        JSON.stringify((req.headers.get("host") ?? "(none)").slice(0, 200))
-      } is not a valid host and port; send a host name or address and a port from 0 to 65535, such as localhost:6562.`,
-    );
+    return null;
   }
+}
+
+function badHost(req: Request): HttpError {
+  return new HttpError(
+    400,
+    `Host ${
+      JSON.stringify((req.headers.get("host") ?? "(none)").slice(0, 200))
+    } is not a valid host and port; send a host name or address and a port from 0 to 65535, such as localhost:6562.`,
+  );
 }
 
 /** The detail of every unexpected 500: what failed stays in the server's log, not the answer. */
@@ -167,6 +184,7 @@ export function tokensEqual(a: string, b: string): boolean {
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
 const NDJSON_TYPE = /^application\/(?:x-)?ndjson\s*(?:;|$)/i;
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+const PLAIN_LENGTH = /^\d{1,15}$/;
 
 /**
  * The declared body length, or `undefined` when there is none or it is not one plain number
@@ -175,46 +193,29 @@ const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
 function contentLength(req: Request): number | undefined {
   const raw = req.headers.get("content-length");
   if (raw === null) return undefined;
+  if (PLAIN_LENGTH.test(raw)) return Number(raw); // the usual case, without splitting
   const values = new Set(raw.split(",").map((v) => v.trim()));
   const [only] = values;
-  return values.size === 1 && only !== undefined && /^\d{1,15}$/.test(only)
+  return values.size === 1 && only !== undefined && PLAIN_LENGTH.test(only)
     ? Number(only)
     : undefined;
 }
 
-async function readBody(
-  req: Request,
-  maxBody: number,
-  declared = contentLength(req),
-): Promise<Uint8Array> {
-  try {
-    return await readBodyBytes(req, maxBody, declared);
-  } catch (err) {
-    // A body that ends before its Content-Length, or a chunked body cut mid-chunk, is the
-    // client's fault: Deno reports it as BadResource, which must not become a 500.
-    if (err instanceof Deno.errors.BadResource || err instanceof Deno.errors.Http) {
-      throw new IncompleteBodyError(
-        400,
-        "The request body ended before it was complete; send the whole body, with a Content-Length that matches it.",
-      );
-    }
-    throw err;
-  }
+/**
+ * A body that ends before its Content-Length, or a chunked body cut mid-chunk, is the client's
+ * fault: Deno reports it as BadResource (or Http), which must not become a 500.
+ */
+function bodyReadError(err: unknown): unknown {
+  return err instanceof Deno.errors.BadResource || err instanceof Deno.errors.Http
+    ? new IncompleteBodyError(
+      400,
+      "The request body ended before it was complete; send the whole body, with a Content-Length that matches it.",
+    )
+    : err;
 }
 
-async function readBodyBytes(
-  req: Request,
-  maxBody: number,
-  declared: number | undefined,
-): Promise<Uint8Array> {
-  if (declared !== undefined && declared > maxBody) {
-    // Not read, and not cancelled (see answerError in server.ts).
-    throw tooLarge(maxBody);
-  }
-  // With a declared length the HTTP layer delivers exactly that many bytes, so the native
-  // whole-body read is safe. Touching `req.body` first would build a ReadableStream and push
-  // bytes() onto its slow path: about 10 µs a request.
-  if (declared !== undefined) return await req.bytes();
+/** A body without a declared length, read in chunks up to `maxBody` bytes. */
+async function readUndeclaredBody(req: Request, maxBody: number): Promise<Uint8Array> {
   if (req.body === null) return new Uint8Array(0);
   const chunks: Uint8Array[] = [];
   let total = 0;
@@ -280,7 +281,19 @@ export async function readJsonBody(req: Request, maxBody: number, allowNdjson = 
       }.`,
     );
   }
-  const bytes = await readBody(req, maxBody, declared);
+  if (declared !== undefined && declared > maxBody) {
+    // Not read, and not cancelled (see answerError in server.ts).
+    throw tooLarge(maxBody);
+  }
+  let bytes: Uint8Array;
+  try {
+    // With a declared length the HTTP layer delivers exactly that many bytes, so the native
+    // whole-body read is safe. Touching `req.body` first would build a ReadableStream and push
+    // bytes() onto its slow path: about 10 µs a request.
+    bytes = declared !== undefined ? await req.bytes() : await readUndeclaredBody(req, maxBody);
+  } catch (err) {
+    throw bodyReadError(err);
+  }
   if (bytes.length === 0) return { value: undefined, ndjson: undefined };
   const text = decodeText(bytes);
   if (isNdjson) return { value: undefined, ndjson: text };
@@ -347,12 +360,14 @@ export function requestHost(req: Request): string | null {
  * so must any `Origin`.
  *
  * @param req The request.
+ * @param url Its URL as {@linkcode parseRequestUrl} gave it (parsed here when not given).
  * @throws {HttpError} 403 naming the header to fix, 400 for a loopback Host with a bad port.
  */
-export function guardLoopback(req: Request): void {
+export function guardLoopback(req: Request, url: URL | null = parseRequestUrl(req)): void {
   const host = requestHost(req);
-  if (host !== null && LOOPBACK_HOST_HEADER.test(host)) requestUrl(req); // a port past 65535
-  if (host === null || !LOOPBACK_HOST_HEADER.test(host)) {
+  const loopbackName = host !== null && LOOPBACK_HOST_HEADER.test(host);
+  if (loopbackName && url === null) throw badHost(req); // a port past 65535
+  if (!loopbackName) {
     throw new HttpError(
       403,
       `Host ${

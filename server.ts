@@ -30,6 +30,7 @@ import {
   HttpError,
   IncompleteBodyError,
   isLoopback,
+  parseRequestUrl,
   problem,
   problemDetail,
   requestUrl,
@@ -37,7 +38,7 @@ import {
   toProblem,
   UNEXPECTED_DETAIL,
 } from "./_http.ts";
-import { type Route, Router } from "./_router.ts";
+import { type Route, type RouteContext, type RouteHandler, Router } from "./_router.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl } from "./_address.ts";
 import { raceDeadline } from "./_async.ts";
 import { InFlight, keepListening, type ListenerError, Relistener } from "./_listener.ts";
@@ -315,51 +316,61 @@ export function createHandler(
     return found ? routeLabel(found.route) : OTHER_ROUTE;
   }
 
-  async function dispatch(
-    req: Request,
-    info: Deno.ServeHandlerInfo | undefined,
-    seen: { route: string | undefined },
-  ): Promise<Response> {
+  /**
+   * Checks a request (guards) and finds what answers it. Throws a guard's refusal; a path or
+   * method without a handler comes back as a handler that throws its 404 or 405, so that the
+   * answer is counted under its route label. Synchronous, and the URL is parsed once.
+   */
+  function admit(req: Request, info: Deno.ServeHandlerInfo | undefined): Admitted {
     if (stopping()) throw new ShuttingDownError();
-    if (guardHost) guardLoopback(req);
-    const url = requestUrl(req);
+    const parsed = parseRequestUrl(req);
+    if (guardHost) guardLoopback(req, parsed);
+    const url = parsed ?? requestUrl(req); // requestUrl throws the 400 naming the Host
     if (!guardHost) guardOrigin(req, url);
     const peer = info?.remoteAddr;
     guardAccess(req, url, peer && "hostname" in peer ? peer.hostname : undefined, access);
     const found = router.match(url);
     if (!found) {
-      seen.route = OTHER_ROUTE;
-      throw new HttpError(
-        404,
-        `No endpoint at ${url.pathname}; the API has / (dashboard), /health, /ready, /run, /run/start, /run/stop, /event, /events, /current, /types, /check, /stream, /metrics and /shutdown.`,
+      return refusal(
+        OTHER_ROUTE,
+        new HttpError(
+          404,
+          `No endpoint at ${url.pathname}; the API has / (dashboard), /health, /ready, /run, /run/start, /run/stop, /event, /events, /current, /types, /check, /stream, /metrics and /shutdown.`,
+        ),
       );
     }
-    seen.route = routeLabel(found.route);
+    const label = routeLabel(found.route);
     const { methods } = found.route;
     const handler =
       methods[(req.method === "HEAD" ? "GET" : req.method) as "GET" | "POST" | "DELETE"];
     if (!handler) {
       const allow = Object.keys(methods).flatMap((m) => m === "GET" ? ["GET", "HEAD"] : [m]);
-      throw new HttpError(
-        405,
-        `${req.method} is not allowed on ${url.pathname}; use ${allow.join(" or ")}.`,
-        { allow: allow.join(", ") },
+      return refusal(
+        label,
+        new HttpError(
+          405,
+          `${req.method} is not allowed on ${url.pathname}; use ${allow.join(" or ")}.`,
+          { allow: allow.join(", ") },
+        ),
       );
     }
-    return await handler({ req, info, url, params: found.params });
+    return { label, handler, ctx: { req, info, url, params: found.params } };
   }
 
   return async function handle(req, info) {
-    const seen: { route: string | undefined } = { route: undefined };
+    let route: string | undefined;
     let res: Response;
     try {
-      res = await dispatch(req, info, seen);
+      const admitted = admit(req, info);
+      route = admitted.label;
+      if (admitted.refused) throw admitted.refused;
+      res = await admitted.handler(admitted.ctx);
     } catch (err) {
       await drainSmallBody(req);
       res = answerError(err);
     }
     const status = res.status;
-    const route = seen.route ?? routeOf(req);
+    route ??= routeOf(req);
     metrics.countResponse(route, status);
     if (status >= 400 && onRejected) reportRejection(req, info, res, route, status);
     return req.method === "HEAD" ? headOnly(res) : res;
@@ -401,6 +412,18 @@ export function createHandler(
       // A log that cannot be written (stderr closed) must not turn the answer into a failure.
     }
   }
+}
+
+/**
+ * A request that passed the guards: its route label, and either the handler with what it gets
+ * or, for a path or method without one, the 404 or 405 to answer.
+ */
+type Admitted =
+  | { label: string; handler: RouteHandler; ctx: RouteContext; refused?: undefined }
+  | { label: string; refused: HttpError };
+
+function refusal(label: string, refused: HttpError): Admitted {
+  return { label, refused };
 }
 
 /** The route label of a path that is no route (CONTRACT 9.3). */

@@ -609,7 +609,9 @@ export class TelemetryService implements AsyncDisposable {
     }
     const seconds = (performance.now() - started) / 1000;
     // A rotation makes the night before the current one older: the lifecycle looks again.
-    if (await this.#store.retireOldNights()) this.#lifecycle.schedule();
+    if (this.#store.hasOldNights && await this.#store.retireOldNights()) {
+      this.#lifecycle.schedule();
+    }
 
     this.#siteSeq = group.site.seq;
     this.#siteLastWritten = group.site.written;

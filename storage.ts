@@ -402,6 +402,11 @@ export class SiteStore {
    *
    * @returns Whether a night was retired (a rotation happened).
    */
+  /** Whether a night before the newest still has its site file open (after a rotation). */
+  get hasOldNights(): boolean {
+    return this.#siteWriters.size > 1;
+  }
+
   async retireOldNights(): Promise<boolean> {
     if (this.#siteWriters.size < 2) return false;
     const newest = [...this.#siteWriters.keys()].sort().at(-1);
