@@ -256,6 +256,8 @@ export class ServiceMetrics {
   #now: () => number;
   /** Events per `"<stream>\u0000<type>"`, in the order first seen. */
   #events = new Map<string, EventSeries>();
+  /** The same series by stream, then type, for the per-event count (no key string built). */
+  #byStream = new Map<string, Map<string, EventSeries>>();
   /** The series in the order first seen. */
   #eventList: EventSeries[] = [];
   /** Each run's `telemetry_events_total` lines as last rendered; `undefined` once a count moved. */
@@ -323,16 +325,31 @@ export class ServiceMetrics {
       this.bytesWritten += report.bytes;
     }
     for (const [stream, type] of report.copies) {
-      const series = this.#events.get(`${stream}\u0000${type}`) ?? this.#newSeries(stream, type);
+      let types = this.#byStream.get(stream);
+      if (types === undefined) this.#byStream.set(stream, types = new Map());
+      const series = types.get(type) ?? this.#newSeries(stream, type, types);
       series.count++;
       this.#eventRuns[(series.index / SEGMENT_TYPES) | 0] = undefined;
     }
   }
 
-  /** A series for a type seen for the first time, or the `_other` one past the cap. */
-  #newSeries(stream: string, type: string): EventSeries {
+  /**
+   * A series for a type seen for the first time, or the `_other` one past the cap. A type of its
+   * own is remembered in `types`; one counted under `_other` is looked up again next time, as it
+   * may become current.
+   */
+  #newSeries(stream: string, type: string, types: Map<string, EventSeries>): EventSeries {
     const current = this.#service.currentLine(type) !== undefined;
-    if (!current && this.#otherSeries >= this.#maxOtherEventSeries) type = OTHER_TYPE;
+    if (!current && this.#otherSeries >= this.#maxOtherEventSeries) {
+      return this.#seriesOf(stream, OTHER_TYPE, current);
+    }
+    const series = this.#seriesOf(stream, type, current);
+    types.set(type, series);
+    return series;
+  }
+
+  /** The series of `stream` and `type`, made on first use. */
+  #seriesOf(stream: string, type: string, current: boolean): EventSeries {
     const key = `${stream}\u0000${type}`;
     let series = this.#events.get(key);
     if (!series) {

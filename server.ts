@@ -327,8 +327,7 @@ export function createHandler(
     if (guardHost) guardLoopback(req, parsed);
     const url = parsed ?? requestUrl(req); // requestUrl throws the 400 naming the Host
     if (!guardHost) guardOrigin(req, url);
-    const peer = info?.remoteAddr;
-    guardAccess(req, url, peer && "hostname" in peer ? peer.hostname : undefined, access);
+    if (access.token !== undefined) guardAccess(req, url, peerHost(info), access);
     const found = router.match(url);
     if (!found) {
       return refusal(
@@ -399,13 +398,12 @@ export function createHandler(
     // reasons are in the body, and a warn line per poll would bury the real rejections.
     if (read && status === 404 && route === CURRENT_TYPE_ROUTE) return;
     if (read && status === 503 && route === CHECK_ROUTE) return;
-    const peer = info?.remoteAddr;
     try {
       onRejected?.({
         method: req.method,
         route,
         status,
-        peer: peer && "hostname" in peer ? peer.hostname : "unknown",
+        peer: peerHost(info) ?? "unknown",
         detail: problemDetail(res) ?? "",
       });
     } catch {
@@ -424,6 +422,12 @@ type Admitted =
 
 function refusal(label: string, refused: HttpError): Admitted {
   return { label, refused };
+}
+
+/** The peer's address, `undefined` when unknown (a direct call in tests, a Unix socket). */
+function peerHost(info: Deno.ServeHandlerInfo | undefined): string | undefined {
+  const peer = info?.remoteAddr;
+  return peer && "hostname" in peer ? peer.hostname : undefined;
 }
 
 /** The route label of a path that is no route (CONTRACT 9.3). */

@@ -81,9 +81,10 @@ async function stop(running: Running): Promise<void> {
   await Deno.remove(running.dir, { recursive: true });
 }
 
-/** User + system CPU seconds of a process so far. */
-async function cpuOf(pid: number): Promise<number> {
-  const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+/** User + system CPU seconds of a process (or one of its threads) so far. */
+async function cpuOf(pid: number, tid?: number): Promise<number> {
+  const path = tid === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${tid}/stat`;
+  const stat = await Deno.readTextFile(path);
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
 }
@@ -140,6 +141,8 @@ class Connection {
 interface Measured {
   events: number;
   cpuUsPerEvent: number;
+  /** Of which on the main (JavaScript and event loop) thread. */
+  mainUsPerEvent: number;
   achievedRate: number;
   errors: number;
 }
@@ -175,15 +178,18 @@ async function load(running: Running): Promise<Measured> {
   const workers = conns.map(worker);
   await new Promise((r) => setTimeout(r, warmUntil - performance.now()));
   cpuStart = await cpuOf(running.child.pid);
+  const mainStart = await cpuOf(running.child.pid, running.child.pid);
   windowStart = performance.now();
   counting = true;
   await Promise.all(workers);
   const cpu = await cpuOf(running.child.pid) - cpuStart;
+  const main = await cpuOf(running.child.pid, running.child.pid) - mainStart;
   const seconds = (performance.now() - windowStart) / 1000;
   for (const conn of conns) conn.close();
   return {
     events,
     cpuUsPerEvent: (cpu / events) * 1e6,
+    mainUsPerEvent: (main / events) * 1e6,
     achievedRate: events / seconds,
     errors,
   };
@@ -207,7 +213,9 @@ async function main(): Promise<void> {
         const m = await load(running);
         results.get(target)!.push(m);
         console.log(
-          `round ${round} ${target.padEnd(9)} ${m.cpuUsPerEvent.toFixed(1)} µs CPU/event at ${
+          `round ${round} ${target.padEnd(9)} ${
+            m.cpuUsPerEvent.toFixed(1)
+          } µs CPU/event (main thread ${m.mainUsPerEvent.toFixed(1)}) at ${
             Math.round(m.achievedRate)
           } events/s, errors ${m.errors}`,
         );
@@ -217,15 +225,17 @@ async function main(): Promise<void> {
     }
   }
   const floor = median(results.get("writesync")!.map((m) => m.cpuUsPerEvent));
-  console.log("\n| target | µs CPU per event | x writeSync floor | events/s |");
-  console.log("| --- | ---: | ---: | ---: |");
+  console.log(
+    "\n| target | µs CPU per event | x writeSync floor | of which main thread | events/s |",
+  );
+  console.log("| --- | ---: | ---: | ---: | ---: |");
   for (const target of targets) {
     const runs = results.get(target)!;
     const cpu = median(runs.map((m) => m.cpuUsPerEvent));
     console.log(
       `| ${target} | ${cpu.toFixed(1)} | ${(cpu / floor).toFixed(2)} | ${
-        Math.round(median(runs.map((m) => m.achievedRate)))
-      } |`,
+        median(runs.map((m) => m.mainUsPerEvent)).toFixed(1)
+      } | ${Math.round(median(runs.map((m) => m.achievedRate)))} |`,
     );
   }
 }
