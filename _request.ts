@@ -237,6 +237,8 @@ function optionalBoolean(body: JsonObject, key: string, where: string): boolean 
   return value;
 }
 
+const NO_META: JsonObject = Object.freeze({});
+
 /**
  * Validates one event request (CONTRACT 2.4) and serialises what does not depend on the seq.
  *
@@ -262,12 +264,14 @@ export function parseEvent(raw: unknown, index?: number, line?: number): EventCo
       `${where}"data" must be a JSON object such as {"wind_mps": 2.1}, not ${describe(raw.data)}.`,
     );
   }
-  const meta = raw.meta ?? {};
+  // Most events carry no meta: nothing to check, and its JSON is known.
+  const noMeta = raw.meta === undefined || raw.meta === null;
+  const meta = noMeta ? NO_META : raw.meta;
   if (!isJsonObject(meta)) {
     throw new InvalidRequestError(`${where}"meta" must be a JSON object, not ${describe(meta)}.`);
   }
   checkValue(raw.data, where, "data");
-  checkValue(meta, where, "meta");
+  if (!noMeta) checkValue(meta, where, "meta");
   let callerRunId: string | undefined;
   if (meta.run_id !== undefined) {
     if (typeof meta.run_id !== "string") {
@@ -303,7 +307,7 @@ export function parseEvent(raw: unknown, index?: number, line?: number): EventCo
   let metaJson: string;
   try {
     dataJson = JSON.stringify(raw.data);
-    metaJson = JSON.stringify(meta);
+    metaJson = noMeta ? "{}" : JSON.stringify(meta);
   } catch {
     throw new InvalidRequestError(
       `${where}the event is nested too deeply; flatten "data" or "meta".`,
