@@ -75,11 +75,8 @@ export class Admission {
       for (const t of added) this.#types.delete(t);
       return err;
     };
-    /** What the request would make each type's snapshot size, at most (CONTRACT 4.8). */
-    const sizes = new Map<string, number>();
-    /** The largest of them, which the refusal names. */
-    let largest: EventCommand | undefined;
-    let largestSize = 0;
+    /** Each type's last event in the request: the one that becomes current. */
+    const last = new Map<string, EventCommand>();
     for (const item of items) {
       if (item.callerRunId !== undefined && item.callerRunId !== this.#runId) {
         return refuse(runIdMismatch(item, this.#runId));
@@ -92,23 +89,25 @@ export class Admission {
         this.#types.add(item.type);
         added.push(item.type);
       }
-      const size = 2 * utf8Length(item.type) + utf8Length(item.dataJson) +
-        utf8Length(item.metaJson) + ENVELOPE_BYTES;
-      sizes.set(item.type, size);
-      if (size > largestSize) [largest, largestSize] = [item, size];
+      last.set(item.type, item);
     }
-    if (sizes.size === 0) return undefined;
+    if (last.size === 0) return undefined;
+    /** What the request would make each type's snapshot size, at most (CONTRACT 4.8). */
+    const sizes = new Map<string, number>();
     let delta = 0;
-    for (const [type, size] of sizes) {
+    for (const [type, item] of last) {
+      const size = snapshotSize(item);
+      sizes.set(type, size);
       delta += size - (this.#bytes.get(type) ?? this.#snapshot.bytesOf(type));
     }
     const projected = this.#snapshot.bytes + this.#delta + delta;
     // Growth past the budget is refused; an update that shrinks the snapshot always passes.
     if (delta > 0 && projected > this.#limits.maxSnapshotBytes) {
+      const largest = largestEvent(items);
       return refuse(
         new SnapshotLimitError(this.#limits.maxSnapshotBytes, projected, {
-          type: largest!.type,
-          item: largest!.item,
+          type: largest.type,
+          item: largest.item,
         }),
       );
     }
@@ -116,6 +115,24 @@ export class Admission {
     this.#delta += delta;
     return undefined;
   }
+}
+
+/** At most what an event adds to the snapshot's body (its envelope, a key and a comma). */
+function snapshotSize(item: EventCommand): number {
+  return 2 * utf8Length(item.type) + utf8Length(item.dataJson) + utf8Length(item.metaJson) +
+    ENVELOPE_BYTES;
+}
+
+/** The request's largest event that would become current: the one a refusal names. */
+function largestEvent(items: readonly EventCommand[]): EventCommand {
+  let largest: EventCommand | undefined;
+  let largestSize = 0;
+  for (const item of items) {
+    if (!item.makeCurrent) continue;
+    const size = snapshotSize(item);
+    if (size > largestSize) [largest, largestSize] = [item, size];
+  }
+  return largest!;
 }
 
 /** A caller's `meta.run_id` that is not the active run's (CONTRACT 2.1). */

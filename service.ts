@@ -621,45 +621,26 @@ export class TelemetryService implements AsyncDisposable {
       run.record.events += group.pending.get(run.writer)?.length ?? 0;
     }
     this.#committed(group, bytes);
-    this.#takeLatest(accepted, group.results);
     for (let i = 0; i < accepted.length; i++) {
       const op = accepted[i]!;
       const out = group.results[i]!;
-      for (let j = 0; j < out.length; j++) this.#publish({ kind: "telemetry", event: out[j]! });
+      for (let j = 0; j < out.length; j++) {
+        const event = out[j]!;
+        const item = op.items[j]!;
+        if (item.makeCurrent) {
+          this.#snapshot.set(
+            event.type,
+            event.line,
+            item.ts ?? this.#receivedTs(op.receivedAt),
+            event.data,
+          );
+        }
+        this.#publish({ kind: "telemetry", event });
+      }
       op.resolve(out);
     }
     // After the snapshot took the group: metrics tell current types from the rest (CONTRACT 2.7).
     this.#report({ ok: true, seconds, bytes, copies: group.copies });
-  }
-
-  /**
-   * Makes the group's last event of each type (with `make_current`) the snapshot's: one change
-   * per type and group, not per event (a batch of 1,000 readings of one type sets it once).
-   * Types new to the snapshot come in the order of their first event, as one by one would.
-   */
-  #takeLatest(accepted: EventOp[], results: CommittedEvent[][]): void {
-    const lastOp = new Map<string, number>();
-    const lastItem = new Map<string, number>();
-    for (let i = 0; i < accepted.length; i++) {
-      const items = accepted[i]!.items;
-      for (let j = 0; j < items.length; j++) {
-        const item = items[j]!;
-        if (!item.makeCurrent) continue;
-        lastOp.set(item.type, i);
-        lastItem.set(item.type, j);
-      }
-    }
-    for (const [type, i] of lastOp) {
-      const op = accepted[i]!;
-      const j = lastItem.get(type)!;
-      const event = results[i]![j]!;
-      this.#snapshot.set(
-        type,
-        event.line,
-        op.items[j]!.ts ?? this.#receivedTs(op.receivedAt),
-        event.data,
-      );
-    }
   }
 
   /** Assigns seqs and builds every line of a group; nothing is written yet. */
