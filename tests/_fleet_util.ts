@@ -8,6 +8,7 @@
 import { join } from "node:path";
 import assert from "node:assert/strict";
 import { freePort, postJson } from "./_util.ts";
+import { forward, type ForwardOptions, type ForwardStats } from "../forward.ts";
 
 const PG_BIN_CANDIDATES = [
   "/usr/lib/postgresql/17/bin",
@@ -228,6 +229,29 @@ export async function waitUntil(
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/**
+ * Runs `forward()` until `done` holds, then stops it and returns what it did. When `done` does not
+ * hold within `ms`, stops it anyway and throws naming `what`.
+ */
+export async function forwardUntil(
+  options: Omit<ForwardOptions, "signal">,
+  done: () => boolean | Promise<boolean>,
+  what: string,
+  ms = 15_000,
+): Promise<ForwardStats> {
+  const stop = new AbortController();
+  const running = forward({ ...options, signal: stop.signal });
+  try {
+    await waitUntil(done, ms, what);
+  } catch (err) {
+    stop.abort();
+    await running.catch(() => {});
+    throw err;
+  }
+  stop.abort();
+  return await running;
 }
 
 /** Rows of `telemetry_events` matching `where`; 0 before anything has created the table. */

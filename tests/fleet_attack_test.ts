@@ -13,6 +13,7 @@ import { freePort, postJson, tempDir, testServer } from "./_util.ts";
 import {
   countRows,
   FORWARD_MAIN,
+  forwardUntil,
   natsMissing,
   NatsServer,
   postEvents,
@@ -56,20 +57,11 @@ Deno.test({
     ];
     await Deno.writeTextFile(`${dir.path}/site_20261101.ndjson`, lines.join("\n") + "\n");
     const { lines: logs, log } = capture();
-    const stop = new AbortController();
-    const running = forward({
-      siteDir: dir.path,
-      to: pg.url,
-      unit: "u1",
-      log,
-      signal: stop.signal,
-    });
-    try {
-      await waitUntil(async () => (await countRows(pg)) === 3, 10_000, "3 rows");
-    } finally {
-      stop.abort();
-    }
-    const stats = await running;
+    const stats = await forwardUntil(
+      { siteDir: dir.path, to: pg.url, unit: "u1", log },
+      async () => (await countRows(pg)) === 3,
+      "3 rows",
+    );
     assert.equal(
       await pg.query("select string_agg(seq::text, ',' order by seq) from telemetry_events"),
       "1,2,5",
@@ -133,14 +125,11 @@ Deno.test({
       await Deno.mkdir(`${dir.path}/${runId}`);
       await Deno.writeTextFile(`${dir.path}/${runId}/telemetry.ndjson`, `${line(1)}\n${line(2)}\n`);
     }
-    const stop = new AbortController();
-    const running = forward({ siteDir: dir.path, to: pg.url, unit: "u1", signal: stop.signal });
-    try {
-      await waitUntil(async () => (await countRows(pg)) === 4, 10_000, "4 rows");
-    } finally {
-      stop.abort();
-      await running;
-    }
+    await forwardUntil(
+      { siteDir: dir.path, to: pg.url, unit: "u1" },
+      async () => (await countRows(pg)) === 4,
+      "4 rows",
+    );
     // And a restart reads the cursor of those runs back: nothing is sent again.
     const again = new AbortController();
     const timer = setTimeout(() => again.abort(), 1000);
@@ -165,20 +154,11 @@ Deno.test({
     // Cut short, as a full disk or a hand edit leaves it.
     await Deno.writeTextFile(`${dir.path}/.forward/postgres.json`, '{"version":1,"site":{"fi');
     const { lines: logs, log } = capture();
-    const stop = new AbortController();
-    const running = forward({
-      siteDir: dir.path,
-      to: pg.url,
-      unit: "u1",
-      log,
-      signal: stop.signal,
-    });
-    try {
-      await waitUntil(async () => (await countRows(pg)) === 3, 10_000, "3 rows");
-    } finally {
-      stop.abort();
-      await running;
-    }
+    await forwardUntil(
+      { siteDir: dir.path, to: pg.url, unit: "u1", log },
+      async () => (await countRows(pg)) === 3,
+      "3 rows",
+    );
     const warning = logs.find((l) => l.startsWith("warn") && l.includes("postgres.json"));
     assert.ok(warning, logs.join("\n"));
     assert.match(warning, /from the start/);

@@ -12,6 +12,7 @@ import { CLI, postJson, readSiteLines, tempDir, testServer } from "./_util.ts";
 import {
   countRows,
   FORWARD_MAIN,
+  forwardUntil,
   natsMissing,
   NatsServer,
   postEvents,
@@ -130,11 +131,11 @@ Deno.test({
     await using pg = await PostgresServer.start();
     await using server = await testServer({ siteDir: dir.path });
     await postEvents(server.url, "weather", 0, 4);
-    const stop = new AbortController();
-    const running = forward({ siteDir: dir.path, to: pg.url, unit: "u1", signal: stop.signal });
-    await waitUntil(async () => (await countRows(pg)) === 4, 15_000, "4 rows");
-    stop.abort();
-    await running;
+    await forwardUntil(
+      { siteDir: dir.path, to: pg.url, unit: "u1" },
+      async () => (await countRows(pg)) === 4,
+      "4 rows",
+    );
     await postEvents(server.url, "weather", 4, 3);
     const out = await new Deno.Command(Deno.execPath(), {
       args: [
@@ -233,11 +234,12 @@ Deno.test({
     await gzipInPlace(`${dir.path}/site_20261101.ndjson`);
     const second = Array.from({ length: 50 }, (_, i) => line(501 + i, "20261102"));
     await Deno.writeTextFile(`${dir.path}/site_20261102.ndjson`, second.join("\n") + "\n");
-    const again = new AbortController();
-    const running = forward({ siteDir: dir.path, to: pg.url, unit: "u1", signal: again.signal });
-    await waitUntil(async () => (await countRows(pg)) >= 550, 15_000, "550 rows");
-    again.abort();
-    assert.equal((await running).sent, 450, "the rest of the compressed night, then the new one");
+    const stats = await forwardUntil(
+      { siteDir: dir.path, to: pg.url, unit: "u1" },
+      async () => (await countRows(pg)) >= 550,
+      "550 rows",
+    );
+    assert.equal(stats.sent, 450, "the rest of the compressed night, then the new one");
     assert.equal(
       await pg.query("select count(distinct seq) || ' ' || max(seq) from telemetry_events"),
       "550 550",
@@ -396,11 +398,13 @@ Deno.test({
       );
       void server;
     }
-    const again = new AbortController();
-    const running = forward({ siteDir: dir.path, to: pg.url, unit: "u1", signal: again.signal });
-    await waitUntil(async () => (await countRows(pg)) >= 500, 20_000, "500 rows");
-    again.abort();
-    assert.equal((await running).sent, 450);
+    const stats = await forwardUntil(
+      { siteDir: dir.path, to: pg.url, unit: "u1" },
+      async () => (await countRows(pg)) >= 500,
+      "500 rows",
+      20_000,
+    );
+    assert.equal(stats.sent, 450);
     assert.equal(
       await pg.query("select count(distinct seq) || ' ' || max(seq) from telemetry_events"),
       "500 500",
