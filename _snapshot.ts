@@ -27,6 +27,9 @@ interface Entry {
   fragment?: string;
   /** The fragment's size in UTF-8 bytes. */
   size?: number;
+  /** `"<type>":`, the same string for every event of the type, and its size in UTF-8 bytes. */
+  key?: string;
+  keySize?: number;
 }
 
 /** The snapshot as saved on a clean shutdown, with the seqs it reflects (CONTRACT 3). */
@@ -94,12 +97,11 @@ class Entries extends Map<string, Entry> {
   override set(type: string, entry: Entry): this {
     const old = this.get(type);
     if (entry.fragment === undefined) {
-      // The key text is the same for every event of the type: made once.
-      const key = old ? old.fragment!.slice(0, old.fragment!.length - old.line.length) : (
-        JSON.stringify(type) + ":"
-      );
-      entry.fragment = key + entry.line;
-      entry.size = utf8Length(entry.fragment);
+      // The key text is the same for every event of the type: made and measured once.
+      entry.key = old?.key ?? JSON.stringify(type) + ":";
+      entry.keySize = old?.keySize ?? utf8Length(entry.key);
+      entry.fragment = entry.key + entry.line;
+      entry.size = entry.keySize + utf8Length(entry.line);
     }
     this.bytes += entry.size! + (old ? -old.size! : 1);
     return super.set(type, entry);
