@@ -326,7 +326,14 @@ export function parseNdjsonLines(text: string): { items: unknown[]; lines: numbe
   const lines: number[] = [];
   const onLine = (line: string, lineNo: number) => {
     if (line.trim() === "") return;
-    items.push(parseJson(line, `Line ${lineNo} (item ${items.length}, 0-based)`));
+    let item: unknown;
+    try {
+      item = JSON.parse(line);
+    } catch {
+      // Parsed again for its message: the line's name is built only for a refusal.
+      parseJson(line, `Line ${lineNo} (item ${items.length}, 0-based)`);
+    }
+    items.push(item);
     lines.push(lineNo);
   };
   const splitter = new LineSplitter();

@@ -103,7 +103,7 @@ export function parseRunStart(body: unknown): RunStartCommand {
   if (!isJsonObject(meta)) {
     throw new InvalidRequestError(`"meta" must be a JSON object, not ${describe(meta)}.`);
   }
-  checkValue(meta, "", "meta");
+  checkValue(meta, "meta");
   return { runId, runDir, meta };
 }
 
@@ -174,13 +174,13 @@ function nonFinitePath(value: unknown, path: string): string | undefined {
 }
 
 /** Refuses a `data` or `meta` value that nests too deeply or holds a number that is not finite. */
-function checkValue(value: unknown, where: string, key: "data" | "meta"): void {
+function checkValue(value: unknown, key: "data" | "meta"): void {
   const found = scanValue(value, MAX_NESTING);
-  if (found === Scan.TooDeep) throw tooDeep(where, key);
+  if (found === Scan.TooDeep) throw tooDeep(key);
   if (found === Scan.NonFinite) {
     const path = nonFinitePath(value, key) ?? key;
     throw new InvalidRequestError(
-      `${where}the number at ${path} is not finite (too large for a 64-bit float, such as 1e999); send a finite number, or a string if the value is really that large.`,
+      `the number at ${path} is not finite (too large for a 64-bit float, such as 1e999); send a finite number, or a string if the value is really that large.`,
     );
   }
 }
@@ -199,21 +199,21 @@ const EVENT_FIELD_SET: ReadonlySet<string> = new Set(EVENT_FIELDS);
 const TIME_ALIASES: ReadonlySet<string> = new Set(["date", "timestamp", "time"]);
 
 /** Refuses a top-level field the event object does not have (CONTRACT 9.1). */
-function checkFields(raw: JsonObject, where: string): void {
+function checkFields(raw: JsonObject): void {
   for (const key in raw) {
     if (EVENT_FIELD_SET.has(key)) continue;
     const shown = JSON.stringify(key.length > 60 ? `${key.slice(0, 60)}...` : key);
     throw new InvalidRequestError(
-      `${where}unknown field ${shown}${
+      `unknown field ${shown}${
         TIME_ALIASES.has(key) ? "; the event time is `ts`" : ""
       }; an event accepts only ${EVENT_FIELDS.map((f) => `"${f}"`).join(", ")}.`,
     );
   }
 }
 
-function tooDeep(where: string, key: string): InvalidRequestError {
+function tooDeep(key: string): InvalidRequestError {
   return new InvalidRequestError(
-    `${where}"${key}" nests objects or arrays more than ${MAX_NESTING} levels deep; flatten it.`,
+    `"${key}" nests objects or arrays more than ${MAX_NESTING} levels deep; flatten it.`,
   );
 }
 
@@ -226,12 +226,12 @@ function optionalString(body: JsonObject, key: string): string | undefined {
   return value;
 }
 
-function optionalBoolean(body: JsonObject, key: string, where: string): boolean {
+function optionalBoolean(body: JsonObject, key: string): boolean {
   const value = body[key];
   if (value === undefined || value === null) return true;
   if (typeof value !== "boolean") {
     throw new InvalidRequestError(
-      `${where}"${key}" must be true or false, not ${describe(value)}.`,
+      `"${key}" must be true or false, not ${describe(value)}.`,
     );
   }
   return value;
@@ -249,34 +249,45 @@ const NO_META: JsonObject = Object.freeze({});
  * @throws {InvalidRequestError} Naming the field to change.
  */
 export function parseEvent(raw: unknown, index?: number, line?: number): EventCommand {
-  const where = itemPrefix(index, line);
+  if (index === undefined) return checkEvent(raw, undefined);
+  // In a batch the item's prefix ("Line 3 (item 2, 0-based): ") is only built for a refusal.
+  try {
+    return checkEvent(raw, index);
+  } catch (err) {
+    if (!(err instanceof InvalidRequestError)) throw err;
+    throw new InvalidRequestError(itemPrefix(index, line) + err.message, { cause: err.cause });
+  }
+}
+
+/** {@linkcode parseEvent} without the item's prefix in its errors. */
+function checkEvent(raw: unknown, index: number | undefined): EventCommand {
   if (!isJsonObject(raw)) {
     throw new InvalidRequestError(
-      `${where}an event must be a JSON object with "type" and "data", not ${describe(raw)}.`,
+      `an event must be a JSON object with "type" and "data", not ${describe(raw)}.`,
     );
   }
-  checkFields(raw, where);
+  checkFields(raw);
   const typeProblem = checkEventType(raw.type);
-  if (typeProblem) throw new InvalidRequestError(where + typeProblem);
+  if (typeProblem) throw new InvalidRequestError(typeProblem);
   const type = raw.type as string;
   if (!isJsonObject(raw.data)) {
     throw new InvalidRequestError(
-      `${where}"data" must be a JSON object such as {"wind_mps": 2.1}, not ${describe(raw.data)}.`,
+      `"data" must be a JSON object such as {"wind_mps": 2.1}, not ${describe(raw.data)}.`,
     );
   }
   // Most events carry no meta: nothing to check, and its JSON is known.
   const noMeta = raw.meta === undefined || raw.meta === null;
   const meta = noMeta ? NO_META : raw.meta;
   if (!isJsonObject(meta)) {
-    throw new InvalidRequestError(`${where}"meta" must be a JSON object, not ${describe(meta)}.`);
+    throw new InvalidRequestError(`"meta" must be a JSON object, not ${describe(meta)}.`);
   }
-  checkValue(raw.data, where, "data");
-  if (!noMeta) checkValue(meta, where, "meta");
+  checkValue(raw.data, "data");
+  if (!noMeta) checkValue(meta, "meta");
   let callerRunId: string | undefined;
   if (meta.run_id !== undefined) {
     if (typeof meta.run_id !== "string") {
       throw new InvalidRequestError(
-        `${where}meta.run_id must be a string, not ${
+        `meta.run_id must be a string, not ${
           describe(meta.run_id)
         }; better, omit it and the server stamps it.`,
       );
@@ -288,7 +299,7 @@ export function parseEvent(raw: unknown, index?: number, line?: number): EventCo
     ts = undefined;
   } else if (typeof raw.ts !== "string") {
     throw new InvalidRequestError(
-      `${where}"ts" must be an ISO 8601 string such as "2026-11-22T03:00:00.000Z", not ${
+      `"ts" must be an ISO 8601 string such as "2026-11-22T03:00:00.000Z", not ${
         describe(raw.ts)
       }.`,
     );
@@ -297,7 +308,7 @@ export function parseEvent(raw: unknown, index?: number, line?: number): EventCo
       ts = formatTimestamp(parseTimestamp(raw.ts));
     } catch (err) {
       throw new InvalidRequestError(
-        `${where}${
+        `${
           errorText(err)
         }; send "ts" like "2026-11-22T03:00:00.000Z", or omit it to use the server's time.`,
       );
@@ -310,7 +321,7 @@ export function parseEvent(raw: unknown, index?: number, line?: number): EventCo
     metaJson = noMeta ? "{}" : JSON.stringify(meta);
   } catch {
     throw new InvalidRequestError(
-      `${where}the event is nested too deeply; flatten "data" or "meta".`,
+      `the event is nested too deeply; flatten "data" or "meta".`,
     );
   }
   return {
@@ -320,8 +331,8 @@ export function parseEvent(raw: unknown, index?: number, line?: number): EventCo
     dataJson,
     metaJson,
     callerRunId,
-    storePermanently: optionalBoolean(raw, "store_permanently", where),
-    makeCurrent: optionalBoolean(raw, "make_current", where),
+    storePermanently: optionalBoolean(raw, "store_permanently"),
+    makeCurrent: optionalBoolean(raw, "make_current"),
     item: index,
   };
 }
