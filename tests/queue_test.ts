@@ -48,12 +48,16 @@ Deno.test("GroupQueue runs a control function alone, after the items before it a
 Deno.test("GroupQueue gathers the items pushed while a commit runs into the next group", async () => {
   const log: number[][] = [];
   const first = Promise.withResolvers<void>();
+  const started = Promise.withResolvers<void>();
   const queue = new GroupQueue<number>(async (items) => {
     log.push(items);
-    if (items.includes(1)) await first.promise;
+    if (items.includes(1)) {
+      started.resolve();
+      await first.promise;
+    }
   }, unexpected);
   queue.push(1);
-  await new Promise((r) => setTimeout(r, 0));
+  await started.promise;
   assert.deepEqual(log, [[1]], "the first group is being committed");
   queue.push(2);
   queue.push(3);
