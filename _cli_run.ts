@@ -62,9 +62,47 @@ export async function runCommand(args: string[]): Promise<number> {
   }
   const log = new ServiceLog({ format: flags.logFormat ?? "text" });
   const warnings = new Warnings(log);
+  // Signals are heard from before the listener opens: a SIGTERM that comes right after /ready
+  // first answers (a supervisor, spawnServer().stop()) is a clean shutdown, not Deno's default
+  // exit 143.
+  using signals = new ShutdownSignals(log);
   const server = await start(flags, warnings, log);
+  signals.attach(server);
   if (flags.verbose) logEvents(server, log);
   return await serve(server, flags, warnings, log);
+}
+
+/**
+ * SIGINT and SIGTERM (SIGINT alone on Windows) as a graceful shutdown of the server, from the
+ * moment it is constructed: one that comes during start-up shuts the server down as soon as it
+ * is attached. A second signal exits 1 at once, without waiting for in-flight requests.
+ */
+class ShutdownSignals implements Disposable {
+  #log: ServiceLog;
+  #server: ServerHandle | undefined;
+  #count = 0;
+  #names: Deno.Signal[] = Deno.build.os === "windows" ? ["SIGINT"] : ["SIGINT", "SIGTERM"];
+  #onSignal = () => {
+    this.#count++;
+    if (this.#count > 1) {
+      this.#log.flush(true);
+      this.#log.error("second signal: exiting without waiting for in-flight requests");
+      Deno.exit(1);
+    }
+    if (this.#server) void this.#server.shutdown();
+  };
+  constructor(log: ServiceLog) {
+    this.#log = log;
+    for (const s of this.#names) Deno.addSignalListener(s, this.#onSignal);
+  }
+  /** From now on a signal shuts `server` down; one that already came does so now. */
+  attach(server: ServerHandle): void {
+    this.#server = server;
+    if (this.#count > 0) void server.shutdown();
+  }
+  [Symbol.dispose](): void {
+    for (const s of this.#names) Deno.removeSignalListener(s, this.#onSignal);
+  }
 }
 
 /**
@@ -168,21 +206,6 @@ async function serve(
   warnings: Warnings,
   log: ServiceLog,
 ): Promise<number> {
-  let signals = 0;
-  const onSignal = () => {
-    signals++;
-    if (signals > 1) {
-      log.flush(true);
-      log.error("second signal: exiting without waiting for in-flight requests");
-      Deno.exit(1);
-    }
-    void server.shutdown();
-  };
-  const signalNames: Deno.Signal[] = Deno.build.os === "windows"
-    ? ["SIGINT"]
-    : ["SIGINT", "SIGTERM"];
-  for (const s of signalNames) Deno.addSignalListener(s, onSignal);
-
   log.info(
     `telemetry service listening on ${server.url} (site dir ${server.service.siteDir}, zone ${flags.timeZone}, fsync ${flags.fsync}${
       flags.token ? ", token required" : ""
@@ -208,8 +231,6 @@ async function serve(
         : `the service stopped with an error: ${errorText(err)}; exiting 1`,
     );
     return 1;
-  } finally {
-    for (const s of signalNames) Deno.removeSignalListener(s, onSignal);
   }
   // A burst of rejections just before the end still gets its count.
   log.flush(true);

@@ -185,6 +185,43 @@ Deno.test({
   },
 });
 
+Deno.test({
+  name:
+    "a SIGTERM that comes while the service is still starting shuts it down cleanly once it is up",
+  ignore: skip !== undefined,
+  async fn() {
+    await using dir = await tempDir();
+    await using site = await tempDir();
+    const { cert, key } = await selfSignedCert(dir.path);
+    // The certificate comes through a named pipe, so start-up waits in its read until the test
+    // has sent the signal: the window a supervisor's early SIGTERM falls into, held open.
+    const fifo = join(dir.path, "cert.fifo");
+    const made = await new Deno.Command("mkfifo", { args: [fifo] }).output();
+    assert.ok(made.success, "mkfifo failed");
+    const child = new Deno.Command(Deno.execPath(), {
+      args: cliRunArgs(site.path, freePort(), ["--tls-cert", fifo, "--tls-key", key], [
+        "--allow-all",
+      ]),
+      env: { NO_COLOR: "1" },
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const output = child.output();
+    // Opening the pipe for writing returns once the service has opened it to read.
+    const pipe = await Deno.open(fifo, { write: true });
+    child.kill("SIGTERM");
+    // Let the signal land before start-up can go on.
+    await new Promise((r) => setTimeout(r, 200));
+    await pipe.write(await Deno.readFile(cert));
+    pipe.close();
+    const out = await output;
+    const stdout = decoder.decode(out.stdout);
+    assert.equal(out.code, 0, decoder.decode(out.stderr));
+    assert.match(stdout, /listening on https:/);
+    assert.match(stdout, /telemetry service stopped; all files flushed and closed/);
+  },
+});
+
 Deno.test("permissionFlags() grants read, not write, on the TLS files", () => {
   const flags = permissionFlags({
     siteDir: "/srv/t",
