@@ -72,7 +72,9 @@ export function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
       GET: ({ params }) => currentOfType(service, params.type ?? ""),
       DELETE: ({ params }) => forgetType(service, params.type ?? ""),
     }),
-    route("/stream", { GET: ({ url }) => streams.response(url) }),
+    route("/stream", {
+      GET: ({ req, url }) => streams.response(url, req.headers.get("accept-encoding")),
+    }),
     route("/metrics", {
       GET: async () => metrics.response({ streams, diskFreeBytes: await disk.sample() }),
     }),

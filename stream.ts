@@ -32,6 +32,7 @@
 import type { ServiceMessage, TelemetryService } from "./service.ts";
 import { ShuttingDownError } from "./_errors.ts";
 import { encodeServerSentEvent } from "./sse.ts";
+import { acceptsGzip, deflatePiece, GzipMember } from "./_gzip_live.ts";
 
 // The encoder lives in sse.ts with its parser; server.ts exports it from here.
 export { type ServerSentEventMessage, ServerSentEventStream } from "./sse.ts";
@@ -44,6 +45,8 @@ export const DEFAULT_STREAM_QUEUE_BYTES = 1024 * 1024;
 export const DEFAULT_STREAM_FLUSH_MS = 50;
 /** Bytes of messages that are sent at once, without waiting for the flush interval. */
 const FLUSH_BYTES = 256 * 1024;
+/** Snapshot bytes a gzip client compresses at a time (its chunks can be a few bytes each). */
+const SNAPSHOT_PIECE_BYTES = 64 * 1024;
 
 /** Options of {@linkcode StreamHub}. */
 export interface StreamHubOptions {
@@ -79,9 +82,30 @@ export interface StreamHubOptions {
 export interface OpenStreamOptions {
   /** Only these event types in the snapshot and as telemetry; run events always pass. */
   types?: readonly string[];
+  /**
+   * Send the stream gzip-compressed (`Content-Encoding: gzip`). Live messages are compressed
+   * once per fan-out for all such clients; the snapshot per client.
+   * @default {false}
+   */
+  gzip?: boolean;
 }
 
-const KEEPALIVE = encodeServerSentEvent({ comment: "keepalive" });
+/**
+ * Bytes shared by the clients of one fan-out. Their gzip piece is made the first time a gzip
+ * client takes them, once for all.
+ */
+class Chunk {
+  readonly bytes: Uint8Array;
+  #deflated: Uint8Array | undefined;
+  constructor(bytes: Uint8Array) {
+    this.bytes = bytes;
+  }
+  get deflated(): Uint8Array {
+    return this.#deflated ??= deflatePiece(this.bytes);
+  }
+}
+
+const KEEPALIVE = new Chunk(encodeServerSentEvent({ comment: "keepalive" }));
 const SNAPSHOT_PREFIX = "event: snapshot\ndata: ";
 const SNAPSHOT_SUFFIX = "\n\n";
 
@@ -99,7 +123,7 @@ interface Client {
   /** Messages of the batch being collected that were published before it connected. */
   skip: number;
   /** Hands it live bytes (shared with other clients: never modified). */
-  deliver(bytes: Uint8Array): void;
+  deliver(chunk: Chunk): void;
   /** Ends the stream for a server shutdown. */
   end(): void;
 }
@@ -123,6 +147,8 @@ interface StreamClientOptions {
   /** The snapshot message, taken when the client joined. */
   snapshot: ReadableStreamDefaultReader<Uint8Array>;
   skip: number;
+  /** Compress the body with gzip. */
+  gzip: boolean;
   maxQueueBytes: number;
   keepaliveMs: number;
   /** Counts a client dropped for falling behind. */
@@ -134,7 +160,8 @@ interface StreamClientOptions {
 /**
  * One `GET /stream` client: its body is pulled as the connection takes bytes, first the snapshot
  * in chunks, then whatever queued up meanwhile, then live chunks as they come. A client with more
- * than `maxQueueBytes` waiting is dropped.
+ * than `maxQueueBytes` waiting (counted before compression) is dropped. A gzip client's bytes
+ * are one gzip member, which a clean end closes with its trailer.
  */
 class StreamClient implements Client {
   readonly filter: Set<string> | undefined;
@@ -145,13 +172,14 @@ class StreamClient implements Client {
   #options: StreamClientOptions;
   #controller!: ReadableStreamDefaultController<Uint8Array>;
   #snapshot: ReadableStreamDefaultReader<Uint8Array> | undefined;
-  /** Live bytes the client has not taken yet. */
-  #pending: Uint8Array[] = [];
+  /** Live chunks the client has not taken yet. */
+  #pending: Chunk[] = [];
   #pendingBytes = 0;
   /** Resolves the pull that waits for live bytes. */
   #wake: (() => void) | undefined;
   #ended = false;
   #timer: ReturnType<typeof setInterval>;
+  #gzip: GzipMember | undefined;
 
   constructor(options: StreamClientOptions) {
     this.#options = options;
@@ -159,6 +187,7 @@ class StreamClient implements Client {
     this.filterKey = options.filter ? [...options.filter].sort().join("\u0000") : "";
     this.skip = options.skip;
     this.#snapshot = options.snapshot;
+    this.#gzip = options.gzip ? new GzipMember() : undefined;
     this.#timer = setInterval(() => this.deliver(KEEPALIVE), options.keepaliveMs);
     this.body = new ReadableStream<Uint8Array>({
       start: (c) => {
@@ -170,16 +199,16 @@ class StreamClient implements Client {
     }, { highWaterMark: 0 });
   }
 
-  deliver(bytes: Uint8Array): void {
+  deliver(chunk: Chunk): void {
     if (this.#ended) return;
     if (this.#wake) {
-      this.#controller.enqueue(bytes);
+      this.#controller.enqueue(this.#wire(chunk));
       this.#wake();
       this.#wake = undefined;
       return;
     }
-    this.#pending.push(bytes);
-    this.#pendingBytes += bytes.byteLength;
+    this.#pending.push(chunk);
+    this.#pendingBytes += chunk.bytes.byteLength;
     const max = this.#options.maxQueueBytes;
     if (this.#pendingBytes > max) {
       this.#options.dropped();
@@ -198,8 +227,10 @@ class StreamClient implements Client {
     // response is aborted instead.
     const idle = this.#wake !== undefined;
     this.#cleanup();
-    if (idle) this.#controller.close();
-    else {this.#controller.error(
+    if (idle) {
+      if (this.#gzip) this.#controller.enqueue(this.#gzip.end());
+      this.#controller.close();
+    } else {this.#controller.error(
         "GET /stream: aborted a client that was behind, the server is stopping",
       );}
   }
@@ -207,21 +238,47 @@ class StreamClient implements Client {
   async #pull(c: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
     if (this.#ended) return;
     if (this.#snapshot) {
-      const { value, done } = await this.#snapshot.read();
+      const part = await this.#snapshotPart(this.#snapshot);
       if (this.#ended) return;
-      if (!done) {
-        c.enqueue(value);
+      if (part) {
+        c.enqueue(part);
         return;
       }
       this.#snapshot = undefined;
     }
     if (this.#pending.length > 0) {
-      c.enqueue(concat(this.#pending));
+      c.enqueue(concat(this.#pending.map((chunk) => this.#wire(chunk))));
       this.#pending = [];
       this.#pendingBytes = 0;
       return;
     }
     await new Promise<void>((resolve) => (this.#wake = resolve));
+  }
+
+  /** The next bytes of the snapshot, or `undefined` at its end; gzip compresses 64 KiB at a time. */
+  async #snapshotPart(
+    reader: ReadableStreamDefaultReader<Uint8Array>,
+  ): Promise<Uint8Array | undefined> {
+    if (!this.#gzip) {
+      const { value, done } = await reader.read();
+      return done ? undefined : value;
+    }
+    const parts: Uint8Array[] = [];
+    let size = 0;
+    while (size < SNAPSHOT_PIECE_BYTES) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      parts.push(value);
+      size += value.byteLength;
+    }
+    if (parts.length === 0 || this.#ended) return undefined;
+    const plain = concat(parts);
+    return this.#gzip.next(plain, deflatePiece(plain));
+  }
+
+  /** The bytes a chunk goes out as: itself, or its gzip piece (in the order sent). */
+  #wire(chunk: Chunk): Uint8Array {
+    return this.#gzip ? this.#gzip.next(chunk.bytes, chunk.deflated) : chunk.bytes;
   }
 
   #cleanup(): void {
@@ -331,6 +388,7 @@ export class StreamHub {
       filter,
       snapshot,
       skip: this.#batch.length,
+      gzip: options.gzip ?? false,
       maxQueueBytes: this.#maxQueueBytes,
       keepaliveMs: this.#keepaliveMs,
       dropped: () => this.#dropped++,
@@ -344,27 +402,34 @@ export class StreamHub {
   }
 
   /**
-   * The `GET /stream` response for a request URL: `?type=a,b` (repeatable) filters types.
+   * The `GET /stream` response for a request URL: `?type=a,b` (repeatable) filters types. When
+   * the request's `Accept-Encoding` takes gzip (browsers, Deno's and Node's `fetch`), the body is
+   * gzip-compressed: telemetry lines shrink several times over, which is most of what each
+   * viewer costs the machine and its network.
    *
    * @param url The request URL.
+   * @param acceptEncoding The request's `Accept-Encoding` header, if any.
    * @returns A `200 text/event-stream` response with `cache-control: no-store`.
    * @throws {ShuttingDownError} Once the hub's signal was aborted or the service is closing (503).
    *
    * @example Usage
    * ```ts ignore
-   * const res = hub.response(new URL(req.url));
+   * const res = hub.response(new URL(req.url), req.headers.get("accept-encoding"));
    * ```
    */
-  response(url: URL): Response {
+  response(url: URL, acceptEncoding: string | null = null): Response {
     const types = url.searchParams.getAll("type").flatMap((v) => v.split(","))
       .filter((t) => t !== ""); // not trimmed: " weather" is a distinct, valid type
-    return new Response(this.open({ types }), {
+    const gzip = acceptsGzip(acceptEncoding);
+    return new Response(this.open({ types, gzip }), {
       headers: {
         "content-type": "text/event-stream; charset=utf-8",
         "cache-control": "no-store",
         "x-content-type-options": "nosniff",
         // Reverse proxies such as nginx must not buffer a live stream.
         "x-accel-buffering": "no",
+        "vary": "accept-encoding",
+        ...(gzip ? { "content-encoding": "gzip" } : {}),
       },
     });
   }
@@ -446,10 +511,10 @@ export class StreamHub {
     const batch = this.#batch;
     this.#batch = [];
     this.#batchBytes = 0;
-    let all: Uint8Array | undefined;
-    const byFilter = new Map<string, Uint8Array | undefined>();
+    let all: Chunk | undefined;
+    const byFilter = new Map<string, Chunk | undefined>();
     for (const client of [...this.#clients]) {
-      let chunk: Uint8Array | undefined;
+      let chunk: Chunk | undefined;
       if (client.skip > 0) {
         // Joined while this batch was collected: its snapshot already holds the earlier part.
         chunk = select(batch.slice(client.skip), client.filter);
@@ -466,10 +531,10 @@ export class StreamHub {
 }
 
 /** The bytes of the messages a filter lets through, as one chunk; `undefined` when none. */
-function select(batch: Encoded[], filter: Set<string> | undefined): Uint8Array | undefined {
+function select(batch: Encoded[], filter: Set<string> | undefined): Chunk | undefined {
   const parts: Uint8Array[] = [];
   for (const m of batch) {
     if (!filter || m.type === undefined || filter.has(m.type)) parts.push(m.bytes);
   }
-  return parts.length === 0 ? undefined : concat(parts);
+  return parts.length === 0 ? undefined : new Chunk(concat(parts));
 }

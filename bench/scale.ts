@@ -13,7 +13,7 @@
  *    rate with one type (child servers, `wrk`).
  *
  * Usage: deno run -A bench/scale.ts [--seconds 3] [--rounds 2] [--subscribers 200]
- *   [--types 10000]
+ *   [--types 10000] [--pin]
  * @module
  */
 
@@ -31,6 +31,7 @@ const { values: flags } = parseArgs({
     rounds: { type: "string", default: "2" },
     subscribers: { type: "string", default: "200" },
     types: { type: "string", default: "10000" },
+    pin: { type: "boolean", default: false },
   },
   strict: true,
 });
@@ -38,6 +39,12 @@ const SECONDS = Number(flags.seconds);
 const ROUNDS = Number(flags.rounds);
 const SUBSCRIBERS = Number(flags.subscribers);
 const TYPES = Number(flags.types);
+/**
+ * With `--pin`, the server runs on CPU 0 alone and this process (the subscribers) and `wrk` on
+ * CPU 1: the viewers' own reading no longer takes the server's CPU, as when they are browsers on
+ * other machines.
+ */
+const PIN = flags.pin;
 const EVENT_DATA = { wind_mps: 2.1, temp_c: -3.5, humidity: 41, sky: "clear" };
 
 interface Running {
@@ -50,8 +57,13 @@ async function start(): Promise<Running> {
   const port = freePort();
   const siteDir = await Deno.makeTempDir({ prefix: "bench-scale-" });
   const args = serviceArgs({ siteDir, port });
-  const child = new Deno.Command(Deno.execPath(), { args, stdout: "null", stderr: "inherit" })
-    .spawn();
+  const child = PIN
+    ? new Deno.Command("taskset", {
+      args: ["-c", "0", Deno.execPath(), ...args],
+      stdout: "null",
+      stderr: "inherit",
+    }).spawn()
+    : new Deno.Command(Deno.execPath(), { args, stdout: "null", stderr: "inherit" }).spawn();
   const url = `http://127.0.0.1:${port}`;
   await waitReady(url, "the server");
   return { child, url, siteDir };
@@ -151,6 +163,8 @@ interface StreamSample {
   serverUs: number;
   /** The user-space part of it: the service's own work, without the kernel's TCP. */
   serverUserUs: number;
+  /** CPU time of this process per event: the subscribers' reading, on the same cores. */
+  readersUs: number;
   verified: string;
 }
 
@@ -168,8 +182,10 @@ async function streamRound(subscribers: number): Promise<StreamSample> {
   try {
     for (let i = 0; i < subscribers; i++) subs.push(await subscribe(run.url, i === 0));
     const cpuBefore = cpuUs(run.child.pid);
+    const selfBefore = cpuUs(Deno.pid);
     const { rate, errors } = await wrk(run.url);
     const cpuAfter = cpuUs(run.child.pid);
+    const readersUs = (cpuUs(Deno.pid).total - selfBefore.total) / (rate * SECONDS);
     const serverUs = (cpuAfter.total - cpuBefore.total) / (rate * SECONDS);
     const serverUserUs = (cpuAfter.user - cpuBefore.user) / (rate * SECONDS);
     let verified = errors === 0 ? "ok" : `${errors} wrk errors`;
@@ -194,7 +210,7 @@ async function streamRound(subscribers: number): Promise<StreamSample> {
         ? `${short} of ${subscribers} subscribers short`
         : `ok: ${subscribers} x ${stored} events`;
     }
-    return { subscribers, rate, serverUs, serverUserUs, verified };
+    return { subscribers, rate, serverUs, serverUserUs, readersUs, verified };
   } finally {
     await Promise.all(subs.map((s) => s.close()));
     await stop(run);
@@ -291,12 +307,20 @@ function fmt(n: number): string {
 }
 
 async function main() {
+  if (PIN) {
+    // Every thread of this process, and so the `wrk` it starts, on CPU 1.
+    const out = await new Deno.Command("taskset", { args: ["-a", "-p", "-c", "1", `${Deno.pid}`] })
+      .output();
+    if (!out.success) throw new Error("--pin needs taskset (util-linux) and two CPUs");
+  }
   const commit = new TextDecoder().decode(
     (await new Deno.Command("git", { args: ["-C", ROOT, "rev-parse", "--short", "HEAD"] })
       .output()).stdout,
   ).trim();
   console.log(
-    `bench/scale.ts at ${commit}: ${ROUNDS} rounds x ${SECONDS} s, wrk -t2 -c16, ${SUBSCRIBERS} subscribers, ${TYPES} types`,
+    `bench/scale.ts at ${commit}: ${ROUNDS} rounds x ${SECONDS} s, wrk -t2 -c16, ${SUBSCRIBERS} subscribers, ${TYPES} types${
+      PIN ? ", server pinned to CPU 0, subscribers and wrk to CPU 1" : ""
+    }`,
   );
   const streams: StreamSample[] = [];
   const oneType: number[] = [];
@@ -338,6 +362,12 @@ async function main() {
     `| server user-space CPU per event, 0 / ${SUBSCRIBERS} subscribers (µs) | ${
       noneUser.toFixed(1)
     } / ${manyUser.toFixed(1)} | ${(manyUser / noneUser).toFixed(2)} | | |`,
+  );
+  const manyReaders = median(streams.filter((s) => s.subscribers > 0).map((s) => s.readersUs));
+  console.log(
+    `| the ${SUBSCRIBERS} subscribers' own CPU per event, same cores (µs) | ${
+      manyReaders.toFixed(1)
+    } | | | |`,
   );
   console.log(`| POST /event, 1 type (events/s) | ${fmt(one)} | 1.00 | | |`);
   console.log(

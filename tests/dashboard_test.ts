@@ -24,6 +24,10 @@ interface Page {
   goto(url: string): Promise<unknown>;
   on(event: "console", listener: (msg: { type(): string; text(): string }) => void): void;
   on(event: "pageerror", listener: (err: Error) => void): void;
+  on(
+    event: "response",
+    listener: (res: { url(): string; headers(): Record<string, string> }) => void,
+  ): void;
   waitForFunction<A>(
     fn: (arg: A) => boolean,
     arg: A,
@@ -136,6 +140,30 @@ Deno.test({
     await Deno.mkdir(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: join(ARTIFACTS, "dashboard.png"), fullPage: true });
     assert.deepEqual(errors, []);
+  },
+});
+
+Deno.test({
+  name: "GET / gets its live stream gzip-compressed in Chromium and shows each value from it",
+  ignore: skip !== undefined,
+  async fn() {
+    await using tmp = await tempDir();
+    await using server = await testServer({ siteDir: tmp.path });
+    await using browser = await launch();
+    const page = await browser.newPage({ viewport: { width: 1180, height: 560 } });
+    const encodings: string[] = [];
+    page.on("response", (res) => {
+      if (new URL(res.url()).pathname === "/stream") {
+        encodings.push(res.headers()["content-encoding"] ?? "identity");
+      }
+    });
+    await page.goto(`${server.url}/`);
+    // The card appears from the stream only: the type did not exist when the page loaded.
+    for (const wind of [1.5, 2.5, 3.5]) {
+      await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: wind } });
+      await waitForText(page, WIND, String(wind), 5000);
+    }
+    assert.deepEqual(encodings, ["gzip"]);
   },
 });
 

@@ -1,8 +1,10 @@
 import assert from "node:assert/strict";
 import { createHandler } from "../server.ts";
 import { TelemetryService } from "../service.ts";
-import { type ServerSentEventMessage, ServerSentEventStream } from "../stream.ts";
-import { getJson, postJson, tempDir, testServer } from "./_util.ts";
+import { type ServerSentEventMessage, ServerSentEventStream, StreamHub } from "../stream.ts";
+import { getJson, openService, postJson, tempDir, testServer } from "./_util.ts";
+import { gunzipSync } from "node:zlib";
+import { Rng } from "./_fault_util.ts";
 
 /** One parsed Server-Sent Event (or comment block). */
 interface Sse {
@@ -209,17 +211,24 @@ Deno.test("GET /stream unsubscribes a client that disconnects", async () => {
 Deno.test("GET /stream drops a stalled client while 20,000 events are ingested", async () => {
   await using tmp = await tempDir();
   await using server = await testServer({ siteDir: tmp.path, fsync: "never" });
-  // This client never reads: the kernel and HTTP buffers fill, then its queue hits the bound.
+  // This client never reads: the kernel and HTTP buffers fill, then its queue hits the bound. It
+  // takes gzip (fetch asks for it), so the padding is random: repeated text would compress a
+  // thousand times over and fit the buffers.
   const stalled = await fetch(`${server.url}/stream`);
   assert.equal(stalled.status, 200);
-  const padding = "x".repeat(1000);
+  assert.equal(stalled.headers.get("content-encoding"), "gzip");
+  const rng = new Rng(13);
+  const paddingLength = 1000;
   const total = 20_000, batch = 500;
   let accepted = 0;
   const rssBefore = Deno.memoryUsage().rss;
   for (let i = 0; i < total; i += batch) {
     const items = Array.from(
       { length: batch },
-      (_, j) => ({ type: "load", data: { i: i + j, padding } }),
+      (_, j) => ({
+        type: "load",
+        data: { i: i + j, padding: btoa(String.fromCharCode(...rng.bytes(750))) },
+      }),
     );
     const res = await postJson(`${server.url}/events`, items);
     assert.equal(res.status, 200);
@@ -242,7 +251,7 @@ Deno.test("GET /stream drops a stalled client while 20,000 events are ingested",
   } catch (err) {
     if (!(err instanceof TypeError)) throw err; // body read error: connection aborted
   }
-  assert.ok(received < total * padding.length, `the stalled client received ${received} bytes`);
+  assert.ok(received < total * paddingLength, `the stalled client received ${received} bytes`);
 });
 
 Deno.test("startServer().shutdown() ends an open stream so finished resolves after POST /shutdown", async () => {
@@ -255,4 +264,75 @@ Deno.test("startServer().shutdown() ends an open stream so finished resolves aft
   assert.equal(res.status, 202);
   await server.finished;
   assert.equal(await sse.next(), undefined); // the stream ended cleanly
+});
+
+Deno.test("GET /stream is gzip-compressed for a client that accepts gzip, and each event arrives while it stays open", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  // Deno's fetch asks for gzip and decodes it, as browsers do.
+  const { res, sse } = await openStream(`${server.url}/stream`);
+  await using _ = sse;
+  assert.equal(res.headers.get("content-encoding"), "gzip");
+  assert.equal(res.headers.get("vary"), "accept-encoding");
+  assert.equal((await sse.next())?.event, "snapshot");
+  for (let n = 1; n <= 3; n++) {
+    await postJson(`${server.url}/event`, { type: "status", data: { n } });
+    const message = await sse.nextEvent();
+    assert.equal(message?.id, `site:${n}`);
+    assert.equal(JSON.parse(message!.data!).data.n, n);
+  }
+});
+
+Deno.test("GET /stream is sent uncompressed to a client that does not accept gzip", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  // With its own Accept-Encoding, fetch hands over the body as it came.
+  const res = await fetch(`${server.url}/stream`, { headers: { "accept-encoding": "identity" } });
+  assert.equal(res.headers.get("content-encoding"), null);
+  assert.equal(res.headers.get("vary"), "accept-encoding");
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let text = "";
+  while (!text.includes("\n\n")) text += (await reader.read()).value ?? "";
+  assert.ok(text.startsWith("event: snapshot\ndata: {"), text);
+  await reader.cancel();
+});
+
+Deno.test("a gzip stream ended by the server is one complete gzip member of exactly the plain stream's bytes", async () => {
+  await using tmp = await tempDir();
+  await using service = await openService(tmp.path);
+  const stop = new AbortController();
+  const hub = new StreamHub(service, { keepaliveMs: 60_000, flushMs: 0, signal: stop.signal });
+  // A snapshot of more than one 64 KiB piece, then live events over several fan-outs.
+  const pad = "p".repeat(300);
+  for (let i = 0; i < 400; i += 100) {
+    await service.record(
+      Array.from({ length: 100 }, (_, j) => ({ type: `t${i + j}`, data: { pad, n: i + j } })),
+    );
+  }
+  const plainBody = hub.open();
+  const [gzipBody, gzipProbe] = hub.open({ gzip: true }).tee();
+  const read = (body: ReadableStream<Uint8Array>) => new Response(body).bytes();
+  const plainBytes = read(plainBody);
+  const gzipBytes = read(gzipBody);
+  for (let n = 0; n < 5; n++) {
+    await service.record([{ type: "live", data: { n } }, { type: "t1", data: { n } }]);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  // The end comes once the gzip client has decoded the last event: its stream is then idle.
+  const decoded = (gzipProbe as ReadableStream<Uint8Array<ArrayBuffer>>)
+    .pipeThrough(new DecompressionStream("gzip"))
+    .pipeThrough(new TextDecoderStream()).getReader();
+  let seen = "";
+  while (!seen.includes("id: site:410\n")) {
+    const { value, done } = await decoded.read();
+    assert.ok(!done, "the gzip stream ended before the last event");
+    seen += value;
+  }
+  stop.abort();
+  for (let r = await decoded.read(); !r.done; r = await decoded.read()) seen += r.value;
+  const plain = await plainBytes;
+  assert.ok(plain.byteLength > 64 * 1024 + 2000, `${plain.byteLength} bytes`);
+  // gunzipSync checks the member's CRC-32 and length.
+  assert.deepEqual(new Uint8Array(gunzipSync(await gzipBytes)), plain);
+  assert.equal(seen, new TextDecoder().decode(plain));
 });
