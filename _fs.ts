@@ -21,10 +21,16 @@ export const LOCK_FILE = ".lock";
 export class SiteLock {
   #file: Deno.FsFile;
   #siteDir: string;
+  /**
+   * Whether the lock file held anything when it was taken: a holder always writes its pid, so an
+   * empty one was created just now (or by a holder that died before writing).
+   */
+  readonly hadContent: boolean;
 
-  private constructor(file: Deno.FsFile, siteDir: string) {
+  private constructor(file: Deno.FsFile, siteDir: string, hadContent: boolean) {
     this.#file = file;
     this.#siteDir = siteDir;
+    this.hadContent = hadContent;
   }
 
   /**
@@ -56,7 +62,9 @@ export class SiteLock {
         candidate.close();
       }
     }
+    let hadContent: boolean;
     try {
+      hadContent = (await file.stat()).size > 0;
       await file.truncate(0);
       // Taken again by a server that lost its lock file: it still listens where it did.
       const url = recordedUrls.get(siteDir);
@@ -66,7 +74,7 @@ export class SiteLock {
       file.close();
       throw err;
     }
-    const lock = new SiteLock(file, siteDir);
+    const lock = new SiteLock(file, siteDir, hadContent);
     heldLocks.set(siteDir, lock);
     return lock;
   }

@@ -1584,10 +1584,10 @@ async function openWorkspace(
   let hadLock = before !== undefined && !await isMigrationLock(lockPath);
   work.lock = await lockDest(dst);
   // Another migration's lock file, seen before its mark was written, may have been removed
-  // since and the one we now hold created by us: a different inode is not the one we saw.
-  if (hadLock && (await Deno.lstat(lockPath).catch(() => undefined))?.ino !== before?.ino) {
-    hadLock = false;
-  }
+  // since and the one we now hold created by us. Its inode number proves nothing (a file made
+  // right after a removal often gets the same one), but a lock file anyone held has its pid in
+  // it: one that was empty when we took it is ours.
+  if (hadLock && !work.lock.hadContent) hadLock = false;
   if (!hadLock) {
     work.createdLock = lockPath;
     // Only a lock file this run created is marked: a later run may then remove it.
