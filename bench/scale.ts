@@ -13,7 +13,7 @@
  *    rate with one type (child servers, `wrk`).
  *
  * Usage: deno run -A bench/scale.ts [--seconds 3] [--rounds 2] [--subscribers 200]
- *   [--types 10000] [--pin]
+ *   [--types 10000] [--pin] [--readers raw|fetch] [--baseline DIR]
  * @module
  */
 
@@ -32,6 +32,8 @@ const { values: flags } = parseArgs({
     subscribers: { type: "string", default: "200" },
     types: { type: "string", default: "10000" },
     pin: { type: "boolean", default: false },
+    readers: { type: "string", default: "raw" },
+    baseline: { type: "string" },
   },
   strict: true,
 });
@@ -45,6 +47,17 @@ const TYPES = Number(flags.types);
  * other machines.
  */
 const PIN = flags.pin;
+/**
+ * How the subscribers read. `raw` (default): a TCP socket read 256 KiB at a time, the chunked
+ * framing stepped over and the gzip body counted, not decoded (a viewer's own decoding happens on
+ * its own machine); one of them decodes and parses every message. `fetch`: each subscriber is a
+ * `fetch` body that Deno decodes, which on two shared cores costs more than the service's own
+ * extra work per viewer.
+ */
+const READERS = flags.readers;
+/** With `--baseline DIR`, another checkout's service runs the viewer rounds too, side by side. */
+const BASELINE = flags.baseline;
+if (READERS !== "raw" && READERS !== "fetch") throw new Error("--readers is raw or fetch");
 const EVENT_DATA = { wind_mps: 2.1, temp_c: -3.5, humidity: 41, sky: "clear" };
 
 interface Running {
@@ -53,10 +66,10 @@ interface Running {
   siteDir: string;
 }
 
-async function start(): Promise<Running> {
+async function start(root?: string): Promise<Running> {
   const port = freePort();
   const siteDir = await Deno.makeTempDir({ prefix: "bench-scale-" });
-  const args = serviceArgs({ siteDir, port });
+  const args = serviceArgs({ siteDir, port, ...(root ? { root } : {}) });
   const child = PIN
     ? new Deno.Command("taskset", {
       args: ["-c", "0", Deno.execPath(), ...args],
@@ -99,7 +112,10 @@ end
   return { rate: r.requests / r.seconds, errors: r.errors };
 }
 
-/** One `GET /stream` reader that counts bytes; `parsed` ones also collect every telemetry seq. */
+/**
+ * One `GET /stream` reader that counts body bytes (as sent: gzip for raw readers, decoded for
+ * fetch ones); `parsed` ones also collect every telemetry seq.
+ */
 interface Subscriber {
   bytes: number;
   seqs: number[] | undefined;
@@ -107,7 +123,120 @@ interface Subscriber {
   close(): Promise<void>;
 }
 
-async function subscribe(url: string, parsed: boolean): Promise<Subscriber> {
+function subscribe(url: string, parsed: boolean): Promise<Subscriber> {
+  return READERS === "raw" ? subscribeRaw(url, parsed) : subscribeFetch(url, parsed);
+}
+
+/** The telemetry seqs of a decoded SSE body. */
+async function collectSeqs(body: ReadableStream<Uint8Array>, seqs: number[]): Promise<void> {
+  const parser = body.pipeThrough(new TextDecoderStream())
+    .pipeThrough(new ServerSentEventParserStream()).getReader();
+  try {
+    while (true) {
+      const { value: m, done } = await parser.read();
+      if (done) break;
+      if (m.event === "telemetry") seqs.push(Number(m.id.slice(m.id.lastIndexOf(":") + 1)));
+    }
+  } catch {
+    // cancelled, or the gzip member cut short at the end of the round
+  }
+}
+
+/**
+ * A raw HTTP/1.1 reader asking for gzip: the head is checked once, then the chunked framing is
+ * stepped over and the body bytes counted. A `parsed` one also feeds its body to a gzip decoder
+ * and the SSE parser.
+ */
+async function subscribeRaw(url: string, parsed: boolean): Promise<Subscriber> {
+  const { hostname, port } = new URL(url);
+  const conn = await Deno.connect({ hostname, port: Number(port) });
+  await conn.write(
+    new TextEncoder().encode(
+      `GET /stream HTTP/1.1\r\nHost: ${hostname}:${port}\r\nAccept-Encoding: gzip\r\n\r\n`,
+    ),
+  );
+  const sub: Subscriber = { bytes: 0, seqs: parsed ? [] : undefined, close: async () => {} };
+  let feed: WritableStreamDefaultWriter<Uint8Array> | undefined;
+  let parse: Promise<void> = Promise.resolve();
+  /** A parsed reader's decoder, once the head says whether the body is gzip. */
+  const startParsing = (gzip: boolean) => {
+    const decode = gzip
+      ? new DecompressionStream("gzip")
+      : new TransformStream<Uint8Array, Uint8Array>();
+    feed = decode.writable.getWriter() as WritableStreamDefaultWriter<Uint8Array>;
+    parse = collectSeqs(decode.readable as ReadableStream<Uint8Array>, sub.seqs!);
+  };
+  const buf = new Uint8Array(256 * 1024);
+  let head = "";
+  let inHead = true;
+  // Chunked framing: `left` body bytes of the current chunk, then its CRLF and the next size line.
+  let left = 0;
+  let sizeLine = "";
+  let skipCrlf = 0;
+  const body = (bytes: Uint8Array) => {
+    sub.bytes += bytes.byteLength;
+    if (feed) void feed.write(bytes.slice()).catch(() => {});
+  };
+  const read = (async () => {
+    try {
+      while (true) {
+        const n = await conn.read(buf);
+        if (n === null) break;
+        let at = 0;
+        if (inHead) {
+          head += new TextDecoder().decode(buf.subarray(0, n));
+          const end = head.indexOf("\r\n\r\n");
+          if (end < 0) continue;
+          if (!/^HTTP\/1\.1 200/.test(head)) {
+            throw new Error(`GET /stream answered ${head.slice(0, end)}`);
+          }
+          // A version without gzip (--baseline) sends plain text: counted and parsed as such.
+          if (parsed) startParsing(/content-encoding: gzip/i.test(head.slice(0, end)));
+          at = n - (head.length - end - 4);
+          inHead = false;
+        }
+        while (at < n) {
+          if (skipCrlf > 0) {
+            const k = Math.min(skipCrlf, n - at);
+            skipCrlf -= k;
+            at += k;
+          } else if (left > 0) {
+            const k = Math.min(left, n - at);
+            body(buf.subarray(at, at + k));
+            left -= k;
+            at += k;
+            if (left === 0) skipCrlf = 2;
+          } else {
+            const nl = buf.indexOf(10, at);
+            const stop = nl < 0 ? n : nl + 1;
+            sizeLine += new TextDecoder().decode(buf.subarray(at, stop));
+            at = stop;
+            if (nl >= 0) {
+              left = parseInt(sizeLine, 16);
+              sizeLine = "";
+              if (left === 0) return; // the last chunk
+            }
+          }
+        }
+      }
+    } catch {
+      // closed at the end of the round
+    }
+  })();
+  sub.close = async () => {
+    try {
+      conn.close();
+    } catch {
+      // already closed
+    }
+    await read;
+    await feed?.close().catch(() => {});
+    await parse;
+  };
+  return sub;
+}
+
+async function subscribeFetch(url: string, parsed: boolean): Promise<Subscriber> {
   const res = await fetch(`${url}/stream`);
   if (!res.ok || !res.body) throw new Error(`GET /stream answered ${res.status}`);
   const [counted, forParse] = parsed ? res.body.tee() : [res.body, undefined];
@@ -157,6 +286,8 @@ async function siteLineCount(siteDir: string): Promise<number> {
 }
 
 interface StreamSample {
+  /** Whether the `--baseline` checkout served it. */
+  baseline: boolean;
   subscribers: number;
   rate: number;
   /** CPU time of the server process per acknowledged event, in µs (user + system). */
@@ -176,8 +307,8 @@ function cpuUs(pid: number): { user: number; total: number } {
   return { user, total: user + Number(fields[12]) * 1e4 };
 }
 
-async function streamRound(subscribers: number): Promise<StreamSample> {
-  const run = await start();
+async function streamRound(subscribers: number, root?: string): Promise<StreamSample> {
+  const run = await start(root);
   const subs: Subscriber[] = [];
   try {
     for (let i = 0; i < subscribers; i++) subs.push(await subscribe(run.url, i === 0));
@@ -210,7 +341,8 @@ async function streamRound(subscribers: number): Promise<StreamSample> {
         ? `${short} of ${subscribers} subscribers short`
         : `ok: ${subscribers} x ${stored} events`;
     }
-    return { subscribers, rate, serverUs, serverUserUs, readersUs, verified };
+    const baseline = root !== undefined;
+    return { baseline, subscribers, rate, serverUs, serverUserUs, readersUs, verified };
   } finally {
     await Promise.all(subs.map((s) => s.close()));
     await stop(run);
@@ -318,7 +450,7 @@ async function main() {
       .output()).stdout,
   ).trim();
   console.log(
-    `bench/scale.ts at ${commit}: ${ROUNDS} rounds x ${SECONDS} s, wrk -t2 -c16, ${SUBSCRIBERS} subscribers, ${TYPES} types${
+    `bench/scale.ts at ${commit}: ${ROUNDS} rounds x ${SECONDS} s, wrk -t2 -c16, ${SUBSCRIBERS} ${READERS} subscribers, ${TYPES} types${
       PIN ? ", server pinned to CPU 0, subscribers and wrk to CPU 1" : ""
     }`,
   );
@@ -328,17 +460,22 @@ async function main() {
   for (let r = 0; r < ROUNDS; r++) {
     streams.push(await streamRound(0));
     streams.push(await streamRound(SUBSCRIBERS));
+    if (BASELINE) {
+      streams.push(await streamRound(0, BASELINE));
+      streams.push(await streamRound(SUBSCRIBERS, BASELINE));
+    }
     oneType.push(await typesRound(0));
     manyTypes.push(await typesRound(TYPES));
   }
   const bodies = await bodiesInProcess();
 
-  const none = median(streams.filter((s) => s.subscribers === 0).map((s) => s.rate));
-  const many = median(streams.filter((s) => s.subscribers > 0).map((s) => s.rate));
-  const noneUs = median(streams.filter((s) => s.subscribers === 0).map((s) => s.serverUs));
-  const manyUs = median(streams.filter((s) => s.subscribers > 0).map((s) => s.serverUs));
-  const noneUser = median(streams.filter((s) => s.subscribers === 0).map((s) => s.serverUserUs));
-  const manyUser = median(streams.filter((s) => s.subscribers > 0).map((s) => s.serverUserUs));
+  const ours = streams.filter((s) => !s.baseline);
+  const none = median(ours.filter((s) => s.subscribers === 0).map((s) => s.rate));
+  const many = median(ours.filter((s) => s.subscribers > 0).map((s) => s.rate));
+  const noneUs = median(ours.filter((s) => s.subscribers === 0).map((s) => s.serverUs));
+  const manyUs = median(ours.filter((s) => s.subscribers > 0).map((s) => s.serverUs));
+  const noneUser = median(ours.filter((s) => s.subscribers === 0).map((s) => s.serverUserUs));
+  const manyUser = median(ours.filter((s) => s.subscribers > 0).map((s) => s.serverUserUs));
   const one = median(oneType);
   const all = median(manyTypes);
   console.log();
@@ -348,7 +485,7 @@ async function main() {
   console.log(
     `| POST /event, ${SUBSCRIBERS} subscribers (events/s) | ${fmt(many)} | ${
       (many / none).toFixed(2)
-    } | >= 0.50 | ${streams.filter((s) => s.subscribers > 0).map((s) => s.verified).join("; ")} |`,
+    } | >= 0.50 | ${ours.filter((s) => s.subscribers > 0).map((s) => s.verified).join("; ")} |`,
   );
   console.log(
     `| server CPU per event, 0 subscribers (µs) | ${noneUs.toFixed(1)} | 1.00 | | |`,
@@ -363,12 +500,36 @@ async function main() {
       noneUser.toFixed(1)
     } / ${manyUser.toFixed(1)} | ${(manyUser / noneUser).toFixed(2)} | | |`,
   );
-  const manyReaders = median(streams.filter((s) => s.subscribers > 0).map((s) => s.readersUs));
+  const manyReaders = median(ours.filter((s) => s.subscribers > 0).map((s) => s.readersUs));
   console.log(
     `| the ${SUBSCRIBERS} subscribers' own CPU per event, same cores (µs) | ${
       manyReaders.toFixed(1)
     } | | | |`,
   );
+  if (BASELINE) {
+    const base = streams.filter((s) => s.baseline);
+    const at = (n: number, key: "rate" | "serverUs" | "readersUs") =>
+      median(base.filter((s) => (s.subscribers > 0) === (n > 0)).map((s) => s[key]));
+    console.log(
+      `| baseline: POST /event, 0 / ${SUBSCRIBERS} subscribers (events/s) | ${
+        fmt(at(0, "rate"))
+      } / ${fmt(at(1, "rate"))} | ${(at(1, "rate") / at(0, "rate")).toFixed(2)} | | ${
+        base.filter((s) => s.subscribers > 0).map((s) => s.verified).join("; ")
+      } |`,
+    );
+    console.log(
+      `| baseline: server CPU per event, 0 / ${SUBSCRIBERS} subscribers (µs) | ${
+        at(0, "serverUs").toFixed(1)
+      } / ${at(1, "serverUs").toFixed(1)} | ${
+        (at(1, "serverUs") / at(0, "serverUs")).toFixed(2)
+      } | | |`,
+    );
+    console.log(
+      `| baseline: the subscribers' own CPU per event (µs) | ${
+        at(1, "readersUs").toFixed(1)
+      } | | | |`,
+    );
+  }
   console.log(`| POST /event, 1 type (events/s) | ${fmt(one)} | 1.00 | | |`);
   console.log(
     `| POST /event, cycling ${fmt(TYPES)} types (events/s) | ${fmt(all)} | ${
@@ -387,7 +548,9 @@ async function main() {
   );
   console.log();
   console.log(
-    "Rounds: " + streams.map((s) => `${s.subscribers} subs ${fmt(s.rate)}`).join(", ") +
+    "Rounds: " +
+      streams.map((s) => `${s.baseline ? "baseline " : ""}${s.subscribers} subs ${fmt(s.rate)}`)
+        .join(", ") +
       `; 1 type ${oneType.map(fmt).join(", ")}; ${TYPES} types ${manyTypes.map(fmt).join(", ")}`,
   );
 }
