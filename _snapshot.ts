@@ -23,9 +23,9 @@ interface Entry {
   line: string;
   ts: string;
   data: JsonObject;
-  /** `"<type>":<line>`: this type's member of the `GET /current` object. */
+  /** `"<type>":<line>`: this type's member of the `GET /current` object, made when first needed. */
   fragment?: string;
-  /** The fragment's size in UTF-8 bytes. */
+  /** The fragment's size in UTF-8 bytes, measured when the snapshot's size is next needed. */
   size?: number;
   /** `"<type>":`, the same string for every event of the type, and its size in UTF-8 bytes. */
   key?: string;
@@ -87,34 +87,55 @@ const encoder = new TextEncoder();
 const BODY_CHUNK_CHARS = 64 * 1024;
 
 /**
- * The entries, keeping each one's body fragment and their total size current on every change,
- * whichever code path makes it (a commit, the start-up restore, a removal).
+ * The entries, keeping their total size current on every change, whichever code path makes it (a
+ * commit, the start-up restore, a removal). An entry is measured when the size is next asked for,
+ * not when it is set: of a batch of 1,000 events of one type only the last is ever measured.
  */
 class Entries extends Map<string, Entry> {
+  /** Size of the `GET /current` body in bytes, without the entries not measured yet. */
+  #bytes = 2;
+  /** Types whose entry was set since the size was last asked for. */
+  #unmeasured = new Set<string>();
+
   /** Size of the `GET /current` body in bytes. */
-  bytes = 2;
+  get bytes(): number {
+    if (this.#unmeasured.size > 0) {
+      for (const type of this.#unmeasured) {
+        const entry = this.get(type);
+        if (entry === undefined || entry.size !== undefined) continue;
+        entry.keySize ??= utf8Length(entry.key!);
+        entry.size = entry.keySize + utf8Length(entry.line);
+        this.#bytes += entry.size;
+      }
+      this.#unmeasured.clear();
+    }
+    return this.#bytes;
+  }
 
   override set(type: string, entry: Entry): this {
     const old = this.get(type);
-    if (entry.fragment === undefined) {
+    if (entry.key === undefined) {
       // The key text is the same for every event of the type: made and measured once.
       entry.key = old?.key ?? JSON.stringify(type) + ":";
-      entry.keySize = old?.keySize ?? utf8Length(entry.key);
-      entry.fragment = entry.key + entry.line;
-      entry.size = entry.keySize + utf8Length(entry.line);
+      if (old?.keySize !== undefined) entry.keySize = old.keySize;
     }
-    this.bytes += entry.size! + (old ? -old.size! : 1);
+    // A new type adds its comma; a replaced entry that was measured leaves its size.
+    if (old === undefined) this.#bytes += 1;
+    else if (old.size !== undefined) this.#bytes -= old.size;
+    if (entry.size === undefined) this.#unmeasured.add(type);
+    else this.#bytes += entry.size;
     return super.set(type, entry);
   }
 
   override delete(type: string): boolean {
     const old = this.get(type);
-    if (old) this.bytes -= old.size! + 1;
+    if (old) this.#bytes -= (old.size ?? 0) + 1;
     return super.delete(type);
   }
 
   override clear(): void {
-    this.bytes = 2;
+    this.#bytes = 2;
+    this.#unmeasured.clear();
     super.clear();
   }
 }
@@ -267,8 +288,10 @@ export class Snapshot {
    * @returns The size, or 0 when the type has no entry.
    */
   bytesOf(type: string): number {
-    const size = this.#entries.get(type)?.size;
-    return size === undefined ? 0 : size + 1;
+    const entry = this.#entries.get(type);
+    if (entry === undefined) return 0;
+    if (entry.size === undefined) void this.#entries.bytes; // measures it
+    return entry.size! + 1;
   }
 
   /**
@@ -283,7 +306,7 @@ export class Snapshot {
     const fragments: string[] = [];
     // In the snapshot's order, filtered or not, so that both bodies list types alike.
     for (const [type, entry] of this.#entries) {
-      if (!types || types.has(type)) fragments.push(entry.fragment!);
+      if (!types || types.has(type)) fragments.push(entry.fragment ??= entry.key! + entry.line);
     }
     return objectStream(fragments, prefix, suffix);
   }

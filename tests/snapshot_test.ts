@@ -6,7 +6,8 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { utf8Length } from "../_snapshot.ts";
+import { Snapshot, utf8Length } from "../_snapshot.ts";
+import { Rng, seedFromEnv } from "./_fault_util.ts";
 import {
   type Envelope,
   openService as open,
@@ -189,4 +190,42 @@ Deno.test("utf8Length() counts the bytes TextEncoder writes, for ASCII, accents,
   for (const text of ["", "weather", "12 °C", "🔭 M31", "a\ud800b", "\udc00", "ß".repeat(1000)]) {
     assert.equal(utf8Length(text), encoder.encode(text).length, JSON.stringify(text));
   }
+});
+
+Deno.test("Snapshot.bytes and bytesOf() follow the body's UTF-8 size through any order of sets, reads and forgets", async () => {
+  const seed = seedFromEnv(1125);
+  const rng = new Rng(seed);
+  const snapshot = new Snapshot();
+  const types = ["a", "wind", "dôme", "🔭 scope", 'q"uote', "t\\back"];
+  const undo: (() => void)[] = [];
+  const size = (text: string) => new TextEncoder().encode(text).byteLength;
+  for (let step = 0; step < 3000; step++) {
+    const type = rng.pick(types);
+    const op = rng.int(0, 9);
+    if (op <= 5) {
+      const text = rng.pick(["x", "é", "🌙", "\u2028", "plain ascii"]).repeat(rng.int(0, 40));
+      const line = JSON.stringify({
+        seq: step,
+        ts: "2026-11-25T20:00:00.000Z",
+        type,
+        data: { text },
+      });
+      snapshot.set(type, line, "2026-11-25T20:00:00.000Z", { text });
+    } else if (op === 6) {
+      const back = snapshot.forget(type);
+      if (back) undo.push(back);
+    } else if (op === 7 && undo.length > 0) {
+      undo.splice(rng.int(0, undo.length - 1), 1)[0]!();
+    } else if (op === 8) {
+      const line = snapshot.line(type);
+      const expected = line === undefined ? 0 : size(JSON.stringify(type) + ":" + line) + 1;
+      assert.equal(snapshot.bytesOf(type), expected, `seed ${seed}, step ${step}, bytesOf`);
+    } else {
+      // Each member counts its comma, the first one too: one byte over a non-empty body.
+      const over = snapshot.size > 0 ? 1 : 0;
+      assert.equal(snapshot.bytes, size(snapshot.json()) + over, `seed ${seed}, step ${step}`);
+    }
+  }
+  const body = await new Response(snapshot.body()).bytes();
+  assert.equal(new TextDecoder().decode(body), snapshot.json());
 });
