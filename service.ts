@@ -17,7 +17,7 @@
  * @module
  */
 
-import { formatTimestamp, type JsonObject, type RunRecord } from "./event.ts";
+import type { JsonObject, RunRecord } from "./event.ts";
 import { ShuttingDownError } from "./_errors.ts";
 import { type EventCommand, parseEvents, parseRunStart, type RunStartCommand } from "./_request.ts";
 import { checkTimeZone } from "./_day_key.ts";
@@ -34,6 +34,7 @@ import { siteFileName, SiteStore, STORED_SITE_FILE } from "./storage.ts";
 import { rebuildSnapshot, restoreFromCheckpoint } from "./_restore.ts";
 import { Lifecycle } from "./_lifecycle.ts";
 import { GroupQueue } from "./_queue.ts";
+import { TimestampCache } from "./_timestamp.ts";
 import { Checkpointer } from "./_checkpointer.ts";
 import { Admission, type SnapshotLimits } from "./_admission.ts";
 
@@ -142,8 +143,7 @@ export class TelemetryService implements AsyncDisposable {
   );
   #closing = false;
   #closed: Promise<void> | undefined;
-  #lastReceivedMs = NaN;
-  #lastReceivedTs = "";
+  #receiveTimes = new TimestampCache();
   /** The night whose site file holds the last stored site line (the checkpoint's site cursor). */
   #siteNight: string | undefined;
   /** Compression and retention of old files (CONTRACT 12), in the background. */
@@ -736,13 +736,9 @@ export class TelemetryService implements AsyncDisposable {
 
   /** Checks that can only be made against the state at commit time; `undefined` if fine. */
 
-  /** `formatTimestamp` for receive times, which repeat within a millisecond under load. */
+  /** The `ts` of a receive time (`formatTimestamp`, the minute's text reused). */
   #receivedTs(ms: number): string {
-    if (ms !== this.#lastReceivedMs) {
-      this.#lastReceivedTs = formatTimestamp(ms);
-      this.#lastReceivedMs = ms;
-    }
-    return this.#lastReceivedTs;
+    return this.#receiveTimes.format(ms);
   }
 
   #publish(message: ServiceMessage): void {
