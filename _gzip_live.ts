@@ -93,6 +93,8 @@ export class GzipMember {
 /**
  * Whether an `Accept-Encoding` header accepts gzip (RFC 9110 12.5.3): `gzip` (or `x-gzip`) with
  * a q-value above 0, or else `*` with one. A missing header accepts nothing but identity here.
+ * Preferences between codings are not weighed: `identity;q=1, gzip;q=0.5` gets gzip, which the
+ * client declared acceptable.
  *
  * @param header The request's `Accept-Encoding`, or `null`.
  * @returns `true` when a gzip body may be sent.

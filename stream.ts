@@ -45,6 +45,8 @@ export const DEFAULT_STREAM_QUEUE_BYTES = 1024 * 1024;
 export const DEFAULT_STREAM_FLUSH_MS = 50;
 /** Bytes of messages that are sent at once, without waiting for the flush interval. */
 const FLUSH_BYTES = 256 * 1024;
+/** How long an ending stream may take to accept the last chunk it was handed, in ms. */
+const END_GRACE_MS = 1000;
 /** Snapshot bytes a gzip client compresses at a time (its chunks can be a few bytes each). */
 const SNAPSHOT_PIECE_BYTES = 64 * 1024;
 
@@ -58,7 +60,9 @@ export interface StreamHubOptions {
   /**
    * How many bytes of live messages may wait for one client, beyond the snapshot it is still
    * being sent. A client that falls further behind is dropped: its stream is aborted and
-   * {@linkcode StreamHub.dropped} counts it.
+   * {@linkcode StreamHub.dropped} counts it. Bytes are counted before compression; for a gzip
+   * client the waiting messages also hold their compressed form (for telemetry about a tenth
+   * more).
    * @default {1048576}
    */
   maxQueueBytes?: number;
@@ -178,6 +182,8 @@ class StreamClient implements Client {
   /** Resolves the pull that waits for live bytes. */
   #wake: (() => void) | undefined;
   #ended = false;
+  /** Set by {@linkcode StreamClient.end} while the connection takes its last chunk. */
+  #ending: ReturnType<typeof setTimeout> | undefined;
   #timer: ReturnType<typeof setInterval>;
   #gzip: GzipMember | undefined;
 
@@ -222,17 +228,31 @@ class StreamClient implements Client {
   }
 
   end(): void {
-    if (this.#ended) return;
-    // A client that has not taken everything yet would hold a graceful close open, so its
-    // response is aborted instead.
-    const idle = this.#wake !== undefined;
+    if (this.#ended || this.#ending !== undefined) return;
+    // Waiting for more: everything it was given is taken.
+    if (this.#wake !== undefined) return this.#finish();
+    if (this.#snapshot === undefined && this.#pending.length === 0) {
+      // The connection is still taking the last chunk it was handed (the final fan-out of a
+      // shutdown, typically): the stream closes when it asks for more, or is aborted if it does
+      // not within END_GRACE_MS.
+      this.#ending = setTimeout(() => this.#abort(), END_GRACE_MS);
+      return;
+    }
+    // Behind: a graceful close would hold the server's shutdown open until it caught up.
+    this.#abort();
+  }
+
+  /** Ends the stream cleanly: a gzip member gets its trailer. */
+  #finish(): void {
     this.#cleanup();
-    if (idle) {
-      if (this.#gzip) this.#controller.enqueue(this.#gzip.end());
-      this.#controller.close();
-    } else {this.#controller.error(
-        "GET /stream: aborted a client that was behind, the server is stopping",
-      );}
+    if (this.#gzip) this.#controller.enqueue(this.#gzip.end());
+    this.#controller.close();
+  }
+
+  #abort(): void {
+    this.#cleanup();
+    // Erroring (not closing) makes Deno abort the response, without a gzip trailer.
+    this.#controller.error("GET /stream: aborted a client that was behind, the server is stopping");
   }
 
   async #pull(c: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
@@ -252,6 +272,7 @@ class StreamClient implements Client {
       this.#pendingBytes = 0;
       return;
     }
+    if (this.#ending !== undefined) return this.#finish();
     await new Promise<void>((resolve) => (this.#wake = resolve));
   }
 
@@ -284,6 +305,7 @@ class StreamClient implements Client {
   #cleanup(): void {
     this.#ended = true;
     clearInterval(this.#timer);
+    clearTimeout(this.#ending);
     this.#options.left(this);
     this.#snapshot?.cancel().catch(() => {});
     this.#snapshot = undefined;
@@ -435,8 +457,9 @@ export class StreamHub {
   }
 
   /**
-   * Ends every open stream: idle ones close cleanly, ones with queued data are aborted, so that
-   * no stream holds a graceful server shutdown open.
+   * Ends every open stream. Messages still waiting for the flush interval are sent first; a
+   * stream that takes everything it was sent (within a second) closes cleanly, one that is
+   * behind is aborted, so that no stream holds a graceful server shutdown open.
    *
    * @example Usage
    * ```ts ignore
@@ -444,6 +467,7 @@ export class StreamHub {
    * ```
    */
   closeAll(): void {
+    if (this.#batch.length > 0) this.#fanOut();
     for (const client of [...this.#clients]) client.end();
   }
 

@@ -336,3 +336,25 @@ Deno.test("a gzip stream ended by the server is one complete gzip member of exac
   assert.deepEqual(new Uint8Array(gunzipSync(await gzipBytes)), plain);
   assert.equal(seen, new TextDecoder().decode(plain));
 });
+
+Deno.test("a stream that does not take its last chunk within a second of shutdown is aborted, so it cannot hold the shutdown open", async () => {
+  await using tmp = await tempDir();
+  await using service = await openService(tmp.path);
+  const stop = new AbortController();
+  const hub = new StreamHub(service, { keepaliveMs: 60_000, flushMs: 60_000, signal: stop.signal });
+  const reader = hub.open().pipeThrough(new TextDecoderStream()).getReader();
+  let text = "";
+  while (!text.includes("id: site:1\n")) {
+    if (text === "") await service.record([{ type: "a", data: { n: 1 } }]);
+    text += (await reader.read()).value ?? "";
+  }
+  // Waiting for the flush interval when the shutdown comes: sent then, and never read.
+  await service.record([{ type: "a", data: { n: 2 } }]);
+  stop.abort();
+  assert.equal(hub.clients, 1);
+  await new Promise((r) => setTimeout(r, 1200));
+  assert.equal(hub.clients, 0);
+  await assert.rejects(async () => {
+    while (!(await reader.read()).done) { /* what is left, then the abort */ }
+  });
+});
