@@ -12,12 +12,35 @@
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { constants, gunzipSync, inflateRawSync } from "node:zlib";
-import { StreamHub } from "../stream.ts";
+import { StreamHub, type StreamHubOptions } from "../stream.ts";
+import type { TelemetryService } from "../service.ts";
 import { getJson, openService, postJson, tempDir, testServer } from "./_util.ts";
 import { Rng, seedFromEnv } from "./_fault_util.ts";
 
 const encoder = new TextEncoder();
 const GZIP_HEADER = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255];
+
+/** A service in a temp directory and a hub on it that `stop` shuts down; both go at disposal. */
+async function hubOn(
+  options: Omit<StreamHubOptions, "signal">,
+  fsync?: "never",
+): Promise<
+  { service: TelemetryService; hub: StreamHub; stop: AbortController } & AsyncDisposable
+> {
+  const tmp = await tempDir();
+  const service = await openService(tmp.path, fsync ? { fsync } : {});
+  const stop = new AbortController();
+  const hub = new StreamHub(service, { ...options, signal: stop.signal });
+  return {
+    service,
+    hub,
+    stop,
+    async [Symbol.asyncDispose]() {
+      await service[Symbol.asyncDispose]();
+      await tmp[Symbol.asyncDispose]();
+    },
+  };
+}
 
 const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -286,10 +309,8 @@ function snapshotOf(text: string): unknown {
 
 Deno.test("a gzip client sent a multi-piece snapshot while live batches arrive decodes to exactly the plain client's bytes", async () => {
   const rng = new Rng(seedFromEnv(7001));
-  await using tmp = await tempDir();
-  await using service = await openService(tmp.path, { fsync: "never" });
-  const stop = new AbortController();
-  const hub = new StreamHub(service, { keepaliveMs: 600_000, flushMs: 0, signal: stop.signal });
+  await using on = await hubOn({ keepaliveMs: 600_000, flushMs: 0 }, "never");
+  const { service, hub, stop } = on;
   // About 300 kB of snapshot: five 64 KiB pieces.
   for (let i = 0; i < 300; i += 50) {
     await service.record(
@@ -331,10 +352,8 @@ Deno.test("a gzip client sent a multi-piece snapshot while live batches arrive d
 });
 
 Deno.test("a client that joins mid-batch gets only the rest of that batch, with gzip as without", async () => {
-  await using tmp = await tempDir();
-  await using service = await openService(tmp.path);
-  const stop = new AbortController();
-  const hub = new StreamHub(service, { keepaliveMs: 600_000, flushMs: 300, signal: stop.signal });
+  await using on = await hubOn({ keepaliveMs: 600_000, flushMs: 300 });
+  const { service, hub, stop } = on;
   const anchor = new Tap(hub.open({ gzip: true }), true);
   void anchor.drain();
   await service.record([{ type: "a", data: { n: 1 } }]); // the first after a quiet spell: at once
@@ -358,10 +377,8 @@ Deno.test("a client that joins mid-batch gets only the rest of that batch, with 
 
 Deno.test("filtered gzip clients sharing a fan-out each decode exactly what their plain twin gets", async () => {
   const rng = new Rng(seedFromEnv(7003));
-  await using tmp = await tempDir();
-  await using service = await openService(tmp.path);
-  const stop = new AbortController();
-  const hub = new StreamHub(service, { keepaliveMs: 600_000, flushMs: 5, signal: stop.signal });
+  await using on = await hubOn({ keepaliveMs: 600_000, flushMs: 5 });
+  const { service, hub, stop } = on;
   await service.record(["a", "b", "c"].map((type) => ({ type, data: { n: 0 } })));
   const filters: (string[] | undefined)[] = [
     ["a"],
@@ -415,10 +432,8 @@ Deno.test("filtered gzip clients sharing a fan-out each decode exactly what thei
 });
 
 Deno.test("keepalive comments reach an idle gzip client as they happen and count in its member", async () => {
-  await using tmp = await tempDir();
-  await using service = await openService(tmp.path);
-  const stop = new AbortController();
-  const hub = new StreamHub(service, { keepaliveMs: 25, flushMs: 0, signal: stop.signal });
+  await using on = await hubOn({ keepaliveMs: 25, flushMs: 0 });
+  const { service, hub, stop } = on;
   const gzip = new Tap(hub.open({ gzip: true }), true);
   const outcome = gzip.drain();
   await waitUntil(
@@ -437,15 +452,8 @@ Deno.test("keepalive comments reach an idle gzip client as they happen and count
 
 Deno.test("a gzip client that stops reading is dropped at the plain-byte queue bound like a plain one, its member left unfinished", async () => {
   const rng = new Rng(seedFromEnv(7005));
-  await using tmp = await tempDir();
-  await using service = await openService(tmp.path);
-  const stop = new AbortController();
-  const hub = new StreamHub(service, {
-    keepaliveMs: 600_000,
-    flushMs: 0,
-    maxQueueBytes: 8000,
-    signal: stop.signal,
-  });
+  await using on = await hubOn({ keepaliveMs: 600_000, flushMs: 0, maxQueueBytes: 8000 });
+  const { service, hub } = on;
   const plain = new Tap(hub.open(), false);
   const gzip = new Tap(hub.open({ gzip: true }), true);
   await plain.until("}\n\n");
@@ -470,10 +478,8 @@ Deno.test("a gzip client that stops reading is dropped at the plain-byte queue b
 
 Deno.test("server shutdown ends an idle gzip client's member cleanly and aborts a gzip client still behind", async () => {
   const rng = new Rng(seedFromEnv(7006));
-  await using tmp = await tempDir();
-  await using service = await openService(tmp.path, { fsync: "never" });
-  const stop = new AbortController();
-  const hub = new StreamHub(service, { keepaliveMs: 600_000, flushMs: 0, signal: stop.signal });
+  await using on = await hubOn({ keepaliveMs: 600_000, flushMs: 0 }, "never");
+  const { service, hub, stop } = on;
   await service.record(
     Array.from({ length: 400 }, (_, i) => ({ type: `t${i}`, data: readings(rng, i, 300) })),
   );
@@ -500,11 +506,9 @@ Deno.test("server shutdown ends an idle gzip client's member cleanly and aborts 
 });
 
 Deno.test("events acknowledged before shutdown are in an idle gzip client's stream before its clean end", async () => {
-  await using tmp = await tempDir();
-  await using service = await openService(tmp.path);
-  const stop = new AbortController();
   // The default flush interval is 50 ms; a long one makes the window easy to hit.
-  const hub = new StreamHub(service, { keepaliveMs: 600_000, flushMs: 2000, signal: stop.signal });
+  await using on = await hubOn({ keepaliveMs: 600_000, flushMs: 2000 });
+  const { service, hub, stop } = on;
   const gzip = new Tap(hub.open({ gzip: true }), true);
   const plain = new Tap(hub.open(), false);
   const outcomes = [gzip.drain(), plain.drain()];
@@ -526,10 +530,8 @@ Deno.test("events acknowledged before shutdown are in an idle gzip client's stre
 
 Deno.test("a gzip client that cancels mid-snapshot leaves the hub at once", async () => {
   const rng = new Rng(seedFromEnv(7008));
-  await using tmp = await tempDir();
-  await using service = await openService(tmp.path, { fsync: "never" });
-  const stop = new AbortController();
-  const hub = new StreamHub(service, { keepaliveMs: 20, flushMs: 0, signal: stop.signal });
+  await using on = await hubOn({ keepaliveMs: 20, flushMs: 0 }, "never");
+  const { service, hub, stop } = on;
   await service.record(
     Array.from({ length: 300 }, (_, i) => ({ type: `t${i}`, data: readings(rng, i, 300) })),
   );
@@ -546,10 +548,8 @@ Deno.test("a gzip client that cancels mid-snapshot leaves the hub at once", asyn
 });
 
 Deno.test("an empty snapshot through gzip is a complete member of exactly the plain bytes", async () => {
-  await using tmp = await tempDir();
-  await using service = await openService(tmp.path);
-  const stop = new AbortController();
-  const hub = new StreamHub(service, { keepaliveMs: 600_000, flushMs: 0, signal: stop.signal });
+  await using on = await hubOn({ keepaliveMs: 600_000, flushMs: 0 });
+  const { hub, stop } = on;
   const taps = [
     new Tap(hub.open({ gzip: true }), true),
     new Tap(hub.open({ gzip: true, types: ["nothing-yet"] }), true),
