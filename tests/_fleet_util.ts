@@ -241,17 +241,31 @@ export async function forwardUntil(
   what: string,
   ms = 15_000,
 ): Promise<ForwardStats> {
-  const stop = new AbortController();
-  const running = forward({ ...options, signal: stop.signal });
+  const forwarding = startForwarding(options);
   try {
     await waitUntil(done, ms, what);
   } catch (err) {
-    stop.abort();
-    await running.catch(() => {});
+    await forwarding.stop().catch(() => {});
     throw err;
   }
-  stop.abort();
-  return await running;
+  return await forwarding.stop();
+}
+
+/** A forwarder running in this process until `stop()`, or the end of the scope that holds it. */
+export interface RunningForwarder extends AsyncDisposable {
+  /** Stops it (after the batch in hand) and returns what it did; the same on a second call. */
+  stop(): Promise<ForwardStats>;
+}
+
+/** Starts `forward()` with a signal of its own; `await using` stops it at the end of the scope. */
+export function startForwarding(options: Omit<ForwardOptions, "signal">): RunningForwarder {
+  const stop = new AbortController();
+  const running = forward({ ...options, signal: stop.signal });
+  const stopped = () => {
+    stop.abort();
+    return running;
+  };
+  return { stop: stopped, [Symbol.asyncDispose]: async () => void await stopped() };
 }
 
 /** Rows of `telemetry_events` matching `where`; 0 before anything has created the table. */

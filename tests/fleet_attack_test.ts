@@ -19,6 +19,7 @@ import {
   postEvents,
   postgresMissing,
   PostgresServer,
+  startForwarding,
   waitUntil,
 } from "./_fleet_util.ts";
 
@@ -88,30 +89,23 @@ Deno.test({
     assert.equal((await postJson(`${server.url}/run/start`, { run_id: "night-1" })).status, 201);
     await post(2);
     assert.equal((await postJson(`${server.url}/run/stop`, {})).status, 200);
-    const stop = new AbortController();
-    const running = forward({
+    await using _forwarding = startForwarding({
       siteDir: dir.path,
       to: pg.url,
       unit: "u1",
       pollMs: 20,
-      signal: stop.signal,
     });
-    try {
-      await waitUntil(async () => (await countRows(pg, "stream = 'run'")) === 2, 10_000, "the run");
-      // Let the forwarder see the run as stopped and read to its end.
-      await new Promise((r) => setTimeout(r, 300));
-      assert.equal((await postJson(`${server.url}/run/start`, { run_id: "night-1" })).status, 201);
-      await post(3);
-      assert.equal((await postJson(`${server.url}/run/stop`, {})).status, 200);
-      await waitUntil(
-        async () => (await countRows(pg, "stream = 'run'")) === 5,
-        10_000,
-        "the run again",
-      );
-    } finally {
-      stop.abort();
-      await running;
-    }
+    await waitUntil(async () => (await countRows(pg, "stream = 'run'")) === 2, 10_000, "the run");
+    // Let the forwarder see the run as stopped and read to its end.
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal((await postJson(`${server.url}/run/start`, { run_id: "night-1" })).status, 201);
+    await post(3);
+    assert.equal((await postJson(`${server.url}/run/stop`, {})).status, 200);
+    await waitUntil(
+      async () => (await countRows(pg, "stream = 'run'")) === 5,
+      10_000,
+      "the run again",
+    );
   },
 });
 
@@ -494,27 +488,21 @@ Deno.test({
     const path = `${dir.path}/site_20261101.ndjson`;
     await Deno.writeTextFile(path, [1, 2, 3, 4].map((s) => line(s)).join("\n") + "\n");
     const { lines: logs, log } = capture();
-    const stop = new AbortController();
-    const running = forward({
+    await using forwarding = startForwarding({
       siteDir: dir.path,
       to: pg.url,
       unit: "u1",
       pollMs: 20,
       log,
-      signal: stop.signal,
     });
-    try {
-      await waitUntil(async () => (await countRows(pg)) === 4, 10_000, "4 rows");
-      // Replaced by a shorter file with other lines (seq 1..2 again, then new ones).
-      await Deno.writeTextFile(path, [1, 2].map((s) => line(s)).join("\n") + "\n");
-      await Deno.writeTextFile(path, line(5, { x: "a much longer line than before" }) + "\n", {
-        append: true,
-      });
-      await waitUntil(async () => (await countRows(pg)) === 5, 10_000, "5 rows");
-    } finally {
-      stop.abort();
-      await running;
-    }
+    await waitUntil(async () => (await countRows(pg)) === 4, 10_000, "4 rows");
+    // Replaced by a shorter file with other lines (seq 1..2 again, then new ones).
+    await Deno.writeTextFile(path, [1, 2].map((s) => line(s)).join("\n") + "\n");
+    await Deno.writeTextFile(path, line(5, { x: "a much longer line than before" }) + "\n", {
+      append: true,
+    });
+    await waitUntil(async () => (await countRows(pg)) === 5, 10_000, "5 rows");
+    await forwarding.stop();
     assert.ok(logs.some((l) => /^warn .*truncated or replaced/.test(l)), logs.join("\n"));
   },
 });
@@ -571,20 +559,14 @@ Deno.test({
     const lines = Array.from({ length: 30 }, (_, i) => line(i + 1, { blob: "y".repeat(700_000) }));
     await Deno.writeTextFile(`${dir.path}/site_20261101.ndjson`, lines.join("\n") + "\n");
     const counts: number[] = [];
-    const stop = new AbortController();
-    const running = forward({
+    await using forwarding = startForwarding({
       siteDir: dir.path,
       to: pg.url,
       unit: "u1",
-      signal: stop.signal,
       onSent: (b) => counts.push(b.count),
     });
-    try {
-      await waitUntil(() => counts.reduce((a, b) => a + b, 0) === 30, 20_000, "30 lines");
-    } finally {
-      stop.abort();
-      await running;
-    }
+    await waitUntil(() => counts.reduce((a, b) => a + b, 0) === 30, 20_000, "30 lines");
+    await forwarding.stop();
     assert.ok(Math.max(...counts) <= 12, `batches of ${counts.join(", ")} lines`);
     assert.equal(await countRows(pg), 30);
   },
@@ -759,43 +741,37 @@ Deno.test({
     await post(2);
     assert.equal((await postJson(`${server.url}/run/stop`, {})).status, 200);
     const { lines: logs, log } = capture();
-    const stop = new AbortController();
-    const running = forward({
+    await using forwarding = startForwarding({
       siteDir: dir.path,
       to: pg.url,
       unit: "u1",
       pollMs: 20,
       log,
-      signal: stop.signal,
     });
-    try {
-      await waitUntil(
-        async () => (await countRows(pg, "stream = 'run'")) === 2,
-        10_000,
-        "the first r1",
+    await waitUntil(
+      async () => (await countRows(pg, "stream = 'run'")) === 2,
+      10_000,
+      "the first r1",
+    );
+    const r = await postJson(`${server.url}/run/start`, {
+      run_id: "r1",
+      run_dir: `${dir.path}/other`,
+    });
+    assert.equal(r.status, 201);
+    await post(3); // seq 1, 2, 3 again in the new directory
+    assert.equal((await postJson(`${server.url}/run/stop`, {})).status, 200);
+    await waitUntil(
+      async () => (await countRows(pg, "stream = 'run'")) === 3,
+      10_000,
+      "seq 3 of the new r1",
+    ).catch(async (e) => {
+      throw new Error(
+        `${e.message}: ${await pg.query(
+          "select run_id || ':' || seq || ':' || (data->>'i') from telemetry_events where stream = 'run'",
+        )}\n${logs.join("\n")}`,
       );
-      const r = await postJson(`${server.url}/run/start`, {
-        run_id: "r1",
-        run_dir: `${dir.path}/other`,
-      });
-      assert.equal(r.status, 201);
-      await post(3); // seq 1, 2, 3 again in the new directory
-      assert.equal((await postJson(`${server.url}/run/stop`, {})).status, 200);
-      await waitUntil(
-        async () => (await countRows(pg, "stream = 'run'")) === 3,
-        10_000,
-        "seq 3 of the new r1",
-      ).catch(async (e) => {
-        throw new Error(
-          `${e.message}: ${await pg.query(
-            "select run_id || ':' || seq || ':' || (data->>'i') from telemetry_events where stream = 'run'",
-          )}\n${logs.join("\n")}`,
-        );
-      });
-    } finally {
-      stop.abort();
-      await running;
-    }
+    });
+    await forwarding.stop();
     assert.ok(logs.some((l) => /^warn run r1 is now stored in .*other/.test(l)), logs.join("\n"));
     assert.ok(
       logs.some((l) => /^warn the seq of run r1 went back from 2 to 1/.test(l)),

@@ -18,6 +18,7 @@ import {
   postEvents,
   postgresMissing,
   PostgresServer,
+  startForwarding,
   waitUntil,
 } from "./_fleet_util.ts";
 
@@ -39,26 +40,21 @@ Deno.test({
     assert.equal((await postJson(`${server.url}/run/start`, { run_id: "night-1" })).status, 201);
     await postEvents(server.url, "status", 0, 5);
     assert.equal((await postJson(`${server.url}/run/stop`, {})).status, 200);
-    const stop = new AbortController();
-    const running = forward({ siteDir: dir.path, to: pg.url, unit: "u1", signal: stop.signal });
-    try {
-      await waitUntil(async () => (await countRows(pg, "stream = 'run'")) === 5, 15_000, "the run");
-      const siteBefore = (await readSiteLines(dir.path)).length;
-      await waitUntil(
-        async () => (await countRows(pg, "stream = 'site'")) === siteBefore,
-        15_000,
-        "site",
-      );
-      await postEvents(server.url, "weather", 20, 10); // followed live
-      await waitUntil(
-        async () => (await countRows(pg, "stream = 'site'")) === siteBefore + 10,
-        15_000,
-        "new lines",
-      );
-    } finally {
-      stop.abort();
-    }
-    const stats = await running;
+    await using forwarding = startForwarding({ siteDir: dir.path, to: pg.url, unit: "u1" });
+    await waitUntil(async () => (await countRows(pg, "stream = 'run'")) === 5, 15_000, "the run");
+    const siteBefore = (await readSiteLines(dir.path)).length;
+    await waitUntil(
+      async () => (await countRows(pg, "stream = 'site'")) === siteBefore,
+      15_000,
+      "site",
+    );
+    await postEvents(server.url, "weather", 20, 10); // followed live
+    await waitUntil(
+      async () => (await countRows(pg, "stream = 'site'")) === siteBefore + 10,
+      15_000,
+      "new lines",
+    );
+    const stats = await forwarding.stop();
     assert.equal(stats.sent, (await readSiteLines(dir.path)).length + 5);
     const row = await pg.query(
       "select unit, run_id, seq, type, data->>'i', meta->>'run_id' from telemetry_events where stream = 'run' and seq = 3",
