@@ -27,16 +27,18 @@ export function freePort(): number {
 /**
  * The `deno` arguments that run a checkout's service on `127.0.0.1:<port>` with `siteDir`.
  *
- * @param options The checkout (default this one), the site directory, the port and the fsync mode.
+ * @param options The checkout (default this one), the site directory, the port, the fsync mode,
+ *   and whether V8 prints a line per garbage collection on stdout (for {@linkcode GcTrace}).
  * @returns The arguments after `deno`.
  */
 export function serviceArgs(
-  options: { root?: string; siteDir: string; port: number; fsync?: string },
+  options: { root?: string; siteDir: string; port: number; fsync?: string; traceGc?: boolean },
 ): string[] {
-  const { root = ROOT, siteDir, port, fsync = "interval" } = options;
+  const { root = ROOT, siteDir, port, fsync = "interval", traceGc = false } = options;
   return [
     "run",
-    ...SERVICE_V8_FLAGS, // as `deno task start` and spawnServer() run it
+    // as `deno task start` and spawnServer() run it
+    ...(traceGc ? SERVICE_V8_FLAGS.map((f) => `${f},--trace-gc`) : SERVICE_V8_FLAGS),
     `--allow-net=127.0.0.1:${port}`,
     `--allow-read=${siteDir}`,
     `--allow-write=${siteDir}`,
@@ -147,4 +149,51 @@ export async function runWrk(
     p50Ms: r.p50_us / 1000,
     p99Ms: r.p99_us / 1000,
   };
+}
+
+/**
+ * Reads the `--trace-gc` lines a process prints on stdout and tells how fast it allocated between
+ * two marks: the heap size before each collection minus the size after the one before it, summed
+ * from the first collection after one mark to the last before the other, over the time between
+ * those two. Unlike CPU time, this barely moves between runs on a noisy machine.
+ */
+export class GcTrace {
+  /** Each collection: V8's time stamp (ms) and the heap size (MB) before and after it. */
+  #gcs: { ms: number; before: number; after: number }[] = [];
+  /** Resolves when stdout ends. */
+  readonly done: Promise<void>;
+
+  /** @param stdout The process's stdout, which this consumes. */
+  constructor(stdout: ReadableStream<Uint8Array>) {
+    this.done = this.#read(stdout);
+  }
+
+  async #read(stdout: ReadableStream<Uint8Array>): Promise<void> {
+    let rest = "";
+    for await (const text of stdout.pipeThrough(new TextDecoderStream())) {
+      const lines = (rest + text).split("\n");
+      rest = lines.pop()!;
+      for (const line of lines) {
+        // [pid:0x...]   1234 ms: Scavenge 48.6 (59.3) -> 38.8 (56.4) MB, ...
+        const m = /\s(\d+) ms: [A-Za-z -]+ ([\d.]+) \([\d.]+\) -> ([\d.]+) \(/.exec(line);
+        if (m) this.#gcs.push({ ms: Number(m[1]), before: Number(m[2]), after: Number(m[3]) });
+      }
+    }
+  }
+
+  /** How many collections have been read so far: a mark for {@linkcode allocationRate}. */
+  mark(): number {
+    return this.#gcs.length;
+  }
+
+  /**
+   * Megabytes allocated per second between two marks; `NaN` when fewer than three collections
+   * fell in between (too few to tell).
+   */
+  allocationRate(from: number, to: number): number {
+    if (to - from < 3) return NaN;
+    let mb = 0;
+    for (let i = from + 1; i < to; i++) mb += this.#gcs[i]!.before - this.#gcs[i - 1]!.after;
+    return mb / ((this.#gcs[to - 1]!.ms - this.#gcs[from]!.ms) / 1000);
+  }
 }

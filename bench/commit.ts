@@ -18,7 +18,7 @@
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
 import { join, resolve } from "node:path";
-import { freePort, ROOT, serviceArgs, waitReady } from "./_util.ts";
+import { freePort, GcTrace, ROOT, serviceArgs, waitReady } from "./_util.ts";
 
 const { values: flags } = parseArgs({
   args: Deno.args.filter((a) => a !== "--"),
@@ -49,6 +49,7 @@ interface Running {
   child: Deno.ChildProcess;
   port: number;
   dir: string;
+  gc: GcTrace;
 }
 
 async function start(target: Target): Promise<Running> {
@@ -57,27 +58,35 @@ async function start(target: Target): Promise<Running> {
   const args = target === "writesync"
     ? [
       "run",
+      "--v8-flags=--trace-gc",
       "--allow-net",
       `--allow-write=${dir}`,
       join(ROOT, "bench/writesync_server.ts"),
       String(port),
       join(dir, "writesync.ndjson"),
     ]
-    : serviceArgs({ root: target === "baseline" ? BASELINE! : ROOT, siteDir: dir, port });
-  const child = new Deno.Command(Deno.execPath(), { args, stdout: "null", stderr: "inherit" })
+    : serviceArgs({
+      root: target === "baseline" ? BASELINE! : ROOT,
+      siteDir: dir,
+      port,
+      traceGc: true,
+    });
+  const child = new Deno.Command(Deno.execPath(), { args, stdout: "piped", stderr: "inherit" })
     .spawn();
+  const gc = new GcTrace(child.stdout);
   try {
     await waitReady(`http://127.0.0.1:${port}`, target, 10_000);
   } catch (err) {
     child.kill("SIGKILL");
     throw err;
   }
-  return { child, port, dir };
+  return { child, port, dir, gc };
 }
 
 async function stop(running: Running): Promise<void> {
   running.child.kill("SIGTERM");
   await running.child.status;
+  await running.gc.done;
   await Deno.remove(running.dir, { recursive: true });
 }
 
@@ -144,6 +153,8 @@ interface Measured {
   /** Of which on the main (JavaScript and event loop) thread. */
   mainUsPerEvent: number;
   achievedRate: number;
+  /** Bytes the JavaScript heap allocated per event (from `--trace-gc`). */
+  allocatedPerEvent: number;
   errors: number;
 }
 
@@ -179,18 +190,21 @@ async function load(running: Running): Promise<Measured> {
   await new Promise((r) => setTimeout(r, warmUntil - performance.now()));
   cpuStart = await cpuOf(running.child.pid);
   const mainStart = await cpuOf(running.child.pid, running.child.pid);
+  const gcStart = running.gc.mark();
   windowStart = performance.now();
   counting = true;
   await Promise.all(workers);
   const cpu = await cpuOf(running.child.pid) - cpuStart;
   const main = await cpuOf(running.child.pid, running.child.pid) - mainStart;
   const seconds = (performance.now() - windowStart) / 1000;
+  const allocated = running.gc.allocationRate(gcStart, running.gc.mark()) * 2 ** 20;
   for (const conn of conns) conn.close();
   return {
     events,
     cpuUsPerEvent: (cpu / events) * 1e6,
     mainUsPerEvent: (main / events) * 1e6,
     achievedRate: events / seconds,
+    allocatedPerEvent: allocated / (events / seconds),
     errors,
   };
 }
@@ -217,7 +231,7 @@ async function main(): Promise<void> {
             m.cpuUsPerEvent.toFixed(1)
           } µs CPU/event (main thread ${m.mainUsPerEvent.toFixed(1)}) at ${
             Math.round(m.achievedRate)
-          } events/s, errors ${m.errors}`,
+          } events/s, ${Math.round(m.allocatedPerEvent)} B allocated/event, errors ${m.errors}`,
         );
       } finally {
         await stop(running);
@@ -226,16 +240,18 @@ async function main(): Promise<void> {
   }
   const floor = median(results.get("writesync")!.map((m) => m.cpuUsPerEvent));
   console.log(
-    "\n| target | µs CPU per event | x writeSync floor | of which main thread | events/s |",
+    "\n| target | µs CPU per event | x writeSync floor | of which main thread | events/s | bytes allocated per event |",
   );
-  console.log("| --- | ---: | ---: | ---: | ---: |");
+  console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
   for (const target of targets) {
     const runs = results.get(target)!;
     const cpu = median(runs.map((m) => m.cpuUsPerEvent));
     console.log(
       `| ${target} | ${cpu.toFixed(1)} | ${(cpu / floor).toFixed(2)} | ${
         median(runs.map((m) => m.mainUsPerEvent)).toFixed(1)
-      } | ${Math.round(median(runs.map((m) => m.achievedRate)))} |`,
+      } | ${Math.round(median(runs.map((m) => m.achievedRate)))} | ${
+        Math.round(median(runs.map((m) => m.allocatedPerEvent)))
+      } |`,
     );
   }
 }
