@@ -27,12 +27,14 @@ export interface SnapshotLimits {
 }
 
 /**
- * The checks of one commit group: requests accepted earlier in the group count against the
- * limits of those after them.
+ * The checks of commit groups, one group at a time: requests accepted earlier in a group count
+ * against the limits of those after them. One instance serves every group (its tables are
+ * cleared, not rebuilt), since a commit may hold a single event.
  *
  * @example Usage
  * ```ts ignore
- * const admission = new Admission(snapshot, { maxTypes: 10_000, maxSnapshotBytes: 64 << 20 }, runId);
+ * const admission = new Admission(snapshot, { maxTypes: 10_000, maxSnapshotBytes: 64 << 20 });
+ * admission.begin(runId);
  * for (const op of ops) {
  *   const problem = admission.check(op.items);
  *   if (problem) op.reject(problem);
@@ -43,24 +45,32 @@ export class Admission {
   #snapshot: Snapshot;
   #limits: SnapshotLimits;
   #runId: string | undefined;
-  /** Types not in the snapshot yet that accepted requests add. */
-  #types = new Set<string>();
-  /** The most each type's part of the snapshot body will be, in bytes. */
-  #bytes = new Map<string, number>();
+  /** Types not in the snapshot yet that the group's accepted requests add (made when needed). */
+  #types: Set<string> | undefined;
+  /** The most each type's part of the snapshot body will be after the group, in bytes. */
+  #bytes: Map<string, number> | undefined;
   /** The most the snapshot body will have grown, in bytes. */
   #delta = 0;
 
   /**
-   * Starts the checks of a group.
-   *
-   * @param snapshot The snapshot as it is before the group.
+   * @param snapshot The snapshot the groups are committed to.
    * @param limits Its limits.
-   * @param runId The active run's id, if a run is active.
    */
-  constructor(snapshot: Snapshot, limits: SnapshotLimits, runId: string | undefined) {
+  constructor(snapshot: Snapshot, limits: SnapshotLimits) {
     this.#snapshot = snapshot;
     this.#limits = limits;
+  }
+
+  /**
+   * Starts the checks of a group, against the snapshot as it is now.
+   *
+   * @param runId The active run's id, if a run is active.
+   */
+  begin(runId: string | undefined): void {
     this.#runId = runId;
+    this.#types = undefined;
+    this.#bytes = undefined;
+    this.#delta = 0;
   }
 
   /**
@@ -70,51 +80,66 @@ export class Admission {
    * @returns Why it is refused, or `undefined` when it is accepted.
    */
   check(items: readonly EventCommand[]): Error | undefined {
-    const added: string[] = [];
-    const refuse = (err: Error) => {
-      for (const t of added) this.#types.delete(t);
-      return err;
-    };
-    /** Each type's last event in the request: the one that becomes current. */
-    const last = new Map<string, EventCommand>();
+    /** The types this request added to `#types`, taken back if it is refused. */
+    let added: string[] | undefined;
     for (const item of items) {
       if (item.callerRunId !== undefined && item.callerRunId !== this.#runId) {
-        return refuse(runIdMismatch(item, this.#runId));
+        return this.#refuse(added, runIdMismatch(item, this.#runId));
       }
-      if (!item.makeCurrent) continue;
-      if (!this.#snapshot.has(item.type) && !this.#types.has(item.type)) {
-        if (this.#snapshot.size + this.#types.size >= this.#limits.maxTypes) {
-          return refuse(new TypeLimitError(this.#limits.maxTypes, item.item));
-        }
-        this.#types.add(item.type);
-        added.push(item.type);
+      if (!item.makeCurrent || this.#snapshot.has(item.type) || this.#types?.has(item.type)) {
+        continue;
       }
-      last.set(item.type, item);
+      if (this.#snapshot.size + (this.#types?.size ?? 0) >= this.#limits.maxTypes) {
+        return this.#refuse(added, new TypeLimitError(this.#limits.maxTypes, item.item));
+      }
+      (this.#types ??= new Set()).add(item.type);
+      (added ??= []).push(item.type);
     }
-    if (last.size === 0) return undefined;
-    /** What the request would make each type's snapshot size, at most (CONTRACT 4.8). */
-    const sizes = new Map<string, number>();
+    const current = lastOfEachType(items);
+    if (current.length === 0) return undefined;
+    // What the request would make the snapshot's size, at most (CONTRACT 4.8).
+    const sizes = current.map(snapshotSize);
     let delta = 0;
-    for (const [type, item] of last) {
-      const size = snapshotSize(item);
-      sizes.set(type, size);
-      delta += size - (this.#bytes.get(type) ?? this.#snapshot.bytesOf(type));
+    for (let i = 0; i < current.length; i++) {
+      const type = current[i]!.type;
+      delta += sizes[i]! - (this.#bytes?.get(type) ?? this.#snapshot.bytesOf(type));
     }
     const projected = this.#snapshot.bytes + this.#delta + delta;
     // Growth past the budget is refused; an update that shrinks the snapshot always passes.
     if (delta > 0 && projected > this.#limits.maxSnapshotBytes) {
       const largest = largestEvent(items);
-      return refuse(
+      return this.#refuse(
+        added,
         new SnapshotLimitError(this.#limits.maxSnapshotBytes, projected, {
           type: largest.type,
           item: largest.item,
         }),
       );
     }
-    for (const [type, size] of sizes) this.#bytes.set(type, size);
+    const bytes = this.#bytes ??= new Map();
+    for (let i = 0; i < current.length; i++) bytes.set(current[i]!.type, sizes[i]!);
     this.#delta += delta;
     return undefined;
   }
+
+  /** Refuses the request being checked: the types it added no longer count. */
+  #refuse(added: string[] | undefined, err: Error): Error {
+    for (const type of added ?? []) this.#types!.delete(type);
+    return err;
+  }
+}
+
+const NONE: readonly EventCommand[] = [];
+
+/**
+ * Each type's last event that becomes current, in a request: the one whose size counts. A
+ * request of one event (most of them) needs no table.
+ */
+function lastOfEachType(items: readonly EventCommand[]): readonly EventCommand[] {
+  if (items.length === 1) return items[0]!.makeCurrent ? items : NONE;
+  const last = new Map<string, EventCommand>();
+  for (const item of items) if (item.makeCurrent) last.set(item.type, item);
+  return [...last.values()];
 }
 
 /** At most what an event adds to the snapshot's body (its envelope, a key and a comma). */

@@ -36,7 +36,7 @@ import { Lifecycle } from "./_lifecycle.ts";
 import { GroupQueue } from "./_queue.ts";
 import { TimestampCache } from "./_timestamp.ts";
 import { Checkpointer } from "./_checkpointer.ts";
-import { Admission, type SnapshotLimits } from "./_admission.ts";
+import { Admission } from "./_admission.ts";
 
 export { RUN_ID_PATTERN } from "./_request.ts";
 export type { EventCommand, RunStartCommand } from "./_request.ts";
@@ -128,7 +128,8 @@ export class TelemetryService implements AsyncDisposable {
   #snapshot = new Snapshot();
   #clock: () => number;
   #siteTypes: Set<string>;
-  #limits: SnapshotLimits;
+  /** Checks each commit group against the run and the snapshot's limits. */
+  #admission: Admission;
   #warn: (message: string) => void;
   #siteSeq = 0;
   /** The persisted high-water mark of the site stream (0: none). */
@@ -165,10 +166,10 @@ export class TelemetryService implements AsyncDisposable {
     this.#clock = options.clock ?? Date.now;
     this.#warn = options.onWarning ?? (() => {});
     this.#siteTypes = new Set(options.siteTypes ?? DEFAULT_SITE_TYPES);
-    this.#limits = {
+    this.#admission = new Admission(this.#snapshot, {
       maxTypes: options.maxTypes ?? DEFAULT_MAX_TYPES,
       maxSnapshotBytes: options.maxSnapshotBytes ?? DEFAULT_MAX_SNAPSHOT_BYTES,
-    };
+    });
     this.#runs = new Runs(store, this.#clock, this.#warn);
     this.#lifecycle = new Lifecycle({
       siteDir: store.siteDir,
@@ -588,7 +589,8 @@ export class TelemetryService implements AsyncDisposable {
   async #commit(ops: EventOp[]): Promise<void> {
     const run = this.#runs.active;
     const accepted: EventOp[] = [];
-    const admission = new Admission(this.#snapshot, this.#limits, run?.record.run_id);
+    const admission = this.#admission;
+    admission.begin(run?.record.run_id);
     for (const op of ops) {
       const problem = admission.check(op.items);
       if (problem) op.reject(problem);
@@ -650,31 +652,9 @@ export class TelemetryService implements AsyncDisposable {
       ? { seq: run.lastSeq, written: run.lastWritten, unwritten: 0 }
       : undefined;
     const group: Assigned = { results: [], copies: [], pending: new Map(), site, run: runCounter };
-    const push = (target: NdjsonWriter | string, line: string) => {
-      const list = group.pending.get(target);
-      if (list) list.push(line);
-      else group.pending.set(target, [line]);
-    };
-    /** Hands out the next seq of a stream and queues the line if it is stored. */
-    const stamp = (
-      counter: Counter,
-      tail: string,
-      stored: boolean,
-      target: () => NdjsonWriter | string,
-    ) => {
-      const line = buildLine(++counter.seq, tail);
-      if (stored) {
-        const to = target();
-        push(to, line);
-        if (typeof to === "string") group.siteNight = to;
-        counter.written = counter.seq;
-      } else counter.unwritten = counter.seq;
-      return line;
-    };
     const runId = run?.record.run_id;
     for (const op of accepted) {
       const out: CommittedEvent[] = [];
-      const night = () => this.#store.nightOf(op.receivedAt);
       for (const item of op.items) {
         const ts = item.ts ?? this.#receivedTs(op.receivedAt);
         const meta = runId === undefined || item.callerRunId !== undefined
@@ -683,7 +663,7 @@ export class TelemetryService implements AsyncDisposable {
         const tail = buildTail(ts, JSON.stringify(item.type), item.dataJson, meta);
         const stored = item.storePermanently;
         if (run && runCounter) {
-          const line = stamp(runCounter, tail, stored, () => run.writer);
+          const line = stamp(group, runCounter, tail, stored ? run.writer : undefined);
           out.push({
             line,
             stream: "run",
@@ -694,11 +674,16 @@ export class TelemetryService implements AsyncDisposable {
           });
           group.copies.push(["run", item.type]);
           if (this.#siteTypes.has(item.type)) {
-            stamp(site, tail, stored, night);
+            stamp(group, site, tail, stored ? this.#store.nightOf(op.receivedAt) : undefined);
             group.copies.push(["site", item.type]);
           }
         } else {
-          const line = stamp(site, tail, stored, night);
+          const line = stamp(
+            group,
+            site,
+            tail,
+            stored ? this.#store.nightOf(op.receivedAt) : undefined,
+          );
           out.push({
             line,
             stream: "site",
@@ -760,6 +745,30 @@ export class TelemetryService implements AsyncDisposable {
       }
     }
   }
+}
+
+/**
+ * Hands out the next seq of a stream and builds the event's line; a stored event's line is queued
+ * for its target (a writer, or the night of a site file not open yet), an unstored one's seq is
+ * noted as handed out without reaching a file.
+ */
+function stamp(
+  group: Assigned,
+  counter: Counter,
+  tail: string,
+  target: NdjsonWriter | string | undefined,
+): string {
+  const line = buildLine(++counter.seq, tail);
+  if (target === undefined) {
+    counter.unwritten = counter.seq;
+    return line;
+  }
+  const list = group.pending.get(target);
+  if (list) list.push(line);
+  else group.pending.set(target, [line]);
+  if (typeof target === "string") group.siteNight = target;
+  counter.written = counter.seq;
+  return line;
 }
 
 /** The night of a site file, from its name. */

@@ -6,6 +6,7 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
+import { InvalidRequestError, SnapshotLimitError, TypeLimitError } from "../_errors.ts";
 import { Snapshot, utf8Length } from "../_snapshot.ts";
 import { Rng, seedFromEnv } from "./_fault_util.ts";
 import {
@@ -133,6 +134,54 @@ Deno.test("TelemetryService.record() refuses a new type beyond maxTypes with 400
   await service.record([{ type: "a", data: {} }]); // an existing type is still fine
   assert.equal(service.snapshotSize, 2);
   assert.equal((await readSiteLines(dir.path)).length, 3);
+});
+
+/** The outcome of each of several record() calls made in one turn, so one group commits them. */
+async function recordTogether(
+  service: Awaited<ReturnType<typeof open>>,
+  requests: unknown[][],
+): Promise<(Error | "ok")[]> {
+  const settled = await Promise.allSettled(requests.map((items) => service.record(items)));
+  return settled.map((s) => s.status === "fulfilled" ? "ok" : s.reason as Error);
+}
+
+Deno.test("TelemetryService.record() counts the new types of requests committed together against maxTypes", async () => {
+  await using dir = await tempDir();
+  await using service = await open(dir.path, { maxTypes: 2 });
+  const outcomes = await recordTogether(service, [
+    [{ type: "a", data: {} }],
+    [{ type: "b", data: {} }],
+    [{ type: "c", data: {} }],
+  ]);
+  assert.deepEqual(outcomes.slice(0, 2), ["ok", "ok"]);
+  assert.ok(outcomes[2] instanceof TypeLimitError, String(outcomes[2]));
+  assert.deepEqual(Object.keys(JSON.parse(service.currentJson())).sort(), ["a", "b"]);
+});
+
+Deno.test("TelemetryService.record() gives back the new types of a refused request to the requests committed with it", async () => {
+  await using dir = await tempDir();
+  await using service = await open(dir.path, { maxTypes: 2 });
+  const outcomes = await recordTogether(service, [
+    // "x" counts until the second item is refused: no run is active.
+    [{ type: "x", data: {} }, { type: "y", data: {}, meta: { run_id: "none" } }],
+    [{ type: "z", data: {} }],
+    [{ type: "w", data: {} }],
+  ]);
+  assert.ok(outcomes[0] instanceof InvalidRequestError, String(outcomes[0]));
+  assert.deepEqual(outcomes.slice(1), ["ok", "ok"]);
+  assert.deepEqual(Object.keys(JSON.parse(service.currentJson())).sort(), ["w", "z"]);
+});
+
+Deno.test("TelemetryService.record() counts requests committed together against maxSnapshotBytes, a type once", async () => {
+  await using dir = await tempDir();
+  // Each event is about 1.1 kB at most in the snapshot: one type fits, two do not.
+  await using service = await open(dir.path, { maxSnapshotBytes: 2_000 });
+  const big = (type: string) => [{ type, data: { text: "x".repeat(800) } }];
+  assert.deepEqual(await recordTogether(service, [big("img"), big("img")]), ["ok", "ok"]);
+  const outcomes = await recordTogether(service, [big("img"), big("other")]);
+  assert.equal(outcomes[0], "ok");
+  assert.ok(outcomes[1] instanceof SnapshotLimitError, String(outcomes[1]));
+  assert.deepEqual(Object.keys(JSON.parse(service.currentJson())), ["img"]);
 });
 
 /** Runs one service session in a child process; returns the snapshot it saw on opening. */
