@@ -6,16 +6,13 @@
  * @module
  */
 
-interface ControlOp {
-  kind: "control";
-  run: () => Promise<unknown>;
-  resolve: (value: unknown) => void;
-  reject: (err: unknown) => void;
-}
-
-interface ItemOp<T> {
-  kind: "item";
-  item: T;
+/** A function that runs alone; items are queued as they are, without a wrapper. */
+class ControlOp {
+  constructor(
+    readonly run: () => Promise<unknown>,
+    readonly resolve: (value: unknown) => void,
+    readonly reject: (err: unknown) => void,
+  ) {}
 }
 
 /**
@@ -49,7 +46,7 @@ const nextTurn: (fn: () => void) => void = typeof globalThis.setImmediate === "f
 export class GroupQueue<T> {
   #commit: (items: T[]) => Promise<void>;
   #fail: (items: T[], err: unknown) => void;
-  #queue: (ItemOp<T> | ControlOp)[] = [];
+  #queue: (T | ControlOp)[] = [];
   #draining: Promise<void> | undefined;
 
   /**
@@ -73,7 +70,7 @@ export class GroupQueue<T> {
    * @param item The item.
    */
   push(item: T): void {
-    this.#enqueue({ kind: "item", item });
+    this.#enqueue(item);
   }
 
   /**
@@ -84,7 +81,7 @@ export class GroupQueue<T> {
    */
   control<R>(fn: () => Promise<R>): Promise<R> {
     return new Promise((resolve, reject) => {
-      this.#enqueue({ kind: "control", run: fn, resolve: resolve as (v: unknown) => void, reject });
+      this.#enqueue(new ControlOp(fn, resolve as (v: unknown) => void, reject));
     });
   }
 
@@ -97,7 +94,7 @@ export class GroupQueue<T> {
     while (this.#draining) await this.#draining;
   }
 
-  #enqueue(op: ItemOp<T> | ControlOp): void {
+  #enqueue(op: T | ControlOp): void {
     this.#queue.push(op);
     this.#draining ??= this.#drain();
   }
@@ -110,7 +107,7 @@ export class GroupQueue<T> {
     try {
       while (this.#queue.length > 0) {
         const head = this.#queue[0]!;
-        if (head.kind === "control") {
+        if (head instanceof ControlOp) {
           this.#queue.shift();
           try {
             head.resolve(await head.run());
@@ -120,8 +117,8 @@ export class GroupQueue<T> {
           continue;
         }
         let n = 1;
-        while (n < this.#queue.length && this.#queue[n]!.kind === "item") n++;
-        const items = (this.#queue.splice(0, n) as ItemOp<T>[]).map((op) => op.item);
+        while (n < this.#queue.length && !(this.#queue[n] instanceof ControlOp)) n++;
+        const items = this.#queue.splice(0, n) as T[];
         try {
           await this.#commit(items);
         } catch (err) {

@@ -200,8 +200,8 @@ async function postEvent(
       'The body is empty; send a JSON object such as {"type": "weather", "data": {"wind_mps": 2.1}}.',
     );
   }
-  const [event] = await service.submit([parseEvent(value)]);
-  return json(200, event!.line);
+  const events = await service.submit([parseEvent(value)]);
+  return json(200, events[0]!.line);
 }
 
 async function postEvents(

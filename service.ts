@@ -588,13 +588,17 @@ export class TelemetryService implements AsyncDisposable {
   /** Writes a group of event requests; see the class doc for the guarantees. */
   async #commit(ops: EventOp[]): Promise<void> {
     const run = this.#runs.active;
-    const accepted: EventOp[] = [];
     const admission = this.#admission;
     admission.begin(run?.record.run_id);
-    for (const op of ops) {
+    // Usually every request passes: then the group is `ops` itself, not a copy.
+    let accepted = ops;
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i]!;
       const problem = admission.check(op.items);
-      if (problem) op.reject(problem);
-      else accepted.push(op);
+      if (problem) {
+        if (accepted === ops) accepted = ops.slice(0, i);
+        op.reject(problem);
+      } else if (accepted !== ops) accepted.push(op);
     }
     if (accepted.length === 0) return;
 
@@ -651,11 +655,21 @@ export class TelemetryService implements AsyncDisposable {
     const runCounter: Counter | undefined = run
       ? { seq: run.lastSeq, written: run.lastWritten, unwritten: 0 }
       : undefined;
-    const group: Assigned = { results: [], copies: [], pending: new Map(), site, run: runCounter };
+    // Arrays of known length are made at that length: most groups hold one event, and a
+    // pushed-to empty array would reserve room for 16.
+    const group: Assigned = {
+      results: new Array(accepted.length),
+      copies: [],
+      pending: new Map(),
+      site,
+      run: runCounter,
+    };
     const runId = run?.record.run_id;
-    for (const op of accepted) {
-      const out: CommittedEvent[] = [];
-      for (const item of op.items) {
+    for (let i = 0; i < accepted.length; i++) {
+      const op = accepted[i]!;
+      const out: CommittedEvent[] = new Array(op.items.length);
+      for (let j = 0; j < op.items.length; j++) {
+        const item = op.items[j]!;
         const ts = item.ts ?? this.#receivedTs(op.receivedAt);
         const meta = runId === undefined || item.callerRunId !== undefined
           ? item.metaJson
@@ -664,14 +678,14 @@ export class TelemetryService implements AsyncDisposable {
         const stored = item.storePermanently;
         if (run && runCounter) {
           const line = stamp(group, runCounter, tail, stored ? run.writer : undefined);
-          out.push({
+          out[j] = {
             line,
             stream: "run",
             seq: runCounter.seq,
             type: item.type,
             data: item.data,
             runId,
-          });
+          };
           group.copies.push(["run", item.type]);
           if (this.#siteTypes.has(item.type)) {
             stamp(group, site, tail, stored ? this.#store.nightOf(op.receivedAt) : undefined);
@@ -684,18 +698,18 @@ export class TelemetryService implements AsyncDisposable {
             tail,
             stored ? this.#store.nightOf(op.receivedAt) : undefined,
           );
-          out.push({
+          out[j] = {
             line,
             stream: "site",
             seq: site.seq,
             type: item.type,
             data: item.data,
             runId,
-          });
+          };
           group.copies.push(["site", item.type]);
         }
       }
-      group.results.push(out);
+      group.results[i] = out;
     }
     return group;
   }

@@ -368,7 +368,9 @@ export class SiteStore {
    */
   async append(lines: ReadonlyMap<NdjsonWriter | string, readonly string[]>): Promise<number> {
     let bytes = 0;
-    const written: [NdjsonWriter, number][] = [];
+    /** Each file written so far and its size before: what a failure truncates back. */
+    const written: [NdjsonWriter, number][] = new Array(lines.size);
+    let count = 0;
     try {
       for (const [target, group] of lines) {
         const writer = typeof target !== "string"
@@ -383,12 +385,12 @@ export class SiteStore {
         const chunk = encoder.encode(group.join("\n") + "\n");
         const before = writer.size;
         await writer.append(chunk); // truncates itself back on failure
-        written.push([writer, before]);
+        written[count++] = [writer, before];
         bytes += chunk.length;
       }
       return bytes;
     } catch (err) {
-      for (const [writer, before] of written.reverse()) {
+      for (const [writer, before] of written.slice(0, count).reverse()) {
         await writer.truncate(before).catch((e) =>
           this.#warn(`Cannot roll back ${writer.path} to ${before} bytes: ${errorText(e)}`)
         );
