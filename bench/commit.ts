@@ -6,7 +6,13 @@
  * The figure is the server process's user + system CPU (from `/proc/<pid>/stat`) over the
  * measured window divided by the events answered in it; targets alternate for `--rounds`.
  *
- * Usage: deno run -A bench/commit.ts [--rate 5000] [--seconds 8] [--rounds 3]
+ * It measures a steady load, as an observatory's service runs all night: every server starts
+ * once and first takes `--warmup` seconds of the same load, unmeasured. Until V8 has compiled the
+ * hot code (15 to 30 s for the service, under a second for the small `writeSync` server) its
+ * compiler threads add several µs per event, which a cold measurement charges to the larger code.
+ * The heap's allocation per event comes from `--trace-gc` and does not depend on the warm-up.
+ *
+ * Usage: deno run -A bench/commit.ts [--rate 5000] [--seconds 8] [--rounds 3] [--warmup 20]
  *   [--connections 16] [--baseline DIR]
  *
  * `--baseline DIR` adds the service of another checkout (e.g. `git worktree add /tmp/base
@@ -26,6 +32,7 @@ const { values: flags } = parseArgs({
     rate: { type: "string", default: "5000" },
     seconds: { type: "string", default: "8" },
     rounds: { type: "string", default: "3" },
+    warmup: { type: "string", default: "20" },
     connections: { type: "string", default: "16" },
     baseline: { type: "string" },
   },
@@ -34,6 +41,7 @@ const { values: flags } = parseArgs({
 const RATE = Number(flags.rate);
 const SECONDS = Number(flags.seconds);
 const ROUNDS = Number(flags.rounds);
+const WARMUP = Number(flags.warmup);
 const CONNECTIONS = Number(flags.connections);
 const BASELINE = flags.baseline === undefined ? undefined : resolve(flags.baseline);
 const CLK_TCK = 100;
@@ -158,8 +166,8 @@ interface Measured {
   errors: number;
 }
 
-/** Sends at `RATE` for `SECONDS` (after a 1 s warm-up) and measures the server's CPU. */
-async function load(running: Running): Promise<Measured> {
+/** Sends at `RATE` for `window` seconds (after a 1 s lead-in) and measures the server's CPU. */
+async function load(running: Running, window: number): Promise<Measured> {
   const conns = await Promise.all(
     Array.from({ length: CONNECTIONS }, () => Connection.open(running.port)),
   );
@@ -170,7 +178,7 @@ async function load(running: Running): Promise<Measured> {
   let counting = false;
   let events = 0;
   const warmUntil = performance.now() + 1000;
-  const endAt = warmUntil + SECONDS * 1000;
+  const endAt = warmUntil + window * 1000;
   let cpuStart = 0;
   let windowStart = 0;
   const worker = async (conn: Connection) => {
@@ -218,13 +226,18 @@ async function main(): Promise<void> {
   const targets: Target[] = ["writesync", "service", ...(BASELINE ? ["baseline" as const] : [])];
   const results = new Map<Target, Measured[]>(targets.map((t) => [t, []]));
   console.log(
-    `# CPU per event at ${RATE} events/s, ${CONNECTIONS} connections, ${ROUNDS} rounds x ${SECONDS}s`,
+    `# CPU per event at ${RATE} events/s, ${CONNECTIONS} connections, ${ROUNDS} rounds x ${SECONDS}s, after ${WARMUP}s of warm-up`,
   );
-  for (let round = 1; round <= ROUNDS; round++) {
+  const running = new Map<Target, Running>();
+  try {
     for (const target of targets) {
-      const running = await start(target);
-      try {
-        const m = await load(running);
+      const server = await start(target);
+      running.set(target, server);
+      if (WARMUP > 0) await load(server, WARMUP);
+    }
+    for (let round = 1; round <= ROUNDS; round++) {
+      for (const target of targets) {
+        const m = await load(running.get(target)!, SECONDS);
         results.get(target)!.push(m);
         console.log(
           `round ${round} ${target.padEnd(9)} ${
@@ -233,10 +246,10 @@ async function main(): Promise<void> {
             Math.round(m.achievedRate)
           } events/s, ${Math.round(m.allocatedPerEvent)} B allocated/event, errors ${m.errors}`,
         );
-      } finally {
-        await stop(running);
       }
     }
+  } finally {
+    for (const server of running.values()) await stop(server);
   }
   const floor = median(results.get("writesync")!.map((m) => m.cpuUsPerEvent));
   console.log(

@@ -20,7 +20,13 @@
  * service from DIR runs too, with `--fsync interval`, as target `baseline`: before/after ratios
  * come from the same rounds.
  *
- * Usage: deno run -A bench/run.ts [--seconds 5] [--rounds 3] [--connections 16] [--skip-memory]
+ * Every measurement starts a fresh process (so each file check counts only its own events) and
+ * first sends it `--warmup` seconds of the same load, unmeasured but checked in the files: a
+ * service runs for hours, and until V8 has compiled its hot code the larger program pays more
+ * of its start than the few lines of the floor do.
+ *
+ * Usage: deno run -A bench/run.ts [--seconds 5] [--rounds 3] [--warmup 3] [--connections 16]
+ *   [--skip-memory]
  *   [--baseline DIR]
  * @module
  */
@@ -43,6 +49,7 @@ const { values: flags } = parseArgs({
   options: {
     seconds: { type: "string", default: "5" },
     rounds: { type: "string", default: "3" },
+    warmup: { type: "string", default: "3" },
     connections: { type: "string", default: "16" },
     "batch-size": { type: "string", default: "1000" },
     "skip-memory": { type: "boolean", default: false },
@@ -53,6 +60,7 @@ const { values: flags } = parseArgs({
   strict: true,
 });
 const SECONDS = Number(flags.seconds);
+const WARMUP = Number(flags.warmup);
 const ROUNDS = Number(flags.rounds);
 const CONNECTIONS = Number(flags.connections);
 const BATCH = Number(flags["batch-size"]);
@@ -141,7 +149,7 @@ async function stop(run: Running): Promise<void> {
   await run.child.status;
 }
 
-async function loadWithWrk(url: string, mode: Mode): Promise<WrkResult> {
+async function loadWithWrk(url: string, mode: Mode, seconds: number): Promise<WrkResult> {
   const body = mode === "single" ? EVENT_JSON : BATCH_BODY;
   const contentType = mode === "single" ? "application/json" : "application/x-ndjson";
   return await runWrk({
@@ -150,14 +158,14 @@ async function loadWithWrk(url: string, mode: Mode): Promise<WrkResult> {
       luaString(body)
     }\nwrk.headers["Content-Type"] = "${contentType}"\n`,
     connections: mode === "single" ? CONNECTIONS : 4,
-    seconds: SECONDS,
+    seconds,
   });
 }
 
-async function loadWithFetch(url: string, mode: Mode): Promise<WrkResult> {
+async function loadWithFetch(url: string, mode: Mode, seconds: number): Promise<WrkResult> {
   const latencies: number[] = [];
   let requests = 0, errors = 0;
-  const end = performance.now() + SECONDS * 1000;
+  const end = performance.now() + seconds * 1000;
   const t0 = performance.now();
   const connections = mode === "single" ? CONNECTIONS : 4;
   await Promise.all(Array.from({ length: connections }, async () => {
@@ -219,15 +227,20 @@ async function verify(siteDir: string, acked: number, inFlightMax: number): Prom
 async function measure(target: Target, mode: Mode, useWrk: boolean): Promise<Sample> {
   const run = await start(target);
   try {
-    const load = useWrk ? await loadWithWrk(run.url, mode) : await loadWithFetch(run.url, mode);
+    const loadFor = (seconds: number) =>
+      useWrk ? loadWithWrk(run.url, mode, seconds) : loadWithFetch(run.url, mode, seconds);
+    const warm = WARMUP > 0 ? await loadFor(WARMUP) : undefined;
+    const load = await loadFor(SECONDS);
     const perRequest = mode === "single" ? 1 : BATCH;
     const acked = (load.requests - load.errors) * perRequest;
+    const warmAcked = warm ? (warm.requests - warm.errors) * perRequest : 0;
     const peak = peakRssMb(run.child.pid);
     await stop(run);
     let verified = "n/a (no disk)";
     if (run.siteDir) {
-      const connections = mode === "single" ? CONNECTIONS : 4;
-      verified = await verify(run.siteDir, acked, connections * perRequest);
+      // Each load can stop with one request per connection answered but not counted.
+      const inFlight = (mode === "single" ? CONNECTIONS : 4) * perRequest * (warm ? 2 : 1);
+      verified = await verify(run.siteDir, warmAcked + acked, inFlight);
       await Deno.remove(run.siteDir, { recursive: true });
     }
     return {
@@ -237,7 +250,7 @@ async function measure(target: Target, mode: Mode, useWrk: boolean): Promise<Sam
       p50Ms: load.p50Ms,
       p99Ms: load.p99Ms,
       acked,
-      errors: load.errors,
+      errors: load.errors + (warm?.errors ?? 0),
       startupMs: run.startupMs,
       peakRssMb: peak,
       verified,
@@ -313,7 +326,7 @@ async function main() {
   console.log(
     `load: ${
       useWrk ? "wrk" : "built-in fetch generator (install wrk for higher figures)"
-    }; ${ROUNDS} rounds x ${SECONDS}s; single: ${CONNECTIONS} connections; batch: ${BATCH} events/body, 4 connections\n`,
+    }; ${ROUNDS} rounds x ${SECONDS}s, each after ${WARMUP}s of warm-up; single: ${CONNECTIONS} connections; batch: ${BATCH} events/body, 4 connections\n`,
   );
   const targets: Target[] = ["floor", "interval", "always", "never"];
   if (BASELINE) targets.push("baseline");
