@@ -28,8 +28,8 @@ export interface SnapshotLimits {
 
 /**
  * The checks of commit groups, one group at a time: requests accepted earlier in a group count
- * against the limits of those after them. One instance serves every group (its tables are
- * cleared, not rebuilt), since a commit may hold a single event.
+ * against the limits of those after them. One instance serves every group, and a group's
+ * tables are made only once a request needs them: most commits hold a single event.
  *
  * @example Usage
  * ```ts ignore
