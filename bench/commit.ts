@@ -236,7 +236,8 @@ async function main(): Promise<void> {
       if (WARMUP > 0) await load(server, WARMUP);
     }
     for (let round = 1; round <= ROUNDS; round++) {
-      for (const target of targets) {
+      // Every other round in reverse: no target always runs right after the same one.
+      for (const target of round % 2 ? targets : targets.toReversed()) {
         const m = await load(running.get(target)!, SECONDS);
         results.get(target)!.push(m);
         console.log(

@@ -343,7 +343,8 @@ async function main() {
   const samples: Sample[] = [];
   for (let round = 1; round <= ROUNDS; round++) {
     for (const mode of ["single", "batch"] as Mode[]) {
-      for (const target of targets) {
+      // Every other round in reverse: no target always runs right after the same one.
+      for (const target of round % 2 ? targets : targets.toReversed()) {
         const s = await measure(target, mode, useWrk);
         samples.push(s);
         console.log(
