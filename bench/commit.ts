@@ -217,8 +217,9 @@ async function load(running: Running, window: number): Promise<Measured> {
   };
 }
 
+/** The median of the rounds that gave a figure (a window too short for two collections gives none). */
 function median(values: number[]): number {
-  const s = values.toSorted((a, b) => a - b);
+  const s = values.filter((v) => !Number.isNaN(v)).sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)] ?? NaN;
 }
 
