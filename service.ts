@@ -665,6 +665,12 @@ export class TelemetryService implements AsyncDisposable {
       run: runCounter,
     };
     const runId = run?.record.run_id;
+    // A batch is mostly one type: its JSON and its copies' [stream, type] records are made once
+    // for a run of events of the same type (the records are read-only).
+    let type: string | undefined;
+    let typeJson = "";
+    let runCopy: [StreamName, string] = ["run", ""];
+    let siteCopy: [StreamName, string] = ["site", ""];
     for (let i = 0; i < accepted.length; i++) {
       const op = accepted[i]!;
       const out: CommittedEvent[] = new Array(op.items.length);
@@ -674,7 +680,13 @@ export class TelemetryService implements AsyncDisposable {
         const meta = runId === undefined || item.callerRunId !== undefined
           ? item.metaJson
           : withRunId(item.metaJson, runId);
-        const tail = buildTail(ts, JSON.stringify(item.type), item.dataJson, meta);
+        if (item.type !== type) {
+          type = item.type;
+          typeJson = JSON.stringify(type);
+          runCopy = ["run", type];
+          siteCopy = ["site", type];
+        }
+        const tail = buildTail(ts, typeJson, item.dataJson, meta);
         const stored = item.storePermanently;
         if (run && runCounter) {
           const line = stamp(group, runCounter, tail, stored ? run.writer : undefined);
@@ -686,10 +698,10 @@ export class TelemetryService implements AsyncDisposable {
             data: item.data,
             runId,
           };
-          group.copies.push(["run", item.type]);
+          group.copies.push(runCopy);
           if (this.#siteTypes.has(item.type)) {
             stamp(group, site, tail, stored ? this.#store.nightOf(op.receivedAt) : undefined);
-            group.copies.push(["site", item.type]);
+            group.copies.push(siteCopy);
           }
         } else {
           const line = stamp(
@@ -706,7 +718,7 @@ export class TelemetryService implements AsyncDisposable {
             data: item.data,
             runId,
           };
-          group.copies.push(["site", item.type]);
+          group.copies.push(siteCopy);
         }
       }
       group.results[i] = out;

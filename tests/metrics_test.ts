@@ -94,6 +94,23 @@ Deno.test("GET /metrics counts events per stream and type", async () => {
   );
 });
 
+Deno.test("GET /metrics counts each event of a batch whose types alternate under its own type", async () => {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path });
+  await postJson(`${server.url}/run/start`, { run_id: "r1" });
+  const types = ["weather", "status", "weather", "weather", "status", "dome"];
+  await postJson(`${server.url}/events`, types.map((type) => ({ type, data: {} })));
+  assert.deepEqual(
+    samples(await scrape(server.url), "telemetry_events_total"),
+    new Map([
+      ['{stream="run",type="dome"}', "1"],
+      ['{stream="run",type="status"}', "2"],
+      ['{stream="run",type="weather"}', "3"],
+      ['{stream="site",type="weather"}', "3"],
+    ]),
+  );
+});
+
 Deno.test("GET /metrics counts bytes written to the NDJSON files", async () => {
   await using tmp = await tempDir();
   await using server = await testServer({ siteDir: tmp.path });
