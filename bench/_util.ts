@@ -7,7 +7,7 @@
  */
 
 import { join } from "node:path";
-import { SERVICE_V8_FLAGS } from "../_spawn.ts";
+import { SERVICE_V8_FLAGS } from "../cli/spawn.ts";
 
 /** The checkout these benchmarks belong to. */
 export const ROOT: string = new URL("..", import.meta.url).pathname;

@@ -22,9 +22,9 @@ import { parseArgs } from "node:util";
 import { join } from "node:path";
 import { connect } from "npm:@nats-io/transport-node@^3.4.0";
 import { forward, spawnForwarder } from "../forward.ts";
-import { toRow } from "../_fleet_item.ts";
-import { NatsSink } from "../_sink_nats.ts";
-import { PostgresSink } from "../_sink_postgres.ts";
+import { toRow } from "../fleet/item.ts";
+import { NatsSink } from "../fleet/sinks/nats.ts";
+import { PostgresSink } from "../fleet/sinks/postgres.ts";
 import { natsMissing, NatsServer, postgresMissing, PostgresServer } from "../tests/_fleet_util.ts";
 import { freePort, luaString, runWrk, serviceArgs, waitReady } from "./_util.ts";
 

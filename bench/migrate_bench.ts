@@ -19,7 +19,7 @@
 import { parseArgs } from "node:util";
 import { join } from "node:path";
 import { migrate } from "../migrate.ts";
-import { LineSplitter } from "../_ndjson.ts";
+import { LineSplitter } from "../wire/ndjson.ts";
 
 const COLLECTIONS = ["weather.json", "environment.json", "status.json", "dome/dome.json"];
 const START = Date.UTC(2023, 0, 1);

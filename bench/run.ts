@@ -34,7 +34,7 @@
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
 import { join, resolve } from "node:path";
-import { LineSplitter } from "../_ndjson.ts";
+import { LineSplitter } from "../wire/ndjson.ts";
 import {
   freePort,
   luaString,

@@ -22,7 +22,7 @@ import { parseArgs } from "node:util";
 import { join } from "node:path";
 import { freePort, luaString, ROOT, runWrk, serviceArgs, waitReady } from "./_util.ts";
 import { createHandler, TelemetryService } from "../server.ts";
-import { ServerSentEventParserStream } from "../sse.ts";
+import { ServerSentEventParserStream } from "../wire/sse.ts";
 
 const { values: flags } = parseArgs({
   args: Deno.args.filter((a) => a !== "--"),

@@ -15,9 +15,9 @@
 // deno-lint-ignore-file no-console
 import { Buffer } from "node:buffer";
 import { parseArgs } from "node:util";
-import { TelemetryService } from "../service.ts";
-import { encodeServerSentEvent } from "../sse.ts";
-import { deflatePiece } from "../_gzip_live.ts";
+import { TelemetryService } from "../core/service.ts";
+import { encodeServerSentEvent } from "../wire/sse.ts";
+import { deflatePiece } from "../http/gzip_live.ts";
 
 const { values: flags } = parseArgs({
   args: Deno.args.filter((a) => a !== "--"),

@@ -10,8 +10,8 @@
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
 import { startServer } from "../server.ts";
-import { ServiceMetrics } from "../metrics.ts";
-import { loadTypes } from "../_types_registry.ts";
+import { ServiceMetrics } from "../http/metrics.ts";
+import { loadTypes } from "../core/types_registry.ts";
 
 const { values } = parseArgs({
   args: Deno.args.filter((a) => a !== "--"),

@@ -23,6 +23,8 @@ const outDir = resolve(Deno.args[0] ?? join(root, "dist", "npm"));
 
 /** The entry points of the package, as in `deno.json`'s exports; they must stay runtime-neutral. */
 const ENTRIES = { "./client": "client.ts", "./event": "event.ts" } as const;
+/** The folders those entry points may import from: the runtime-neutral ones (docs/architecture.md). */
+const NEUTRAL_FOLDERS = ["wire", "client"] as const;
 
 function fail(message: string): never {
   // deno-lint-ignore no-console
@@ -67,15 +69,17 @@ check(program.emit().diagnostics);
 for (const file of program.getSourceFiles()) {
   if (file.isDeclarationFile) continue;
   const rel = relative(root, file.fileName);
-  if (rel.startsWith("..") || rel.includes("/") || !rel.endsWith(".ts")) {
-    fail(`${rel} is imported by the client but is not one of its flat modules`);
+  const folder = rel.includes("/") ? rel.slice(0, rel.indexOf("/")) : undefined;
+  const neutral = folder === undefined || (NEUTRAL_FOLDERS as readonly string[]).includes(folder);
+  if (rel.startsWith("..") || !neutral || rel.split("/").length > 2 || !rel.endsWith(".ts")) {
+    fail(`${rel} is imported by the client but is not in ${NEUTRAL_FOLDERS.join("/ or ")}/`);
   }
   // Deno.* would already fail the type check (no Deno types here); imports are checked by name.
   for (const statement of file.statements) {
     if (!ts.isImportDeclaration(statement) && !ts.isExportDeclaration(statement)) continue;
     const spec = statement.moduleSpecifier;
-    if (spec && ts.isStringLiteral(spec) && !spec.text.startsWith("./")) {
-      fail(`${rel} imports ${spec.text}: the client may import only its own flat modules`);
+    if (spec && ts.isStringLiteral(spec) && !/^\.\.?\//.test(spec.text)) {
+      fail(`${rel} imports ${spec.text}: the client may import only its own modules`);
     }
   }
 }
@@ -99,7 +103,7 @@ const pkg = {
     Object.entries(exportsMap).toSorted(([a], [b]) => a.localeCompare(b)),
   ),
   types: exportsMap["."]!.types,
-  files: ["*.js", "*.d.ts", "README.md", "LICENSE"],
+  files: ["*.js", "*.d.ts", ...NEUTRAL_FOLDERS.map((f) => `${f}/`), "README.md", "LICENSE"],
 };
 await Deno.writeTextFile(join(outDir, "package.json"), JSON.stringify(pkg, null, 2) + "\n");
 await Deno.copyFile(join(root, "LICENSE"), join(outDir, "LICENSE"));
@@ -107,7 +111,11 @@ await Deno.writeTextFile(
   join(outDir, "README.md"),
   `# ${denoJson.name} (client, npm build)\n\nBuilt from a checkout with \`deno task build:npm\`; see the checkout's README.md ("Node").\n\n\`\`\`js\nimport { TelemetryClient } from "${denoJson.name}/client";\nconst client = new TelemetryClient({ baseUrl: "http://localhost:6562" });\nawait client.postEvent("weather", { wind_mps: 2.1 });\n\`\`\`\n`,
 );
-const files = [...Deno.readDirSync(outDir)].map((e) => e.name).toSorted();
+const files = [...Deno.readDirSync(outDir)].flatMap((e) =>
+  e.isDirectory
+    ? [...Deno.readDirSync(join(outDir, e.name))].map((f) => `${e.name}/${f.name}`)
+    : [e.name]
+).toSorted();
 // deno-lint-ignore no-console
 console.log(
   `build:npm: wrote ${relative(Deno.cwd(), outDir) || "."}: ${files.length} files (${

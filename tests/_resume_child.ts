@@ -9,7 +9,7 @@
  */
 
 // deno-lint-ignore-file no-console
-import { TelemetryService } from "../service.ts";
+import { TelemetryService } from "../core/service.ts";
 
 const [dir, planText] = Deno.args;
 const plan = JSON.parse(planText ?? "{}");

@@ -8,7 +8,7 @@
  */
 
 // deno-lint-ignore-file no-console
-import { TelemetryService } from "../service.ts";
+import { TelemetryService } from "../core/service.ts";
 
 const [dir, mode, opsText] = Deno.args;
 const service = await TelemetryService.open({ siteDir: dir!, timeZone: "UTC", fsync: "never" });

@@ -15,8 +15,8 @@ import {
   selfSignedCert,
 } from "./_net.ts";
 import { readSiteLines, tempDir, testServer } from "./_util.ts";
-import { isPublicRead, PUBLIC_READ_PATHS } from "../_http.ts";
-import { resolveRunFlags } from "../_run_flags.ts";
+import { isPublicRead, PUBLIC_READ_PATHS } from "../http/problems.ts";
+import { resolveRunFlags } from "../cli/flags.ts";
 
 const TOKEN = "lan-s3cret";
 const skipNetns = netnsUnavailable() ?? opensslMissing();

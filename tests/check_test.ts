@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { TelemetryClient, TelemetryConnectionError, TelemetryHttpError } from "../client.ts";
-import { parseTypes } from "../_types_registry.ts";
+import { parseTypes } from "../core/types_registry.ts";
 import {
   createHandler,
   DiskWatch,

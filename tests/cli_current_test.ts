@@ -4,9 +4,9 @@
  */
 
 import assert from "node:assert/strict";
-import { renderTable, type TableTypeInfo } from "../_cli_current.ts";
+import { renderTable, type TableTypeInfo } from "../cli/current.ts";
 import { TelemetryEvent } from "../event.ts";
-import { parseTypes } from "../_types_registry.ts";
+import { parseTypes } from "../core/types_registry.ts";
 import { CLI, freePort, postJson, tempDir, testServer } from "./_util.ts";
 
 const NOW = Date.parse("2026-11-25T06:00:00.000Z");

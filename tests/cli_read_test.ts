@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { CLI, tempDir } from "./_util.ts";
-import { compressFile } from "../_lifecycle.ts";
-import { READ_HELP } from "../_cli_read.ts";
+import { compressFile } from "../store/retention.ts";
+import { READ_HELP } from "../cli/read.ts";
 import { HELP_TEXT } from "../cli.ts";
 
 const decoder = new TextDecoder();

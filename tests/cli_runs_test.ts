@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { permissionFlags } from "../server.ts";
-import { readRunLog } from "../_run_log.ts";
+import { readRunLog } from "../store/run_log.ts";
 import { CLI, freePort, getJson, postJson, tempDir, testServer } from "./_util.ts";
 import { Rng, seedFromEnv, spawnCliServer } from "./_fault_util.ts";
 

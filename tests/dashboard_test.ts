@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { renderDashboard } from "../dashboard.ts";
+import { renderDashboard } from "../http/dashboard.ts";
 import { createHandler } from "../server.ts";
-import { TelemetryService } from "../service.ts";
-import { parseTypes } from "../_types_registry.ts";
+import { TelemetryService } from "../core/service.ts";
+import { parseTypes } from "../core/types_registry.ts";
 import { postJson, tempDir, testServer } from "./_util.ts";
 
 const CHROMIUM = "/usr/bin/chromium";

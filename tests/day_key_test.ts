@@ -7,8 +7,8 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import fc from "npm:fast-check@^4.10.2";
-import { dayKey, DayKeyer } from "../_day_key.ts";
-import { TelemetryService } from "../service.ts";
+import { dayKey, DayKeyer } from "../store/day_key.ts";
+import { TelemetryService } from "../core/service.ts";
 import { readLines, siteFiles, tempDir } from "./_util.ts";
 
 /** Opens a service whose clock the test sets: `now.ms = …` before each record(). */

@@ -8,8 +8,8 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import denoJson from "../deno.json" with { type: "json" };
-import { permissionFlags, SERVICE_V8_FLAGS } from "../_spawn.ts";
-import { resolveRunFlags, runParseOptions } from "../_run_flags.ts";
+import { permissionFlags, SERVICE_V8_FLAGS } from "../cli/spawn.ts";
+import { resolveRunFlags, runParseOptions } from "../cli/flags.ts";
 import { parseArgs } from "node:util";
 import { CLI, freePort, readSiteLines, tempDir } from "./_util.ts";
 

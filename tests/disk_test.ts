@@ -1,7 +1,7 @@
 /** Tests of `_disk.ts`: free space on the site directory's file system. @module */
 
 import assert from "node:assert/strict";
-import { diskFreeBytes } from "../_disk.ts";
+import { diskFreeBytes } from "../store/disk.ts";
 import { tempDir } from "./_util.ts";
 
 Deno.test("diskFreeBytes() agrees with df for the site directory's file system", async () => {

@@ -7,9 +7,9 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import type { ServerHandle } from "../server.ts";
-import { TelemetryService } from "../service.ts";
+import { TelemetryService } from "../core/service.ts";
 import { toProblem, WriteError } from "../server.ts";
-import { mountPointOf } from "../_ndjson_writer.ts";
+import { mountPointOf } from "../store/writer.ts";
 import { getJson, readLines, readSiteLines, tempDir, testServer } from "./_util.ts";
 
 const decoder = new TextDecoder();

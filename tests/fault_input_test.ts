@@ -11,7 +11,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import type { ServerHandle } from "../server.ts";
-import { writeJsonAtomic } from "../_fs.ts";
+import { writeJsonAtomic } from "../store/fs.ts";
 import { assertProblem, listTree, rawHttp, Rng, seedFromEnv, send } from "./_fault_util.ts";
 import { tempDir, testServer } from "./_util.ts";
 

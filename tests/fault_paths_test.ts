@@ -10,8 +10,8 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { createHandler, TelemetryService } from "../server.ts";
-import { dayKey } from "../storage.ts";
-import { unexpectedErrorLine } from "../_cli_run.ts";
+import { dayKey } from "../store/site_store.ts";
+import { unexpectedErrorLine } from "../cli/serve.ts";
 import {
   assertProblem,
   freePort,

@@ -13,7 +13,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { freePort, Rng, seedFromEnv, spawnCliServer } from "./_fault_util.ts";
 import { type Envelope, openService, parseEnvelope, tempDir } from "./_util.ts";
-import { CHECKPOINT_FORMAT } from "../_snapshot.ts";
+import { CHECKPOINT_FORMAT } from "../core/snapshot.ts";
 
 const SEED = seedFromEnv(0x5eed_0a11);
 const CHILD = new URL("./_resume_child.ts", import.meta.url).pathname;

@@ -8,8 +8,8 @@
 
 import assert from "node:assert/strict";
 import { createHandler, ServiceMetrics, startServer } from "../server.ts";
-import { ServerSentEventParserStream } from "../sse.ts";
-import { StreamHub } from "../stream.ts";
+import { ServerSentEventParserStream } from "../wire/sse.ts";
+import { StreamHub } from "../http/stream_hub.ts";
 import { assertProblem, Rng, seedFromEnv } from "./_fault_util.ts";
 import {
   openService,

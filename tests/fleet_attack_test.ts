@@ -7,7 +7,7 @@
  */
 
 import assert from "node:assert/strict";
-import { archive } from "../_archive.ts";
+import { archive } from "../fleet/archive.ts";
 import { forward, forwarderPermissionFlags } from "../forward.ts";
 import { freePort, postJson, tempDir, testServer } from "./_util.ts";
 import {

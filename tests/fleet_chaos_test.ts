@@ -9,7 +9,7 @@
  */
 
 import assert from "node:assert/strict";
-import { archive } from "../_archive.ts";
+import { archive } from "../fleet/archive.ts";
 import { type SpawnedForwarder, spawnForwarder } from "../forward.ts";
 import {
   type ChildServer,

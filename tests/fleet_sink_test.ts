@@ -6,10 +6,10 @@
  */
 
 import assert from "node:assert/strict";
-import { archive } from "../_archive.ts";
-import { type ForwardItem, idempotencyKey, toRow } from "../_fleet_item.ts";
-import { NatsSink } from "../_sink_nats.ts";
-import { PostgresSink } from "../_sink_postgres.ts";
+import { archive } from "../fleet/archive.ts";
+import { type ForwardItem, idempotencyKey, toRow } from "../fleet/item.ts";
+import { NatsSink } from "../fleet/sinks/nats.ts";
+import { PostgresSink } from "../fleet/sinks/postgres.ts";
 import {
   countRows,
   natsMissing,
@@ -100,7 +100,7 @@ Deno.test({
       }];
       await sink.send(items);
       await sink.send(items); // a resend after a crash: dropped by Nats-Msg-Id
-      const source = await import("../_sink_nats.ts").then((m) =>
+      const source = await import("../fleet/sinks/nats.ts").then((m) =>
         m.NatsArchiveSource.open({ url: new URL(nats.url) }, "check")
       );
       try {

@@ -6,7 +6,7 @@
  */
 
 import assert from "node:assert/strict";
-import { archive } from "../_archive.ts";
+import { archive } from "../fleet/archive.ts";
 import { forward, FORWARD_ENV_VARS, forwarderPermissionFlags, forwardStatus } from "../forward.ts";
 import { CLI, postJson, readSiteLines, tempDir, testServer } from "./_util.ts";
 import {
@@ -315,7 +315,7 @@ Deno.test({
     const task: string = config.tasks.forward;
     const words = task.replaceAll("./telemetry", dir.path).split(" ");
     assert.deepEqual(words.slice(0, 5), ["nice", "-n", "10", "deno", "run"]);
-    const main = words.indexOf("_forward_main.ts");
+    const main = words.indexOf("fleet/main.ts");
     const child = new Deno.Command(Deno.execPath(), {
       args: [
         ...words.slice(4, main),
@@ -452,5 +452,5 @@ Deno.test("deno task archive grants the forwarder's variables, so the PostgreSQL
   const config = JSON.parse(await Deno.readTextFile(new URL("../deno.json", import.meta.url)));
   const list = /--allow-env=(\S+)/.exec(config.tasks.archive)?.[1]?.split(",");
   assert.deepEqual(list, FORWARD_ENV_VARS);
-  assert.match(config.tasks.archive, / _forward_main\.ts archive$/);
+  assert.match(config.tasks.archive, / fleet\/main\.ts archive$/);
 });

@@ -8,9 +8,9 @@ import {
   numericValue,
   typesReport,
   valueAt,
-} from "../_freshness.ts";
-import { parseTypes } from "../_types_registry.ts";
-import { DISK_WARN_EVERY_MS, DiskWatch } from "../_disk_watch.ts";
+} from "../core/freshness.ts";
+import { parseTypes } from "../core/types_registry.ts";
+import { DISK_WARN_EVERY_MS, DiskWatch } from "../store/disk_watch.ts";
 
 const REGISTRY = parseTypes(
   JSON.stringify({

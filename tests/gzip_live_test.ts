@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { gunzipSync } from "node:zlib";
-import { acceptsGzip, deflatePiece, GzipMember } from "../_gzip_live.ts";
+import { acceptsGzip, deflatePiece, GzipMember } from "../http/gzip_live.ts";
 import { Rng, seedFromEnv } from "./_fault_util.ts";
 
 const encoder = new TextEncoder();

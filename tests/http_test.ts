@@ -16,9 +16,9 @@ import {
   StorageError,
   TypeLimitError,
   WriteError,
-} from "../_errors.ts";
-import { guardLoopback, guardToken, HttpError, readJsonBody, toProblem } from "../_http.ts";
-import { route, Router } from "../_router.ts";
+} from "../core/errors.ts";
+import { guardLoopback, guardToken, HttpError, readJsonBody, toProblem } from "../http/problems.ts";
+import { route, Router } from "../http/router.ts";
 import { DEFAULT_MAX_BODY } from "../server.ts";
 import { getJson, postJson, tempDir, testServer } from "./_util.ts";
 

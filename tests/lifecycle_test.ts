@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { compressFile, endedMoreThan, runLifecycle } from "../_lifecycle.ts";
+import { compressFile, endedMoreThan, runLifecycle } from "../store/retention.ts";
 import {
   cursorPath,
   emptyCursor,
@@ -8,7 +8,7 @@ import {
   parseCursor,
   readCursor,
   writeCursor,
-} from "../_forward_cursor.ts";
+} from "../fleet/cursor.ts";
 import { openService, tempDir } from "./_util.ts";
 import { Rng, seedFromEnv } from "./_fault_util.ts";
 

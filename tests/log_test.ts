@@ -6,7 +6,7 @@
  */
 
 import assert from "node:assert/strict";
-import { type LogLevel, parseLogFormat, RateLimiter, ServiceLog } from "../_log.ts";
+import { type LogLevel, parseLogFormat, RateLimiter, ServiceLog } from "../core/log.ts";
 import { cliRunArgs, freePort, tempDir } from "./_util.ts";
 
 const T = Date.UTC(2026, 10, 23, 7, 43, 20, 123);

@@ -8,8 +8,8 @@ import {
   type MigrateProgress,
   REJECTS_FILE,
 } from "../migrate.ts";
-import { siteFileName, SiteLock } from "../storage.ts";
-import { dayKey } from "../_day_key.ts";
+import { siteFileName, SiteLock } from "../store/site_store.ts";
+import { dayKey } from "../store/day_key.ts";
 import { CLI, readLines, siteFiles, tempDir } from "./_util.ts";
 
 // --- fixtures shaped like the legacy writer's output ---------------------------------------------

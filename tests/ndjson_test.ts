@@ -15,7 +15,7 @@ import {
   readSeqAndType,
   TAIL_TS_OFFSET,
   withRunId,
-} from "../_ndjson.ts";
+} from "../wire/ndjson.ts";
 
 const TS = "2026-11-22T03:00:00.000Z";
 const LINE = `{"seq":7,"ts":"${TS}","type":"weather","data":{"wind_mps":2.1},"meta":{}}`;

@@ -5,8 +5,8 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { NdjsonWriter, recoverTornTail } from "../_ndjson_writer.ts";
-import { WriteError } from "../_errors.ts";
+import { NdjsonWriter, recoverTornTail } from "../store/writer.ts";
+import { WriteError } from "../core/errors.ts";
 import { tempDir } from "./_util.ts";
 
 const encoder = new TextEncoder();

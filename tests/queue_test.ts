@@ -6,7 +6,7 @@
  */
 
 import assert from "node:assert/strict";
-import { GroupQueue } from "../_queue.ts";
+import { GroupQueue } from "../core/queue.ts";
 
 /** The `fail` handler of queues whose commit never throws: a call fails the test. */
 function unexpected(_items: number[], err: unknown): never {

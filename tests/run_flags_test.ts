@@ -30,12 +30,12 @@ import {
   runFlagArgs,
   type RunFlagValues,
   runParseOptions,
-} from "../_run_flags.ts";
+} from "../cli/flags.ts";
 import { cliRunArgs, freePort, postJson, tempDir, testServer } from "./_util.ts";
 import { join } from "node:path";
-import { siteInUse } from "../_cli_run.ts";
-import { SiteInUseError } from "../_errors.ts";
-import { SiteLock } from "../_fs.ts";
+import { siteInUse } from "../cli/serve.ts";
+import { SiteInUseError } from "../core/errors.ts";
+import { SiteLock } from "../store/fs.ts";
 
 const noEnv = () => undefined;
 

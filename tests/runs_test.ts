@@ -305,7 +305,7 @@ Deno.test("TelemetryService.startRun() and stopRun() append the run record to ru
   assert.equal(stopped.events, 2);
   assert.deepEqual(await logLines(dir.path), [run, stopped]);
   assert.deepEqual(await runJson(run.run_dir), stopped);
-  const { readRunLog } = await import("../_run_log.ts");
+  const { readRunLog } = await import("../store/run_log.ts");
   assert.deepEqual((await readRunLog(dir.path)).runs, [stopped]);
 });
 
@@ -327,7 +327,7 @@ Deno.test("TelemetryService logs a run placed under an allowed run root in the s
 
 Deno.test("The run log reader skips a torn last line and the next start moves it to runs.ndjson.torn", async () => {
   await using dir = await tempDir();
-  const { readRunLog } = await import("../_run_log.ts");
+  const { readRunLog } = await import("../store/run_log.ts");
   {
     await using service = await open(dir.path);
     await service.startRun({ runId: "r1" });
@@ -353,7 +353,7 @@ Deno.test("The run log reader skips a torn last line and the next start moves it
 });
 
 Deno.test("The run log reader keeps the latest line of a run_id and skips lines that are not records", async () => {
-  const { parseRunLog } = await import("../_run_log.ts");
+  const { parseRunLog } = await import("../store/run_log.ts");
   const rec = (run_id: string, started_at: string, stopped_at: string | null, events = 0) =>
     JSON.stringify({ run_id, run_dir: `/t/${run_id}`, started_at, stopped_at, events, meta: {} });
   const text = [
@@ -413,7 +413,7 @@ Deno.test("TelemetryService.open() logs a run active again when its stop crashed
   const lines = await logLines(dir.path);
   assert.deepEqual(lines.map((l) => l.stopped_at === null), [true, false, true]);
   assert.equal(lines.at(-1)!.events, 1);
-  const { readRunLog } = await import("../_run_log.ts");
+  const { readRunLog } = await import("../store/run_log.ts");
   assert.equal((await readRunLog(dir.path)).runs[0]!.stopped_at, null);
   // A clean restart with the log in step adds nothing.
   await service.close();

@@ -8,8 +8,8 @@ import {
   readLines,
   type StoredFile,
   storedFile,
-} from "../_site_files.ts";
-import { compressFile } from "../_lifecycle.ts";
+} from "../store/site_files.ts";
+import { compressFile } from "../store/retention.ts";
 import { tempDir } from "./_util.ts";
 import { Rng, seedFromEnv } from "./_fault_util.ts";
 

@@ -6,8 +6,8 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { InvalidRequestError, SnapshotLimitError, TypeLimitError } from "../_errors.ts";
-import { Snapshot, utf8Length } from "../_snapshot.ts";
+import { InvalidRequestError, SnapshotLimitError, TypeLimitError } from "../core/errors.ts";
+import { Snapshot, utf8Length } from "../core/snapshot.ts";
 import { Rng, seedFromEnv } from "./_fault_util.ts";
 import {
   type Envelope,

@@ -4,7 +4,7 @@ import {
   type ServerSentEventMessage,
   ServerSentEventParserStream,
   ServerSentEventStream,
-} from "../sse.ts";
+} from "../wire/sse.ts";
 
 /** What `GET /stream` sends, with the awkward cases the round trip must survive. */
 const MESSAGES: ServerSentEventMessage[] = [

@@ -7,14 +7,14 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { RunDirNotAllowedError } from "../_errors.ts";
+import { RunDirNotAllowedError } from "../core/errors.ts";
 import {
   scanStream,
   SiteInUseError,
   SiteLock,
   SiteStore,
   type SiteStoreOptions,
-} from "../storage.ts";
+} from "../store/site_store.ts";
 import { readLines, tempDir } from "./_util.ts";
 
 Deno.test("scanStream() returns the last seq, the latest line per type and the count after a seq", async () => {

@@ -12,8 +12,8 @@
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { constants, gunzipSync, inflateRawSync } from "node:zlib";
-import { StreamHub, type StreamHubOptions } from "../stream.ts";
-import type { TelemetryService } from "../service.ts";
+import { StreamHub, type StreamHubOptions } from "../http/stream_hub.ts";
+import type { TelemetryService } from "../core/service.ts";
 import { getJson, openService, postJson, tempDir, testServer } from "./_util.ts";
 import { Rng, seedFromEnv } from "./_fault_util.ts";
 

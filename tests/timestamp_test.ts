@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { formatTimestamp } from "../event.ts";
-import { TimestampCache } from "../_timestamp.ts";
+import { TimestampCache } from "../core/timestamp.ts";
 import { Rng, seedFromEnv } from "./_fault_util.ts";
 
 Deno.test("TimestampCache.format() gives formatTimestamp()'s text for times in any order, across minutes, days and years", () => {

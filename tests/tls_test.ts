@@ -10,7 +10,7 @@ import { TelemetryClient } from "../client.ts";
 import { spawnServer } from "../server.ts";
 import { opensslMissing, selfSignedCert } from "./_net.ts";
 import { CLI, cliRunArgs, freePort, readSiteLines, tempDir, testServer } from "./_util.ts";
-import { permissionFlags } from "../_spawn.ts";
+import { permissionFlags } from "../cli/spawn.ts";
 
 const skip = opensslMissing();
 if (skip) {

@@ -2,7 +2,7 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { loadTypes, parseTypes, TypesFileError } from "../_types_registry.ts";
+import { loadTypes, parseTypes, TypesFileError } from "../core/types_registry.ts";
 import { CLI, cliRunArgs, freePort, tempDir } from "./_util.ts";
 
 const EXAMPLE = new URL("../examples/types.json", import.meta.url).pathname;

@@ -1,0 +1,569 @@
+/**
+ * The one table of `obs-utils telemetry run` flags. Each row names the flag, its environment
+ * variable, how its text becomes a value, its help line and the option it sets; the `run` help,
+ * the `parseArgs` options, {@linkcode SERVER_ENV_VARS} (the `--allow-env` list) and the arguments
+ * `spawnServer()` passes to its child are all derived from it, so a new flag is one new row.
+ *
+ * @example Usage
+ * ```ts
+ * import { RUN_FLAGS, runFlagArgs } from "./flags.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.ok(RUN_FLAGS.some((flag) => flag.name === "max-types"));
+ * assert.deepEqual(runFlagArgs({ maxTypes: 50 }), ["--max-types", "50"]);
+ * ```
+ *
+ * @module
+ */
+
+import type { ParseArgsConfig } from "node:util";
+import { DEFAULT_HOST, DEFAULT_PORT, readEnv } from "../wire/address.ts";
+import { checkTimeZone } from "../store/day_key.ts";
+import { FSYNC_MODES, type FsyncMode } from "../store/writer.ts";
+import { DEFAULT_MAX_BODY } from "../http/problems.ts";
+import { type LogFormat, parseLogFormat } from "../core/log.ts";
+import {
+  DEFAULT_COMPRESS_AFTER,
+  DEFAULT_MAX_SNAPSHOT_BYTES,
+  DEFAULT_MAX_TYPES,
+  DEFAULT_SITE_TYPES,
+} from "../core/service.ts";
+
+/** Default site directory (SPEC 4.6). */
+export const DEFAULT_SITE_DIR = "telemetry";
+
+/**
+ * The values of the `run` flags, keyed by the option each sets: what `run` hands the server and
+ * what `spawnServer()` takes. An optional value left out means "the server's own default".
+ */
+export interface RunFlagValues {
+  /** The site telemetry directory (`--site-dir`). */
+  siteDir: string;
+  /** Address to bind (`--host`); `startServer()` calls it `hostname`. */
+  host: string;
+  /** Port to bind (`--port`). */
+  port: number;
+  /** IANA zone of the noon rotation (`--tz`). */
+  timeZone: string;
+  /** Types also written to the site file during a run (`--site-types`). */
+  siteTypes?: readonly string[];
+  /** `--fsync` mode. */
+  fsync: FsyncMode;
+  /** Bearer token the server requires (`--token`). */
+  token?: string;
+  /** Extra run roots (`--allow-run-root`, repeatable). */
+  allowRunRoots: readonly string[];
+  /** Largest request body in bytes (`--max-body`). */
+  maxBody?: number;
+  /** Most event types the snapshot holds (`--max-types`). */
+  maxTypes?: number;
+  /** Budget of the snapshot in bytes (`--max-snapshot`). */
+  maxSnapshotBytes?: number;
+  /** Allow a non-loopback host without a token (`--insecure`). */
+  insecure: boolean;
+  /** Log one line per event (`--verbose`). */
+  verbose: boolean;
+  /** The types registry file (`--types`). */
+  typesFile?: string;
+  /** Free bytes below which `/check` fails and a warning is logged (`--min-free`). */
+  minFreeBytes?: number;
+  /** With a token, reads need none (`--public-read`). */
+  publicRead: boolean;
+  /** With a token, loopback peers need none (`--trust-loopback`). */
+  trustLoopback: boolean;
+  /** `GET /current` answers `{"current": {...}}` (`--wrap-current`). */
+  wrapCurrent: boolean;
+  /** PEM certificate file: serve HTTPS (`--tls-cert`). */
+  tlsCert?: string;
+  /** PEM private key file of the certificate (`--tls-key`). */
+  tlsKey?: string;
+  /** How the service log prints its lines (`--log-format`). */
+  logFormat?: LogFormat;
+  /** Nights after which files are compressed, 0 off (`--compress-after`). */
+  compressAfter?: number;
+  /** Nights after which site files are deleted, 0 never (`--retain`). */
+  retain?: number;
+}
+
+/** One row of {@linkcode RUN_FLAGS}. */
+export interface RunFlag {
+  /** The flag without its dashes, for example `"site-dir"`. */
+  readonly name: string;
+  /** The option the flag sets. */
+  readonly key: keyof RunFlagValues;
+  /** Placeholder of the value in the help, for example `"DIR"`; absent for a switch. */
+  readonly arg?: string;
+  /** The environment variable read when the flag is absent. */
+  readonly env?: string;
+  /** What the flag does, as the help says it. */
+  readonly help: string;
+  /** The flag may be given several times; each value is kept as it is. */
+  readonly multiple?: boolean;
+  /** Text used (and checked by {@linkcode RunFlag.parse}) when neither flag nor variable is set. */
+  readonly default?: string | (() => string);
+  /** The default as the help shows it, when it is not the text of {@linkcode RunFlag.default}. */
+  readonly shownDefault?: string;
+  /**
+   * Column, within the help text, of the bracketed env and default note. The help was aligned
+   * by hand; this keeps it as it was.
+   * @default {30}
+   */
+  readonly noteColumn?: number;
+  /**
+   * Turns the flag's text into its value; without it the text is the value.
+   * @throws {RangeError} If the text is not a valid value; the message names the flag.
+   */
+  readonly parse?: (text: string) => unknown;
+}
+
+/**
+ * Reads a port number.
+ *
+ * @param value The text of `--port` or `OBS_TELEMETRY_PORT`.
+ * @param name What the operator set, named in the error.
+ * @returns The port, 0 to 65535.
+ * @throws {RangeError} If it is not a whole number in that range.
+ *
+ * @example Usage
+ * ```ts
+ * import { parsePort } from "./flags.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(parsePort("6562"), 6562);
+ * assert.throws(() => parsePort("70000"), RangeError);
+ * ```
+ */
+export function parsePort(value: string, name = "--port"): number {
+  if (!/^\d{1,5}$/.test(value) || Number(value) > 65535) {
+    throw new RangeError(`${name} must be a number from 0 to 65535, not "${value}"`);
+  }
+  return Number(value);
+}
+
+function positiveInt(flag: string): (value: string) => number {
+  return (value) => {
+    if (!/^\d+$/.test(value) || Number(value) < 1 || !Number.isSafeInteger(Number(value))) {
+      throw new RangeError(`${flag} must be a positive whole number, not "${value}"`);
+    }
+    return Number(value);
+  };
+}
+
+function nights(flag: string): (value: string) => number {
+  return (value) => {
+    if (!/^\d{1,5}$/.test(value)) {
+      throw new RangeError(
+        `${flag} must be a whole number of nights (0 turns it off), not "${value}"`,
+      );
+    }
+    return Number(value);
+  };
+}
+
+/** Reads an `--fsync` mode in any letter case (`ALWAYS` is `always`). */
+function parseFsync(value: string): FsyncMode {
+  const mode = value.trim().toLowerCase();
+  if (!(FSYNC_MODES as readonly string[]).includes(mode)) {
+    const modes = `${FSYNC_MODES.slice(0, -1).join(", ")} or ${FSYNC_MODES.at(-1)}`;
+    throw new RangeError(`--fsync must be ${modes}, not "${value}"`);
+  }
+  return mode as FsyncMode;
+}
+
+const BYTE_UNITS: Record<string, number> = {
+  "": 1,
+  b: 1,
+  k: 1024,
+  kib: 1024,
+  m: 1024 ** 2,
+  mib: 1024 ** 2,
+  g: 1024 ** 3,
+  gib: 1024 ** 3,
+  t: 1024 ** 4,
+  tib: 1024 ** 4,
+};
+
+/**
+ * Reads a size in bytes: a whole number, or a number with a binary unit (`512M`, `1GiB`, `2.5G`).
+ *
+ * @param value The text of `--min-free` or `OBS_TELEMETRY_MIN_FREE`.
+ * @returns The bytes, rounded down.
+ * @throws {RangeError} If it is not such a size.
+ *
+ * @example Usage
+ * ```ts
+ * import { parseBytes } from "./flags.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(parseBytes("1GiB"), 1024 ** 3);
+ * assert.equal(parseBytes("500M"), 500 * 1024 ** 2);
+ * ```
+ */
+export function parseBytes(value: string): number {
+  const m = /^(\d+(?:\.\d+)?)\s*([A-Za-z]*)$/.exec(value.trim());
+  const unit = m ? BYTE_UNITS[m[2]!.toLowerCase()] : undefined;
+  const bytes = m && unit !== undefined ? Math.floor(Number(m[1]) * unit) : NaN;
+  if (!Number.isSafeInteger(bytes)) {
+    throw new RangeError(
+      `--min-free must be a size in bytes such as 1073741824, 500M or 1GiB (units K, M, G, T, binary), not "${value}"`,
+    );
+  }
+  return bytes;
+}
+
+function parseList(value: string): string[] {
+  return value.split(",").map((t) => t.trim()).filter((t) => t !== "");
+}
+
+/** The `run` flags in the order of the help; validation and child arguments follow it too. */
+export const RUN_FLAGS: readonly RunFlag[] = [
+  {
+    name: "site-dir",
+    arg: "DIR",
+    env: "OBS_TELEMETRY_SITE_DIR",
+    help: "Telemetry directory",
+    default: DEFAULT_SITE_DIR,
+    key: "siteDir",
+  },
+  {
+    name: "host",
+    arg: "HOST",
+    env: "OBS_TELEMETRY_HOST",
+    help: "Address to bind",
+    default: DEFAULT_HOST,
+    key: "host",
+  },
+  {
+    name: "port",
+    arg: "PORT",
+    env: "OBS_TELEMETRY_PORT",
+    help: "Port to bind",
+    default: String(DEFAULT_PORT),
+    parse: parsePort,
+    key: "port",
+  },
+  {
+    name: "tz",
+    arg: "ZONE",
+    env: "OBS_TELEMETRY_TZ",
+    help: "IANA zone of the noon file rotation",
+    default: () => Temporal.Now.timeZoneId(),
+    shownDefault: "system zone",
+    parse: checkTimeZone,
+    key: "timeZone",
+  },
+  {
+    name: "site-types",
+    arg: "A,B",
+    env: "OBS_TELEMETRY_SITE_TYPES",
+    help: "Types also written to the site file during a run",
+    shownDefault: DEFAULT_SITE_TYPES.join(","),
+    parse: parseList,
+    key: "siteTypes",
+  },
+  {
+    name: "fsync",
+    arg: "MODE",
+    env: "OBS_TELEMETRY_FSYNC",
+    help: FSYNC_MODES.join(" | "),
+    default: "interval",
+    parse: parseFsync,
+    key: "fsync",
+  },
+  {
+    name: "token",
+    arg: "TOKEN",
+    env: "OBS_TELEMETRY_TOKEN",
+    help: "Require 'Authorization: Bearer TOKEN'",
+    key: "token",
+  },
+  {
+    name: "allow-run-root",
+    arg: "DIR",
+    help: "Also allow run directories below DIR (repeatable)",
+    multiple: true,
+    key: "allowRunRoots",
+  },
+  {
+    name: "max-body",
+    arg: "BYTES",
+    help: "Largest request body",
+    shownDefault: String(DEFAULT_MAX_BODY),
+    noteColumn: 34,
+    parse: positiveInt("--max-body"),
+    key: "maxBody",
+  },
+  {
+    name: "max-types",
+    arg: "N",
+    help: "Most event types the snapshot holds",
+    shownDefault: String(DEFAULT_MAX_TYPES),
+    parse: positiveInt("--max-types"),
+    key: "maxTypes",
+  },
+  {
+    name: "max-snapshot",
+    arg: "BYTES",
+    help: "Largest snapshot (GET /current body)",
+    shownDefault: String(DEFAULT_MAX_SNAPSHOT_BYTES),
+    parse: positiveInt("--max-snapshot"),
+    key: "maxSnapshotBytes",
+  },
+  {
+    name: "types",
+    arg: "FILE",
+    env: "OBS_TELEMETRY_TYPES",
+    help: "Types registry (JSON): limits, staleness",
+    key: "typesFile",
+  },
+  {
+    name: "min-free",
+    arg: "BYTES",
+    env: "OBS_TELEMETRY_MIN_FREE",
+    help: "Free disk below which /check fails",
+    shownDefault: "1GiB",
+    parse: parseBytes,
+    key: "minFreeBytes",
+  },
+  {
+    name: "compress-after",
+    arg: "N",
+    help: "Gzip files over N nights old",
+    shownDefault: `${DEFAULT_COMPRESS_AFTER}, 0 off`,
+    parse: nights("--compress-after"),
+    key: "compressAfter",
+  },
+  {
+    name: "retain",
+    arg: "N",
+    help: "Delete site files over N nights old",
+    shownDefault: "0, forever",
+    parse: nights("--retain"),
+    key: "retain",
+  },
+  { name: "insecure", help: "Allow a non-loopback --host without a token", key: "insecure" },
+  { name: "verbose", help: "Log one line per incoming event", key: "verbose" },
+  {
+    name: "public-read",
+    env: "OBS_TELEMETRY_PUBLIC_READ",
+    help: "With --token, GET/HEAD of the read routes need none",
+    key: "publicRead",
+  },
+  {
+    name: "trust-loopback",
+    env: "OBS_TELEMETRY_TRUST_LOOPBACK",
+    help: "With --token, requests from this machine need none",
+    key: "trustLoopback",
+  },
+  {
+    name: "wrap-current",
+    env: "OBS_TELEMETRY_WRAP_CURRENT",
+    help: 'GET /current answers {"current": {...}} (older clients)',
+    key: "wrapCurrent",
+  },
+  { name: "tls-cert", arg: "FILE", help: "PEM certificate: serve HTTPS", key: "tlsCert" },
+  { name: "tls-key", arg: "FILE", help: "PEM private key of --tls-cert", key: "tlsKey" },
+  {
+    name: "log-format",
+    arg: "FORMAT",
+    help: "text | json (one JSON object per line)",
+    shownDefault: "text",
+    parse: parseLogFormat,
+    key: "logFormat",
+  },
+];
+
+/**
+ * Reads the environment variable of a switch: `1`/`true`/`yes`/`on` set it, `0`/`false`/`no`/
+ * `off` leave it off (any case).
+ *
+ * @throws {RangeError} Naming the variable, for any other value.
+ */
+function parseSwitchEnv(name: string, text: string | undefined): boolean {
+  if (text === undefined) return false;
+  const value = text.trim().toLowerCase();
+  if (["1", "true", "yes", "on"].includes(value)) return true;
+  if (["0", "false", "no", "off", ""].includes(value)) return false;
+  throw new RangeError(`${name} must be 1 or 0 (true or false), not "${text}"`);
+}
+
+/** The `--allow-env` order CONTRACT 6 prints; every variable of {@linkcode RUN_FLAGS} has a place. */
+const ENV_ORDER = ["HOST", "PORT", "SITE_DIR", "TZ", "SITE_TYPES", "TOKEN", "FSYNC"];
+
+/**
+ * The environment variables the server may read: the only `--allow-env` it gets (CONTRACT 6).
+ * They are the variables of {@linkcode RUN_FLAGS}, in the order CONTRACT 6 lists them (a new
+ * variable goes last).
+ */
+export const SERVER_ENV_VARS: readonly string[] = RUN_FLAGS.flatMap((flag) =>
+  flag.env === undefined ? [] : [flag.env]
+).toSorted((a, b) => envRank(a) - envRank(b));
+
+function envRank(name: string): number {
+  const rank = ENV_ORDER.indexOf(name.replace(/^OBS_TELEMETRY_/, ""));
+  return rank < 0 ? ENV_ORDER.length : rank;
+}
+
+/**
+ * The `parseArgs` options of the `run` flags (without `--help`).
+ *
+ * @returns One option per row of {@linkcode RUN_FLAGS}: a string, repeatable string or boolean.
+ *
+ * @example Usage
+ * ```ts
+ * import { runParseOptions } from "./flags.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.deepEqual(runParseOptions()["verbose"], { type: "boolean" });
+ * ```
+ */
+export function runParseOptions(): NonNullable<ParseArgsConfig["options"]> {
+  return Object.fromEntries(RUN_FLAGS.map((flag) => [
+    flag.name,
+    flag.arg === undefined
+      ? { type: "boolean" as const }
+      : flag.multiple
+      ? { type: "string" as const, multiple: true }
+      : { type: "string" as const },
+  ]));
+}
+
+/** Help text in which a longer summary moves the note to a line of its own. */
+const WRAP_AFTER = 40;
+/** Where the help text starts: two spaces, the flag column and two more spaces. */
+const TEXT_COLUMN = 24;
+
+function helpNote(flag: RunFlag): string | undefined {
+  const shown = flag.shownDefault ?? (typeof flag.default === "string" ? flag.default : undefined);
+  const parts = [
+    ...(flag.env === undefined ? [] : [`env ${flag.env}`]),
+    ...(shown === undefined ? [] : [`default ${shown}`]),
+  ];
+  return parts.length === 0 ? undefined : `[${parts.join(", ")}]`;
+}
+
+function helpText(flag: RunFlag): string {
+  const note = helpNote(flag);
+  if (note === undefined) return flag.help;
+  const column = flag.noteColumn ?? 30;
+  if (flag.help.length > WRAP_AFTER) {
+    return `${flag.help}\n${" ".repeat(TEXT_COLUMN + column)}${note}`;
+  }
+  return `${flag.help.padEnd(column - 1)} ${note}`;
+}
+
+/**
+ * The help lines of the `run` flags, one per row of {@linkcode RUN_FLAGS} (without `--help`).
+ *
+ * @returns The lines, each ending with a newline.
+ *
+ * @example Usage
+ * ```ts
+ * import { runFlagHelp } from "./flags.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.match(runFlagHelp(), /^ {2}--max-types N {9}Most event types/m);
+ * ```
+ */
+export function runFlagHelp(): string {
+  return RUN_FLAGS.map((flag) => {
+    const left = flag.arg === undefined ? `--${flag.name}` : `--${flag.name} ${flag.arg}`;
+    return `  ${left.padEnd(TEXT_COLUMN - 4)}  ${helpText(flag)}\n`;
+  }).join("");
+}
+
+/** The flags as `parseArgs` returns them, keyed by flag name. */
+export type RunFlagInput = Readonly<
+  Record<string, string | boolean | (string | boolean)[] | undefined>
+>;
+
+function resolveFlag(
+  flag: RunFlag,
+  given: string | boolean | (string | boolean)[] | undefined,
+  env: (name: string) => string | undefined,
+): unknown {
+  if (flag.arg === undefined) {
+    return given === true || (flag.env !== undefined && parseSwitchEnv(flag.env, env(flag.env)));
+  }
+  if (flag.multiple) return given ?? [];
+  const fromEnv = given === undefined && flag.env !== undefined ? env(flag.env) : undefined;
+  const text = (given as string | undefined) ?? fromEnv ??
+    (typeof flag.default === "function" ? flag.default() : flag.default);
+  if (text === undefined) return undefined;
+  if (!flag.parse) return text;
+  try {
+    return flag.parse(text);
+  } catch (err) {
+    // Name what the operator set: the variable, not a flag they never typed (CONTRACT 9.5).
+    if (fromEnv === undefined || !(err instanceof RangeError)) throw err;
+    const named = err.message.includes(`--${flag.name}`)
+      ? err.message.replace(`--${flag.name}`, `${flag.env}`)
+      : `${flag.env}: ${err.message}`;
+    throw new RangeError(`${named}; fix or unset the variable`);
+  }
+}
+
+/**
+ * Resolves the `run` flags: each from its flag, else its environment variable, else its default,
+ * checked in the order of {@linkcode RUN_FLAGS}.
+ *
+ * @param given The flags as `parseArgs` returns them.
+ * @param env Reads an environment variable.
+ * @returns The values; an optional one without flag, variable or default is left out.
+ * @throws {RangeError} For the first flag (or variable) whose text is not a valid value.
+ *
+ * @example Usage
+ * ```ts
+ * import { resolveRunFlags } from "./flags.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const values = resolveRunFlags({ port: "7000", tz: "UTC" }, () => undefined);
+ * assert.equal(values.port, 7000);
+ * assert.equal(values.siteDir, "telemetry");
+ * assert.equal(values.maxTypes, undefined);
+ * ```
+ */
+export function resolveRunFlags(
+  given: RunFlagInput,
+  env: (name: string) => string | undefined = readEnv,
+): RunFlagValues {
+  const values: Record<string, unknown> = {};
+  for (const flag of RUN_FLAGS) {
+    const value = resolveFlag(flag, given[flag.name], env);
+    if (value !== undefined) values[flag.key] = value;
+  }
+  return values as unknown as RunFlagValues;
+}
+
+/**
+ * The command-line arguments that give `telemetry run` these values: a switch when true, a
+ * repeatable flag once per value, a list joined by commas; a value left out gives no argument.
+ *
+ * @param values Some or all of the values, as {@linkcode resolveRunFlags} returns them.
+ * @returns The arguments, in the order of {@linkcode RUN_FLAGS}.
+ *
+ * @example Usage
+ * ```ts
+ * import { runFlagArgs } from "./flags.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.deepEqual(
+ *   runFlagArgs({ siteTypes: ["weather", "dome"], allowRunRoots: ["/a", "/b"], verbose: true }),
+ *   ["--site-types", "weather,dome", "--allow-run-root", "/a", "--allow-run-root", "/b", "--verbose"],
+ * );
+ * ```
+ */
+export function runFlagArgs(values: Partial<RunFlagValues>): string[] {
+  const args: string[] = [];
+  for (const flag of RUN_FLAGS) {
+    const value: unknown = values[flag.key];
+    if (value === undefined || value === false) continue;
+    if (value === true) args.push(`--${flag.name}`);
+    else if (flag.multiple) {
+      for (const item of value as readonly string[]) args.push(`--${flag.name}`, item);
+    } else {
+      args.push(`--${flag.name}`, Array.isArray(value) ? value.join(",") : String(value));
+    }
+  }
+  return args;
+}

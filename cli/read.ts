@@ -1,0 +1,324 @@
+/**
+ * `obs-utils telemetry read`: stored events from the files (CONTRACT 12), as NDJSON (the lines
+ * exactly as stored), CSV (RFC 4180) or a table, streamed: memory does not grow with the files.
+ * No service is needed; only read permission for the site directory.
+ *
+ * @example Usage
+ * ```ts
+ * import { csvField, dataField } from "./read.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(csvField('say "hi", then go'), '"say ""hi"", then go"');
+ * assert.equal(dataField({ wind: { mps: 2.1 } }, "wind.mps"), "2.1");
+ * ```
+ *
+ * @module
+ */
+
+import { readEnv } from "../wire/address.ts";
+import { checkEventType, formatTimestamp } from "../wire/event.ts";
+import { parseTimeBound, readHistoryLines, RunNotFoundError } from "../store/history.ts";
+import { RUN_ID_PATTERN } from "../core/commands.ts";
+import { DEFAULT_SITE_DIR } from "./flags.ts";
+import { Failure, HELP_OPTION, parse, printHelp, UsageError } from "./common.ts";
+
+/** The `--help` text of `read`. */
+export const READ_HELP: string = `Usage: obs-utils telemetry read [TYPE...] [options]
+
+Print stored events with since <= ts < until, in file order, from the site
+stream's files (or one run's), plain or compressed. No service is needed.
+
+Options:
+  --site-dir DIR       Telemetry directory [env OBS_TELEMETRY_SITE_DIR, default telemetry]
+  --since T            From T (inclusive)
+  --until T            Up to T (exclusive)
+  --run RUN_ID         Read that run's stream instead of the site stream
+  --format F           ndjson | csv | table [default ndjson]
+  --fields A,B.C       Data fields for csv and table (dotted for nested) [default: all data]
+  -h, --help           Show this help
+
+T is ISO 8601 with a zone (2026-05-10T03:00:00Z), a night's date (2026-05-10: from
+that date's local noon in the site zone, env OBS_TELEMETRY_TZ, default system zone)
+or a duration back from now (90m, 12h, 7d).
+`;
+
+const FORMATS = ["ndjson", "csv", "table"] as const;
+type Format = typeof FORMATS[number];
+
+/**
+ * Quotes a CSV field as RFC 4180 asks: in double quotes, with quotes doubled, when it holds a
+ * comma, a quote, CR or LF (or starts or ends with a space, which some readers trim).
+ *
+ * @param value The field's text.
+ * @returns The field as written in the file.
+ *
+ * @example Usage
+ * ```ts
+ * import { csvField } from "./read.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(csvField("plain"), "plain");
+ * assert.equal(csvField("a\nb"), '"a\nb"');
+ * ```
+ */
+export function csvField(value: string): string {
+  return /[",\r\n]|^ | $/.test(value) ? `"${value.replaceAll('"', '""')}"` : value;
+}
+
+/**
+ * One field of `data` as text: a dotted path walks into nested objects; a string as it is,
+ * another value as JSON, a missing one as the empty text.
+ *
+ * @param data The event's `data`.
+ * @param path For example `"wind.mps"`.
+ * @returns The text of the field.
+ *
+ * @example Usage
+ * ```ts
+ * import { dataField } from "./read.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(dataField({ a: { b: [1, 2] } }, "a.b"), "[1,2]");
+ * assert.equal(dataField({ a: 1 }, "a.b"), "");
+ * ```
+ */
+export function dataField(data: unknown, path: string): string {
+  let value: unknown = data;
+  for (const key of path.split(".")) {
+    if (typeof value !== "object" || value === null || Array.isArray(value)) return "";
+    if (!Object.hasOwn(value, key)) return "";
+    value = (value as Record<string, unknown>)[key];
+  }
+  if (value === undefined || value === null) return "";
+  return typeof value === "string" ? value : JSON.stringify(value);
+}
+
+/**
+ * Buffers text for stdout as bytes and writes it in large pieces; a closed pipe ends the output.
+ * Each text is encoded as it comes into one reused buffer: keeping the strings until a flush kept
+ * the file chunks they were cut from alive, and the process grew with the files' size.
+ */
+class Output {
+  #encoder = new TextEncoder();
+  #buffer = new Uint8Array(256 * 1024);
+  #used = 0;
+  closed = false;
+
+  async write(text: string): Promise<void> {
+    if (this.#used + text.length * 3 > this.#buffer.length) {
+      await this.flush();
+      if (text.length * 3 > this.#buffer.length) {
+        return await this.#send(this.#encoder.encode(text));
+      }
+    }
+    this.#used += this.#encoder.encodeInto(text, this.#buffer.subarray(this.#used)).written;
+  }
+
+  async flush(): Promise<void> {
+    const bytes = this.#buffer.subarray(0, this.#used);
+    this.#used = 0;
+    await this.#send(bytes);
+  }
+
+  async #send(bytes: Uint8Array): Promise<void> {
+    if (bytes.length === 0 || this.closed) return;
+    try {
+      for (let at = 0; at < bytes.length;) at += await Deno.stdout.write(bytes.subarray(at));
+    } catch (err) {
+      // `read ... | head` closes the pipe early: the reader has what it wanted.
+      if (!(err instanceof Deno.errors.BrokenPipe)) throw err;
+      this.closed = true;
+    }
+  }
+}
+
+interface Row {
+  seq: string;
+  ts: string;
+  type: string;
+  fields: string[];
+}
+
+function toRow(line: string, fields: readonly string[] | undefined): Row | undefined {
+  let value: { seq?: unknown; ts?: unknown; type?: unknown; data?: unknown };
+  try {
+    value = JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+  return {
+    seq: String(value.seq ?? ""),
+    ts: String(value.ts ?? ""),
+    type: String(value.type ?? ""),
+    fields: fields ? fields.map((f) => dataField(value.data, f)) : [JSON.stringify(value.data)],
+  };
+}
+
+/** A table streamed in blocks: the first rows set the column widths. */
+class TableWriter {
+  #out: Output;
+  #headers: string[];
+  #widths: number[] | undefined;
+  #pending: string[][] = [];
+
+  constructor(out: Output, headers: string[]) {
+    this.#out = out;
+    this.#headers = headers;
+  }
+
+  async row(cells: string[]): Promise<void> {
+    const shown = cells.map((c) => c.replace(/[\r\n\t]/g, " "));
+    if (this.#widths) return await this.#out.write(this.#format(shown));
+    this.#pending.push(shown);
+    if (this.#pending.length >= 200) await this.end();
+  }
+
+  async end(): Promise<void> {
+    if (this.#widths) return;
+    const rows = [this.#headers, ...this.#pending];
+    this.#widths = this.#headers.map((_, i) =>
+      Math.min(60, Math.max(...rows.map((r) => r[i]?.length ?? 0)))
+    );
+    for (const r of rows) await this.#out.write(this.#format(r));
+    this.#pending = [];
+  }
+
+  #format(cells: string[]): string {
+    const w = this.#widths!;
+    return cells.map((c, i) => i === cells.length - 1 ? c : c.padEnd(w[i]!)).join("  ")
+      .trimEnd() + "\n";
+  }
+}
+
+/**
+ * Runs `obs-utils telemetry read`.
+ *
+ * @param args The arguments after `telemetry read`.
+ * @returns The exit code: 0 when the events were printed (also when none matched).
+ * @throws {UsageError} For a bad flag, time, format, field list or type.
+ * @throws {Failure} If the site directory or the run does not exist, or a file cannot be read.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { readCommand } from "./read.ts";
+ * Deno.exit(await readCommand(["weather", "--since", "12h", "--format", "csv"]));
+ * ```
+ */
+export async function readCommand(args: string[]): Promise<number> {
+  const { values, positionals } = parse("read", args, {
+    ...HELP_OPTION,
+    "site-dir": { type: "string" },
+    since: { type: "string" },
+    until: { type: "string" },
+    run: { type: "string" },
+    format: { type: "string" },
+    fields: { type: "string" },
+  }, true);
+  if (values.help) return printHelp(READ_HELP);
+  for (const type of positionals) {
+    const problem = checkEventType(type);
+    if (problem) {
+      throw new UsageError(`TYPE ${JSON.stringify(type)}: ${problem.replace(/\.$/, "")}`, "read");
+    }
+  }
+  const format = (values.format ?? "ndjson") as Format;
+  if (!FORMATS.includes(format)) {
+    throw new UsageError(`--format must be ndjson, csv or table, not "${values.format}"`, "read");
+  }
+  let fields: string[] | undefined;
+  if (values.fields !== undefined) {
+    if (format === "ndjson") {
+      throw new UsageError(
+        "--fields applies to --format csv or table; ndjson prints whole lines",
+        "read",
+      );
+    }
+    fields = values.fields.split(",").map((f) => f.trim());
+    if (fields.some((f) => f === "" || f.split(".").some((k) => k === ""))) {
+      throw new UsageError(
+        `--fields must be data field names separated by commas, dotted for nested ones (wind,wind.mps), not "${values.fields}"`,
+        "read",
+      );
+    }
+  }
+  const siteDir = values["site-dir"] ?? readEnv("OBS_TELEMETRY_SITE_DIR") ?? DEFAULT_SITE_DIR;
+  const timeZone = readEnv("OBS_TELEMETRY_TZ");
+  if (timeZone !== undefined) {
+    try {
+      Temporal.Now.zonedDateTimeISO(timeZone);
+    } catch {
+      throw new UsageError(
+        `OBS_TELEMETRY_TZ "${timeZone}" is not an IANA zone such as "UTC"`,
+        "read",
+      );
+    }
+  }
+  const now = Date.now();
+  const bound = (flag: "since" | "until") => {
+    const text = values[flag];
+    if (text === undefined) return undefined;
+    try {
+      return parseTimeBound(text, { timeZone, now: () => now });
+    } catch (err) {
+      if (err instanceof RangeError) throw new UsageError(`--${flag}: ${err.message}`, "read");
+      throw err;
+    }
+  };
+  const since = bound("since");
+  const until = bound("until");
+  if (since !== undefined && until !== undefined && since >= until) {
+    throw new UsageError(
+      `--since (${formatTimestamp(since)}) must be before --until (${formatTimestamp(until)})`,
+      "read",
+    );
+  }
+  if (values.run !== undefined && !RUN_ID_PATTERN.test(values.run)) {
+    throw new UsageError(
+      `--run "${values.run}" is not a run id; a run id matches ${RUN_ID_PATTERN.source}`,
+      "read",
+    );
+  }
+  const options = { types: positionals, since, until, run: values.run, timeZone };
+  try {
+    const info = await Deno.stat(siteDir);
+    if (!info.isDirectory) {
+      throw new Failure(`${siteDir} is not a directory; pass the site directory with --site-dir`);
+    }
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) {
+      throw new Failure(
+        `The site directory ${siteDir} does not exist; pass it with --site-dir or OBS_TELEMETRY_SITE_DIR`,
+      );
+    }
+    throw err;
+  }
+  const out = new Output();
+  const headers = ["seq", "ts", "type", ...(fields ?? ["data"])];
+  const table = format === "table"
+    ? new TableWriter(out, headers.map((h) => h.toUpperCase()))
+    : undefined;
+  try {
+    const lines = readHistoryLines(siteDir, options);
+    if (format === "csv") await out.write(headers.map(csvField).join(",") + "\r\n");
+    for await (const line of lines) {
+      if (format === "ndjson") await out.write(line + "\n");
+      else {
+        const row = toRow(line, fields);
+        if (!row) continue;
+        const cells = [row.seq, row.ts, row.type, ...row.fields];
+        if (table) await table.row(cells);
+        else await out.write(cells.map(csvField).join(",") + "\r\n");
+      }
+      if (out.closed) return 0;
+    }
+    await table?.end();
+    await out.flush();
+  } catch (err) {
+    if (err instanceof RunNotFoundError) throw new Failure(err.message);
+    if (err instanceof TypeError && /gzip|compress|deflate|unexpected end/i.test(err.message)) {
+      throw new Failure(`A compressed file in ${siteDir} is damaged: ${err.message}`);
+    }
+    throw err;
+  }
+  return 0;
+}

@@ -1,0 +1,715 @@
+/**
+ * The implementation behind the `client.ts` entry point; its module documentation is there.
+ *
+ * @module
+ */
+
+import { describe, isJsonObject, type JsonObject, type TelemetryEvent } from "../wire/event.ts";
+import { DEFAULT_HOST, DEFAULT_PORT, resolveBaseUrl, resolveToken } from "../wire/address.ts";
+import { Transport } from "./transport.ts";
+import { httpError } from "./errors.ts";
+import { type FollowMessage, type FollowOptions, followStream } from "./follow.ts";
+import {
+  checkDelay,
+  checkOptionsObject,
+  checkSignal,
+  checkType,
+  stringifyBody,
+  toWire,
+} from "./args.ts";
+import type {
+  CheckInfo,
+  ClientOptions,
+  EventInput,
+  HealthInfo,
+  PostEventOptions,
+  ReadyInfo,
+  RequestOptions,
+  RunInfo,
+  StartRunOptions,
+  TypeInfo,
+} from "./types.ts";
+
+export type {
+  CheckInfo,
+  ClientOptions,
+  EventInput,
+  FieldInfo,
+  HealthInfo,
+  PostEventOptions,
+  ReadyInfo,
+  RequestOptions,
+  RunInfo,
+  StartRunOptions,
+  TypeInfo,
+  TypeStateName,
+} from "./types.ts";
+
+// The SSE parser lives in sse.ts with its encoder, the error classes in _client_errors.ts, the
+// option types in _client_types.ts, the follow messages in _follow.ts with the loop that yields them; all stay
+// importable from here.
+export { type ParsedServerSentEvent, ServerSentEventParserStream } from "../wire/sse.ts";
+// What the methods take and return, so that one import serves (CONTRACT 10).
+export {
+  type Envelope,
+  type JsonObject,
+  type RunRecord,
+  TelemetryEvent,
+  type TelemetryEventField,
+} from "../wire/event.ts";
+export type { FetchFunction } from "./transport.ts";
+export {
+  TelemetryConnectionError,
+  TelemetryHttpError,
+  type TelemetryHttpErrorOptions,
+} from "./errors.ts";
+export {
+  type DisconnectedMessage,
+  type FollowMessage,
+  type FollowOptions,
+  type ForgetMessage,
+  type RunMessage,
+  type SnapshotMessage,
+  type TelemetryMessage,
+} from "./follow.ts";
+
+/** The default port of the service (SPEC 4.6). */
+export const DEFAULT_CLIENT_PORT: number = DEFAULT_PORT;
+/** The default host of the service (SPEC 4.6). */
+export const DEFAULT_CLIENT_HOST: string = DEFAULT_HOST;
+/** The default per-request timeout in milliseconds. */
+export const DEFAULT_TIMEOUT_MS = 5000;
+
+/**
+ * A client for the telemetry service (SPEC 4.3, CONTRACT 5). Every method that talks to the
+ * server throws {@linkcode TelemetryConnectionError} when no server answers in time and
+ * {@linkcode TelemetryHttpError} when it answers with an error; argument errors are thrown as
+ * `TypeError` (or `RangeError`) before any request is made.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { TelemetryClient } from "@obs-utils/telemetry/client";
+ *
+ * const client = new TelemetryClient({ baseUrl: "http://127.0.0.1:6562" });
+ * await client.startRun({ runId: "m31-1", meta: { target: "M31" } });
+ * await client.postEvent("status", { dome: "open" });
+ * const run = await client.stopRun();
+ * console.log(`${run.events} events in ${run.run_dir}`);
+ * ```
+ */
+export class TelemetryClient {
+  /** The resolved base address, for example `"http://localhost:6562"`, without trailing `/`. */
+  readonly baseUrl: string;
+  #transport: Transport;
+
+  /**
+   * Creates a client. Resolution: `baseUrl`, else `host`/`port`, else the environment variables
+   * `OBS_TELEMETRY_HOST`/`OBS_TELEMETRY_PORT` (read only when the runtime allows it without a
+   * prompt), else `localhost:6562`. No request is made.
+   *
+   * @param options Address, token, timeout and `fetch`.
+   * @throws {TypeError} If `baseUrl`, `host`, `token` or `fetch` is malformed.
+   * @throws {RangeError} If `port`, `OBS_TELEMETRY_PORT` or `timeoutMs` is out of range.
+   */
+  constructor(options: ClientOptions = {}) {
+    checkOptionsObject(options, "Cannot create a TelemetryClient");
+    this.baseUrl = resolveBaseUrl(options);
+    const token = resolveToken(options.token);
+    // A header value fetch refuses would surface as a TypeError that reads like a network error.
+    if (token !== undefined && (typeof token !== "string" || !/^[\x21-\x7e]+$/.test(token))) {
+      throw new TypeError(
+        `Cannot create a TelemetryClient: "token" must be a non-empty string of printable ASCII without spaces`,
+      );
+    }
+    const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    if (typeof timeoutMs !== "number" || Number.isNaN(timeoutMs) || timeoutMs <= 0) {
+      throw new RangeError(
+        `Cannot create a TelemetryClient: "timeoutMs" must be a positive number (Infinity for no limit), not ${
+          String(timeoutMs)
+        }`,
+      );
+    }
+    if (options.fetch !== undefined && typeof options.fetch !== "function") {
+      throw new TypeError(
+        `Cannot create a TelemetryClient: "fetch" must be a function, not ${
+          describe(options.fetch)
+        }`,
+      );
+    }
+    this.#transport = new Transport({
+      baseUrl: this.baseUrl,
+      token,
+      timeoutMs,
+      fetch: options.fetch,
+    });
+  }
+
+  /**
+   * Checks that the server is alive (`GET /health`).
+   *
+   * @param options An optional abort signal.
+   * @returns `{ ok: true }`.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} If the answer is an error or not `{ "ok": boolean }`.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * console.log(await new TelemetryClient().health()); // { ok: true }
+   * ```
+   */
+  async health(options: RequestOptions = {}): Promise<HealthInfo> {
+    const signal = this.#requestSignal(options, "Cannot check health");
+    const { value, res } = await this.#transport.call("GET", "/health", { signal });
+    if (!isJsonObject(value) || typeof value.ok !== "boolean") {
+      throw this.#transport.shapeError(res, value, "/health", 'an object {"ok": boolean}');
+    }
+    return { ok: value.ok };
+  }
+
+  /**
+   * Reads readiness and run state (`GET /ready`).
+   *
+   * @param options An optional abort signal.
+   * @returns Readiness, whether a run is active, its id and the server version.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} If the answer is an error or has the wrong shape.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const { run_active, run_id } = await new TelemetryClient().ready();
+   * ```
+   */
+  async ready(options: RequestOptions = {}): Promise<ReadyInfo> {
+    const signal = this.#requestSignal(options, "Cannot check readiness");
+    const { value, res } = await this.#transport.call("GET", "/ready", { signal });
+    if (
+      !isJsonObject(value) || typeof value.ready !== "boolean" ||
+      typeof value.run_active !== "boolean" ||
+      !(value.run_id === null || typeof value.run_id === "string") ||
+      typeof value.version !== "string"
+    ) {
+      throw this.#transport.shapeError(res, value, "/ready", "a readiness object");
+    }
+    return {
+      ready: value.ready,
+      run_active: value.run_active,
+      run_id: value.run_id,
+      version: value.version,
+      ...(typeof value.zone === "string" ? { zone: value.zone } : {}),
+    };
+  }
+
+  /**
+   * Reads every registered type and every type in the snapshot with its freshness state
+   * (`GET /types`, CONTRACT 11).
+   *
+   * @param options An optional abort signal.
+   * @returns The entries keyed by type: registry description, `last_ts`, `age_s`, `state` and
+   *   `reasons`.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} If the answer is an error or not an object of type entries.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const types = await new TelemetryClient().types();
+   * for (const [type, info] of Object.entries(types)) console.log(type, info.state, info.reasons);
+   * ```
+   */
+  async types(options: RequestOptions = {}): Promise<Record<string, TypeInfo>> {
+    const signal = this.#requestSignal(options, "Cannot read the types");
+    const { value, res } = await this.#transport.call("GET", "/types", { signal });
+    const entries = isJsonObject(value) ? Object.entries(value) : undefined;
+    if (
+      !entries ||
+      !entries.every(([, v]) =>
+        isJsonObject(v) && typeof v.state === "string" && Array.isArray(v.reasons)
+      )
+    ) {
+      throw this.#transport.shapeError(res, value, "/types", "an object of type entries");
+    }
+    return Object.fromEntries(entries) as unknown as Record<string, TypeInfo>;
+  }
+
+  /**
+   * Asks whether the unit is healthy (`GET /check`, CONTRACT 11): every critical type fresh and
+   * out of alarm, and free disk space above `--min-free`. A failing check is an answer, not an
+   * error: it resolves with `ok: false` and the reasons.
+   *
+   * @param options An optional abort signal.
+   * @returns `ok` and, when it is false, the `failing` lines.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} If the answer is another error or has the wrong shape.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const check = await new TelemetryClient().check();
+   * if (!check.ok) console.log(check.failing.join("\n"));
+   * ```
+   */
+  async check(options: RequestOptions = {}): Promise<CheckInfo> {
+    const signal = this.#requestSignal(options, "Cannot run the check");
+    const { value, res } = await this.#transport.call("GET", "/check", {
+      signal,
+      okStatuses: [503],
+    });
+    if (
+      !isJsonObject(value) || typeof value.ok !== "boolean" || !Array.isArray(value.failing) ||
+      !value.failing.every((f) => typeof f === "string")
+    ) {
+      // A 503 of a server that is shutting down is a problem+json: report it as the error it is.
+      if (res.status === 503) {
+        throw httpError(res, JSON.stringify(value), "GET /check", this.#transport.url("/check"));
+      }
+      throw this.#transport.shapeError(res, value, "/check", 'an object {"ok", "failing"}');
+    }
+    return value as unknown as CheckInfo;
+  }
+
+  /**
+   * Reads the active run's record (`GET /run`).
+   *
+   * @param options An optional abort signal.
+   * @returns The run record with a live `events` count, or `null` when no run is active.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} If the answer is an error other than 404, or not a run record.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const run = await new TelemetryClient().getRun();
+   * console.log(run ? `run ${run.run_id}: ${run.events} events` : "no run");
+   * ```
+   */
+  async getRun(options: RequestOptions = {}): Promise<RunInfo | null> {
+    const signal = this.#requestSignal(options, "Cannot read the run");
+    const answer = await this.#transport.call("GET", "/run", { signal, nullOn404: true });
+    return answer ? this.#transport.toRun(answer, "/run") : null;
+  }
+
+  /**
+   * Starts a run (`POST /run/start`, SPEC 4.4). With no `runId` and no `runDir` the server
+   * derives the next numeric run directory (`001`, `002`, ...). Starting the run that is already
+   * active returns its record (an idempotent retry).
+   *
+   * @param options `runId`, `runDir`, `meta` and an optional abort signal.
+   * @returns The run record.
+   * @throws {TypeError} If an option has the wrong type; no request is made.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} 409 if a different run is active, 400 for a bad id or directory.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const run = await new TelemetryClient().startRun({ runId: "m31-1", meta: { target: "M31" } });
+   * console.log(run.run_dir);
+   * ```
+   */
+  async startRun(options: StartRunOptions = {}): Promise<RunInfo> {
+    const action = "Cannot start a run";
+    const signal = this.#requestSignal(options, action);
+    const body: JsonObject = {};
+    const { runId, runDir, meta } = options;
+    if (runId !== undefined) {
+      if (typeof runId !== "string") {
+        throw new TypeError(`${action}: "runId" must be a string, not ${describe(runId)}`);
+      }
+      body.run_id = runId;
+    }
+    if (runDir !== undefined) {
+      if (typeof runDir !== "string") {
+        throw new TypeError(`${action}: "runDir" must be a string, not ${describe(runDir)}`);
+      }
+      body.run_dir = runDir;
+    }
+    if (meta !== undefined) {
+      if (!isJsonObject(meta)) {
+        throw new TypeError(`${action}: "meta" must be a plain JSON object, not ${describe(meta)}`);
+      }
+      body.meta = meta;
+    }
+    const json = stringifyBody(body, action);
+    const answer = await this.#transport.call("POST", "/run/start", { signal, body: json });
+    return this.#transport.toRun(answer, "/run/start");
+  }
+
+  /**
+   * Stops the active run (`POST /run/stop`); later events go to the site stream.
+   *
+   * @param options An optional abort signal.
+   * @returns The final run record, with `stopped_at` and `events` filled.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} 409 when no run is active.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const run = await new TelemetryClient().stopRun();
+   * console.log(`${run.run_id}: ${run.events} events`);
+   * ```
+   */
+  async stopRun(options: RequestOptions = {}): Promise<RunInfo> {
+    const signal = this.#requestSignal(options, "Cannot stop the run");
+    const answer = await this.#transport.call("POST", "/run/stop", { signal });
+    return this.#transport.toRun(answer, "/run/stop");
+  }
+
+  /**
+   * Records one event (`POST /event`) in the current context: the run stream while a run is
+   * active (with `meta.run_id`), else the site stream.
+   *
+   * @param type Event type, for example `"weather"`: 1 to 128 characters, no control characters.
+   * @param data Payload; a plain JSON object.
+   * @param options `meta`, `ts`, `storePermanently`, `makeCurrent` and an abort signal.
+   * @returns The envelope exactly as the server wrote it to disk.
+   * @throws {TypeError} If an argument has the wrong type; no request is made.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} If the server refuses the event; `detail` says what to fix.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const event = await new TelemetryClient().postEvent("weather", { wind_mps: 2.1 });
+   * console.log(event.seq, event.meta.run_id);
+   * ```
+   */
+  async postEvent(
+    type: string,
+    data: JsonObject,
+    options: PostEventOptions = {},
+  ): Promise<TelemetryEvent> {
+    const action = `Cannot post an event of type ${
+      typeof type === "string" ? JSON.stringify(type.slice(0, 60)) : "?"
+    }`;
+    const signal = this.#requestSignal(options, action);
+    const body = stringifyBody(toWire(type, data, options, action), action);
+    const answer = await this.#transport.call("POST", "/event", { signal, body });
+    return this.#transport.toEvent(answer, "/event");
+  }
+
+  /**
+   * Records several events in one request (`POST /events`, CONTRACT 2.5): all or nothing, in
+   * order.
+   *
+   * @param items The events; each is validated before anything is sent.
+   * @param options An optional abort signal.
+   * @returns The envelopes as written, in the order of `items`.
+   * @throws {TypeError} If `items` is not an array or an item is malformed (the message names its
+   * index); no request is made.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} If the server refuses the batch; `detail` names the bad item.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const events = await new TelemetryClient().postEvents([
+   *   { type: "weather", data: { wind_mps: 2.1 } },
+   *   { type: "environment", data: { humidity: 41 }, storePermanently: false },
+   * ]);
+   * ```
+   */
+  async postEvents(
+    items: readonly EventInput[],
+    options: RequestOptions = {},
+  ): Promise<TelemetryEvent[]> {
+    const action = "Cannot post events";
+    const signal = this.#requestSignal(options, action);
+    if (!Array.isArray(items)) {
+      throw new TypeError(`${action}: "items" must be an array of events, not ${describe(items)}`);
+    }
+    const wire = items.map((item: unknown, i) => {
+      const where = `${action}: items[${i}]`;
+      if (!isJsonObject(item)) {
+        throw new TypeError(`${where} must be an object {type, data}, not ${describe(item)}`);
+      }
+      return toWire(item.type, item.data, item as Omit<PostEventOptions, "signal">, where);
+    });
+    const body = stringifyBody(wire, action);
+    const { value, res } = await this.#transport.call("POST", "/events", { signal, body });
+    if (!isJsonObject(value) || !Array.isArray(value.events)) {
+      throw this.#transport.shapeError(
+        res,
+        value,
+        "/events",
+        'an object {"accepted": n, "events": [...]}',
+      );
+    }
+    return value.events.map((e: unknown) => this.#transport.toEvent({ value: e, res }, "/events"));
+  }
+
+  /**
+   * Reads the latest event of every type (`GET /current`).
+   *
+   * @param options An optional abort signal.
+   * @returns An object keyed by event type; `{}` when nothing was posted yet.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} If the answer is an error or not an object of envelopes.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * for (const [type, event] of Object.entries(await new TelemetryClient().current())) {
+   *   console.log(type, event.ts, event.data);
+   * }
+   * ```
+   */
+  async current(options: RequestOptions = {}): Promise<Record<string, TelemetryEvent>> {
+    const signal = this.#requestSignal(options, "Cannot read the current snapshot");
+    // The plain map whatever the server's --wrap-current (CONTRACT 10); a server that predates
+    // the parameter ignores it and answers the plain map anyway.
+    const answer = await this.#transport.call("GET", "/current?wrap=false", { signal });
+    return this.#transport.toSnapshot(answer, "/current");
+  }
+
+  /**
+   * Reads the latest event of one type (`GET /current/{type}`).
+   *
+   * @param type The event type.
+   * @param options An optional abort signal.
+   * @returns The full envelope, `meta` included.
+   * @throws {TypeError} If `type` is not a valid event type; no request is made.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} 404 when no event of that type was posted (see
+   * {@linkcode TelemetryClient.getCurrent} for a `null` instead).
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const weather = await new TelemetryClient().currentEvent("weather");
+   * ```
+   */
+  async currentEvent(type: string, options: RequestOptions = {}): Promise<TelemetryEvent> {
+    const action = "Cannot read the current event";
+    const signal = this.#requestSignal(options, action);
+    checkType(type, action, '"type"');
+    const path = `/current/${encodeURIComponent(type)}`;
+    const answer = await this.#transport.call("GET", path, { signal });
+    return this.#transport.toEvent(answer, path);
+  }
+
+  /**
+   * Reads the latest event of one type, or `null` when there is none (SPEC 4.3 `get_current`).
+   *
+   * @param col The event type (the legacy "collection").
+   * @param options An optional abort signal.
+   * @returns The full envelope, `meta` included, or `null`.
+   * @throws {TypeError} If `col` is not a valid event type; no request is made.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} If the server answers an error other than 404.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const weather = await new TelemetryClient().getCurrent("weather");
+   * console.log(weather?.data.wind_mps ?? "no weather yet");
+   * ```
+   */
+  async getCurrent(col: string, options: RequestOptions = {}): Promise<TelemetryEvent | null> {
+    const action = "Cannot read the current event";
+    const signal = this.#requestSignal(options, action);
+    checkType(col, action, '"col"');
+    const path = `/current/${encodeURIComponent(col)}`;
+    const answer = await this.#transport.call("GET", path, { signal, nullOn404: true });
+    return answer ? this.#transport.toEvent(answer, path) : null;
+  }
+
+  /**
+   * Legacy-compatible: posts an event that becomes the current one (SPEC 4.3 `insert_current`).
+   *
+   * @param type The event type.
+   * @param data Payload; a plain JSON object.
+   * @param storePermanently `false` updates only the in-memory snapshot, without a file write.
+   * @returns The event's seq as a string (its legacy `_id`).
+   * @throws {TypeError} If an argument has the wrong type; no request is made.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} If the server refuses the event.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const id = await new TelemetryClient().insertCurrent("status", { mount: "tracking" }, false);
+   * ```
+   */
+  async insertCurrent(type: string, data: JsonObject, storePermanently = true): Promise<string> {
+    if (typeof storePermanently !== "boolean") {
+      throw new TypeError(
+        `Cannot insert the current event: "storePermanently" must be a boolean, not ${
+          describe(storePermanently)
+        }`,
+      );
+    }
+    const event = await this.postEvent(type, data, { storePermanently });
+    return event._id;
+  }
+
+  /**
+   * Legacy-compatible insert: writes the event to disk without making it the current one
+   * (`make_current: false`).
+   *
+   * @param type The event type.
+   * @param data Payload; a plain JSON object.
+   * @returns The event's seq as a string (its legacy `_id`).
+   * @throws {TypeError} If an argument has the wrong type; no request is made.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} If the server refuses the event.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const id = await new TelemetryClient().insert("observations", { exptime: 120 });
+   * ```
+   */
+  async insert(type: string, data: JsonObject): Promise<string> {
+    const event = await this.postEvent(type, data, { makeCurrent: false });
+    return event._id;
+  }
+
+  /**
+   * Legacy-compatible lookup: always `null`, because the service keeps no history (SPEC 4.3);
+   * read the NDJSON files instead. Makes no request.
+   *
+   * @param _col The legacy collection (ignored).
+   * @param _id The legacy record id (ignored).
+   * @returns `null`.
+   *
+   * @example Usage
+   * ```ts
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * import assert from "node:assert/strict";
+   *
+   * assert.equal(await new TelemetryClient().find("weather", "42"), null);
+   * ```
+   */
+  find(_col: string, _id: string): Promise<null> {
+    return Promise.resolve(null);
+  }
+
+  /**
+   * Removes a type from the server's current snapshot (`DELETE /current/{type}`, CONTRACT 9.2):
+   * it leaves `GET /current`, the metrics and the dashboard until a new event of that type
+   * arrives, across restarts and crashes too. The stored files keep every event.
+   *
+   * @param type The event type.
+   * @param options An optional abort signal.
+   * @returns `true` when the type was removed, `false` when the snapshot had no such type (404).
+   * @throws {TypeError} If `type` is not a valid event type; no request is made.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} For any other error answer (401 without the token...).
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const removed = await new TelemetryClient().forget("old-sensor");
+   * ```
+   */
+  async forget(type: string, options: RequestOptions = {}): Promise<boolean> {
+    const action = "Cannot forget the current event";
+    const signal = this.#requestSignal(options, action);
+    checkType(type, action, '"type"');
+    const path = `/current/${encodeURIComponent(type)}`;
+    const answer = await this.#transport.call("DELETE", path, { signal, nullOn404: true });
+    return answer !== undefined;
+  }
+
+  /**
+   * Legacy-compatible no-op: the server manages its own snapshot (SPEC 4.3). Makes no request.
+   *
+   * @param _type The event type (ignored).
+   * @returns A promise that resolves when nothing has been done.
+   *
+   * @example Usage
+   * ```ts
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * await new TelemetryClient().clearCurrent("weather");
+   * ```
+   */
+  clearCurrent(_type: string): Promise<void> {
+    return Promise.resolve();
+  }
+
+  /**
+   * Asks the server to exit gracefully (`POST /shutdown`, answered 202 before it drains). Does
+   * not wait for the exit.
+   *
+   * @param options An optional abort signal.
+   * @returns A promise that resolves once the server accepted the request.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} 403 from a non-loopback peer, 503 if it is already stopping.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * await new TelemetryClient().shutdown();
+   * ```
+   */
+  async shutdown(options: RequestOptions = {}): Promise<void> {
+    const signal = this.#requestSignal(options, "Cannot shut the server down");
+    await this.#transport.call("POST", "/shutdown", { signal });
+  }
+
+  /**
+   * Follows the live event stream (`GET /stream`, CONTRACT 2.6) as an async iterator: a
+   * `snapshot` first, then `telemetry` and `run` messages as they happen. When the connection
+   * drops (or cannot be opened, or a 5xx answers) it yields a `disconnected` message and
+   * reconnects after a capped exponential back-off (`retryMs`, doubled per failed attempt, at
+   * most `maxRetryMs`); a successful reconnection starts with a fresh `snapshot`. Aborting
+   * `signal`, or leaving the `for await` loop, closes the connection and ends the iteration
+   * without an error.
+   *
+   * @param options `types` filter, abort `signal` and the reconnection timings.
+   * @returns An async generator of {@linkcode FollowMessage}s.
+   * @throws {TypeError} If an option has the wrong type (when iteration starts; no request).
+   * @throws {TelemetryHttpError} For a 4xx answer (bad token, unknown filter, no `/stream`
+   * endpoint) or a message whose data is not what the API promises; retrying would not help.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   *
+   * const controller = new AbortController();
+   * for await (const message of new TelemetryClient().follow({ types: ["weather"], signal: controller.signal })) {
+   *   if (message.kind === "telemetry") console.log(message.event.data);
+   *   if (message.kind === "disconnected") console.warn(`reconnecting in ${message.retryMs} ms`);
+   * }
+   * ```
+   */
+  async *follow(options: FollowOptions = {}): AsyncGenerator<FollowMessage, void, undefined> {
+    const action = "Cannot follow the event stream";
+    checkOptionsObject(options, action);
+    const signal = checkSignal(options.signal, action);
+    const retryMs = checkDelay(options.retryMs, "retryMs", 500);
+    const maxRetryMs = checkDelay(options.maxRetryMs, "maxRetryMs", 30_000);
+    const idleTimeoutMs = checkDelay(options.idleTimeoutMs, "idleTimeoutMs", 45_000);
+    let path = "/stream";
+    if (options.types !== undefined) {
+      if (!Array.isArray(options.types)) {
+        throw new TypeError(
+          `${action}: "types" must be an array of event types, not ${describe(options.types)}`,
+        );
+      }
+      for (const [i, type] of options.types.entries()) {
+        checkType(type, action, `"types[${i}]"`);
+        if (type.includes(",")) {
+          throw new TypeError(
+            `${action}: "types[${i}]" ${
+              JSON.stringify(type)
+            } contains a comma, which the ?type= filter cannot carry; follow all types and filter in your code`,
+          );
+        }
+      }
+      if (options.types.length > 0) {
+        path += `?type=${options.types.map((t) => encodeURIComponent(t)).join(",")}`;
+      }
+    }
+
+    yield* followStream(this.#transport, { path, signal, retryMs, maxRetryMs, idleTimeoutMs });
+  }
+
+  #requestSignal(options: RequestOptions, action: string): AbortSignal | undefined {
+    checkOptionsObject(options, action);
+    return checkSignal(options.signal, action);
+  }
+}

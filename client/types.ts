@@ -1,0 +1,195 @@
+/**
+ * The option and answer types of {@linkcode TelemetryClient}, re-exported by `client.ts`. Web
+ * types only, like the client.
+ *
+ * @module
+ */
+
+import type { JsonObject, RunRecord } from "../wire/event.ts";
+import type { FetchFunction } from "./transport.ts";
+
+/** Options of the {@linkcode TelemetryClient} constructor. */
+export interface ClientOptions {
+  /**
+   * Base address of the service, for example `"http://127.0.0.1:6562"`. When given, `host` and
+   * `port` are ignored. A path prefix (a reverse proxy) is kept.
+   */
+  baseUrl?: string | URL;
+  /**
+   * Host of the service when `baseUrl` is not given; IPv6 addresses may omit the brackets.
+   * @default {OBS_TELEMETRY_HOST, else "localhost"}
+   */
+  host?: string;
+  /**
+   * Port of the service when `baseUrl` is not given.
+   * @default {OBS_TELEMETRY_PORT, else 6562}
+   */
+  port?: number;
+  /**
+   * Bearer token sent as `Authorization: Bearer <token>` (CONTRACT 2.8).
+   * @default {OBS_TELEMETRY_TOKEN, else none}
+   */
+  token?: string;
+  /**
+   * Milliseconds a call may take before it fails with {@linkcode TelemetryConnectionError};
+   * `Infinity` disables the limit. For {@linkcode TelemetryClient.follow} it limits connecting.
+   * @default {5000}
+   */
+  timeoutMs?: number;
+  /**
+   * The `fetch` to use instead of the global one (called unbound, as browsers require).
+   *
+   * HTTPS with a private CA (a server run with `--tls-cert`): the runtime's own trust serves
+   * every client at once (`DENO_CERT=ca.pem` or `deno run --cert ca.pem`; Node:
+   * `NODE_EXTRA_CA_CERTS=ca.pem`). To trust a CA for one client only, pass a `fetch` that does; on Deno, with
+   * `const http = Deno.createHttpClient({ caCerts: [pem] })` made once:
+   * `fetch: (input, init) => fetch(input, { ...init, client: http })`.
+   * @default {globalThis.fetch}
+   */
+  fetch?: FetchFunction;
+}
+
+/** Per-call options shared by the client's methods. */
+export interface RequestOptions {
+  /**
+   * Aborts the call. The call then rejects with the signal's `reason`, not with a
+   * {@linkcode TelemetryConnectionError}.
+   */
+  signal?: AbortSignal;
+}
+
+/** Options of {@linkcode TelemetryClient.postEvent}. */
+export interface PostEventOptions extends RequestOptions {
+  /**
+   * Caller metadata copied into the envelope; the server adds `run_id` during a run.
+   * @default {{}}
+   */
+  meta?: JsonObject;
+  /**
+   * When the reading was taken: an ISO 8601 date-time with `Z` or an offset, or a `Date`.
+   * @default {the server's receive time}
+   */
+  ts?: string | Date;
+  /**
+   * `false` updates only the in-memory snapshot; nothing is written to disk.
+   * @default {true}
+   */
+  storePermanently?: boolean;
+  /**
+   * `false` writes the event without updating the snapshot (the legacy `insert`).
+   * @default {true}
+   */
+  makeCurrent?: boolean;
+}
+
+/** One item of {@linkcode TelemetryClient.postEvents}: an event type, its data and its options. */
+export interface EventInput {
+  /** Event type, for example `"weather"`. */
+  type: string;
+  /** Payload: a plain JSON object. */
+  data: JsonObject;
+  /** See {@linkcode PostEventOptions.meta}. */
+  meta?: JsonObject;
+  /** See {@linkcode PostEventOptions.ts}. */
+  ts?: string | Date;
+  /** See {@linkcode PostEventOptions.storePermanently}. */
+  storePermanently?: boolean;
+  /** See {@linkcode PostEventOptions.makeCurrent}. */
+  makeCurrent?: boolean;
+}
+
+/** Options of {@linkcode TelemetryClient.startRun}; all optional (SPEC 4.4). */
+export interface StartRunOptions extends RequestOptions {
+  /** Run identifier, one safe path segment such as `"m31-1"`; derived when omitted. */
+  runId?: string;
+  /** Run directory; a relative value is resolved under the site directory. */
+  runDir?: string;
+  /** Metadata stored with the run record as given. */
+  meta?: JsonObject;
+}
+
+/**
+ * A run record as the service sends it (CONTRACT 2.3). The client keeps the wire's snake_case
+ * field names, as the envelope's `meta.run_id` does, so a record can be logged or compared with
+ * `GET /run` output unchanged.
+ */
+export type RunInfo = RunRecord;
+
+/** The answer of `GET /ready` (CONTRACT 2.2), field names as on the wire. */
+export interface ReadyInfo {
+  /** Always `true` when the server answers. */
+  ready: boolean;
+  /** Whether a run is active. */
+  run_active: boolean;
+  /** The active run's id, or `null`. */
+  run_id: string | null;
+  /** The server's package version. */
+  version: string;
+  /** The site time zone (IANA name) the dashboard shows times in; absent from older servers. */
+  zone?: string;
+}
+
+/** What the types registry says about one field (CONTRACT 11); keys are dotted paths. */
+export interface FieldInfo {
+  /** Shown in place of the field name. */
+  label?: string;
+  /** Unit of the value. */
+  unit?: string;
+  /** Warn above this number. */
+  warn_above?: number;
+  /** Warn below this number. */
+  warn_below?: number;
+  /** Alarm above this number. */
+  alarm_above?: number;
+  /** Alarm below this number. */
+  alarm_below?: number;
+  /** Warn when the value equals this one. */
+  warn_if?: unknown;
+  /** Alarm when the value equals this one. */
+  alarm_if?: unknown;
+}
+
+/** The freshness state of a type: `stale`, else `alarm`, else `warn`, else `ok`. */
+export type TypeStateName = "ok" | "warn" | "alarm" | "stale";
+
+/** One entry of `GET /types` (CONTRACT 11). */
+export interface TypeInfo {
+  /** The registry's description, or `null`. */
+  description: string | null;
+  /** Whether the type is critical for `GET /check`. */
+  critical: boolean;
+  /** Seconds after its `ts` the type goes stale, or `null` (never). */
+  stale_after_s: number | null;
+  /** Dashboard order, or `null`. */
+  order: number | null;
+  /** Registered fields by dotted path. */
+  fields: Record<string, FieldInfo>;
+  /** `ts` of the latest event, or `null` when never seen. */
+  last_ts: string | null;
+  /** Seconds since `last_ts`, or `null` when never seen. */
+  age_s: number | null;
+  /** The state. */
+  state: TypeStateName;
+  /** Why it is not `ok`, such as `"wind_mps 16.2 m/s above alarm 15"`. */
+  reasons: string[];
+}
+
+/** The answer of `GET /check` (CONTRACT 11), whether 200 or 503. */
+export interface CheckInfo {
+  /** `true` when every critical type is fresh and out of alarm and the disk has room. */
+  ok: boolean;
+  /** One line per failure, such as `"weather: stale for 412 s (limit 180 s)"`. */
+  failing: string[];
+  /** The critical types and their state. */
+  critical: Record<string, TypeStateName>;
+  /** Free bytes on the site directory's file system, or `null` when unknown. */
+  disk_free_bytes: number | null;
+  /** The `--min-free` threshold in bytes. */
+  min_free_bytes: number;
+}
+
+/** The answer of `GET /health` (CONTRACT 2.2). */
+export interface HealthInfo {
+  /** `true` when the server is alive. */
+  ok: boolean;
+}

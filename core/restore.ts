@@ -1,0 +1,125 @@
+/**
+ * Rebuilding the snapshot on start-up: from a checkpoint and the lines written after its cursors
+ * (the normal way), or, without a usable checkpoint, from the files as 0.3 did (CONTRACT 3).
+ *
+ * @module
+ */
+
+import type { Checkpoint, SavedSnapshot, Snapshot } from "./snapshot.ts";
+import type { ActiveRun, RunResume } from "./runs.ts";
+import type { SiteResume, SiteStore, StreamTail } from "../store/site_store.ts";
+import { plainName } from "../store/site_files.ts";
+
+/** What a restore reads from and writes to. */
+export interface RestoreSources {
+  /** The site directory. */
+  store: SiteStore;
+  /** The snapshot being rebuilt. */
+  snapshot: Snapshot;
+  /** Where the site stream stands. */
+  site: SiteResume;
+  /** What resuming the active run found, if a run was active. */
+  runResume: RunResume | undefined;
+}
+
+/**
+ * Lays the lines written after a checkpoint over its snapshot, in the order they were
+ * acknowledged: a run that was active at the checkpoint (and may have stopped since), then the
+ * site stream in seq order, then the active run, whose copy of a site-wide event wins
+ * (CONTRACT 3). Runs start and stop only after a checkpoint, so no other order can occur.
+ *
+ * @param sources Where the lines come from and the snapshot they go to.
+ * @param run The run active now (resumed), if any.
+ * @param checkpoint The checkpoint read at start-up.
+ * @returns How many lines were read after it, or `undefined` when a cursor no longer matches its
+ *   file (the caller then rebuilds).
+ */
+export async function restoreFromCheckpoint(
+  sources: RestoreSources,
+  run: ActiveRun | undefined,
+  checkpoint: Checkpoint,
+): Promise<{ read: number } | undefined> {
+  const { store, snapshot, site, runResume } = sources;
+  const cursor = checkpoint.site;
+  const afterSeq = cursor?.seq ?? 0;
+  const siteLatest = new Map<string, { seq: number; line: string }>();
+  let cursorFound = cursor === null;
+  let read = 0;
+  for (const file of site.files) {
+    // A cursor names the plain file; its offset holds in the .gz the lifecycle made of it.
+    const atCursor = cursor !== null && plainName(file.name) === cursor.file;
+    cursorFound ||= atCursor;
+    if (!atCursor && file.lastSeq <= afterSeq) continue;
+    const tail = await store.readSiteAfter(file.name, atCursor ? cursor : { afterSeq });
+    if (!tail) return undefined;
+    read += tail.count;
+    for (const [type, entry] of tail.latest) {
+      if ((siteLatest.get(type)?.seq ?? 0) < entry.seq) siteLatest.set(type, entry);
+    }
+  }
+  if (!cursorFound) return undefined;
+  let stopped: StreamTail | undefined;
+  if (checkpoint.runDir !== null && checkpoint.run && checkpoint.runDir !== run?.record.run_dir) {
+    // Stopped after the checkpoint, but its stop could not save one.
+    stopped = await store.readRunAfter(checkpoint.runDir, checkpoint.run);
+    if (!stopped) return undefined;
+  }
+  let active = runResume?.after;
+  if (run && !active) {
+    // Started after the checkpoint, but its start could not save one: this start's lines.
+    active = await store.readRunAfter(run.record.run_dir, { afterSeq: run.seqAtStart });
+  }
+  for (const line of checkpoint.current) snapshot.apply(line);
+  for (const entry of stopped?.latest.values() ?? []) snapshot.apply(entry.line);
+  for (const { line } of [...siteLatest.values()].sort((a, b) => a.seq - b.seq)) {
+    // A run's copy of a site-wide event was applied from its run file already.
+    if (stopped && runIdOf(line) !== undefined) continue;
+    snapshot.apply(line);
+  }
+  for (const entry of active?.latest.values() ?? []) snapshot.apply(entry.line);
+  snapshot.restored();
+  return { read: read + (stopped?.count ?? 0) + (active?.count ?? 0) };
+}
+
+/**
+ * The 0.3 rebuild, without a usable checkpoint: a 0.3 saved snapshot, then the newest site
+ * file (by seq) and the active run's file; lines above the seqs the saved snapshot reflects
+ * replace its entries, otherwise the later `ts` wins.
+ *
+ * @param sources Where the lines come from and the snapshot they go to.
+ * @param run The run active now (resumed), if any.
+ * @param saved A 0.3 saved snapshot, if there was one.
+ */
+export async function rebuildSnapshot(
+  sources: RestoreSources,
+  run: ActiveRun | undefined,
+  saved: SavedSnapshot | undefined,
+): Promise<void> {
+  const { store, snapshot, site, runResume } = sources;
+  for (const line of saved?.current ?? []) snapshot.restore(line, { saved: true });
+  const newest = site.files.at(-1);
+  const siteScan = newest && newest.lastSeq > 0 ? await store.scanSite(newest.name) : undefined;
+  for (const line of siteScan?.latest.values() ?? []) {
+    snapshot.restore(line, { after: saved?.siteSeq ?? 0, covered: saved !== undefined });
+  }
+  if (run && runResume) {
+    const scan = runResume.scan ?? await store.scanRun(run.record.run_dir);
+    // Seq counts per run directory, so the saved snapshot covers this run file only if it was
+    // saved while this same directory was the active run.
+    const covered = saved !== undefined && saved.runDir === run.record.run_dir;
+    for (const line of scan.latest.values()) {
+      snapshot.restore(line, { after: covered ? saved.runSeq : 0, covered });
+    }
+  }
+  snapshot.restored();
+}
+
+/** A stored line's `meta.run_id`, if any. */
+function runIdOf(line: string): string | undefined {
+  try {
+    const runId = JSON.parse(line)?.meta?.run_id;
+    return typeof runId === "string" ? runId : undefined;
+  } catch {
+    return undefined;
+  }
+}

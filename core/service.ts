@@ -1,0 +1,803 @@
+/**
+ * The telemetry service without HTTP: one queue for every event and run change, seq assignment,
+ * and publishing what was accepted. The site directory is {@linkcode SiteStore}'s, the snapshot
+ * `_snapshot.ts`'s and the run lifecycle `_runs.ts`'s; `server.ts` maps requests onto it;
+ * embedders and tests can drive it directly.
+ *
+ * Needs `--allow-read` and `--allow-write` for the site directory.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { TelemetryService } from "@obs-utils/telemetry/server";
+ * await using service = await TelemetryService.open({ siteDir: "./telemetry" });
+ * const [event] = await service.record([{ type: "weather", data: { wind_mps: 2.1 } }]);
+ * console.log(event.line);
+ * ```
+ *
+ * @module
+ */
+
+import type { JsonObject, RunRecord } from "../wire/event.ts";
+import { ShuttingDownError } from "./errors.ts";
+import { type EventCommand, parseEvents, parseRunStart, type RunStartCommand } from "./commands.ts";
+import { checkTimeZone } from "../store/day_key.ts";
+import type { FsyncMode, NdjsonWriter } from "../store/writer.ts";
+import { buildLine, buildTail, withRunId } from "../wire/ndjson.ts";
+import { type ActiveRun, Runs, type RunStart, toWriteError } from "./runs.ts";
+import {
+  checkpointRecord,
+  parseSavedRecord,
+  Snapshot,
+  type SnapshotBodyOptions,
+} from "./snapshot.ts";
+import { siteFileName, SiteStore, STORED_SITE_FILE } from "../store/site_store.ts";
+import { rebuildSnapshot, restoreFromCheckpoint } from "./restore.ts";
+import { Lifecycle } from "../store/retention.ts";
+import { GroupQueue } from "./queue.ts";
+import { TimestampCache } from "./timestamp.ts";
+import { Checkpointer } from "./checkpointer.ts";
+import { Admission } from "./admission.ts";
+
+export { RUN_ID_PATTERN } from "./commands.ts";
+export type { EventCommand, RunStartCommand } from "./commands.ts";
+export type { RunStart } from "./runs.ts";
+export type { SnapshotBodyOptions } from "./snapshot.ts";
+import type {
+  CommittedEvent,
+  ServiceMessage,
+  ServiceOptions,
+  StreamName,
+  WriteReport,
+} from "./service_types.ts";
+export type { CommittedEvent, ServiceMessage, ServiceOptions, StreamName, WriteReport };
+
+/** Site-wide event types written to the site stream during a run too (CONTRACT 3). */
+export const DEFAULT_SITE_TYPES: readonly string[] = ["weather", "environment"];
+/** Nights after which site and stopped runs' files are compressed (CONTRACT 12). */
+export const DEFAULT_COMPRESS_AFTER = 2;
+/** How many distinct event types the snapshot may hold (CONTRACT 4.8). */
+export const DEFAULT_MAX_TYPES = 10_000;
+/**
+ * How large the snapshot may grow, measured as its `GET /current` body in bytes: 64 MiB. It keeps
+ * the saved snapshot, built as one text on shutdown, far inside what a string can hold.
+ */
+export const DEFAULT_MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024;
+
+/**
+ * How far past an unwritten (ephemeral) seq the persisted high-water mark reserves, so that not
+ * every ephemeral event costs a file write. After a crash, seq continues above the reservation.
+ */
+const SEQ_RESERVE = 1024;
+
+interface EventOp {
+  items: EventCommand[];
+  receivedAt: number;
+  resolve: (events: CommittedEvent[]) => void;
+  reject: (err: unknown) => void;
+}
+
+/** Seq accounting of one stream while a group is being assigned. */
+interface Counter {
+  seq: number;
+  /** Highest seq that reaches a file. */
+  written: number;
+  /** Highest seq handed out but not stored (0: none). */
+  unwritten: number;
+}
+
+/** What the events of one group accepted so far will do to the snapshot. */
+/** A group of events with seqs assigned, waiting to be written. */
+interface Assigned {
+  results: CommittedEvent[][];
+  copies: [StreamName, string][];
+  /** Lines per writer, or per night whose site file is not open yet. */
+  pending: Map<NdjsonWriter | string, string[]>;
+  site: Counter;
+  run: Counter | undefined;
+  /** The night whose site file got the group's last stored site line. */
+  siteNight?: string;
+}
+
+/**
+ * The service core: one instance owns one site directory (it holds the directory's lock).
+ *
+ * Every event and every run change goes through one queue, in arrival order. Consecutive events
+ * are committed together: their seqs are assigned when the batch is written, each file gets one
+ * write, and a failed write truncates every file of the batch back, consumes no seq and leaves
+ * the snapshot untouched (CONTRACT 4.1).
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { TelemetryService } from "@obs-utils/telemetry/server";
+ * await using service = await TelemetryService.open({ siteDir: "./telemetry", timeZone: "UTC" });
+ * await service.startRun({ runId: "night-1" });
+ * await service.record([{ type: "status", data: { dome: "open" } }]);
+ * await service.stopRun();
+ * ```
+ */
+export class TelemetryService implements AsyncDisposable {
+  /** Absolute real path of the site directory. */
+  readonly siteDir: string;
+  /** IANA zone of the local-noon rotation. */
+  readonly timeZone: string;
+  /** The fsync mode. */
+  readonly fsync: FsyncMode;
+
+  #store: SiteStore;
+  #runs: Runs;
+  #snapshot = new Snapshot();
+  #clock: () => number;
+  #siteTypes: Set<string>;
+  /** Checks each commit group against the run and the snapshot's limits. */
+  #admission: Admission;
+  #warn: (message: string) => void;
+  #siteSeq = 0;
+  /** The persisted high-water mark of the site stream (0: none). */
+  #siteMark = 0;
+  /** The highest site seq that is on disk. */
+  #siteLastWritten = 0;
+  #listeners = new Set<(message: ServiceMessage) => void>();
+  #writeListeners = new Set<(report: WriteReport) => void>();
+  #queue: GroupQueue<EventOp> = new GroupQueue(
+    (ops) => this.#commit(ops),
+    (ops, err) => ops.forEach((op) => op.reject(err)),
+  );
+  #closing = false;
+  #closed: Promise<void> | undefined;
+  #receiveTimes = new TimestampCache();
+  /** The night whose site file holds the last stored site line (the checkpoint's site cursor). */
+  #siteNight: string | undefined;
+  /** Compression and retention of old files (CONTRACT 12), in the background. */
+  #lifecycle: Lifecycle;
+  #checkpoints: Checkpointer = new Checkpointer({
+    take: () => this.#takeCheckpoint(),
+    write: (record) => this.#store.writeSavedSnapshot(record),
+    control: (fn) => this.#queue.control(fn),
+    night: () => this.#siteNight,
+    closing: () => this.#closing,
+    warn: (message) => this.#warn(message),
+  });
+
+  private constructor(store: SiteStore, timeZone: string, options: ServiceOptions) {
+    this.siteDir = store.siteDir;
+    this.timeZone = timeZone;
+    this.fsync = store.fsync;
+    this.#store = store;
+    this.#clock = options.clock ?? Date.now;
+    this.#warn = options.onWarning ?? (() => {});
+    this.#siteTypes = new Set(options.siteTypes ?? DEFAULT_SITE_TYPES);
+    this.#admission = new Admission(this.#snapshot, {
+      maxTypes: options.maxTypes ?? DEFAULT_MAX_TYPES,
+      maxSnapshotBytes: options.maxSnapshotBytes ?? DEFAULT_MAX_SNAPSHOT_BYTES,
+    });
+    this.#runs = new Runs(store, this.#clock, this.#warn);
+    this.#lifecycle = new Lifecycle({
+      siteDir: store.siteDir,
+      timeZone,
+      compressAfter: options.compressAfter ?? DEFAULT_COMPRESS_AFTER,
+      retain: options.retain ?? 0,
+      now: this.#clock,
+      openNights: () => store.openNights(),
+      activeRunDir: () => this.#runs.active?.record.run_dir,
+      warn: this.#warn,
+      info: options.onInfo ?? (() => {}),
+    });
+  }
+
+  /**
+   * Opens a site directory: creates it if needed, takes its lock, recovers torn tails, resumes
+   * the site seq, the snapshot and an active run from disk.
+   *
+   * @param options Where and how to store.
+   * @returns The running service; close it with {@linkcode TelemetryService.close}.
+   * @throws {SiteInUseError} If another server holds the directory.
+   * @throws {RangeError} If `timeZone` is not an IANA zone.
+   * @throws {Deno.errors.NotCapable} If read or write permission for the directory is missing.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryService } from "@obs-utils/telemetry/server";
+   * const service = await TelemetryService.open({ siteDir: "/srv/telemetry", fsync: "always" });
+   * await service.close();
+   * ```
+   */
+  static async open(options: ServiceOptions): Promise<TelemetryService> {
+    const timeZone = checkTimeZone(options.timeZone ?? Temporal.Now.timeZoneId());
+    const store = await SiteStore.open({
+      siteDir: options.siteDir,
+      timeZone,
+      fsync: options.fsync ?? "interval",
+      allowRunRoots: options.allowRunRoots,
+      warn: options.onWarning ?? (() => {}),
+    });
+    const service = new TelemetryService(store, timeZone, options);
+    try {
+      // Without a checkpoint to stand on, take one before accepting anything: from then on a
+      // restart only reads what follows it, even right after a rotation.
+      if (await service.#resume()) {
+        if (service.#checkpoints.dirty) service.#checkpoints.arm();
+      } else await service.#checkpoints.now();
+      // After the resume read the newest files: compressing them under it would only cost time.
+      service.#lifecycle.schedule();
+      return service;
+    } catch (err) {
+      await store.close().catch(() => {});
+      throw err;
+    }
+  }
+
+  /**
+   * Resumes seq counters, the snapshot and the active run from the site directory.
+   *
+   * Seq continues above the last line of EVERY file of a stream (read from its end), its seq
+   * mark and the counter the checkpoint saved, whatever the clock did to modification times. The
+   * snapshot comes from the checkpoint plus the lines written after its cursors; without a usable
+   * checkpoint it is rebuilt as in 0.3 (CONTRACT 3).
+   *
+   * @returns `true` when it came from a checkpoint.
+   */
+  async #resume(): Promise<boolean> {
+    const site = await this.#store.resumeSite();
+    const record = parseSavedRecord(await this.#store.readSavedSnapshot());
+    if (record.kind === "invalid") {
+      this.#warn(
+        `The saved snapshot .snapshot.json cannot be used: ${record.reason}; rebuilding from the files alone.`,
+      );
+    }
+    const checkpoint = record.kind === "checkpoint" ? record.checkpoint : undefined;
+    const saved = checkpoint ?? (record.kind === "legacy" ? record.saved : undefined);
+    this.#siteSeq = Math.max(site.lastSeq, site.mark, saved?.siteSeq ?? 0);
+    this.#siteMark = site.mark;
+    this.#siteLastWritten = site.lastSeq;
+    this.#siteNight = nightOfFile(site.files.at(-1));
+    this.#checkpoints.synced();
+    const runResume = await this.#runs.resume(
+      saved !== undefined && saved.runDir !== null
+        ? { runDir: saved.runDir, runSeq: saved.runSeq, cursor: checkpoint?.run ?? undefined }
+        : undefined,
+    );
+    const sources = { store: this.#store, snapshot: this.#snapshot, site, runResume };
+    const run = this.#runs.active;
+    if (checkpoint) {
+      const restored = !runResume?.mismatch &&
+        await restoreFromCheckpoint(sources, run, checkpoint);
+      if (restored) {
+        this.#checkpoints.dirty = restored.read > 0;
+        return true;
+      }
+      this.#warn(
+        "The checkpoint in .snapshot.json no longer matches the stream files (truncated or replaced); rebuilding the snapshot from the files.",
+      );
+      this.#snapshot.clear();
+    }
+    await rebuildSnapshot(sources, run, saved);
+    return false;
+  }
+
+  /** The active run's record (with a live `events` count), or `undefined`. */
+  get run(): RunRecord | undefined {
+    const active = this.#runs.active;
+    return active ? { ...active.record } : undefined;
+  }
+
+  /** `true` once {@linkcode TelemetryService.close} was called. */
+  get closing(): boolean {
+    return this.#closing;
+  }
+
+  /** Number of event types in the snapshot. */
+  get snapshotSize(): number {
+    return this.#snapshot.size;
+  }
+
+  /**
+   * Validates event requests (CONTRACT 2.4) and records them in order, all or nothing.
+   *
+   * @param items Parsed request bodies: `{type, data, meta?, ts?, store_permanently?, make_current?}`.
+   * @param options `batch: true` names the 0-based index of a bad item in the error even when
+   *   there is only one item (`POST /events`); by default only lists of two or more do.
+   * @returns One {@linkcode CommittedEvent} per item, in order.
+   * @throws {InvalidRequestError} Naming the first bad item (nothing is recorded).
+   * @throws {TypeLimitError} When a new type would pass `maxTypes`.
+   * @throws {ShuttingDownError} When closing.
+   * @throws {WriteError} When the disk refused the write (nothing was stored).
+   *
+   * @example Usage
+   * ```ts ignore
+   * const [event] = await service.record([{ type: "weather", data: { wind_mps: 2.1 } }]);
+   * ```
+   */
+  record(
+    items: readonly unknown[],
+    options: { batch?: boolean } = {},
+  ): Promise<CommittedEvent[]> {
+    if (this.#closing) return Promise.reject(new ShuttingDownError());
+    let commands: EventCommand[];
+    try {
+      commands = parseEvents(items, options.batch ?? items.length > 1);
+    } catch (err) {
+      // A Promise-returning method reports validation errors as a rejection, never a throw.
+      return Promise.reject(err);
+    }
+    return this.submit(commands);
+  }
+
+  /**
+   * Records validated event commands in order, all or nothing.
+   *
+   * @param commands Commands from `parseEvents` (the HTTP layer's request parsing).
+   * @returns One {@linkcode CommittedEvent} per command, in order.
+   * @throws {TypeLimitError} When a new type would pass `maxTypes`.
+   * @throws {InvalidRequestError} When `meta.run_id` does not name the active run.
+   * @throws {ShuttingDownError} When closing.
+   * @throws {WriteError} When the disk refused the write (nothing was stored).
+   *
+   * @example Usage
+   * ```ts ignore
+   * const events = await service.submit(commands);
+   * ```
+   */
+  submit(commands: EventCommand[]): Promise<CommittedEvent[]> {
+    if (this.#closing) return Promise.reject(new ShuttingDownError());
+    if (commands.length === 0) return Promise.resolve([]);
+    const receivedAt = this.#clock();
+    return new Promise((resolve, reject) => {
+      this.#queue.push({ items: commands, receivedAt, resolve, reject });
+    });
+  }
+
+  /**
+   * Starts a run (CONTRACT 2.3). Starting the run that is already active is an idempotent retry.
+   *
+   * @param command What to start; every field is optional.
+   * @returns The run record, and `created: false` when the same run was already active.
+   * @throws {InvalidRequestError} For a bad id or directory.
+   * @throws {RunConflictError} When another run is active.
+   *
+   * @example Usage
+   * ```ts ignore
+   * const { run } = await service.startRun({ runId: "m31-1", meta: { target: "M31" } });
+   * ```
+   */
+  startRun(command: RunStartCommand = {}): Promise<RunStart> {
+    return this.#control(async () => {
+      // A typed command can still come from JavaScript: the same rules as a request body.
+      const checked = parseRunStart({
+        run_id: command.runId,
+        run_dir: command.runDir,
+        meta: command.meta,
+      });
+      const started = await this.#runs.start(checked);
+      // Restores lay the run file after the site stream: true only from a checkpoint on.
+      if (started.created) await this.#checkpoints.now();
+      if (started.created) this.#publish({ kind: "run", run: started.run, active: true });
+      return started;
+    });
+  }
+
+  /**
+   * Stops the active run, after every event received before this call has been written.
+   *
+   * @returns The final run record, with `stopped_at` and `events`.
+   * @throws {NoActiveRunError} When no run is active.
+   *
+   * @example Usage
+   * ```ts ignore
+   * const run = await service.stopRun();
+   * console.log(run.events);
+   * ```
+   */
+  stopRun(): Promise<RunRecord> {
+    return this.#control(async () => {
+      const record = await this.#runs.stop();
+      await this.#checkpoints.now();
+      this.#publish({ kind: "run", run: record, active: false });
+      return record;
+    });
+  }
+
+  /**
+   * Forgets a type (CONTRACT 9.2): removes it from the snapshot, so it leaves `GET /current`,
+   * `telemetry_value` and the dashboard, until a new event of it arrives. It is durable before
+   * this resolves: a checkpoint without the type is written (after any older one), and a
+   * restart, clean or after a crash, restores from it plus only the lines written after it.
+   * Nothing is removed from the stream files.
+   *
+   * @param type The event type.
+   * @returns `true` when the type was forgotten, `false` when the snapshot had no such type.
+   * @throws {WriteError} When the checkpoint could not be written (the type stays).
+   * @throws {ShuttingDownError} When closing.
+   *
+   * @example Usage
+   * ```ts ignore
+   * if (!await service.forget("old-sensor")) console.log("no such type");
+   * ```
+   */
+  forget(type: string): Promise<boolean> {
+    return this.#control(async () => {
+      const putBack = this.#snapshot.forget(type);
+      if (!putBack) return false;
+      try {
+        await this.#checkpoints.durable();
+      } catch (err) {
+        putBack();
+        throw toWriteError(err);
+      }
+      // Live viewers drop the type too (CONTRACT 9.2: it leaves the dashboard).
+      this.#publish({ kind: "forget", type });
+      return true;
+    });
+  }
+
+  /**
+   * The snapshot as the `GET /current` body: an object keyed by type, built from the stored
+   * lines without re-serialising them.
+   *
+   * @returns A JSON object text.
+   */
+  currentJson(): string {
+    return this.#snapshot.json();
+  }
+
+  /**
+   * The snapshot as the `GET /current` body, streamed in chunks as it is at the time of the call,
+   * so that a snapshot of any size is answered without being built as one string.
+   *
+   * @param options Optional type filter, and text around the JSON object.
+   * @returns The body.
+   */
+  currentBody(options: SnapshotBodyOptions = {}): ReadableStream<Uint8Array> {
+    return this.#snapshot.body(options);
+  }
+
+  /**
+   * The latest envelope line of one type.
+   *
+   * @param type The event type.
+   * @returns The line, or `undefined` when no event of that type was recorded.
+   */
+  currentLine(type: string): string | undefined {
+    return this.#snapshot.line(type);
+  }
+
+  /**
+   * The latest `data` of each type, for gauges. Read-only view.
+   *
+   * @returns Pairs of type and data.
+   */
+  currentData(): Iterable<[string, JsonObject]> {
+    return this.#snapshot.data();
+  }
+
+  /**
+   * Registers a listener for accepted events and run changes. Listeners run synchronously
+   * after each commit and must not block; an exception in one is ignored.
+   *
+   * @param listener Called with each message.
+   * @returns A function that unsubscribes.
+   */
+  subscribe(listener: (message: ServiceMessage) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /**
+   * Registers a listener for the outcome of each group commit (for metrics). It runs
+   * synchronously and must not block; an exception in one is ignored.
+   *
+   * @param listener Called once per group commit.
+   * @returns A function that unsubscribes.
+   */
+  watchWrites(listener: (report: WriteReport) => void): () => void {
+    this.#writeListeners.add(listener);
+    return () => this.#writeListeners.delete(listener);
+  }
+
+  /**
+   * Stops accepting work, writes everything queued, fdatasyncs and closes every file and
+   * releases the lock. An active run stays active on disk and resumes on the next open.
+   *
+   * @returns When everything is closed. Calling it again returns the same promise.
+   */
+  close(): Promise<void> {
+    this.#closed ??= this.#close();
+    return this.#closed;
+  }
+
+  /** Same as {@linkcode TelemetryService.close}. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  async #close(): Promise<void> {
+    this.#closing = true;
+    // A compression stops between two chunks; its temporary file is removed, the original stays.
+    await this.#lifecycle.close();
+    await this.#queue.idle();
+    let failure: unknown;
+    const run = this.#runs.active;
+    try {
+      await this.#settleSiteMark();
+      if (run) await this.#runs.settleMark(run);
+    } catch (err) {
+      failure = err;
+    }
+    this.#checkpoints.stop();
+    // The queue is idle: this checkpoint covers everything, so the next start reads nothing.
+    // Losing it only costs that start a longer read; the close itself must go on.
+    await this.#checkpoints.now();
+    this.#listeners.clear();
+    this.#writeListeners.clear();
+    try {
+      await this.#store.close();
+    } catch (err) {
+      failure ??= err;
+    }
+    if (failure !== undefined) throw failure;
+  }
+
+  /**
+   * On close, records the exact site counter when seqs above the last line were handed out (or
+   * a reservation exists), so a restart neither reuses them nor skips a reservation's worth.
+   */
+  async #settleSiteMark(): Promise<void> {
+    if (this.#siteSeq > this.#siteLastWritten || this.#siteMark > this.#siteSeq) {
+      await this.#store.writeSeqMark(this.siteDir, this.#siteSeq);
+      this.#siteMark = this.#siteSeq;
+    }
+  }
+
+  /** After a commit: notes where the site stream ends and schedules a checkpoint. */
+  #committed(group: Assigned, bytes: number): void {
+    if (group.siteNight !== undefined) this.#siteNight = group.siteNight;
+    this.#checkpoints.committed(bytes);
+  }
+
+  /**
+   * What a checkpoint holds now: the snapshot and where the site stream and the active run end.
+   * Only the site cursor's size may need a stat; the rest is in memory.
+   */
+  async #takeCheckpoint(): Promise<() => unknown> {
+    const run = this.#runs.active;
+    const night = this.#siteNight;
+    const site = night !== undefined && this.#siteLastWritten > 0
+      ? {
+        file: siteFileName(night),
+        offset: await this.#store.siteFileEnd(night),
+        seq: this.#siteLastWritten,
+      }
+      : null;
+    const taken = {
+      siteSeq: this.#siteSeq,
+      runDir: run?.record.run_dir ?? null,
+      runSeq: run?.lastSeq ?? 0,
+      site,
+      run: run
+        ? { offset: run.writer.size, seq: run.lastWritten, events: run.record.events }
+        : null,
+      currentJson: this.#snapshot.json(),
+    };
+    return () => checkpointRecord(taken);
+  }
+
+  #control<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.#closing) return Promise.reject(new ShuttingDownError());
+    return this.#queue.control(fn);
+  }
+
+  /** Writes a group of event requests; see the class doc for the guarantees. */
+  async #commit(ops: EventOp[]): Promise<void> {
+    const run = this.#runs.active;
+    const admission = this.#admission;
+    admission.begin(run?.record.run_id);
+    // Usually every request passes: then the group is `ops` itself, not a copy.
+    let accepted = ops;
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i]!;
+      const problem = admission.check(op.items);
+      if (problem) {
+        if (accepted === ops) accepted = ops.slice(0, i);
+        op.reject(problem);
+      } else if (accepted !== ops) accepted.push(op);
+    }
+    if (accepted.length === 0) return;
+
+    const group = this.#assign(accepted, run);
+    const started = performance.now();
+    let bytes: number;
+    try {
+      bytes = await this.#write(group, run);
+    } catch (err) {
+      const failure = toWriteError(err);
+      this.#report({ ok: false, error: failure });
+      for (const op of accepted) op.reject(failure);
+      return;
+    }
+    const seconds = (performance.now() - started) / 1000;
+    // A rotation makes the night before the current one older: the lifecycle looks again.
+    if (this.#store.hasOldNights && await this.#store.retireOldNights()) {
+      this.#lifecycle.schedule();
+    }
+
+    this.#siteSeq = group.site.seq;
+    this.#siteLastWritten = group.site.written;
+    if (run && group.run) {
+      run.lastSeq = group.run.seq;
+      run.lastWritten = group.run.written;
+      run.record.events += group.pending.get(run.writer)?.length ?? 0;
+    }
+    this.#committed(group, bytes);
+    for (let i = 0; i < accepted.length; i++) {
+      const op = accepted[i]!;
+      const out = group.results[i]!;
+      for (let j = 0; j < out.length; j++) {
+        const event = out[j]!;
+        const item = op.items[j]!;
+        if (item.makeCurrent) {
+          this.#snapshot.set(
+            event.type,
+            event.line,
+            item.ts ?? this.#receivedTs(op.receivedAt),
+            event.data,
+          );
+        }
+        this.#publish({ kind: "telemetry", event });
+      }
+      op.resolve(out);
+    }
+    // After the snapshot took the group: metrics tell current types from the rest (CONTRACT 2.7).
+    this.#report({ ok: true, seconds, bytes, copies: group.copies });
+  }
+
+  /** Assigns seqs and builds every line of a group; nothing is written yet. */
+  #assign(accepted: EventOp[], run: ActiveRun | undefined): Assigned {
+    const site: Counter = { seq: this.#siteSeq, written: this.#siteLastWritten, unwritten: 0 };
+    const runCounter: Counter | undefined = run
+      ? { seq: run.lastSeq, written: run.lastWritten, unwritten: 0 }
+      : undefined;
+    // Arrays of known length are made at that length: most groups hold one event, and a
+    // pushed-to empty array would reserve room for 16.
+    const group: Assigned = {
+      results: new Array(accepted.length),
+      copies: [],
+      pending: new Map(),
+      site,
+      run: runCounter,
+    };
+    const runId = run?.record.run_id;
+    // A batch is mostly one type: its JSON and its copies' [stream, type] records are made once
+    // for a run of events of the same type (the records are read-only).
+    let type: string | undefined;
+    let typeJson = "";
+    let runCopy: [StreamName, string] = ["run", ""];
+    let siteCopy: [StreamName, string] = ["site", ""];
+    for (let i = 0; i < accepted.length; i++) {
+      const op = accepted[i]!;
+      const out: CommittedEvent[] = new Array(op.items.length);
+      for (let j = 0; j < op.items.length; j++) {
+        const item = op.items[j]!;
+        const ts = item.ts ?? this.#receivedTs(op.receivedAt);
+        const meta = runId === undefined || item.callerRunId !== undefined
+          ? item.metaJson
+          : withRunId(item.metaJson, runId);
+        if (item.type !== type) {
+          type = item.type;
+          typeJson = JSON.stringify(type);
+          runCopy = ["run", type];
+          siteCopy = ["site", type];
+        }
+        const tail = buildTail(ts, typeJson, item.dataJson, meta);
+        const stored = item.storePermanently;
+        if (run && runCounter) {
+          const line = stamp(group, runCounter, tail, stored ? run.writer : undefined);
+          out[j] = {
+            line,
+            stream: "run",
+            seq: runCounter.seq,
+            type: item.type,
+            data: item.data,
+            runId,
+          };
+          group.copies.push(runCopy);
+          if (this.#siteTypes.has(item.type)) {
+            stamp(group, site, tail, stored ? this.#store.nightOf(op.receivedAt) : undefined);
+            group.copies.push(siteCopy);
+          }
+        } else {
+          const line = stamp(
+            group,
+            site,
+            tail,
+            stored ? this.#store.nightOf(op.receivedAt) : undefined,
+          );
+          out[j] = {
+            line,
+            stream: "site",
+            seq: site.seq,
+            type: item.type,
+            data: item.data,
+            runId,
+          };
+          group.copies.push(siteCopy);
+        }
+      }
+      group.results[i] = out;
+    }
+    return group;
+  }
+
+  /**
+   * Reserves unwritten seqs on disk, then appends the group (see {@linkcode SiteStore.append}).
+   *
+   * @returns The bytes appended.
+   */
+  async #write(group: Assigned, run: ActiveRun | undefined): Promise<number> {
+    // Seqs that reach no file must still never be handed out again (CONTRACT 3): reserve a
+    // block above them on disk before anyone is told about them.
+    if (group.site.unwritten > this.#siteMark) {
+      await this.#store.writeSeqMark(this.siteDir, group.site.unwritten + SEQ_RESERVE);
+      this.#siteMark = group.site.unwritten + SEQ_RESERVE;
+    }
+    if (run && group.run && group.run.unwritten > run.mark) {
+      await this.#store.writeSeqMark(run.record.run_dir, group.run.unwritten + SEQ_RESERVE);
+      run.mark = group.run.unwritten + SEQ_RESERVE;
+    }
+    return await this.#store.append(group.pending);
+  }
+
+  /** Checks that can only be made against the state at commit time; `undefined` if fine. */
+
+  /** The `ts` of a receive time (`formatTimestamp`, the minute's text reused). */
+  #receivedTs(ms: number): string {
+    return this.#receiveTimes.format(ms);
+  }
+
+  #publish(message: ServiceMessage): void {
+    for (const listener of this.#listeners) {
+      try {
+        listener(message);
+      } catch {
+        // A listener's failure must never affect ingestion.
+      }
+    }
+  }
+
+  #report(report: WriteReport): void {
+    for (const listener of this.#writeListeners) {
+      try {
+        listener(report);
+      } catch {
+        // A metrics failure must never affect ingestion.
+      }
+    }
+  }
+}
+
+/**
+ * Hands out the next seq of a stream and builds the event's line; a stored event's line is queued
+ * for its target (a writer, or the night of a site file not open yet), an unstored one's seq is
+ * noted as handed out without reaching a file.
+ */
+function stamp(
+  group: Assigned,
+  counter: Counter,
+  tail: string,
+  target: NdjsonWriter | string | undefined,
+): string {
+  const line = buildLine(++counter.seq, tail);
+  if (target === undefined) {
+    counter.unwritten = counter.seq;
+    return line;
+  }
+  const list = group.pending.get(target);
+  if (list) list.push(line);
+  else group.pending.set(target, [line]);
+  if (typeof target === "string") group.siteNight = target;
+  counter.written = counter.seq;
+  return line;
+}
+
+/** The night of a site file, from its name. */
+function nightOfFile(file: { name: string } | undefined): string | undefined {
+  return file && STORED_SITE_FILE.exec(file.name)?.[1];
+}

@@ -1,0 +1,106 @@
+/**
+ * The types of the service's interface: its options, what it answers and what it publishes.
+ *
+ * @module
+ */
+
+import type { JsonObject, RunRecord } from "../wire/event.ts";
+import type { WriteError } from "./errors.ts";
+import type { FsyncMode } from "../store/writer.ts";
+
+/** Options of `TelemetryService.open`. */
+export interface ServiceOptions {
+  /** The site telemetry directory; created if missing. */
+  siteDir: string;
+  /**
+   * IANA time zone whose local noon rotates the site file.
+   * @default {the system zone}
+   */
+  timeZone?: string;
+  /**
+   * Event types written to both streams while a run is active.
+   * @default {["weather", "environment"]}
+   */
+  siteTypes?: Iterable<string>;
+  /**
+   * When to fdatasync.
+   * @default {"interval"}
+   */
+  fsync?: FsyncMode;
+  /** Directories outside the site directory where runs may be placed (`--allow-run-root`). */
+  allowRunRoots?: readonly string[];
+  /**
+   * Cap on distinct event types in the snapshot.
+   * @default {10000}
+   */
+  maxTypes?: number;
+  /**
+   * Budget of the snapshot in bytes, measured as its `GET /current` body: an event whose
+   * `make_current` would grow it past this is refused (413, `--max-snapshot`).
+   * @default {67108864}
+   */
+  maxSnapshotBytes?: number;
+  /**
+   * The clock, in epoch milliseconds; tests inject one to cross noon or a DST change.
+   * @default {Date.now}
+   */
+  clock?: () => number;
+  /** Receives warnings about recovered state (torn tails, a corrupt active-run file). */
+  onWarning?: (message: string) => void;
+  /**
+   * Compress site files whose night ended more than this many nights ago, and the files of runs
+   * stopped that long ago, to `.gz` (CONTRACT 12); 0 turns it off.
+   * @default {2}
+   */
+  compressAfter?: number;
+  /**
+   * Delete site files whose night ended more than this many nights ago, never one a forwarding
+   * cursor has not passed (CONTRACT 12); 0 keeps them forever.
+   * @default {0}
+   */
+  retain?: number;
+  /** Receives information lines (a file compressed or deleted by the lifecycle). */
+  onInfo?: (message: string) => void;
+}
+
+/** Which stream a copy of an event went to. */
+export type StreamName = "site" | "run";
+
+/** One accepted event, as answered to the caller. */
+export interface CommittedEvent {
+  /** The envelope line without `\n`; exactly the bytes on disk when it was stored. */
+  line: string;
+  /** The stream of this copy: `run` while a run is active, else `site`. */
+  stream: StreamName;
+  /** The seq in that stream. */
+  seq: number;
+  /** The event type. */
+  type: string;
+  /** The parsed `data` (not copied: treat as read-only). */
+  data: JsonObject;
+  /** The run id stamped into `meta`, if any. */
+  runId: string | undefined;
+}
+
+/** What `TelemetryService.subscribe` listeners receive. */
+export type ServiceMessage =
+  | { kind: "telemetry"; event: CommittedEvent }
+  | { kind: "run"; run: RunRecord; active: boolean }
+  | { kind: "forget"; type: string };
+
+/** What `TelemetryService.watchWrites` listeners receive after each group commit. */
+export type WriteReport =
+  | {
+    ok: true;
+    /** How long the writes took, in seconds. */
+    seconds: number;
+    /** Bytes appended. */
+    bytes: number;
+    /** Every stream copy of every accepted event: its stream and type. */
+    copies: readonly (readonly [StreamName, string])[];
+  }
+  | {
+    ok: false;
+    /** Why nothing of the group was written. */
+    error: WriteError;
+  };

@@ -1,0 +1,348 @@
+/**
+ * The types registry of `--types FILE` (CONTRACT 11): what the operator says about each event
+ * type (description, units, labels, limits, how soon it is stale, whether it is critical).
+ * Parsing is strict: a file that does not parse or holds an unknown key is refused with one line
+ * naming the file, the JSON path and the fix, so a typo never silently disables an alarm.
+ *
+ * Parsing is runtime-neutral; only {@linkcode loadTypes} reads a file.
+ *
+ * @example Usage
+ * ```ts
+ * import { parseTypes } from "./types_registry.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const types = parseTypes('{"weather": {"stale_after_s": 180, "critical": true}}', "types.json");
+ * assert.equal(types.get("weather")?.stale_after_s, 180);
+ * ```
+ *
+ * @module
+ */
+
+/** A JSON value as the registry holds it (`warn_if`, `alarm_if`). */
+export type JsonValue = null | boolean | number | string | JsonValue[] | {
+  [key: string]: JsonValue;
+};
+
+/** What the registry says about one field of a type's `data` (key: a dotted path). */
+export interface FieldSpec {
+  /** Shown in place of the field name. */
+  readonly label?: string;
+  /** Unit shown after the value; a `"<number> <unit>"` string in this unit counts as a number. */
+  readonly unit?: string;
+  /** Warn when the value is above this number. */
+  readonly warn_above?: number;
+  /** Warn when the value is below this number. */
+  readonly warn_below?: number;
+  /** Alarm when the value is above this number. */
+  readonly alarm_above?: number;
+  /** Alarm when the value is below this number. */
+  readonly alarm_below?: number;
+  /** Warn when the value equals this one. */
+  readonly warn_if?: JsonValue;
+  /** Alarm when the value equals this one. */
+  readonly alarm_if?: JsonValue;
+}
+
+/** What the registry says about one event type. */
+export interface TypeSpec {
+  /** What the type is, for people. */
+  readonly description?: string;
+  /** Seconds after its `ts` at which the latest event of the type is stale; absent: never. */
+  readonly stale_after_s?: number;
+  /** A critical type that is stale, in alarm or never seen fails `GET /check`. */
+  readonly critical: boolean;
+  /** Place of its card on the dashboard (ascending; absent: after those that have one). */
+  readonly order?: number;
+  /** Fields by dotted path, in the order of the file. */
+  readonly fields: Readonly<Record<string, FieldSpec>>;
+}
+
+/** The registry: type name to its description, in the order of the file. */
+export type TypesRegistry = ReadonlyMap<string, TypeSpec>;
+
+/** An empty registry (no `--types`). */
+export const NO_TYPES: TypesRegistry = new Map();
+
+/** Largest types file accepted, in bytes. */
+export const MAX_TYPES_FILE_BYTES = 4 * 1024 * 1024;
+
+/**
+ * A types file that cannot be used; the message is one line naming file, JSON path and fix.
+ *
+ * @example Usage
+ * ```ts
+ * import { parseTypes, TypesFileError } from "@obs-utils/telemetry/server";
+ * import assert from "node:assert/strict";
+ *
+ * assert.throws(() => parseTypes('{"weather": {"stale_after": 180}}', "types.json"), TypesFileError);
+ * ```
+ */
+export class TypesFileError extends Error {
+  /**
+   * Creates the error.
+   *
+   * @param message The one-line explanation.
+   */
+  constructor(message: string) {
+    super(message);
+    this.name = "TypesFileError";
+  }
+}
+
+const TYPE_KEYS = ["description", "stale_after_s", "critical", "order", "fields"];
+const FIELD_KEYS = [
+  "label",
+  "unit",
+  "warn_above",
+  "warn_below",
+  "alarm_above",
+  "alarm_below",
+  "warn_if",
+  "alarm_if",
+];
+const LIMIT_KEYS = ["warn_above", "warn_below", "alarm_above", "alarm_below"] as const;
+
+/** `$.weather.fields["system.free_space"]`: a JSON path readers can follow. */
+function pathOf(parts: readonly string[]): string {
+  return "$" +
+    parts.map((p) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(p) ? `.${p}` : `[${JSON.stringify(p)}]`).join(
+      "",
+    );
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function kind(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  if (typeof value === "object") return "an object";
+  return `${typeof value === "string" ? "the string" : "the " + typeof value} ${
+    JSON.stringify(value)
+  }`;
+}
+
+/** Type names follow the rules of `POST /event` (CONTRACT 2.4). */
+function badTypeName(name: string): string | undefined {
+  if (name.length === 0 || name.length > 128) return "must be 1 to 128 characters";
+  // deno-lint-ignore no-control-regex
+  if (/[\u0000-\u001f\u007f-\u009f]/.test(name)) return "must not hold control characters";
+  if (!name.isWellFormed()) return "must be well-formed Unicode";
+  return undefined;
+}
+
+function badFieldPath(path: string): string | undefined {
+  if (path.length === 0 || path.length > 256) return "must be 1 to 256 characters";
+  if (path.split(".").some((part) => part === "")) {
+    return 'must be names joined by single dots, such as "system.free_space"';
+  }
+  return undefined;
+}
+
+/**
+ * Parses and validates the text of a types file.
+ *
+ * @param text The file's text.
+ * @param file The file's name, as the messages show it.
+ * @returns The registry, types and fields in the file's order.
+ * @throws {TypesFileError} For text that is not JSON or a value or key the registry does not
+ *   know; the message names the file, the JSON path and the fix.
+ *
+ * @example Usage
+ * ```ts
+ * import { parseTypes, TypesFileError } from "./types_registry.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.throws(
+ *   () => parseTypes('{"weather": {"stale_after": 180}}', "types.json"),
+ *   (err: unknown) => err instanceof TypesFileError && /\$\.weather\.stale_after/.test(err.message),
+ * );
+ * ```
+ */
+export function parseTypes(text: string, file: string): TypesRegistry {
+  const fail = (parts: readonly string[], what: string): never => {
+    throw new TypesFileError(`Cannot use --types ${file}: at ${pathOf(parts)} ${what}`);
+  };
+  let root: unknown;
+  try {
+    root = JSON.parse(text);
+  } catch (err) {
+    const why = (err instanceof Error ? err.message : String(err)).replace(/\s+/g, " ");
+    return fail([], `the file is not valid JSON (${why}); fix the JSON syntax`);
+  }
+  if (!isObject(root)) {
+    return fail(
+      [],
+      `expected an object keyed by event type, such as {"weather": {"stale_after_s": 180}}, not ${
+        kind(root)
+      }`,
+    );
+  }
+  const registry = new Map<string, TypeSpec>();
+  for (const [type, raw] of Object.entries(root)) {
+    const at = [type];
+    const badName = badTypeName(type);
+    if (badName) fail(at, `the type name ${badName}`);
+    if (!isObject(raw)) {
+      fail(
+        at,
+        `expected an object describing the type (keys ${TYPE_KEYS.join(", ")}), not ${kind(raw)}`,
+      );
+    }
+    const spec = raw as Record<string, unknown>;
+    for (const key of Object.keys(spec)) {
+      if (!TYPE_KEYS.includes(key)) {
+        fail(
+          [...at, key],
+          `unknown key ${JSON.stringify(key)}; a type accepts ${TYPE_KEYS.join(", ")}`,
+        );
+      }
+    }
+    const out: {
+      description?: string;
+      stale_after_s?: number;
+      critical: boolean;
+      order?: number;
+      fields: Record<string, FieldSpec>;
+    } = { critical: false, fields: {} };
+    if (spec.description !== undefined) {
+      if (typeof spec.description !== "string") {
+        fail([...at, "description"], `expected a string, not ${kind(spec.description)}`);
+      }
+      out.description = spec.description as string;
+    }
+    if (spec.stale_after_s !== undefined) {
+      const s = spec.stale_after_s;
+      if (typeof s !== "number" || !(s > 0) || !Number.isFinite(s)) {
+        fail([...at, "stale_after_s"], `expected a number of seconds above 0, not ${kind(s)}`);
+      }
+      out.stale_after_s = s as number;
+    }
+    if (spec.critical !== undefined) {
+      if (typeof spec.critical !== "boolean") {
+        fail([...at, "critical"], `expected true or false, not ${kind(spec.critical)}`);
+      }
+      out.critical = spec.critical as boolean;
+    }
+    if (spec.order !== undefined) {
+      if (typeof spec.order !== "number" || !Number.isFinite(spec.order)) {
+        fail([...at, "order"], `expected a number, not ${kind(spec.order)}`);
+      }
+      out.order = spec.order as number;
+    }
+    if (spec.fields !== undefined) {
+      if (!isObject(spec.fields)) {
+        fail(
+          [...at, "fields"],
+          `expected an object keyed by field (dotted paths allowed), not ${kind(spec.fields)}`,
+        );
+      }
+      for (const [path, rawField] of Object.entries(spec.fields as Record<string, unknown>)) {
+        out.fields[path] = parseField([...at, "fields", path], path, rawField, fail);
+      }
+    }
+    registry.set(type, out);
+  }
+  return registry;
+}
+
+function parseField(
+  at: string[],
+  path: string,
+  raw: unknown,
+  fail: (parts: readonly string[], what: string) => never,
+): FieldSpec {
+  const badPath = badFieldPath(path);
+  if (badPath) fail(at, `the field path ${badPath}`);
+  if (!isObject(raw)) {
+    return fail(
+      at,
+      `expected an object such as {"unit": "m/s", "alarm_above": 15}, not ${kind(raw)}`,
+    );
+  }
+  const field: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(raw)) {
+    if (!FIELD_KEYS.includes(key)) {
+      fail(
+        [...at, key],
+        `unknown key ${JSON.stringify(key)}; a field accepts ${FIELD_KEYS.join(", ")}`,
+      );
+    }
+    if ((key === "label" || key === "unit") && typeof value !== "string") {
+      fail([...at, key], `expected a string, not ${kind(value)}`);
+    }
+    if ((LIMIT_KEYS as readonly string[]).includes(key)) {
+      if (typeof value !== "number" || !Number.isFinite(value)) {
+        fail([...at, key], `expected a number, not ${kind(value)}`);
+      }
+    }
+    field[key] = value;
+  }
+  const f = field as FieldSpec;
+  if (f.warn_above !== undefined && f.alarm_above !== undefined && f.warn_above > f.alarm_above) {
+    fail(
+      [...at, "warn_above"],
+      `warn_above ${f.warn_above} is above alarm_above ${f.alarm_above}; the warning must come first, so make warn_above the smaller`,
+    );
+  }
+  if (f.warn_below !== undefined && f.alarm_below !== undefined && f.warn_below < f.alarm_below) {
+    fail(
+      [...at, "warn_below"],
+      `warn_below ${f.warn_below} is below alarm_below ${f.alarm_below}; the warning must come first, so make warn_below the larger`,
+    );
+  }
+  return f;
+}
+
+/**
+ * Reads and validates a types file (`--types FILE`).
+ *
+ * @param file Path of the JSON file.
+ * @returns The registry.
+ * @throws {TypesFileError} If the file cannot be read, is too large, is not JSON or holds an
+ *   unknown key; one line naming the file, the JSON path and the fix.
+ * @throws {Deno.errors.NotCapable} If read permission for the file is missing.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { loadTypes } from "./types_registry.ts";
+ *
+ * const types = await loadTypes("examples/types.json");
+ * console.log([...types.keys()]);
+ * ```
+ */
+export async function loadTypes(file: string): Promise<TypesRegistry> {
+  let bytes: Uint8Array;
+  try {
+    const info = await Deno.stat(file);
+    if (!info.isFile) {
+      throw new TypesFileError(
+        `Cannot use --types ${file}: at $ it is not a regular file; point --types at a JSON file`,
+      );
+    }
+    if (info.size > MAX_TYPES_FILE_BYTES) {
+      throw new TypesFileError(
+        `Cannot use --types ${file}: at $ the file has ${info.size} bytes, more than the ${MAX_TYPES_FILE_BYTES} allowed; describe fewer types`,
+      );
+    }
+    bytes = await Deno.readFile(file);
+  } catch (err) {
+    if (err instanceof TypesFileError || err instanceof Deno.errors.NotCapable) throw err;
+    const why = err instanceof Deno.errors.NotFound
+      ? "the file does not exist"
+      : (err instanceof Error ? err.message : String(err));
+    throw new TypesFileError(
+      `Cannot use --types ${file}: at $ ${why}; check the path given to --types (or OBS_TELEMETRY_TYPES)`,
+    );
+  }
+  let text: string;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch {
+    throw new TypesFileError(
+      `Cannot use --types ${file}: at $ the file is not valid UTF-8; save it as UTF-8`,
+    );
+  }
+  return parseTypes(text.replace(/^\uFEFF/, ""), file);
+}

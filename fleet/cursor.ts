@@ -1,0 +1,250 @@
+/**
+ * The forwarding cursor (CONTRACT 13): how far a forwarder named `<name>` has sent each stream,
+ * kept in `<site_dir>/.forward/<name>.json` and written by temporary file, fsync and rename. Per
+ * stream (the site stream, and each run by id) it holds the stored file (its plain name: offsets
+ * count uncompressed bytes, so compressing the file does not move the cursor), the byte offset
+ * just after the last line sent, and that line's seq. Retention (`_lifecycle.ts`) reads every
+ * cursor and never deletes a file one of them has not passed.
+ *
+ * ```json
+ * {"version":1,"site":{"file":"site_20260510.ndjson","offset":5120,"seq":41},
+ *  "runs":{"night-1":{"run_dir":"/srv/telemetry/night-1","file":"telemetry.ndjson","offset":880,"seq":7}}}
+ * ```
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { readCursor, writeCursor } from "./cursor.ts";
+ * const cursor = await readCursor("./telemetry", "fleet") ?? emptyCursor();
+ * cursor.site = { file: "site_20260510.ndjson", offset: 5120, seq: 41 };
+ * await writeCursor("./telemetry", "fleet", cursor);
+ * ```
+ *
+ * @module
+ */
+
+import { join } from "node:path";
+import { readJsonFile, writeJsonAtomic } from "../store/fs.ts";
+import { isJsonObject } from "../wire/event.ts";
+import { FORWARD_DIR } from "../store/layout.ts";
+import { plainName } from "../store/site_files.ts";
+
+/** Where a forwarder stands in one stream. */
+export interface StreamPosition {
+  /** The plain name of the stored file it reads, for example `site_20260510.ndjson`. */
+  file: string;
+  /** The offset just after the last line sent, in the file's uncompressed bytes. */
+  offset: number;
+  /** The seq of that line (0 when `offset` is 0). */
+  seq: number;
+}
+
+/** Where a forwarder stands in one run's stream. */
+export interface RunPosition extends StreamPosition {
+  /** The run's directory, as the run log records it. */
+  run_dir: string;
+}
+
+/** A forwarder's cursor: the site stream and each run by id. */
+export interface ForwardCursor {
+  /** The format's version. */
+  version: 1;
+  /** The site stream, or `null` before anything of it was sent. */
+  site: StreamPosition | null;
+  /** Each run by `run_id`. */
+  runs: Record<string, RunPosition>;
+}
+
+/** Names of forwarders: they name a file, so no path separators and no leading dot. */
+export const CURSOR_NAME: RegExp = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+
+/**
+ * A cursor that has sent nothing yet.
+ *
+ * @returns A new cursor.
+ *
+ * @example Usage
+ * ```ts
+ * import { emptyCursor } from "./cursor.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.deepEqual(emptyCursor(), { version: 1, site: null, runs: {} });
+ * ```
+ */
+export function emptyCursor(): ForwardCursor {
+  return { version: 1, site: null, runs: {} };
+}
+
+/**
+ * The path of a forwarder's cursor.
+ *
+ * @param siteDir The site directory.
+ * @param name The forwarder's name (`--name`).
+ * @returns `<siteDir>/.forward/<name>.json`.
+ * @throws {RangeError} If the name could lead elsewhere or is not a plain word.
+ *
+ * @example Usage
+ * ```ts
+ * import { cursorPath } from "./cursor.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(cursorPath("/srv/t", "fleet"), "/srv/t/.forward/fleet.json");
+ * assert.throws(() => cursorPath("/srv/t", "../x"), RangeError);
+ * ```
+ */
+export function cursorPath(siteDir: string, name: string): string {
+  if (!CURSOR_NAME.test(name)) {
+    throw new RangeError(
+      `Cannot use forwarder name "${name}": use letters, digits, "-" and "_" (at most 64), for example "fleet"`,
+    );
+  }
+  return join(siteDir, FORWARD_DIR, `${name}.json`);
+}
+
+function position(value: unknown): StreamPosition | undefined {
+  if (!isJsonObject(value)) return undefined;
+  const { file, offset, seq } = value;
+  if (
+    typeof file !== "string" || file !== plainName(file) || file.includes("/") ||
+    !Number.isSafeInteger(offset) || (offset as number) < 0 ||
+    !Number.isSafeInteger(seq) || (seq as number) < 0
+  ) return undefined;
+  return { file, offset: offset as number, seq: seq as number };
+}
+
+/**
+ * Checks a parsed cursor file.
+ *
+ * @param value The parsed JSON.
+ * @returns The cursor.
+ * @throws {SyntaxError} If it is not a cursor of this version; the message names the field.
+ *
+ * @example Usage
+ * ```ts
+ * import { parseCursor } from "./cursor.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const site = { file: "site_20260510.ndjson", offset: 10, seq: 1 };
+ * assert.deepEqual(parseCursor({ version: 1, site, runs: {} }).site, site);
+ * assert.throws(() => parseCursor({ version: 2 }), SyntaxError);
+ * ```
+ */
+export function parseCursor(value: unknown): ForwardCursor {
+  if (!isJsonObject(value) || value.version !== 1) {
+    throw new SyntaxError("not a forwarding cursor of version 1");
+  }
+  const site = value.site === null ? null : position(value.site);
+  if (site === undefined) throw new SyntaxError('its "site" is not {file, offset, seq} or null');
+  if (!isJsonObject(value.runs)) throw new SyntaxError('its "runs" is not an object');
+  const runs: Record<string, RunPosition> = {};
+  for (const [runId, entry] of Object.entries(value.runs)) {
+    const at = position(entry);
+    const runDir = isJsonObject(entry) ? entry.run_dir : undefined;
+    if (at === undefined || typeof runDir !== "string") {
+      throw new SyntaxError(`its run "${runId}" is not {run_dir, file, offset, seq}`);
+    }
+    runs[runId] = { run_dir: runDir, ...at };
+  }
+  return { version: 1, site, runs };
+}
+
+/**
+ * Reads a forwarder's cursor.
+ *
+ * @param siteDir The site directory.
+ * @param name The forwarder's name.
+ * @returns The cursor, or `undefined` when the forwarder has none yet.
+ * @throws {SyntaxError} If the file is not a cursor (the message names the file).
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { readCursor } from "./cursor.ts";
+ * const cursor = await readCursor("./telemetry", "fleet");
+ * ```
+ */
+export async function readCursor(
+  siteDir: string,
+  name: string,
+): Promise<ForwardCursor | undefined> {
+  const path = cursorPath(siteDir, name);
+  try {
+    const value = await readJsonFile(path);
+    return value === undefined ? undefined : parseCursor(value);
+  } catch (err) {
+    if (err instanceof SyntaxError) {
+      throw new SyntaxError(`Cannot read the forwarding cursor ${path}: ${err.message}`);
+    }
+    throw err;
+  }
+}
+
+/**
+ * Writes a forwarder's cursor atomically (temporary file, fdatasync, rename, directory fsync):
+ * a crash leaves the previous cursor or this one.
+ *
+ * @param siteDir The site directory.
+ * @param name The forwarder's name.
+ * @param cursor The cursor.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { emptyCursor, writeCursor } from "./cursor.ts";
+ * await writeCursor("./telemetry", "fleet", emptyCursor());
+ * ```
+ */
+export async function writeCursor(
+  siteDir: string,
+  name: string,
+  cursor: ForwardCursor,
+): Promise<void> {
+  const path = cursorPath(siteDir, name);
+  await Deno.mkdir(join(siteDir, FORWARD_DIR), { recursive: true });
+  await writeJsonAtomic(path, cursor);
+}
+
+/** Every cursor of a site directory, or why one cannot be read. */
+export interface CursorEntry {
+  /** The forwarder's name. */
+  name: string;
+  /** The cursor, when it could be read. */
+  cursor?: ForwardCursor;
+  /** Why it could not be read. */
+  problem?: string;
+}
+
+/**
+ * Reads every forwarder's cursor in `<siteDir>/.forward/` (regular `*.json` files only; the
+ * temporary files of a write in progress are not cursors).
+ *
+ * @param siteDir The site directory.
+ * @returns One entry per cursor file, by name.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { listCursors } from "./cursor.ts";
+ * for (const { name, cursor } of await listCursors("./telemetry")) console.log(name, cursor?.site);
+ * ```
+ */
+export async function listCursors(siteDir: string): Promise<CursorEntry[]> {
+  const out: CursorEntry[] = [];
+  try {
+    for await (const entry of Deno.readDir(join(siteDir, FORWARD_DIR))) {
+      const name = /^(.*)\.json$/.exec(entry.name)?.[1];
+      if (name === undefined || !CURSOR_NAME.test(name)) continue;
+      if (!entry.isFile) {
+        out.push({ name, problem: `${entry.name} is not a regular file` });
+        continue;
+      }
+      try {
+        const cursor = await readCursor(siteDir, name);
+        if (cursor) out.push({ name, cursor });
+      } catch (err) {
+        if (!(err instanceof SyntaxError)) throw err;
+        out.push({ name, problem: err.message });
+      }
+    }
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return [];
+    throw err;
+  }
+  return out.sort((a, b) => (a.name < b.name ? -1 : 1));
+}

@@ -1,0 +1,225 @@
+/**
+ * The PostgreSQL side of the fleet (CONTRACT 13): the `telemetry_events` table, created if
+ * missing, and batches inserted in one transaction with `on conflict do nothing`, so a batch sent
+ * twice (after a crash between the commit and the cursor) stores each event once.
+ *
+ * Client: the npm package `postgres` (porsager/postgres), pure JavaScript, no native parts,
+ * pipelining and typed arrays; loaded only through the `./forward` entry point.
+ *
+ * @module
+ */
+import postgres from "npm:postgres@^3.4.9";
+import type { EventRow } from "../item.ts";
+
+/** The table every forwarder and archiver writes (CONTRACT 13). */
+export const EVENTS_TABLE = "telemetry_events";
+
+const SCHEMA = [
+  `create table if not exists ${EVENTS_TABLE} (
+    unit text not null,
+    stream text not null,
+    run_id text not null,
+    seq bigint not null,
+    ts timestamptz not null,
+    type text not null,
+    data jsonb not null,
+    meta jsonb not null,
+    received_at timestamptz not null default now(),
+    primary key (unit, stream, run_id, seq)
+  )`,
+  `create index if not exists ${EVENTS_TABLE}_type_ts on ${EVENTS_TABLE} (type, ts)`,
+];
+
+/** The columns every insert writes, and the primary key `on conflict do nothing` relies on. */
+const COLUMNS = ["unit", "stream", "run_id", "seq", "ts", "type", "data", "meta"];
+const PRIMARY_KEY = ["unit", "stream", "run_id", "seq"];
+
+/**
+ * The table exists with another shape (CONTRACT 13): retrying cannot help, so the forwarder and
+ * the archiver stop with this message instead of reporting the destination unavailable forever.
+ */
+export class TableShapeError extends Error {
+  /**
+   * Creates the error.
+   *
+   * @param message What is wrong and what to do.
+   */
+  constructor(message: string) {
+    super(message);
+    this.name = "TableShapeError";
+  }
+}
+
+/** Rows per `insert` statement: eight array parameters, whatever the batch size. */
+const ROWS_PER_STATEMENT = 5000;
+
+/** PostgreSQL's type oid of `text`. */
+const TEXT_OID = 25;
+
+/**
+ * One column of a batch as a `text[]` parameter; the statement casts it to the column's type, so
+ * JSON is parsed by the server from the stored text, never re-encoded on the way.
+ */
+function texts(
+  sql: postgres.TransactionSql,
+  rows: readonly EventRow[],
+  pick: (row: EventRow) => string,
+): postgres.ArrayParameter {
+  return sql.array(rows.map(pick), TEXT_OID);
+}
+
+/** Throws {@linkcode TableShapeError} unless the table has the columns and key inserts need. */
+async function checkShape(tx: postgres.TransactionSql): Promise<void> {
+  const where = await tx<{ db: string; schema: string }[]>`
+    select current_database() as db, current_schema() as schema`;
+  const { db, schema } = where[0]!;
+  const columns = new Set(
+    (await tx<{ name: string }[]>`
+      select column_name as name from information_schema.columns
+      where table_schema = ${schema} and table_name = ${EVENTS_TABLE}`).map((r) => r.name),
+  );
+  const key = (await tx<{ name: string }[]>`
+    select a.attname as name
+    from pg_index i
+    join lateral unnest(i.indkey) with ordinality as k(attnum, n) on true
+    join pg_attribute a on a.attrelid = i.indrelid and a.attnum = k.attnum
+    where i.indrelid = ${`${schema}.${EVENTS_TABLE}`}::regclass and i.indisprimary
+    order by k.n`).map((r) => r.name);
+  const missing = COLUMNS.filter((c) => !columns.has(c));
+  const problems = [
+    ...(missing.length > 0 ? [`it lacks the columns ${missing.join(", ")}`] : []),
+    ...(key.join() !== PRIMARY_KEY.join()
+      ? [
+        `its primary key is ${key.length ? `(${key.join(", ")})` : "missing"}, not (${
+          PRIMARY_KEY.join(", ")
+        })`,
+      ]
+      : []),
+  ];
+  if (problems.length === 0) return;
+  throw new TableShapeError(
+    `The table ${schema}.${EVENTS_TABLE} in database ${db} has another shape: ${
+      problems.join("; ")
+    }. ` +
+      `Rename or drop it (it is created as CONTRACT 13 says when missing), or point --to at ` +
+      `another database`,
+  );
+}
+
+/** An error PostgreSQL raised for a value (SQLSTATE class 22), which no retry can mend. */
+function isDataError(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === "string" && code.startsWith("22");
+}
+
+/** A connection to the fleet's PostgreSQL, writing `telemetry_events`. */
+export class PostgresSink {
+  readonly #sql: postgres.Sql;
+  readonly url: string;
+
+  private constructor(url: string, sql: postgres.Sql) {
+    this.url = url;
+    this.#sql = sql;
+  }
+
+  /**
+   * Connects and creates the table and its index if missing (under an advisory lock, so several
+   * forwarders and archivers starting together do not race on the DDL).
+   */
+  static async open(url: string): Promise<PostgresSink> {
+    const params = new URL(url).searchParams;
+    // Every setting the client would otherwise look up as a PG<NAME> variable is given, so the
+    // forwarder's --allow-env stays the documented libpq list (PGHOST, PGPASSWORD...). Two of
+    // them (max_pipeline, sslnegotiation) are missing from the package's types.
+    const settings: Record<string, unknown> = {
+      max: 1,
+      ssl: params.get("sslmode") ?? params.get("ssl") ?? false,
+      sslnegotiation: null,
+      idle_timeout: 0,
+      connect_timeout: 10,
+      max_lifetime: null,
+      max_pipeline: 100,
+      backoff: (attempt: number) => Math.min(0.1 * 2 ** attempt, 5),
+      keep_alive: 60,
+      prepare: true,
+      debug: false,
+      fetch_types: true,
+      publications: "alltables",
+      target_session_attrs: null,
+      onnotice: () => {},
+    };
+    const sql = postgres(url, settings as postgres.Options<Record<string, never>>);
+    const sink = new PostgresSink(url, sql);
+    try {
+      await sql.begin(async (tx) => {
+        await tx`select pg_advisory_xact_lock(hashtext(${EVENTS_TABLE}))`;
+        await tx.unsafe(SCHEMA[0]!);
+        await checkShape(tx);
+        for (const ddl of SCHEMA.slice(1)) await tx.unsafe(ddl);
+      });
+    } catch (err) {
+      await sql.end({ timeout: 1 }).catch(() => {});
+      throw err;
+    }
+    return sink;
+  }
+
+  /**
+   * Inserts the rows in one transaction; resolves after the commit. Rows already present (same
+   * unit, stream, run_id, seq) are left as they are.
+   *
+   * @returns How many rows were new.
+   */
+  async insert(
+    rows: readonly EventRow[],
+    onRejected?: (row: EventRow, index: number, reason: string) => void,
+  ): Promise<number> {
+    if (rows.length === 0) return 0;
+    try {
+      return await this.#insert(rows);
+    } catch (err) {
+      // A value PostgreSQL refuses (a data exception, SQLSTATE class 22) fails its batch on every
+      // retry: find it row by row, hand it to onRejected, and store the others.
+      if (onRejected === undefined || !isDataError(err)) throw err;
+    }
+    let inserted = 0;
+    for (let i = 0; i < rows.length; i++) {
+      try {
+        inserted += await this.#insert([rows[i]!]);
+      } catch (err) {
+        if (!isDataError(err)) throw err;
+        onRejected(rows[i]!, i, `PostgreSQL refused it: ${(err as Error).message}`);
+      }
+    }
+    return inserted;
+  }
+
+  async #insert(rows: readonly EventRow[]): Promise<number> {
+    return await this.#sql.begin(async (tx) => {
+      let inserted = 0;
+      for (let i = 0; i < rows.length; i += ROWS_PER_STATEMENT) {
+        const part = rows.slice(i, i + ROWS_PER_STATEMENT);
+        const result = await tx`
+          insert into telemetry_events (unit, stream, run_id, seq, ts, type, data, meta)
+          select * from unnest(
+            ${texts(tx, part, (r) => r.unit)}::text[],
+            ${texts(tx, part, (r) => r.stream)}::text[],
+            ${texts(tx, part, (r) => r.run_id)}::text[],
+            ${texts(tx, part, (r) => String(r.seq))}::bigint[],
+            ${texts(tx, part, (r) => r.ts)}::timestamptz[],
+            ${texts(tx, part, (r) => r.type)}::text[],
+            ${texts(tx, part, (r) => r.data)}::jsonb[],
+            ${texts(tx, part, (r) => r.meta)}::jsonb[]
+          )
+          on conflict do nothing`;
+        inserted += result.count;
+      }
+      return inserted;
+    });
+  }
+
+  /** Closes the connection, waiting up to `timeoutS` seconds for queries in flight. */
+  async close(timeoutS = 5): Promise<void> {
+    await this.#sql.end({ timeout: timeoutS });
+  }
+}

@@ -1,0 +1,267 @@
+/**
+ * The API routes (CONTRACT 2, 9, 10, 11) as data: one row per path, one handler per method, and
+ * the small handlers they call. `server.ts` owns the guards, the lifecycle and the listener;
+ * this module owns what each route answers.
+ *
+ * @module
+ */
+
+import denoJson from "../deno.json" with { type: "json" };
+import type { TelemetryService } from "../core/service.ts";
+import { HttpError, isLoopback, json, parseNdjsonLines, readJsonBody } from "./problems.ts";
+import { parseEvent, parseEvents, parseRunStart } from "../core/commands.ts";
+import { type Route, route } from "./router.ts";
+import { dashboardResponse } from "./dashboard.ts";
+import type { ServiceMetrics } from "./metrics.ts";
+import type { StreamHub } from "./stream_hub.ts";
+import type { TypesRegistry } from "../core/types_registry.ts";
+import { checkReport, type LatestEvent, typesReport } from "../core/freshness.ts";
+import type { DiskWatch } from "../store/disk_watch.ts";
+import { readTs } from "../wire/ndjson.ts";
+import type { ShutdownLifecycle } from "./server.ts";
+
+/** What the API routes need besides the service. */
+export interface RouteDeps {
+  maxBody: number;
+  lifecycle: ShutdownLifecycle;
+  streams: StreamHub;
+  metrics: ServiceMetrics;
+  types: TypesRegistry;
+  disk: DiskWatch;
+  wrapCurrent: boolean;
+}
+
+/** The API (CONTRACT 2) as data: one row per path, one handler per method. */
+export function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
+  const { maxBody, lifecycle, streams, metrics, types, disk, wrapCurrent } = deps;
+  const latest = latestOf(service, types);
+  return [
+    route("/", { GET: () => dashboardResponse() }),
+    route("/health", { GET: () => json(200, '{"ok":true}') }),
+    route("/ready", { GET: () => json(200, readyBody(service)) }),
+    route("/run", {
+      GET: () => {
+        const run = service.run;
+        if (!run) throw new HttpError(404, "No run is active; start one with POST /run/start.");
+        return json(200, JSON.stringify(run));
+      },
+    }),
+    route("/run/start", {
+      POST: async ({ req }) => {
+        const { value } = await readJsonBody(req, maxBody);
+        const { run, created } = await service.startRun(parseRunStart(value));
+        return json(created ? 201 : 200, JSON.stringify(run));
+      },
+    }),
+    route("/run/stop", {
+      POST: async ({ req }) => {
+        await readJsonBody(req, maxBody);
+        return json(200, JSON.stringify(await service.stopRun()));
+      },
+    }),
+    route("/event", { POST: ({ req }) => postEvent(service, req, maxBody) }),
+    route("/events", { POST: ({ req }) => postEvents(service, req, maxBody) }),
+    // Streamed in chunks: a snapshot of any size is answered, and no answer holds the loop long.
+    route("/current", {
+      GET: ({ url }) => {
+        const body = service.currentBody();
+        return jsonStream(wantsWrap(url, wrapCurrent) ? wrapped("current", body) : body);
+      },
+    }),
+    route("/current/:type(.*)", {
+      GET: ({ params }) => currentOfType(service, params.type ?? ""),
+      DELETE: ({ params }) => forgetType(service, params.type ?? ""),
+    }),
+    route("/stream", {
+      GET: ({ req, url }) => streams.response(url, req.headers.get("accept-encoding")),
+    }),
+    route("/metrics", {
+      GET: async () => metrics.response({ streams, diskFreeBytes: await disk.sample() }),
+    }),
+    route("/types", {
+      GET: () => {
+        const snapshotTypes = [...service.currentData()].map(([type]) => type);
+        return json(200, JSON.stringify(typesReport(types, latest, snapshotTypes, Date.now())));
+      },
+    }),
+    route("/check", {
+      GET: async () => {
+        const freeBytes = await disk.sample();
+        const result = checkReport(types, latest, Date.now(), {
+          freeBytes,
+          minFreeBytes: disk.minFreeBytes,
+        });
+        // A health verdict of this instant: no proxy or browser may answer it from a cache.
+        const res = json(result.ok ? 200 : 503, JSON.stringify(result));
+        res.headers.set("cache-control", "no-store");
+        return res;
+      },
+    }),
+    route("/shutdown", {
+      POST: async ({ req, info }) => {
+        const peer = info?.remoteAddr;
+        if (peer && "hostname" in peer && !isLoopback(peer.hostname)) {
+          throw new HttpError(
+            403,
+            "Shutdown is only accepted from the machine the server runs on.",
+          );
+        }
+        await readJsonBody(req, maxBody);
+        lifecycle.request();
+        return json(202, '{"shutting_down":true}');
+      },
+    }),
+  ];
+}
+
+function jsonStream(body: ReadableStream<Uint8Array>): Response {
+  return new Response(body, {
+    status: 200,
+    headers: { "content-type": "application/json; charset=utf-8" },
+  });
+}
+
+/** `?wrap=true|false` of `GET /current`, else the server's `--wrap-current` (CONTRACT 10). */
+function wantsWrap(url: URL, byDefault: boolean): boolean {
+  const values = url.searchParams.getAll("wrap");
+  if (values.length === 0) return byDefault;
+  const [only] = values;
+  if (values.length > 1 || (only !== "true" && only !== "false")) {
+    throw new HttpError(
+      400,
+      `The query parameter wrap must be given once as true or false, not ${
+        JSON.stringify(values.join(",")).slice(0, 100)
+      }; use ?wrap=false for the plain map of types or ?wrap=true for {"current": {...}}.`,
+    );
+  }
+  return only === "true";
+}
+
+/** A JSON body streamed inside `{"<key>": ...}`, without holding it whole. */
+function wrapped(key: string, body: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
+  const encoder = new TextEncoder();
+  const head = encoder.encode(`{${JSON.stringify(key)}:`), tail = encoder.encode("}");
+  let first = true;
+  return body.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        if (first) controller.enqueue(head);
+        first = false;
+        controller.enqueue(chunk);
+      },
+      flush(controller) {
+        if (first) controller.enqueue(head);
+        controller.enqueue(tail);
+      },
+    }),
+  );
+}
+
+function readyBody(service: TelemetryService): string {
+  const run = service.run;
+  return JSON.stringify({
+    ready: true,
+    run_active: run !== undefined,
+    run_id: run?.run_id ?? null,
+    version: denoJson.version,
+    zone: service.timeZone,
+  });
+}
+
+/**
+ * The latest `ts` and `data` of a type, read from its snapshot line; for a type the registry
+ * does not describe only `ts` matters, read without parsing the line.
+ */
+function latestOf(
+  service: TelemetryService,
+  types: TypesRegistry,
+): (type: string) => LatestEvent | undefined {
+  return (type) => {
+    const line = service.currentLine(type);
+    if (line === undefined) return undefined;
+    if (!types.has(type)) {
+      const ts = readTs(line);
+      return ts === undefined ? undefined : { ts, data: {} };
+    }
+    const { ts, data } = JSON.parse(line) as LatestEvent;
+    return { ts, data };
+  };
+}
+
+async function postEvent(
+  service: TelemetryService,
+  req: Request,
+  maxBody: number,
+): Promise<Response> {
+  const { value } = await readJsonBody(req, maxBody);
+  if (value === undefined) {
+    throw new HttpError(
+      400,
+      'The body is empty; send a JSON object such as {"type": "weather", "data": {"wind_mps": 2.1}}.',
+    );
+  }
+  const events = await service.submit([parseEvent(value)]);
+  return json(200, events[0]!.line);
+}
+
+async function postEvents(
+  service: TelemetryService,
+  req: Request,
+  maxBody: number,
+): Promise<Response> {
+  const { value, ndjson } = await readJsonBody(req, maxBody, true);
+  let items: unknown[];
+  let lines: number[] | undefined;
+  if (ndjson !== undefined) ({ items, lines } = parseNdjsonLines(ndjson));
+  else if (value === undefined) items = [];
+  else if (Array.isArray(value)) items = value;
+  else {
+    throw new HttpError(
+      400,
+      "A batch must be a JSON array of events, or NDJSON (one event per line) sent as application/x-ndjson.",
+    );
+  }
+  const events = await service.submit(parseEvents(items, true, lines));
+  return json(
+    200,
+    `{"accepted":${events.length},"events":[${events.map((e) => e.line).join(",")}]}`,
+  );
+}
+
+/** `DELETE /current/{type}` (CONTRACT 9.2): 204 once the forget is durable, 404 when absent. */
+async function forgetType(service: TelemetryService, rawType: string): Promise<Response> {
+  let type: string;
+  try {
+    type = decodeURIComponent(rawType);
+  } catch {
+    throw new HttpError(400, `The event type in the path is not valid percent-encoding.`);
+  }
+  if (!await service.forget(type)) {
+    throw new HttpError(
+      404,
+      `The current snapshot has no event of type ${
+        JSON.stringify(type)
+      }, so there is nothing to forget; GET /current lists the types it has.`,
+    );
+  }
+  return new Response(null, { status: 204 });
+}
+
+function currentOfType(service: TelemetryService, rawType: string): Response {
+  let type: string;
+  try {
+    type = decodeURIComponent(rawType);
+  } catch {
+    throw new HttpError(400, `The event type in the path is not valid percent-encoding.`);
+  }
+  const line = service.currentLine(type);
+  if (line === undefined) {
+    throw new HttpError(
+      404,
+      `No event of type ${
+        JSON.stringify(type)
+      } has been recorded yet; GET /current lists the types that have.`,
+    );
+  }
+  return json(200, line);
+}

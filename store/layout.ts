@@ -1,0 +1,333 @@
+/**
+ * The layout of a site directory (CONTRACT 3): the names of the service's files, the seq marks
+ * kept beside the streams, the names reserved so that no run directory takes one, where a
+ * requested run directory may lie (confinement and the file system's limits), and the safety of
+ * the paths the service writes: whatever squats on one of its names is moved aside at start-up,
+ * and a stream file is opened only while it is a regular file. `SiteStore` (`storage.ts`) holds
+ * the directory and builds on these rules; they use `Deno.*` file APIs.
+ *
+ * @module
+ */
+
+import { isAbsolute, join, relative, resolve, sep } from "node:path";
+import {
+  assertStillPlainFile,
+  ensurePlainFile,
+  exists,
+  isStrictlyInside,
+  readJsonFile,
+  realPathOfNearest,
+  refuseNonFile,
+  writeJsonAtomic,
+} from "./fs.ts";
+import { InvalidRequestError, RunDirNotAllowedError } from "../core/errors.ts";
+import { type FsyncMode, NdjsonWriter } from "./writer.ts";
+
+const encoder = new TextEncoder();
+
+// --- the names of the service's files (CONTRACT 3) -------------------------------------------
+
+/** The name of the site-stream file for a day key. */
+export function siteFileName(key: string): string {
+  return `site_${key}.ndjson`;
+}
+
+/** Names of site-stream files. */
+export const SITE_FILE: RegExp = /^site_(\d{8})\.ndjson$/;
+/**
+ * Names of site-stream files in either stored form: plain (`site_YYYYMMDD.ndjson`) or compressed
+ * by the lifecycle (`site_YYYYMMDD.ndjson.gz`, CONTRACT 12). Group 1 is the night key, group 2
+ * `.gz` or nothing.
+ */
+export const STORED_SITE_FILE: RegExp = /^site_(\d{8})\.ndjson(\.gz)?$/;
+
+/** What a compressed stream file's name adds to the plain one (CONTRACT 12). */
+export const GZ_SUFFIX = ".gz";
+
+/** The run log (CONTRACT 8): one run record per line. */
+export const RUN_LOG_FILE = "runs.ndjson";
+
+/** The directory of forwarding cursors (CONTRACT 13). */
+export const FORWARD_DIR = ".forward";
+
+/** The run stream's file inside a run directory. */
+export const RUN_FILE = "telemetry.ndjson";
+/** The active run, while one is active; a run resumes from it after a restart. */
+export const ACTIVE_RUN_FILE = ".active-run.json";
+/** The snapshot as it was at the last clean shutdown, with the seqs it reflects. */
+export const SNAPSHOT_FILE = ".snapshot.json";
+
+/**
+ * The file beside a stream's NDJSON files that records the highest seq it has handed out, for
+ * seqs that never reached a file (events posted with `store_permanently: false`).
+ */
+export const SEQ_MARK_FILE = ".seq-mark.json";
+
+/**
+ * Reads a stream's seq high-water mark.
+ *
+ * @param dir The site directory or a run directory.
+ * @returns The mark, or 0 when there is none (or it is unreadable).
+ */
+export async function readSeqMark(dir: string): Promise<number> {
+  try {
+    const value = await readJsonFile(join(dir, SEQ_MARK_FILE));
+    const seq = (value as { seq?: unknown } | undefined)?.seq;
+    return typeof seq === "number" && Number.isSafeInteger(seq) && seq > 0 ? seq : 0;
+  } catch (err) {
+    if (err instanceof SyntaxError) return 0;
+    throw err;
+  }
+}
+
+/**
+ * Records a stream's seq high-water mark atomically.
+ *
+ * @param dir The site directory or a run directory.
+ * @param seq No seq at or below it may be handed out again.
+ */
+export async function writeSeqMark(dir: string, seq: number): Promise<void> {
+  await writeJsonAtomic(join(dir, SEQ_MARK_FILE), { seq });
+}
+
+// --- reserved names and run directories ------------------------------------------------------
+
+/**
+ * The names the service keeps for its own files, now and in the features CONTRACT 8, 11-13
+ * plan, and what each is, for the advice of a refused run directory. A name is reserved when it
+ * starts with one of these, so the files derived from it are reserved too: `<file>.torn`
+ * (CONTRACT 4.3), `<file>.gz` (CONTRACT 12), the `.tmp-<uuid>` files of atomic writes. The check
+ * ignores case, because on a case-insensitive file system (macOS, Windows) `RUNS.ndjson` is
+ * `runs.ndjson`. Not covered, as the service runs on Linux: Windows device names (`NUL`, `CON`),
+ * trailing dots and spaces that Windows drops, 8.3 short names, and names that only Unicode
+ * normalisation (HFS+) makes equal.
+ */
+const RESERVED_NAMES: readonly { pattern: RegExp; what: string }[] = [
+  {
+    // One dot, not two: `..2026` cannot be mistaken for a record, and CONTRACT 2.3 allows it.
+    pattern: /^\.(?!\.)/,
+    what:
+      'names starting with one "." hold the service\'s records (.lock, .active-run.json, .snapshot.json, .seq-mark.json, .forward/, temporary files)',
+  },
+  { pattern: /^site_\d{8}\.ndjson/i, what: "site_YYYYMMDD.ndjson names the site stream's files" },
+  { pattern: /^runs\.ndjson/i, what: "runs.ndjson is the run log" },
+  { pattern: /^telemetry\.ndjson/i, what: "telemetry.ndjson is a run's stream file" },
+  { pattern: /^run\.json/i, what: "run.json is a run's record" },
+];
+
+/**
+ * The exact names of the files the service opens at the top of a site directory. At start-up
+ * anything else found at one of them (a directory made by a run started there with 0.3, a
+ * symbolic link) is moved aside, so it neither stops the start nor leads a write elsewhere.
+ */
+const SERVICE_FILE =
+  /^(?:\.active-run\.json|\.snapshot\.json|\.seq-mark\.json|runs\.ndjson(?:\.torn|\.gz)?|site_\d{8}\.ndjson(?:\.torn|\.gz)?)$/i;
+
+/** Linux's limits: `NAME_MAX` bytes for one name, `PATH_MAX` (with its NUL) for a path. */
+const NAME_MAX = 255;
+const PATH_MAX = 4096;
+
+/**
+ * Why a name cannot be a directory of a run, or `undefined` when it can: every name the service
+ * gives its own files, in the site directory and in run directories (CONTRACT 3, 4, 8, 11-13).
+ * This is the one rule; run placement asks it of every segment of a run directory's path.
+ *
+ * @param name One path segment.
+ * @returns What the name is kept for, or `undefined`.
+ *
+ * @example Usage
+ * ```ts
+ * import { reservedName } from "./layout.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.match(reservedName("runs.ndjson") ?? "", /run log/);
+ * assert.equal(reservedName("night-1"), undefined);
+ * ```
+ */
+export function reservedName(name: string): string | undefined {
+  return RESERVED_NAMES.find(({ pattern }) => pattern.test(name))?.what;
+}
+
+/** The length of a name or path in UTF-8 bytes, the unit of the file system's limits. */
+function byteLength(text: string): number {
+  return encoder.encode(text).length;
+}
+
+/** A requested name for an error message: JSON-quoted, cut after `max` characters. */
+function quoted(text: string, max = 60): string {
+  return JSON.stringify(text.length > max ? `${text.slice(0, max)}...` : text);
+}
+
+/** The message of a refused run directory: which field, the value, and what to choose instead. */
+function runDirProblem(field: RunDirField, requested: string, problem: string): string {
+  const example = field === "run_id" ? `"night-1"` : `"nights/night-1"`;
+  return `${field} ${
+    quoted(requested)
+  } cannot be used: ${problem}; choose another ${field}, for example ${example}.`;
+}
+
+/** Which request field named a run directory, for the advice in errors. */
+export type RunDirField = "run_id" | "run_dir";
+
+/**
+ * Resolves a requested run directory and confines it to the site directory or an allowed run
+ * root, following symlinks of the part that exists (CONTRACT 2.3). No segment of its path below
+ * that root may be a name the service keeps for its own files ({@linkcode reservedName}), and
+ * the path must fit the file system's limits.
+ *
+ * @param siteDir The site directory (its real path).
+ * @param runRoots Real paths of the directories outside it where runs may be placed.
+ * @param requested Relative (to the site directory) or absolute.
+ * @param field The request field it came from, named in errors.
+ * @returns The absolute path.
+ * @throws {RunDirNotAllowedError} If it lies outside every allowed root.
+ * @throws {InvalidRequestError} If it names a reserved file, is too long, is the site
+ *   directory itself, or a file or a loop of links is in its way.
+ */
+export async function confineRunDir(
+  siteDir: string,
+  runRoots: readonly string[],
+  requested: string,
+  field: RunDirField,
+): Promise<string> {
+  const target = isAbsolute(requested) ? resolve(requested) : resolve(siteDir, requested);
+  const refuse = (problem: string) =>
+    new InvalidRequestError(runDirProblem(field, requested, problem));
+  if (byteLength(target) >= PATH_MAX) {
+    throw refuse(
+      `as the absolute path ${quoted(target)} it is ${
+        byteLength(target)
+      } bytes long, and the system allows fewer than ${PATH_MAX}`,
+    );
+  }
+  const long = target.split(sep).find((segment) => byteLength(segment) > NAME_MAX);
+  if (long !== undefined) {
+    throw refuse(
+      `its segment ${quoted(long)} is ${
+        byteLength(long)
+      } bytes long, and a file name may have at most ${NAME_MAX}`,
+    );
+  }
+  if (target === siteDir) {
+    throw refuse("it is the site directory itself, and a run needs a directory of its own");
+  }
+  let real: string;
+  try {
+    real = await realPathOfNearest(target);
+  } catch (err) {
+    // The path as a whole is the caller's: a file in the way, a loop of links, a name too long.
+    if (err instanceof Deno.errors.NotADirectory) throw refuse("a file is in the way");
+    const code = (err as { code?: unknown }).code;
+    if (code === "ELOOP") throw refuse("it leads through a loop of symbolic links");
+    if (code === "ENAMETOOLONG") throw refuse("it is longer than the file system allows");
+    throw err;
+  }
+  for (const root of [siteDir, ...runRoots]) {
+    if (!isStrictlyInside(real, root) || !isStrictlyInside(target, root)) continue;
+    // Both the path as written and where its links lead: `latest -> .forward` is refused too.
+    for (
+      const segment of [...relative(root, target).split(sep), ...relative(root, real).split(sep)]
+    ) {
+      const reserved = reservedName(segment);
+      if (reserved !== undefined) {
+        throw refuse(
+          `${quoted(segment)} is a name the service keeps for its own files (${reserved})`,
+        );
+      }
+    }
+    return target;
+  }
+  throw new RunDirNotAllowedError(requested, target, siteDir, runRoots);
+}
+
+/**
+ * The next derived run id: the largest all-digit directory name plus one, at least 3 digits,
+ * stepping past files and links with that name, so the derived directory never lands on one.
+ *
+ * @param siteDir The site directory.
+ * @returns For example `"001"`, `"008"` or `"1000"`.
+ */
+export async function nextNumericRun(siteDir: string): Promise<string> {
+  let max = 0;
+  const taken = new Set<string>();
+  for await (const entry of Deno.readDir(siteDir)) {
+    if (!/^\d+$/.test(entry.name)) continue;
+    if (entry.isDirectory) max = Math.max(max, Number(entry.name));
+    else taken.add(entry.name);
+  }
+  let next = max + 1;
+  // A file or link with the next number would refuse a start the client cannot fix.
+  while (taken.has(String(next).padStart(3, "0"))) next++;
+  return String(next).padStart(3, "0");
+}
+
+// --- the safety of the paths the service writes -----------------------------------------------
+
+/**
+ * Moves aside whatever is at one of the service's file names in the site directory and is not a
+ * regular file: a directory (a run started there by 0.3, which did not reserve the names) would
+ * make every later write of that file fail, and a symbolic link would lead writes outside. Moving
+ * keeps everything in it; only the name changes.
+ *
+ * @param siteDir The site directory, before any of its files is opened.
+ * @param warn Told what was moved where.
+ */
+export async function moveAsideSquatters(
+  siteDir: string,
+  warn: (message: string) => void,
+): Promise<void> {
+  const found: Deno.DirEntry[] = [];
+  for await (const entry of Deno.readDir(siteDir)) {
+    if (!entry.isFile && SERVICE_FILE.test(entry.name)) found.push(entry);
+  }
+  for (const entry of found) {
+    const path = join(siteDir, entry.name);
+    const what = entry.isSymlink
+      ? `a symbolic link (to ${await Deno.readLink(path).catch(() => "?")})`
+      : entry.isDirectory
+      ? "a directory"
+      : "neither a file nor a directory";
+    let aside: string;
+    for (let n = 0;; n++) {
+      // Not a reserved name, so a run directory moved here can be started again by run_dir.
+      aside = join(
+        siteDir,
+        `moved-aside-${Date.now()}${n ? `-${n}` : ""}-${entry.name.replace(/^\./, "")}`,
+      );
+      // rename() replaces an empty directory at the target: never let it.
+      if (!(await exists(aside))) break;
+    }
+    await Deno.rename(path, aside);
+    warn(
+      `${path} was ${what} where the service keeps its ${entry.name} file; moved it to ${aside} unchanged.`,
+    );
+  }
+}
+
+/**
+ * Opens a stream file's writer only when the file and its `.torn` file are regular files (or
+ * missing), and checks afterwards that no link was swapped in while it opened.
+ *
+ * @param path The stream file (created if missing).
+ * @param fsync When the writer fdatasyncs.
+ * @param onTorn Told the bytes of a torn tail moved aside on opening.
+ * @returns The open writer.
+ * @throws {UnsafeFileError} If the file or its `.torn` file is not a regular file, or a link was
+ *   swapped in while it opened.
+ */
+export async function openPlainWriter(
+  path: string,
+  fsync: FsyncMode,
+  onTorn: (bytes: number) => void,
+): Promise<NdjsonWriter> {
+  await refuseNonFile(`${path}.torn`);
+  const before = await ensurePlainFile(path);
+  const writer = await NdjsonWriter.open(path, fsync, onTorn);
+  try {
+    await assertStillPlainFile(path, before);
+  } catch (err) {
+    await writer.close().catch(() => {});
+    throw err;
+  }
+  return writer;
+}
