@@ -2,8 +2,8 @@
  * Fetch-based client for the telemetry service. Web APIs only (`fetch`, `URL`, `AbortSignal`,
  * streams): the same module runs on Deno, Node >= 20 and in browsers.
  *
- * {@linkcode TelemetryClient} has one method per operation of the Python client (SPEC 4.3,
- * CONTRACT 5), in camelCase, plus {@linkcode TelemetryClient.follow} for the live event stream.
+ * {@linkcode TelemetryClient} has one method per operation of the Python client (docs/client.md,
+ * docs/client.md), in camelCase, plus {@linkcode TelemetryClient.follow} for the live event stream.
  * Two error classes tell failures apart: {@linkcode TelemetryConnectionError} when no server
  * answers (refused, unknown host, timeout) and {@linkcode TelemetryHttpError} when one answers
  * with an error or with something that is not the telemetry API.

@@ -1,5 +1,5 @@
 /**
- * Forwarding a site's telemetry to a fleet store (CONTRACT 13): {@linkcode forward} sends every
+ * Forwarding a site's telemetry to a fleet store (docs/fleet.md): {@linkcode forward} sends every
  * stored line to NATS JetStream or PostgreSQL and follows new ones, with a cursor that moves only
  * after the destination acknowledged; {@linkcode archive} moves JetStream into PostgreSQL;
  * {@linkcode spawnForwarder} runs the forwarder as its own process with scoped permissions, like

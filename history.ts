@@ -1,5 +1,5 @@
 /**
- * Reading the stored history of a site directory (CONTRACT 12): the events of the site stream or
+ * Reading the stored history of a site directory (docs/history.md): the events of the site stream or
  * of one run, filtered by type and by `since <= ts < until`, straight from the files (`.ndjson`
  * and `.ndjson.gz`), with no service needed and safe while one runs. Memory stays flat whatever
  * the files' size: lines are read in chunks and only the matching ones are parsed. Only the

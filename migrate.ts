@@ -1,6 +1,6 @@
 /**
  * Converts a legacy PanFileDB store (one `<collection>.json` NDJSON file per collection) into the
- * service's site files `site_YYYYMMDD.ndjson` (SPEC 4.7, CONTRACT 7).
+ * service's site files `site_YYYYMMDD.ndjson` (docs/migration.md, docs/migration.md).
  *
  * {@linkcode migrate} takes a source and a destination directory and returns a
  * {@linkcode MigrateSummary}; it never prints. How it behaves:
@@ -18,9 +18,9 @@
  *   (extra fraction digits are truncated).
  * - A record goes to the file of the calendar date written in its `date` field, as written:
  *   `"2026-03-05T23:30:00-05:00"` goes to `site_20260305.ndjson` although its `ts` is
- *   `2026-03-06T04:30:00.000Z`. (The live service's noon rotation does not apply: CONTRACT 7
+ *   `2026-03-06T04:30:00.000Z`. (The live service's noon rotation does not apply: docs/migration.md
  *   groups by calendar date.) With `groupBy: "night"` a record goes instead to the local-noon
- *   night of its `ts` in `timeZone`, as the live service would have filed it (CONTRACT 12).
+ *   night of its `ts` in `timeZone`, as the live service would have filed it (docs/history.md).
  *   Within a file lines are sorted by `ts`, ties keep input order (sorted file path, then line
  *   number), and `seq` runs 1..n.
  * - Each line is `{"seq","ts","type","data","meta"}` exactly as the live service writes it, with
@@ -28,14 +28,13 @@
  *   `_id`). `type` comes from the record, or from the collection name when the record has none;
  *   `data` that is not an object is kept as `{"value":<data>}`, a missing `data` becomes `{}`.
  * - Lines that are not JSON, records that are not objects, records whose date cannot be used
- *   and records whose `type` the service would refuse (CONTRACT 2.4) are written verbatim, with
+ *   and records whose `type` the service would refuse (docs/http-api.md) are written verbatim, with
  *   file, line number and reason, to `migrate-rejects.ndjson` in the destination. Blank lines are
  *   counted, not rejected. The rejects file is always written (empty when nothing was rejected).
  * - Nothing is overwritten unless `force` is set; output is built in a temporary directory
  *   `<dest>/.migrate-tmp-<random>/` and renamed into place, so an interrupted run never leaves a
  *   half-written site file. A later run removes stale temporary directories.
- * - While it writes, the migrator holds the destination's site lock (`<dest>/.lock`, CONTRACT
- *   4.6), so it cannot run into a directory a live telemetry server is using. It removes the
+ * - While it writes, the migrator holds the destination's site lock (`<dest>/.lock`, docs/storage.md), so it cannot run into a directory a live telemetry server is using. It removes the
  *   lock file it created, so the destination ends up holding only the output files.
  * - A dry run reads everything and writes nothing; it reports the existing targets a real run
  *   would refuse ({@linkcode MigrateSummary.conflicts}) instead of failing on them.

@@ -1,6 +1,6 @@
 /**
  * `obs-utils telemetry check`: asks the service whether the unit is healthy (`GET /check`,
- * CONTRACT 11) and exits 0 or 1, for cron and uptime scripts. A failing check prints one line
+ * docs/types.md) and exits 0 or 1, for cron and uptime scripts. A failing check prints one line
  * per reason; `--quiet` prints nothing while all is well, so cron mails only on trouble.
  *
  * @example Usage

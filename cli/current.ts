@@ -193,7 +193,7 @@ function summarise(data: Readonly<Record<string, unknown>>): string {
 
 /**
  * The stream a snapshot event's seq counts in, as the event stream's ids name it: `site:12`, or
- * `run:<run_id>:4` for an event of a run (the snapshot holds the run copy, CONTRACT 3).
+ * `run:<run_id>:4` for an event of a run (the snapshot holds the run copy, docs/storage.md).
  */
 function streamSeq(e: Envelope): string {
   return typeof e.meta.run_id === "string" ? `run:${e.meta.run_id}:${e.seq}` : `site:${e.seq}`;

@@ -29,7 +29,7 @@ import {
   DEFAULT_SITE_TYPES,
 } from "../core/service.ts";
 
-/** Default site directory (SPEC 4.6). */
+/** Default site directory (docs/operations.md). */
 export const DEFAULT_SITE_DIR = "telemetry";
 
 /**
@@ -387,12 +387,12 @@ function parseSwitchEnv(name: string, text: string | undefined): boolean {
   throw new RangeError(`${name} must be 1 or 0 (true or false), not "${text}"`);
 }
 
-/** The `--allow-env` order CONTRACT 6 prints; every variable of {@linkcode RUN_FLAGS} has a place. */
+/** The `--allow-env` order docs/cli.md prints; every variable of {@linkcode RUN_FLAGS} has a place. */
 const ENV_ORDER = ["HOST", "PORT", "SITE_DIR", "TZ", "SITE_TYPES", "TOKEN", "FSYNC"];
 
 /**
- * The environment variables the server may read: the only `--allow-env` it gets (CONTRACT 6).
- * They are the variables of {@linkcode RUN_FLAGS}, in the order CONTRACT 6 lists them (a new
+ * The environment variables the server may read: the only `--allow-env` it gets (docs/cli.md).
+ * They are the variables of {@linkcode RUN_FLAGS}, in the order docs/cli.md lists them (a new
  * variable goes last).
  */
 export const SERVER_ENV_VARS: readonly string[] = RUN_FLAGS.flatMap((flag) =>
@@ -494,7 +494,7 @@ function resolveFlag(
   try {
     return flag.parse(text);
   } catch (err) {
-    // Name what the operator set: the variable, not a flag they never typed (CONTRACT 9.5).
+    // Name what the operator set: the variable, not a flag they never typed (docs/cli.md).
     if (fromEnv === undefined || !(err instanceof RangeError)) throw err;
     const named = err.message.includes(`--${flag.name}`)
       ? err.message.replace(`--${flag.name}`, `${flag.env}`)

@@ -1,6 +1,6 @@
 /**
  * `obs-utils telemetry forget TYPE`: removes a type from the running service's current snapshot
- * (CONTRACT 9.2, `DELETE /current/{type}`). The stored files keep every event.
+ * (docs/http-api.md, `DELETE /current/{type}`). The stored files keep every event.
  *
  * @example Usage
  * ```ts ignore

@@ -1,5 +1,5 @@
 /**
- * `obs-utils telemetry forward` and `obs-utils telemetry archive` (CONTRACT 13): the fleet
+ * `obs-utils telemetry forward` and `obs-utils telemetry archive` (docs/fleet.md): the fleet
  * processes, each beside the service with its own scoped permissions. Loaded by `cli.ts` only
  * when one of these commands runs, so the other commands never load the NATS and PostgreSQL
  * clients.
@@ -20,7 +20,7 @@ import { DEFAULT_SITE_DIR } from "./flags.ts";
 import { checkNatsName, checkSubjectPrefix } from "../fleet/sinks/nats.ts";
 import { ARCHIVE_HELP, FORWARD_HELP } from "./forward_help.ts";
 
-/** The fleet processes' log lines: UTC time, level, message (CONTRACT 9.4's shape). */
+/** The fleet processes' log lines: UTC time, level, message (docs/operations.md's shape). */
 const printLog: FleetLog = (level, message) => {
   const line = `${new Date().toISOString()} ${level} ${message}`;
   if (level === "info") console.log(line);

@@ -39,7 +39,7 @@ export type { FieldInfo } from "../client/client.ts";
 export type { Envelope, JsonObject } from "../wire/event.ts";
 export { DEFAULT_SITE_DIR } from "./flags.ts";
 
-/** Environment variables the program reads (CONTRACT 6: the only ones it may). */
+/** Environment variables the program reads (docs/cli.md: the only ones it may). */
 export const ENV_VARS: readonly string[] = SERVER_ENV_VARS;
 
 /** The `--help` texts, keyed by command (`""` for the program, `"telemetry"` for the group). */

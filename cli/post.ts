@@ -103,7 +103,7 @@ export async function postCommand(args: string[]): Promise<number> {
   return 0;
 }
 
-/** The fields of an event item (CONTRACT 2.4), in the order the messages list them. */
+/** The fields of an event item (docs/http-api.md), in the order the messages list them. */
 const ITEM_FIELDS = ["type", "data", "meta", "ts", "store_permanently", "make_current"];
 
 /** `post --file`: every line (or array element) of the file is one item of one batch. */

@@ -1,5 +1,5 @@
 /**
- * `obs-utils telemetry read`: stored events from the files (CONTRACT 12), as NDJSON (the lines
+ * `obs-utils telemetry read`: stored events from the files (docs/history.md), as NDJSON (the lines
  * exactly as stored), CSV (RFC 4180) or a table, streamed: memory does not grow with the files.
  * No service is needed; only read permission for the site directory.
  *

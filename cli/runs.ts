@@ -1,5 +1,5 @@
 /**
- * `obs-utils telemetry start-run | stop-run | runs` (CONTRACT 8): start and stop a run of the
+ * `obs-utils telemetry start-run | stop-run | runs` (docs/cli.md): start and stop a run of the
  * running service, and list every run from the run log `runs.ndjson`, read directly (no service
  * needed).
  *

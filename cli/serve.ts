@@ -99,10 +99,10 @@ class ShutdownSignals implements Disposable {
 }
 
 /**
- * Holds the lines of start-up until the ready line is out (CONTRACT 4.7: nothing is printed
+ * Holds the lines of start-up until the ready line is out (docs/storage.md: nothing is printed
  * before the listener is up, so a start-up failure stays one line; what recovery found is
  * reported right after the ready line), then prints each as it comes, through the service log
- * (CONTRACT 9.4).
+ * (docs/operations.md).
  */
 class Warnings {
   #log: ServiceLog;
@@ -131,7 +131,7 @@ class Warnings {
 
 /**
  * An unexpected error of a request as one log line: its class and message, no stack trace (the
- * log is read by people and line-based tools; CONTRACT 4.7, 9.4).
+ * log is read by people and line-based tools; docs/storage.md, docs/operations.md).
  */
 export function unexpectedErrorLine(err: unknown): string {
   const name = err instanceof Error ? err.name : typeof err;
@@ -204,7 +204,7 @@ async function serve(
       flags.token ? ", token required" : ""
     }${accessNote(flags)})`,
   );
-  // CONTRACT 8: a run that was active when the service last stopped goes on; say so.
+  // docs/cli.md: a run that was active when the service last stopped goes on; say so.
   const resumed = server.service.run;
   if (resumed) {
     log.info(
@@ -216,7 +216,7 @@ async function serve(
     await server.finished;
   } catch (err) {
     log.flush(true);
-    // CONTRACT 10: only POST /shutdown, SIGINT and SIGTERM end the service with 0; any other
+    // docs/operations.md: only POST /shutdown, SIGINT and SIGTERM end the service with 0; any other
     // way out (a listener that stayed down, a failed close) is non-zero so a supervisor restarts.
     log.error(
       err instanceof ListenerError
@@ -242,7 +242,7 @@ function accessNote(flags: RunFlagValues): string {
 }
 
 /**
- * "Site directory in use", naming the holder and the command that stops it (CONTRACT 9.5).
+ * "Site directory in use", naming the holder and the command that stops it (docs/cli.md).
  *
  * @param err The refusal, with what the lock file says about its holder.
  * @returns The one line.

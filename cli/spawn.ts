@@ -1,6 +1,6 @@
 /**
  * `spawnServer()`: the service as a separate, detached process with scoped permissions
- * (SPEC 4.5's "function that takes the site directory and returns a daemon process").
+ * (docs/cli.md's "function that takes the site directory and returns a daemon process").
  * Re-exported from `server.ts`.
  *
  * @module
@@ -23,7 +23,7 @@ export { SERVER_ENV_VARS };
 export const SERVICE_V8_FLAGS: readonly string[] = ["--v8-flags=--max-semi-space-size=8"];
 
 /**
- * The scoped Deno permission flags for a server on `host:port` over `siteDir` (CONTRACT 6):
+ * The scoped Deno permission flags for a server on `host:port` over `siteDir` (docs/cli.md):
  * net for that one address, read and write for the site directory (and any run roots), and the
  * `OBS_TELEMETRY_*` variables. Nothing more.
  *

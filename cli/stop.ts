@@ -65,7 +65,7 @@ export async function stopCommand(args: string[]): Promise<number> {
     ? 10
     : parseSeconds(values.timeout, "--timeout", "stop");
   const api = client(conn, 2000);
-  // Asked before the shutdown: a run that stays active resumes at the next start (CONTRACT 8).
+  // Asked before the shutdown: a run that stays active resumes at the next start (docs/cli.md).
   const activeRun = await api.ready().then((r) => r.run_active ? r.run_id : null, () => null);
   try {
     await api.shutdown();
@@ -85,7 +85,7 @@ export async function stopCommand(args: string[]): Promise<number> {
 }
 
 /**
- * What `stop` prints when a run was active (CONTRACT 8): the run goes on at the next start.
+ * What `stop` prints when a run was active (docs/cli.md): the run goes on at the next start.
  *
  * @param runId The active run.
  * @returns The note.

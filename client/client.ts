@@ -49,7 +49,7 @@ export type {
 // option types in _client_types.ts, the follow messages in _follow.ts with the loop that yields them; all stay
 // importable from here.
 export { type ParsedServerSentEvent, ServerSentEventParserStream } from "../wire/sse.ts";
-// What the methods take and return, so that one import serves (CONTRACT 10).
+// What the methods take and return, so that one import serves (docs/operations.md).
 export {
   type Envelope,
   type JsonObject,
@@ -73,15 +73,15 @@ export {
   type TelemetryMessage,
 } from "./follow.ts";
 
-/** The default port of the service (SPEC 4.6). */
+/** The default port of the service (docs/operations.md). */
 export const DEFAULT_CLIENT_PORT: number = DEFAULT_PORT;
-/** The default host of the service (SPEC 4.6). */
+/** The default host of the service (docs/operations.md). */
 export const DEFAULT_CLIENT_HOST: string = DEFAULT_HOST;
 /** The default per-request timeout in milliseconds. */
 export const DEFAULT_TIMEOUT_MS = 5000;
 
 /**
- * A client for the telemetry service (SPEC 4.3, CONTRACT 5). Every method that talks to the
+ * A client for the telemetry service (docs/client.md, docs/client.md). Every method that talks to the
  * server throws {@linkcode TelemetryConnectionError} when no server answers in time and
  * {@linkcode TelemetryHttpError} when it answers with an error; argument errors are thrown as
  * `TypeError` (or `RangeError`) before any request is made.
@@ -203,7 +203,7 @@ export class TelemetryClient {
 
   /**
    * Reads every registered type and every type in the snapshot with its freshness state
-   * (`GET /types`, CONTRACT 11).
+   * (`GET /types`, docs/types.md).
    *
    * @param options An optional abort signal.
    * @returns The entries keyed by type: registry description, `last_ts`, `age_s`, `state` and
@@ -234,7 +234,7 @@ export class TelemetryClient {
   }
 
   /**
-   * Asks whether the unit is healthy (`GET /check`, CONTRACT 11): every critical type fresh and
+   * Asks whether the unit is healthy (`GET /check`, docs/types.md): every critical type fresh and
    * out of alarm, and free disk space above `--min-free`. A failing check is an answer, not an
    * error: it resolves with `ok: false` and the reasons.
    *
@@ -291,7 +291,7 @@ export class TelemetryClient {
   }
 
   /**
-   * Starts a run (`POST /run/start`, SPEC 4.4). With no `runId` and no `runDir` the server
+   * Starts a run (`POST /run/start`, docs/http-api.md). With no `runId` and no `runDir` the server
    * derives the next numeric run directory (`001`, `002`, ...). Starting the run that is already
    * active returns its record (an idempotent retry).
    *
@@ -391,7 +391,7 @@ export class TelemetryClient {
   }
 
   /**
-   * Records several events in one request (`POST /events`, CONTRACT 2.5): all or nothing, in
+   * Records several events in one request (`POST /events`, docs/http-api.md): all or nothing, in
    * order.
    *
    * @param items The events; each is validated before anything is sent.
@@ -458,7 +458,7 @@ export class TelemetryClient {
    */
   async current(options: RequestOptions = {}): Promise<Record<string, TelemetryEvent>> {
     const signal = this.#requestSignal(options, "Cannot read the current snapshot");
-    // The plain map whatever the server's --wrap-current (CONTRACT 10); a server that predates
+    // The plain map whatever the server's --wrap-current (docs/operations.md); a server that predates
     // the parameter ignores it and answers the plain map anyway.
     const answer = await this.#transport.call("GET", "/current?wrap=false", { signal });
     return this.#transport.toSnapshot(answer, "/current");
@@ -491,7 +491,7 @@ export class TelemetryClient {
   }
 
   /**
-   * Reads the latest event of one type, or `null` when there is none (SPEC 4.3 `get_current`).
+   * Reads the latest event of one type, or `null` when there is none (docs/client.md `get_current`).
    *
    * @param col The event type (the legacy "collection").
    * @param options An optional abort signal.
@@ -517,7 +517,7 @@ export class TelemetryClient {
   }
 
   /**
-   * Legacy-compatible: posts an event that becomes the current one (SPEC 4.3 `insert_current`).
+   * Legacy-compatible: posts an event that becomes the current one (docs/client.md `insert_current`).
    *
    * @param type The event type.
    * @param data Payload; a plain JSON object.
@@ -568,7 +568,7 @@ export class TelemetryClient {
   }
 
   /**
-   * Legacy-compatible lookup: always `null`, because the service keeps no history (SPEC 4.3);
+   * Legacy-compatible lookup: always `null`, because the service keeps no history (docs/client.md);
    * read the NDJSON files instead. Makes no request.
    *
    * @param _col The legacy collection (ignored).
@@ -588,7 +588,7 @@ export class TelemetryClient {
   }
 
   /**
-   * Removes a type from the server's current snapshot (`DELETE /current/{type}`, CONTRACT 9.2):
+   * Removes a type from the server's current snapshot (`DELETE /current/{type}`, docs/http-api.md):
    * it leaves `GET /current`, the metrics and the dashboard until a new event of that type
    * arrives, across restarts and crashes too. The stored files keep every event.
    *
@@ -615,7 +615,7 @@ export class TelemetryClient {
   }
 
   /**
-   * Legacy-compatible no-op: the server manages its own snapshot (SPEC 4.3). Makes no request.
+   * Legacy-compatible no-op: the server manages its own snapshot (docs/client.md). Makes no request.
    *
    * @param _type The event type (ignored).
    * @returns A promise that resolves when nothing has been done.
@@ -651,7 +651,7 @@ export class TelemetryClient {
   }
 
   /**
-   * Follows the live event stream (`GET /stream`, CONTRACT 2.6) as an async iterator: a
+   * Follows the live event stream (`GET /stream`, docs/http-api.md) as an async iterator: a
    * `snapshot` first, then `telemetry` and `run` messages as they happen. When the connection
    * drops (or cannot be opened, or a 5xx answers) it yields a `disconnected` message and
    * reconnects after a capped exponential back-off (`retryMs`, doubled per failed attempt, at

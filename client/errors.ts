@@ -14,7 +14,7 @@ const BODY_PREVIEW = 512;
 
 /**
  * Raised when the service cannot be reached: connection refused, unknown host, network failure,
- * or no complete answer within the timeout (SPEC 7).
+ * or no complete answer within the timeout (docs/http-api.md).
  *
  * @example Usage
  * ```ts
@@ -150,7 +150,7 @@ export function causeText(err: Error): string {
 }
 
 /**
- * Builds the error for a non-2xx answer, preferring the problem+json `detail` (CONTRACT 2.1).
+ * Builds the error for a non-2xx answer, preferring the problem+json `detail` (docs/http-api.md).
  *
  * @param res The answer.
  * @param text Its body, already read.

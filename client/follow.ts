@@ -1,5 +1,5 @@
 /**
- * The reconnect loop behind `TelemetryClient.follow()` (CONTRACT 2.6): open `GET /stream`, turn
+ * The reconnect loop behind `TelemetryClient.follow()` (docs/http-api.md): open `GET /stream`, turn
  * its Server-Sent Events into typed messages, and when the connection drops (or cannot be opened,
  * or a 5xx answers) say so and reconnect after a capped exponential back-off. The options and
  * messages defined here are re-exported by `client.ts`. Web APIs only.
@@ -66,7 +66,7 @@ export interface RunMessage {
 
 /**
  * A `forget` message of {@linkcode TelemetryClient.follow}: a type left the snapshot
- * (`DELETE /current/{type}`, CONTRACT 9.2) until its next event.
+ * (`DELETE /current/{type}`, docs/http-api.md) until its next event.
  */
 export interface ForgetMessage {
   /** Discriminant. */

@@ -49,7 +49,7 @@ export function toSnapshot(value: JsonObject): Record<string, TelemetryEvent> {
 }
 
 /**
- * Whether a parsed answer is a run record (CONTRACT 2.3).
+ * Whether a parsed answer is a run record (docs/http-api.md).
  *
  * @param value The parsed answer or `run` message.
  * @returns `true` if every field of a run record is there with its type.

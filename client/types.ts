@@ -26,7 +26,7 @@ export interface ClientOptions {
    */
   port?: number;
   /**
-   * Bearer token sent as `Authorization: Bearer <token>` (CONTRACT 2.8).
+   * Bearer token sent as `Authorization: Bearer <token>` (docs/http-api.md).
    * @default {OBS_TELEMETRY_TOKEN, else none}
    */
   token?: string;
@@ -98,7 +98,7 @@ export interface EventInput {
   makeCurrent?: boolean;
 }
 
-/** Options of {@linkcode TelemetryClient.startRun}; all optional (SPEC 4.4). */
+/** Options of {@linkcode TelemetryClient.startRun}; all optional (docs/http-api.md). */
 export interface StartRunOptions extends RequestOptions {
   /** Run identifier, one safe path segment such as `"m31-1"`; derived when omitted. */
   runId?: string;
@@ -109,13 +109,13 @@ export interface StartRunOptions extends RequestOptions {
 }
 
 /**
- * A run record as the service sends it (CONTRACT 2.3). The client keeps the wire's snake_case
+ * A run record as the service sends it (docs/http-api.md). The client keeps the wire's snake_case
  * field names, as the envelope's `meta.run_id` does, so a record can be logged or compared with
  * `GET /run` output unchanged.
  */
 export type RunInfo = RunRecord;
 
-/** The answer of `GET /ready` (CONTRACT 2.2), field names as on the wire. */
+/** The answer of `GET /ready` (docs/http-api.md), field names as on the wire. */
 export interface ReadyInfo {
   /** Always `true` when the server answers. */
   ready: boolean;
@@ -129,7 +129,7 @@ export interface ReadyInfo {
   zone?: string;
 }
 
-/** What the types registry says about one field (CONTRACT 11); keys are dotted paths. */
+/** What the types registry says about one field (docs/types.md); keys are dotted paths. */
 export interface FieldInfo {
   /** Shown in place of the field name. */
   label?: string;
@@ -152,7 +152,7 @@ export interface FieldInfo {
 /** The freshness state of a type: `stale`, else `alarm`, else `warn`, else `ok`. */
 export type TypeStateName = "ok" | "warn" | "alarm" | "stale";
 
-/** One entry of `GET /types` (CONTRACT 11). */
+/** One entry of `GET /types` (docs/types.md). */
 export interface TypeInfo {
   /** The registry's description, or `null`. */
   description: string | null;
@@ -174,7 +174,7 @@ export interface TypeInfo {
   reasons: string[];
 }
 
-/** The answer of `GET /check` (CONTRACT 11), whether 200 or 503. */
+/** The answer of `GET /check` (docs/types.md), whether 200 or 503. */
 export interface CheckInfo {
   /** `true` when every critical type is fresh and out of alarm and the disk has room. */
   ok: boolean;
@@ -188,7 +188,7 @@ export interface CheckInfo {
   min_free_bytes: number;
 }
 
-/** The answer of `GET /health` (CONTRACT 2.2). */
+/** The answer of `GET /health` (docs/http-api.md). */
 export interface HealthInfo {
   /** `true` when the server is alive. */
   ok: boolean;

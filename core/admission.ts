@@ -1,8 +1,8 @@
 /**
  * Whether the events of a commit group may be accepted, checked when the group is committed
  * (so concurrent requests see each other): a caller's `meta.run_id` must name the active run
- * (CONTRACT 2.1), and what `make_current` adds must fit the snapshot's type cap (`--max-types`,
- * CONTRACT 4.8) and byte budget (`--max-snapshot`). Refusals are domain errors; nothing is
+ * (docs/http-api.md), and what `make_current` adds must fit the snapshot's type cap (`--max-types`,
+ * docs/storage.md) and byte budget (`--max-snapshot`). Refusals are domain errors; nothing is
  * written for a refused request.
  *
  * @module
@@ -97,7 +97,7 @@ export class Admission {
     }
     const current = lastOfEachType(items);
     if (current.length === 0) return undefined;
-    // What the request would make the snapshot's size, at most (CONTRACT 4.8).
+    // What the request would make the snapshot's size, at most (docs/storage.md).
     const sizes = current.map(snapshotSize);
     let delta = 0;
     for (let i = 0; i < current.length; i++) {
@@ -160,7 +160,7 @@ function largestEvent(items: readonly EventCommand[]): EventCommand {
   return largest!;
 }
 
-/** A caller's `meta.run_id` that is not the active run's (CONTRACT 2.1). */
+/** A caller's `meta.run_id` that is not the active run's (docs/http-api.md). */
 function runIdMismatch(item: EventCommand, active: string | undefined): InvalidRequestError {
   const where = itemPrefix(item.item);
   return new InvalidRequestError(

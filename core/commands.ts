@@ -1,5 +1,5 @@
 /**
- * Request bodies into typed commands (CONTRACT 2.3, 2.4): what the service accepts, and the
+ * Request bodies into typed commands (docs/http-api.md): what the service accepts, and the
  * {@linkcode InvalidRequestError} that says what to change when it does not.
  *
  * @module
@@ -15,7 +15,7 @@ import {
 } from "../wire/event.ts";
 import { errorText, InvalidRequestError, itemPrefix } from "./errors.ts";
 
-/** A run id is one safe path segment (CONTRACT 2.3). */
+/** A run id is one safe path segment (docs/http-api.md). */
 export const RUN_ID_PATTERN: RegExp = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
 /** Unicode Cc (C0, DEL, C1): no place in a directory name, a log line or a terminal. */
@@ -53,7 +53,7 @@ export interface EventCommand {
   item: number | undefined;
 }
 
-/** What to start: `POST /run/start` (CONTRACT 2.3), every field optional. */
+/** What to start: `POST /run/start` (docs/http-api.md), every field optional. */
 export interface RunStartCommand {
   /** The run id; derived when omitted. */
   runId?: string | undefined;
@@ -64,7 +64,7 @@ export interface RunStartCommand {
 }
 
 /**
- * Validates a `POST /run/start` body (CONTRACT 2.3); `null` or nothing means "omitted".
+ * Validates a `POST /run/start` body (docs/http-api.md); `null` or nothing means "omitted".
  *
  * @param body The parsed JSON body.
  * @returns The command.
@@ -185,7 +185,7 @@ function checkValue(value: unknown, key: "data" | "meta"): void {
   }
 }
 
-/** The fields of an event object (CONTRACT 9.1); anything else is refused. */
+/** The fields of an event object (docs/http-api.md); anything else is refused. */
 export const EVENT_FIELDS: readonly string[] = [
   "type",
   "data",
@@ -198,7 +198,7 @@ const EVENT_FIELD_SET: ReadonlySet<string> = new Set(EVENT_FIELDS);
 /** Names people send for the event time; the detail points them to `ts`. */
 const TIME_ALIASES: ReadonlySet<string> = new Set(["date", "timestamp", "time"]);
 
-/** Refuses a top-level field the event object does not have (CONTRACT 9.1). */
+/** Refuses a top-level field the event object does not have (docs/http-api.md). */
 function checkFields(raw: JsonObject): void {
   for (const key in raw) {
     if (EVENT_FIELD_SET.has(key)) continue;
@@ -240,7 +240,7 @@ function optionalBoolean(body: JsonObject, key: string): boolean {
 const NO_META: JsonObject = Object.freeze({});
 
 /**
- * Validates one event request (CONTRACT 2.4) and serialises what does not depend on the seq.
+ * Validates one event request (docs/http-api.md) and serialises what does not depend on the seq.
  *
  * @param raw The parsed JSON of one event.
  * @param index Its 0-based index in a batch, named in errors; `undefined` outside a batch.

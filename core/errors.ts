@@ -34,7 +34,7 @@ export class InvalidRequestError extends Error {
 
 /**
  * A requested run directory that lies outside the site directory and every allowed run root
- * (CONTRACT 2.3).
+ * (docs/http-api.md).
  *
  * @example Usage
  * ```ts
@@ -76,7 +76,7 @@ export class RunDirNotAllowedError extends InvalidRequestError {
 }
 
 /**
- * A new event type that would take the snapshot past its cap (CONTRACT 4.8).
+ * A new event type that would take the snapshot past its cap (docs/storage.md).
  *
  * @example Usage
  * ```ts
@@ -339,7 +339,7 @@ export class UnsafeFileError extends Error {
 }
 
 /**
- * Another server (or another open in this process) holds the site directory (CONTRACT 4.6).
+ * Another server (or another open in this process) holds the site directory (docs/storage.md).
  *
  * @example Usage
  * ```ts

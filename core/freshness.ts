@@ -1,5 +1,5 @@
 /**
- * Freshness and limits (CONTRACT 11): the state of each event type, judged on the latest event's
+ * Freshness and limits (docs/types.md): the state of each event type, judged on the latest event's
  * own `ts` (the measurement time, not the receive time) against the types registry, at a time
  * the caller gives. Pure: no clock, no I/O, so every rule is tested with an injected "now".
  *

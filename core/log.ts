@@ -1,9 +1,9 @@
 /**
- * The service log (CONTRACT 9.4): every line the running service prints starts with an ISO 8601
+ * The service log (docs/operations.md): every line the running service prints starts with an ISO 8601
  * UTC timestamp and a level, or is one JSON object (`ts`, `level`, `msg`, fields) with
  * `--log-format json`; and the warn lines of rejected requests are rate-limited.
  *
- * Start-up failures are not logged here: they stay one plain `error: ...` line (CONTRACT 4.7).
+ * Start-up failures are not logged here: they stay one plain `error: ...` line (docs/storage.md).
  *
  * @example Usage
  * ```ts

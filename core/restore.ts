@@ -1,6 +1,6 @@
 /**
  * Rebuilding the snapshot on start-up: from a checkpoint and the lines written after its cursors
- * (the normal way), or, without a usable checkpoint, from the files as 0.3 did (CONTRACT 3).
+ * (the normal way), or, without a usable checkpoint, from the files as 0.3 did (docs/storage.md).
  *
  * @module
  */
@@ -26,7 +26,7 @@ export interface RestoreSources {
  * Lays the lines written after a checkpoint over its snapshot, in the order they were
  * acknowledged: a run that was active at the checkpoint (and may have stopped since), then the
  * site stream in seq order, then the active run, whose copy of a site-wide event wins
- * (CONTRACT 3). Runs start and stop only after a checkpoint, so no other order can occur.
+ * (docs/storage.md). Runs start and stop only after a checkpoint, so no other order can occur.
  *
  * @param sources Where the lines come from and the snapshot they go to.
  * @param run The run active now (resumed), if any.

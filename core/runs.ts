@@ -1,5 +1,5 @@
 /**
- * Runs (CONTRACT 2.3): starting one (deriving its id, confining its directory), stopping it,
+ * Runs (docs/http-api.md): starting one (deriving its id, confining its directory), stopping it,
  * and resuming the one that was active when the service last stopped. The service calls these
  * from its queue, so they never race each other or a commit.
  *
@@ -254,7 +254,7 @@ export class Runs {
 
   /**
    * Writes a run record to `<run_dir>/run.json` and the run log, both before the start or stop
-   * is answered (CONTRACT 8). When the log refuses the line, `run.json` is put back to
+   * is answered (docs/cli.md). When the log refuses the line, `run.json` is put back to
    * `previous` (best effort), so the two do not disagree.
    */
   async #log(record: RunRecord, previous?: RunRecord): Promise<void> {

@@ -51,11 +51,11 @@ import type {
 } from "./service_types.ts";
 export type { CommittedEvent, ServiceMessage, ServiceOptions, StreamName, WriteReport };
 
-/** Site-wide event types written to the site stream during a run too (CONTRACT 3). */
+/** Site-wide event types written to the site stream during a run too (docs/storage.md). */
 export const DEFAULT_SITE_TYPES: readonly string[] = ["weather", "environment"];
-/** Nights after which site and stopped runs' files are compressed (CONTRACT 12). */
+/** Nights after which site and stopped runs' files are compressed (docs/history.md). */
 export const DEFAULT_COMPRESS_AFTER = 2;
-/** How many distinct event types the snapshot may hold (CONTRACT 4.8). */
+/** How many distinct event types the snapshot may hold (docs/storage.md). */
 export const DEFAULT_MAX_TYPES = 10_000;
 /**
  * How large the snapshot may grow, measured as its `GET /current` body in bytes: 64 MiB. It keeps
@@ -104,7 +104,7 @@ interface Assigned {
  * Every event and every run change goes through one queue, in arrival order. Consecutive events
  * are committed together: their seqs are assigned when the batch is written, each file gets one
  * write, and a failed write truncates every file of the batch back, consumes no seq and leaves
- * the snapshot untouched (CONTRACT 4.1).
+ * the snapshot untouched (docs/storage.md).
  *
  * @example Usage
  * ```ts ignore
@@ -147,7 +147,7 @@ export class TelemetryService implements AsyncDisposable {
   #receiveTimes = new TimestampCache();
   /** The night whose site file holds the last stored site line (the checkpoint's site cursor). */
   #siteNight: string | undefined;
-  /** Compression and retention of old files (CONTRACT 12), in the background. */
+  /** Compression and retention of old files (docs/history.md), in the background. */
   #lifecycle: Lifecycle;
   #checkpoints: Checkpointer = new Checkpointer({
     take: () => this.#takeCheckpoint(),
@@ -232,7 +232,7 @@ export class TelemetryService implements AsyncDisposable {
    * Seq continues above the last line of EVERY file of a stream (read from its end), its seq
    * mark and the counter the checkpoint saved, whatever the clock did to modification times. The
    * snapshot comes from the checkpoint plus the lines written after its cursors; without a usable
-   * checkpoint it is rebuilt as in 0.3 (CONTRACT 3).
+   * checkpoint it is rebuilt as in 0.3 (docs/storage.md).
    *
    * @returns `true` when it came from a checkpoint.
    */
@@ -291,7 +291,7 @@ export class TelemetryService implements AsyncDisposable {
   }
 
   /**
-   * Validates event requests (CONTRACT 2.4) and records them in order, all or nothing.
+   * Validates event requests (docs/http-api.md) and records them in order, all or nothing.
    *
    * @param items Parsed request bodies: `{type, data, meta?, ts?, store_permanently?, make_current?}`.
    * @param options `batch: true` names the 0-based index of a bad item in the error even when
@@ -347,7 +347,7 @@ export class TelemetryService implements AsyncDisposable {
   }
 
   /**
-   * Starts a run (CONTRACT 2.3). Starting the run that is already active is an idempotent retry.
+   * Starts a run (docs/http-api.md). Starting the run that is already active is an idempotent retry.
    *
    * @param command What to start; every field is optional.
    * @returns The run record, and `created: false` when the same run was already active.
@@ -397,7 +397,7 @@ export class TelemetryService implements AsyncDisposable {
   }
 
   /**
-   * Forgets a type (CONTRACT 9.2): removes it from the snapshot, so it leaves `GET /current`,
+   * Forgets a type (docs/http-api.md): removes it from the snapshot, so it leaves `GET /current`,
    * `telemetry_value` and the dashboard, until a new event of it arrives. It is durable before
    * this resolves: a checkpoint without the type is written (after any older one), and a
    * restart, clean or after a crash, restores from it plus only the lines written after it.
@@ -423,7 +423,7 @@ export class TelemetryService implements AsyncDisposable {
         putBack();
         throw toWriteError(err);
       }
-      // Live viewers drop the type too (CONTRACT 9.2: it leaves the dashboard).
+      // Live viewers drop the type too (docs/http-api.md: it leaves the dashboard).
       this.#publish({ kind: "forget", type });
       return true;
     });
@@ -645,7 +645,7 @@ export class TelemetryService implements AsyncDisposable {
       }
       op.resolve(out);
     }
-    // After the snapshot took the group: metrics tell current types from the rest (CONTRACT 2.7).
+    // After the snapshot took the group: metrics tell current types from the rest (docs/http-api.md).
     this.#report({ ok: true, seconds, bytes, copies: group.copies });
   }
 
@@ -732,7 +732,7 @@ export class TelemetryService implements AsyncDisposable {
    * @returns The bytes appended.
    */
   async #write(group: Assigned, run: ActiveRun | undefined): Promise<number> {
-    // Seqs that reach no file must still never be handed out again (CONTRACT 3): reserve a
+    // Seqs that reach no file must still never be handed out again (docs/storage.md): reserve a
     // block above them on disk before anyone is told about them.
     if (group.site.unwritten > this.#siteMark) {
       await this.#store.writeSeqMark(this.siteDir, group.site.unwritten + SEQ_RESERVE);

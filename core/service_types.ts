@@ -49,13 +49,13 @@ export interface ServiceOptions {
   onWarning?: (message: string) => void;
   /**
    * Compress site files whose night ended more than this many nights ago, and the files of runs
-   * stopped that long ago, to `.gz` (CONTRACT 12); 0 turns it off.
+   * stopped that long ago, to `.gz` (docs/history.md); 0 turns it off.
    * @default {2}
    */
   compressAfter?: number;
   /**
    * Delete site files whose night ended more than this many nights ago, never one a forwarding
-   * cursor has not passed (CONTRACT 12); 0 keeps them forever.
+   * cursor has not passed (docs/history.md); 0 keeps them forever.
    * @default {0}
    */
   retain?: number;

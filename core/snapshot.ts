@@ -32,7 +32,7 @@ interface Entry {
   keySize?: number;
 }
 
-/** The snapshot as saved on a clean shutdown, with the seqs it reflects (CONTRACT 3). */
+/** The snapshot as saved on a clean shutdown, with the seqs it reflects (docs/storage.md). */
 export interface SavedSnapshot {
   siteSeq: number;
   /** The run directory that was active when it was saved. */
@@ -261,7 +261,7 @@ export class Snapshot {
   }
 
   /**
-   * Removes a type (CONTRACT 9.2, `DELETE /current/{type}`).
+   * Removes a type (docs/http-api.md, `DELETE /current/{type}`).
    *
    * @param type The event type.
    * @returns A function that puts the entry back (when forgetting could not be made durable),

@@ -1,5 +1,5 @@
 /**
- * The types registry of `--types FILE` (CONTRACT 11): what the operator says about each event
+ * The types registry of `--types FILE` (docs/types.md): what the operator says about each event
  * type (description, units, labels, limits, how soon it is stale, whether it is critical).
  * Parsing is strict: a file that does not parse or holds an unknown key is refused with one line
  * naming the file, the JSON path and the fix, so a typo never silently disables an alarm.
@@ -123,7 +123,7 @@ function kind(value: unknown): string {
   }`;
 }
 
-/** Type names follow the rules of `POST /event` (CONTRACT 2.4). */
+/** Type names follow the rules of `POST /event` (docs/http-api.md). */
 function badTypeName(name: string): string | undefined {
   if (name.length === 0 || name.length > 128) return "must be 1 to 128 characters";
   // deno-lint-ignore no-control-regex

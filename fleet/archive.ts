@@ -1,5 +1,5 @@
 /**
- * `obs-utils telemetry archive` (CONTRACT 13): a JetStream durable pull consumer that inserts the
+ * `obs-utils telemetry archive` (docs/fleet.md): a JetStream durable pull consumer that inserts the
  * forwarded lines into PostgreSQL's `telemetry_events` and acknowledges them after the commit.
  * Several archivers with one durable name share the work; a message delivered twice (an ack lost
  * in a crash) meets the primary key and is stored once.

@@ -1,5 +1,5 @@
 /**
- * The forwarding cursor (CONTRACT 13): how far a forwarder named `<name>` has sent each stream,
+ * The forwarding cursor (docs/fleet.md): how far a forwarder named `<name>` has sent each stream,
  * kept in `<site_dir>/.forward/<name>.json` and written by temporary file, fsync and rename. Per
  * stream (the site stream, and each run by id) it holds the stored file (its plain name: offsets
  * count uncompressed bytes, so compressing the file does not move the cursor), the byte offset

@@ -49,7 +49,7 @@ export const FORWARD_ENV_VARS: readonly string[] = [
 ];
 
 /**
- * The Deno permission flags of a forwarder (CONTRACT 13): read the site directory (and run
+ * The Deno permission flags of a forwarder (docs/fleet.md): read the site directory (and run
  * roots placed elsewhere), write `<site_dir>/.forward/` only, net to the destination only.
  *
  * @example

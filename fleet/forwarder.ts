@@ -1,5 +1,5 @@
 /**
- * The forwarder (CONTRACT 13): sends every stored line of the site stream and of every run,
+ * The forwarder (docs/fleet.md): sends every stored line of the site stream and of every run,
  * oldest first, to NATS JetStream or PostgreSQL, then follows new lines as the service writes
  * them. The NDJSON files are the write-ahead log; a cursor `(file, byte offset, last seq)` per
  * stream moves only after the destination acknowledged (PubAck, or commit), so a kill at any

@@ -1,5 +1,5 @@
 /**
- * One stored event on its way to the fleet (CONTRACT 13): its identity
+ * One stored event on its way to the fleet (docs/fleet.md): its identity
  * `(unit, stream, run_id, seq)`, its idempotency key, and the row PostgreSQL stores. The payload
  * is the NDJSON line exactly as the service wrote it; nothing here re-serialises it.
  *
@@ -13,7 +13,7 @@ export const DEFAULT_NATS_STREAM = "TELEMETRY";
 /** Default durable consumer name of the archivers. */
 export const DEFAULT_DURABLE = "telemetry-archive";
 
-/** Headers every published line carries (CONTRACT 13). */
+/** Headers every published line carries (docs/fleet.md). */
 export const HEADER_UNIT = "Telemetry-Unit";
 /** The stream the line belongs to: `site` or `run`. */
 export const HEADER_STREAM = "Telemetry-Stream";
@@ -35,7 +35,7 @@ export interface ForwardItem {
   readonly line: string;
 }
 
-/** A row of `telemetry_events` (CONTRACT 13), with `data` and `meta` as JSON text. */
+/** A row of `telemetry_events` (docs/fleet.md), with `data` and `meta` as JSON text. */
 export interface EventRow {
   unit: string;
   stream: StreamKind;

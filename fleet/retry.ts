@@ -1,5 +1,5 @@
 /**
- * Retrying a fleet peer (CONTRACT 13): capped exponential back-off (at most 30 s) with jitter,
+ * Retrying a fleet peer (docs/fleet.md): capped exponential back-off (at most 30 s) with jitter,
  * and one log line per change of state (down, still down is silent, back up), so an outage of a
  * night prints two lines, not thousands.
  *
@@ -7,7 +7,7 @@
  */
 import { sleep } from "../wire/async.ts";
 
-/** The longest wait between two attempts (CONTRACT 13). */
+/** The longest wait between two attempts (docs/fleet.md). */
 export const MAX_BACKOFF_MS = 30_000;
 
 /** A log sink: level and one line. */

@@ -1,5 +1,5 @@
 /**
- * `obs-utils telemetry forward --status` (CONTRACT 13): each cursor's lag, read from the files
+ * `obs-utils telemetry forward --status` (docs/fleet.md): each cursor's lag, read from the files
  * and the cursors alone, without sending anything or needing the destination.
  *
  * @module

@@ -2,7 +2,7 @@
  * `GET /`: a live dashboard served by the service itself. One self-contained HTML page (inline
  * style and script under a per-response CSP nonce, no external assets, no build step) that
  * shows one card per event type and follows `GET /stream` with `EventSource`. With a types
- * registry (`GET /types`, CONTRACT 11) the cards follow its order, show labels and units, colour
+ * registry (`GET /types`, docs/types.md) the cards follow its order, show labels and units, colour
  * values past a limit amber or red, and turn `STALE` when their `ts` is older than
  * `stale_after_s`; numeric fields get a sparkline of the values seen since the page opened.
  *

@@ -1,7 +1,7 @@
 /**
  * The listener's life beside the service: counting the requests in flight so shutdown can wait
  * for them, and listening again when Deno.serve ends its listener on a failed accept (EMFILE…)
- * instead of stopping (CONTRACT 10).
+ * instead of stopping (docs/operations.md).
  *
  * @module
  */
@@ -22,7 +22,7 @@ export interface RelistenOptions {
 /**
  * The reason `ServerHandle.finished` rejects when the listener ended by itself and
  * could not be opened again: the server shut down (files closed, lock released) without being
- * asked to, so its owner should exit non-zero and let a supervisor restart it (CONTRACT 10).
+ * asked to, so its owner should exit non-zero and let a supervisor restart it (docs/operations.md).
  *
  * @example Usage
  * ```ts ignore
@@ -92,7 +92,7 @@ export interface Relisten {
 
 /**
  * Deno.serve ends its listener on the first failed accept (EMFILE, ENFILE, ECONNABORTED...).
- * That is no reason to stop (CONTRACT 10): listen again on the same address, keeping the lock and
+ * That is no reason to stop (docs/operations.md): listen again on the same address, keeping the lock and
  * the open files; only when that keeps failing does the server stop, with an error.
  */
 export function keepListening(current: Deno.HttpServer<Deno.NetAddr>, on: Relisten): void {

@@ -1,5 +1,5 @@
 /**
- * `GET /metrics` (CONTRACT 2.7): the service's counters and the latest numeric snapshot values
+ * `GET /metrics` (docs/http-api.md): the service's counters and the latest numeric snapshot values
  * in the Prometheus text exposition format 0.0.4.
  *
  * @example Usage
@@ -74,7 +74,7 @@ export const DEFAULT_MAX_OTHER_EVENT_SERIES = 1_000;
 /** The `type` label that counts the events of types beyond the series caps. */
 export const OTHER_TYPE = "_other";
 
-/** Options of {@linkcode ServiceMetrics}: the caps that keep a scrape bounded (CONTRACT 2.7). */
+/** Options of {@linkcode ServiceMetrics}: the caps that keep a scrape bounded (docs/http-api.md). */
 export interface ServiceMetricsOptions {
   /**
    * Most `telemetry_value` series per type (its first numeric or boolean fields, in order).
@@ -213,7 +213,7 @@ export class Histogram {
  * The service's counters, kept by listening to its group commits from the moment it is created
  * (`createHandler` creates one per service), and rendered for `GET /metrics`.
  *
- * Every part of a scrape is bounded (CONTRACT 2.7): `telemetry_events_total` has a series per
+ * Every part of a scrape is bounded (docs/http-api.md): `telemetry_events_total` has a series per
  * stream and type for types in the snapshot and for up to 1,000 other types, the rest being
  * counted under `type="_other"`; `telemetry_value` takes at most the first 100 numeric or boolean
  * fields of a type and 50,000 series in all, and `telemetry_value_omitted` counts what it left
@@ -266,7 +266,7 @@ export class ServiceMetrics {
   #otherSeries = 0;
   /** The `telemetry_value` lines of the snapshot's types, in runs of consecutive types. */
   #segments: Segment[] = [];
-  /** Answers per route and code: `telemetry_http_responses_total` (CONTRACT 9.3). */
+  /** Answers per route and code: `telemetry_http_responses_total` (docs/http-api.md). */
   #responses = new Map<string, Map<number, number>>();
 
   /**
@@ -294,7 +294,7 @@ export class ServiceMetrics {
   }
 
   /**
-   * Counts one HTTP answer for `telemetry_http_responses_total{route,code}` (CONTRACT 9.3).
+   * Counts one HTTP answer for `telemetry_http_responses_total{route,code}` (docs/http-api.md).
    *
    * @param route The route pattern, such as `/current/{type}`, or `other` for an unknown path:
    *   never the raw path, so the label set stays bounded.
@@ -468,8 +468,8 @@ export class ServiceMetrics {
   }
 
   /**
-   * `telemetry_type_state` for every registered type (CONTRACT 11) and
-   * `telemetry_disk_free_bytes` (CONTRACT 12).
+   * `telemetry_type_state` for every registered type (docs/types.md) and
+   * `telemetry_disk_free_bytes` (docs/history.md).
    */
   #freshness(options: RenderMetricsOptions): string {
     let out = "";

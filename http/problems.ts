@@ -36,7 +36,7 @@ const REASONS: Record<number, string> = {
 
 // Successful answers carry only their content type: every extra header costs about a
 // microsecond per response, and without validators no browser caches or sniffs them anyway.
-/** Default request body limit: 1 MiB (CONTRACT 2.1). */
+/** Default request body limit: 1 MiB (docs/http-api.md). */
 export const DEFAULT_MAX_BODY = 1024 * 1024;
 
 const JSON_HEADERS = { "content-type": "application/json; charset=utf-8" };
@@ -363,7 +363,7 @@ export function requestHost(req: Request): string | null {
 }
 
 /**
- * The DNS-rebinding guard of a loopback server (CONTRACT 2.1): the `Host` must be loopback, and
+ * The DNS-rebinding guard of a loopback server (docs/http-api.md): the `Host` must be loopback, and
  * so must any `Origin`.
  *
  * @param req The request.
@@ -417,7 +417,7 @@ export function guardToken(req: Request, token: string, publicReads?: URL): void
 }
 
 /**
- * The paths whose `GET`/`HEAD` need no token under `--public-read` (CONTRACT 10): the dashboard
+ * The paths whose `GET`/`HEAD` need no token under `--public-read` (docs/operations.md): the dashboard
  * and every read route. A path ending in `/` also covers the paths below it (`/current/{type}`).
  * Data, not routes: a path listed here before its route exists is simply a 404 until it does.
  *
@@ -458,7 +458,7 @@ export function isPublicRead(method: string, pathname: string): boolean {
   );
 }
 
-/** Who may do what without the token, and how the Host and Origin are checked (CONTRACT 2.8, 10). */
+/** Who may do what without the token, and how the Host and Origin are checked (docs/http-api.md, docs/operations.md). */
 export interface AccessPolicy {
   /** Bound to a loopback address: the `Host` must be a loopback name (DNS rebinding). */
   loopbackBind: boolean;
@@ -500,7 +500,7 @@ export function guardOrigin(req: Request, url: URL): void {
 }
 
 /**
- * Decides whether a request needs the token, and checks it when it does (CONTRACT 2.8, 10): not
+ * Decides whether a request needs the token, and checks it when it does (docs/http-api.md, docs/operations.md): not
  * for `/health`; not for a public read under `--public-read`; not, under `--trust-loopback`,
  * for a request from a loopback peer whose `Host` is a loopback name and whose `Origin`, if
  * any, is loopback. Host and Origin themselves are checked before this, in every mode.
@@ -535,7 +535,7 @@ export function guardAccess(
 const SHUTTING_DOWN = "The server is shutting down; retry once it is back.";
 
 /**
- * Maps an error to its problem+json answer (CONTRACT 2.1): the one table from the service's
+ * Maps an error to its problem+json answer (docs/http-api.md): the one table from the service's
  * domain errors to HTTP statuses, adding the route or flag that fixes each.
  *
  * @param err Anything a route threw.
@@ -589,7 +589,7 @@ export function toProblem(err: unknown): Response | undefined {
   return undefined;
 }
 
-/** The 507 `detail`: which file system is full, and what to do (CONTRACT 2.1). */
+/** The 507 `detail`: which file system is full, and what to do (docs/http-api.md). */
 function diskFullDetail(err: WriteError): string {
   const where = err.mountPoint !== undefined
     ? `the file system mounted at ${err.mountPoint}${

@@ -1,5 +1,5 @@
 /**
- * The API routes (CONTRACT 2, 9, 10, 11) as data: one row per path, one handler per method, and
+ * The API routes (docs/http-api.md, docs/operations.md, docs/types.md) as data: one row per path, one handler per method, and
  * the small handlers they call. `server.ts` owns the guards, the lifecycle and the listener;
  * this module owns what each route answers.
  *
@@ -31,7 +31,7 @@ export interface RouteDeps {
   wrapCurrent: boolean;
 }
 
-/** The API (CONTRACT 2) as data: one row per path, one handler per method. */
+/** The API (docs/http-api.md) as data: one row per path, one handler per method. */
 export function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
   const { maxBody, lifecycle, streams, metrics, types, disk, wrapCurrent } = deps;
   const latest = latestOf(service, types);
@@ -121,7 +121,7 @@ function jsonStream(body: ReadableStream<Uint8Array>): Response {
   });
 }
 
-/** `?wrap=true|false` of `GET /current`, else the server's `--wrap-current` (CONTRACT 10). */
+/** `?wrap=true|false` of `GET /current`, else the server's `--wrap-current` (docs/operations.md). */
 function wantsWrap(url: URL, byDefault: boolean): boolean {
   const values = url.searchParams.getAll("wrap");
   if (values.length === 0) return byDefault;
@@ -228,7 +228,7 @@ async function postEvents(
   );
 }
 
-/** `DELETE /current/{type}` (CONTRACT 9.2): 204 once the forget is durable, 404 when absent. */
+/** `DELETE /current/{type}` (docs/http-api.md): 204 once the forget is durable, 404 when absent. */
 async function forgetType(service: TelemetryService, rawType: string): Promise<Response> {
   let type: string;
   try {

@@ -119,19 +119,19 @@ export interface HandlerOptions {
   token?: string | undefined;
   /**
    * With a token: `GET`/`HEAD` on the read routes ({@linkcode PUBLIC_READ_PATHS}) need none;
-   * every `POST` and `DELETE` still does (CONTRACT 10).
+   * every `POST` and `DELETE` still does (docs/operations.md).
    * @default {false}
    */
   publicRead?: boolean;
   /**
    * With a token: a request from a loopback peer whose `Host` is a loopback name (and whose
-   * `Origin`, if any, is loopback) needs none; every other peer still does (CONTRACT 10).
+   * `Origin`, if any, is loopback) needs none; every other peer still does (docs/operations.md).
    * @default {false}
    */
   trustLoopback?: boolean;
   /**
    * `GET /current` answers `{"current": {...}}`, the shape the older Python client reads;
-   * `?wrap=false` and `?wrap=true` choose per request in either mode (CONTRACT 10).
+   * `?wrap=false` and `?wrap=true` choose per request in either mode (docs/operations.md).
    * @default {false}
    */
   wrapCurrent?: boolean;
@@ -153,7 +153,7 @@ export interface HandlerOptions {
   /** Receives unexpected errors (answered with 500). */
   onError?: (err: unknown) => void;
   /**
-   * Receives every 4xx/5xx answer but a 404 on `GET /current/{type}` (CONTRACT 9.4), after the
+   * Receives every 4xx/5xx answer but a 404 on `GET /current/{type}` (docs/operations.md), after the
    * answer is made; the service log writes it at `warn`, rate-limited.
    */
   onRejected?: (rejection: Rejection) => void;
@@ -251,7 +251,7 @@ export class ShutdownLifecycle {
 }
 
 /**
- * Builds the request handler for a service (CONTRACT 2). It checks, in this order: shutdown
+ * Builds the request handler for a service (docs/http-api.md). It checks, in this order: shutdown
  * (503), Host and Origin (403), the bearer token (401), the route (404, 405), then the body
  * (413, 415, 400).
  *
@@ -296,7 +296,7 @@ export function createHandler(
   );
   const stopping = () => lifecycle.stopping || service.closing;
 
-  /** The route label of a request (CONTRACT 9.3): its pattern, or `other`. */
+  /** The route label of a request (docs/http-api.md): its pattern, or `other`. */
   function routeOf(req: Request): string {
     let url: URL;
     try {
@@ -385,8 +385,8 @@ export function createHandler(
     status: number,
   ): void {
     const read = req.method === "GET" || req.method === "HEAD";
-    // A reader polling for a type not seen yet is not a fault (CONTRACT 9.4), and a failing
-    // /check is the answer a monitor asked for (CONTRACT 11), polled every few seconds: its
+    // A reader polling for a type not seen yet is not a fault (docs/operations.md), and a failing
+    // /check is the answer a monitor asked for (docs/types.md), polled every few seconds: its
     // reasons are in the body, and a warn line per poll would bury the real rejections.
     if (read && status === 404 && route === CURRENT_TYPE_ROUTE) return;
     if (read && status === 503 && route === CHECK_ROUTE) return;
@@ -422,7 +422,7 @@ function peerHost(info: Deno.ServeHandlerInfo | undefined): string | undefined {
   return peer && "hostname" in peer ? peer.hostname : undefined;
 }
 
-/** The route label of a path that is no route (CONTRACT 9.3). */
+/** The route label of a path that is no route (docs/http-api.md). */
 const OTHER_ROUTE = "other";
 /** The most of an unread body that is read (and dropped) before a refusal is answered. */
 const DRAIN_BYTES = 64 * 1024;
@@ -567,7 +567,7 @@ export interface ServerHandle extends AsyncDisposable {
   /** The service behind the server. */
   readonly service: TelemetryService;
   /**
-   * Graceful shutdown (CONTRACT 4.4): new requests get 503, in-flight ones finish, files are
+   * Graceful shutdown (docs/storage.md): new requests get 503, in-flight ones finish, files are
    * flushed, fsynced and closed, the lock is released.
    */
   shutdown(): Promise<void>;
@@ -727,7 +727,7 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   const addr = server.addr;
   // Keep the name the operator chose; "localhost" reads better than the address it resolved to.
   const shown = hostname === "localhost" ? hostname : addr.hostname;
-  // A second server refused this directory names this one's address (CONTRACT 9.5).
+  // A second server refused this directory names this one's address (docs/cli.md).
   await recordLockHolder(service.siteDir, `http://${hostForUrl(shown)}:${addr.port}`).catch(
     (err) => warn(`Could not record the address in the site lock file: ${errorText(err)}`),
   );
@@ -783,7 +783,7 @@ async function readTls(options: ServerOptions): Promise<{ cert: string; key: str
   };
 }
 
-/** Refuses to expose the service to the network without a token, unless told to (CONTRACT 2.8). */
+/** Refuses to expose the service to the network without a token, unless told to (docs/http-api.md). */
 function checkExposure(hostname: string, options: ServerOptions): void {
   if (!isLoopback(hostname) && !options.token && !options.insecure) {
     throw new ConfigError(

@@ -1,5 +1,5 @@
 /**
- * Live telemetry over Server-Sent Events (CONTRACT 2.6): {@linkcode StreamHub} turns the
+ * Live telemetry over Server-Sent Events (docs/http-api.md): {@linkcode StreamHub} turns the
  * service's accepted events and run changes into one bounded stream per client, in the
  * `text/event-stream` wire format of `sse.ts` (each message encoded once, for all clients).
  *
@@ -37,7 +37,7 @@ import { acceptsGzip, deflatePiece, GzipMember } from "./gzip_live.ts";
 // The encoder lives in sse.ts with its parser; server.ts exports it from here.
 export { type ServerSentEventMessage, ServerSentEventStream } from "../wire/sse.ts";
 
-/** Default interval of `: keepalive` comments: 15 s (CONTRACT 2.6). */
+/** Default interval of `: keepalive` comments: 15 s (docs/http-api.md). */
 export const DEFAULT_KEEPALIVE_MS = 15_000;
 /** Default per-client queue bound: 1 MiB of pending event bytes. */
 export const DEFAULT_STREAM_QUEUE_BYTES = 1024 * 1024;
@@ -318,7 +318,7 @@ class StreamClient implements Client {
 /**
  * Fans the service's messages out to Server-Sent Event clients, each with its own bounded
  * queue, so a slow or stalled client is dropped instead of slowing ingestion or growing memory
- * (CONTRACT 2.6). The hub listens to the service once: each message is encoded once, the
+ * (docs/http-api.md). The hub listens to the service once: each message is encoded once, the
  * messages of one commit are joined into one chunk, and that chunk's bytes are shared by every
  * client (clients with the same type filter share theirs), so a viewer costs a queue push per
  * commit, not an encoding per event.

@@ -14,7 +14,7 @@ import { checkTimeZone, DayKeyer } from "../store/day_key.ts";
 /** Name of the file, in the destination, that receives every input line that was not converted. */
 export const REJECTS_FILE = "migrate-rejects.ndjson";
 
-/** The value of `meta.migrated_from` on every migrated line (CONTRACT 7). */
+/** The value of `meta.migrated_from` on every migrated line (docs/migration.md). */
 export const MIGRATED_FROM = "PanFileDB";
 
 const TMP_PREFIX = ".migrate-tmp-";
@@ -76,8 +76,8 @@ export interface MigrateOptions {
   dryRun?: boolean | undefined;
   /**
    * How records are grouped into site files: `"date"`, the calendar date written in the
-   * record's `date` (SPEC 4.7, CONTRACT 7); or `"night"`, the local-noon night of its `ts` in
-   * `timeZone`, as the live service names its files (CONTRACT 3, 12).
+   * record's `date` (docs/migration.md, docs/migration.md); or `"night"`, the local-noon night of its `ts` in
+   * `timeZone`, as the live service names its files (docs/storage.md, docs/history.md).
    * @default {"date"}
    */
   groupBy?: MigrateGroupBy | undefined;
@@ -712,7 +712,7 @@ function parseRecord(text: string): Record<string, unknown> | string {
   return rec as Record<string, unknown>;
 }
 
-/** The tail of a migrated line (see {@linkcode buildTail}): its `data` and `meta` per CONTRACT 7. */
+/** The tail of a migrated line (see {@linkcode buildTail}): its `data` and `meta` per docs/migration.md. */
 function migratedTail(record: Record<string, unknown>, ts: string, typeJson: string): string {
   const data = record.data;
   const dataJson = typeof data === "object" && data !== null && !Array.isArray(data)
@@ -1353,7 +1353,7 @@ function positiveInteger(value: number | undefined, fallback: number, name: stri
 
 /**
  * Converts every legacy `<collection>.json` under `source` into `site_YYYYMMDD.ndjson` files in
- * `dest` (SPEC 4.7, CONTRACT 7), plus `migrate-rejects.ndjson` for the lines it could not convert.
+ * `dest` (docs/migration.md, docs/migration.md), plus `migrate-rejects.ndjson` for the lines it could not convert.
  * See the module documentation for the exact rules. Prints nothing; report progress through
  * `options.onProgress` and the result through the returned summary.
  *
@@ -1602,7 +1602,7 @@ interface Run {
  * {@linkcode mergeAll}), then checks the targets, waits for the fdatasyncs and commits. Returns
  * `undefined`, with the temporary directory emptied and the counts zeroed, when a record goes
  * back to a day already written: the caller then starts over on the spill path, which orders
- * such records as CONTRACT 7 wants. Legacy collections are appended in time order, so that is
+ * such records as docs/migration.md wants. Legacy collections are appended in time order, so that is
  * rare, and starting over keeps one ordering algorithm for it instead of two.
  */
 async function migrateMerged(run: Run, tmp: string): Promise<RunResult | undefined> {
@@ -1774,7 +1774,7 @@ async function commit(
   report: Report,
 ): Promise<void> {
   // Every file is complete before the first rename: an interrupted commit leaves each
-  // target either absent or whole (CONTRACT 7).
+  // target either absent or whole (docs/migration.md).
   const names = [...files.map((f) => f.name), REJECTS_FILE];
   for (let i = 0; i < names.length; i++) {
     const name = names[i] as string;

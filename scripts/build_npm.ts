@@ -1,6 +1,6 @@
 /**
  * `deno task build:npm`: writes `dist/npm/`, an npm package of the runtime-neutral client
- * (CONTRACT 10): ES module JavaScript, `.d.ts` declarations and a `package.json` with
+ * (docs/operations.md): ES module JavaScript, `.d.ts` declarations and a `package.json` with
  * `exports`, so that `npm install <checkout>/dist/npm` gives a Node >= 20 project the same
  * `@obs-utils/telemetry/client` import a Deno user has.
  *

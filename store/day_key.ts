@@ -1,13 +1,13 @@
 /**
  * The night a moment belongs to: the local date in the site's zone, where a time of day before
- * 12:00 belongs to the previous date (CONTRACT 3), so one observing night is one site file.
+ * 12:00 belongs to the previous date (docs/storage.md), so one observing night is one site file.
  *
  * @module
  */
 
 /**
  * The site file day key for an instant: the local date in `timeZone`, where a time of day
- * before 12:00 belongs to the previous date (CONTRACT 3). Reads the wall clock, so it is right
+ * before 12:00 belongs to the previous date (docs/storage.md). Reads the wall clock, so it is right
  * on DST change days.
  *
  * @param epochMs The instant, in epoch milliseconds.

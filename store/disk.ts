@@ -1,5 +1,5 @@
 /**
- * Free space on the file system that holds a directory (CONTRACT 11 `/check`, CONTRACT 12
+ * Free space on the file system that holds a directory (docs/types.md `/check`, docs/history.md
  * `telemetry_disk_free_bytes` and `--min-free`). One owner for the question "how much room is
  * left", so the health check, the metric and the low-space warning agree.
  *
@@ -7,7 +7,7 @@
  */
 import { statfs } from "node:fs/promises";
 
-/** The default `--min-free`: 1 GiB (CONTRACT 12). */
+/** The default `--min-free`: 1 GiB (docs/history.md). */
 export const DEFAULT_MIN_FREE_BYTES = 1024 ** 3;
 
 /**

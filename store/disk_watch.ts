@@ -1,5 +1,5 @@
 /**
- * Watches free space on the site directory's file system (CONTRACT 12): the latest reading for
+ * Watches free space on the site directory's file system (docs/history.md): the latest reading for
  * `telemetry_disk_free_bytes` and `GET /check`, and a warning, at most once an hour, while it is
  * below `--min-free`. The clock and the reader are injectable, so the hourly rule is tested
  * without waiting an hour.

@@ -16,7 +16,7 @@ export const LOCK_FILE = ".lock";
 
 /**
  * The exclusive lock on `<site_dir>/.lock` that keeps a second server off the same directory
- * (CONTRACT 4.6). The operating system releases it if the process dies.
+ * (docs/storage.md). The operating system releases it if the process dies.
  */
 export class SiteLock {
   #file: Deno.FsFile;
@@ -81,7 +81,7 @@ export class SiteLock {
 
   /**
    * Records where the holder listens, so a second server refused the directory can say which
-   * process to stop and how (CONTRACT 9.5). The file holds the pid on its first line and the URL
+   * process to stop and how (docs/cli.md). The file holds the pid on its first line and the URL
    * on its second.
    *
    * @param url The base URL of the server holding the lock.

@@ -1,5 +1,5 @@
 /**
- * The layout of a site directory (CONTRACT 3): the names of the service's files, the seq marks
+ * The layout of a site directory (docs/storage.md): the names of the service's files, the seq marks
  * kept beside the streams, the names reserved so that no run directory takes one, where a
  * requested run directory may lie (confinement and the file system's limits), and the safety of
  * the paths the service writes: whatever squats on one of its names is moved aside at start-up,
@@ -25,7 +25,7 @@ import { type FsyncMode, NdjsonWriter } from "./writer.ts";
 
 const encoder = new TextEncoder();
 
-// --- the names of the service's files (CONTRACT 3) -------------------------------------------
+// --- the names of the service's files (docs/storage.md) -------------------------------------------
 
 /** The name of the site-stream file for a day key. */
 export function siteFileName(key: string): string {
@@ -36,18 +36,18 @@ export function siteFileName(key: string): string {
 export const SITE_FILE: RegExp = /^site_(\d{8})\.ndjson$/;
 /**
  * Names of site-stream files in either stored form: plain (`site_YYYYMMDD.ndjson`) or compressed
- * by the lifecycle (`site_YYYYMMDD.ndjson.gz`, CONTRACT 12). Group 1 is the night key, group 2
+ * by the lifecycle (`site_YYYYMMDD.ndjson.gz`, docs/history.md). Group 1 is the night key, group 2
  * `.gz` or nothing.
  */
 export const STORED_SITE_FILE: RegExp = /^site_(\d{8})\.ndjson(\.gz)?$/;
 
-/** What a compressed stream file's name adds to the plain one (CONTRACT 12). */
+/** What a compressed stream file's name adds to the plain one (docs/history.md). */
 export const GZ_SUFFIX = ".gz";
 
-/** The run log (CONTRACT 8): one run record per line. */
+/** The run log (docs/cli.md): one run record per line. */
 export const RUN_LOG_FILE = "runs.ndjson";
 
-/** The directory of forwarding cursors (CONTRACT 13). */
+/** The directory of forwarding cursors (docs/fleet.md). */
 export const FORWARD_DIR = ".forward";
 
 /** The run stream's file inside a run directory. */
@@ -93,10 +93,10 @@ export async function writeSeqMark(dir: string, seq: number): Promise<void> {
 // --- reserved names and run directories ------------------------------------------------------
 
 /**
- * The names the service keeps for its own files, now and in the features CONTRACT 8, 11-13
+ * The names the service keeps for its own files, now and in the features docs/cli.md, docs/types.md-13
  * plan, and what each is, for the advice of a refused run directory. A name is reserved when it
  * starts with one of these, so the files derived from it are reserved too: `<file>.torn`
- * (CONTRACT 4.3), `<file>.gz` (CONTRACT 12), the `.tmp-<uuid>` files of atomic writes. The check
+ * (docs/storage.md), `<file>.gz` (docs/history.md), the `.tmp-<uuid>` files of atomic writes. The check
  * ignores case, because on a case-insensitive file system (macOS, Windows) `RUNS.ndjson` is
  * `runs.ndjson`. Not covered, as the service runs on Linux: Windows device names (`NUL`, `CON`),
  * trailing dots and spaces that Windows drops, 8.3 short names, and names that only Unicode
@@ -104,7 +104,7 @@ export async function writeSeqMark(dir: string, seq: number): Promise<void> {
  */
 const RESERVED_NAMES: readonly { pattern: RegExp; what: string }[] = [
   {
-    // One dot, not two: `..2026` cannot be mistaken for a record, and CONTRACT 2.3 allows it.
+    // One dot, not two: `..2026` cannot be mistaken for a record, and docs/http-api.md allows it.
     pattern: /^\.(?!\.)/,
     what:
       'names starting with one "." hold the service\'s records (.lock, .active-run.json, .snapshot.json, .seq-mark.json, .forward/, temporary files)',
@@ -129,7 +129,7 @@ const PATH_MAX = 4096;
 
 /**
  * Why a name cannot be a directory of a run, or `undefined` when it can: every name the service
- * gives its own files, in the site directory and in run directories (CONTRACT 3, 4, 8, 11-13).
+ * gives its own files, in the site directory and in run directories (docs/storage.md, docs/cli.md, docs/types.md-13).
  * This is the one rule; run placement asks it of every segment of a run directory's path.
  *
  * @param name One path segment.
@@ -171,7 +171,7 @@ export type RunDirField = "run_id" | "run_dir";
 
 /**
  * Resolves a requested run directory and confines it to the site directory or an allowed run
- * root, following symlinks of the part that exists (CONTRACT 2.3). No segment of its path below
+ * root, following symlinks of the part that exists (docs/http-api.md). No segment of its path below
  * that root may be a name the service keeps for its own files ({@linkcode reservedName}), and
  * the path must fit the file system's limits.
  *

@@ -1,5 +1,5 @@
 /**
- * The files' lifecycle (CONTRACT 12): `--compress-after N` turns site files whose night ended
+ * The files' lifecycle (docs/history.md): `--compress-after N` turns site files whose night ended
  * more than N nights ago, and the `telemetry.ndjson` of runs stopped more than N nights ago,
  * into `<name>.gz`; `--retain N` deletes site files whose night ended more than N nights ago,
  * never one that a forwarding cursor (`_forward_cursor.ts`) has not passed. "More than N nights

@@ -1,5 +1,5 @@
 /**
- * The run log (CONTRACT 8): `<site_dir>/runs.ndjson` holds one run record (CONTRACT 2.3) per
+ * The run log (docs/cli.md): `<site_dir>/runs.ndjson` holds one run record (docs/http-api.md) per
  * line, appended when a run starts (`stopped_at: null`) and when it stops (filled), and
  * `<run_dir>/run.json` the latest record of one run. This module reads the log; the service
  * writes it through `SiteStore` (`storage.ts`). Readers: `obs-utils telemetry runs`, and the
@@ -157,7 +157,7 @@ export async function readRunLog(siteDir: string): Promise<RunLog> {
 }
 
 /**
- * The run log line of a record: the record's fields in CONTRACT 2.3's order, compact, with `\n`.
+ * The run log line of a record: the record's fields in docs/http-api.md's order, compact, with `\n`.
  *
  * @param record The run record.
  * @returns The line.

@@ -1,6 +1,6 @@
 /**
  * The stored files of a site directory as every reader sees them: `read`, `readHistory()`, the
- * start-up resume and the forwarder (CONTRACT 12, 13). It lists the site stream's files by night
+ * start-up resume and the forwarder (docs/history.md, docs/fleet.md). It lists the site stream's files by night
  * in either stored form (`site_YYYYMMDD.ndjson` or `.ndjson.gz`, and the right one when a
  * compression was interrupted half-way), finds a run's file, and reads complete lines from a
  * file, plain or gzip, from a byte offset of its uncompressed content, giving each line's end
@@ -63,7 +63,7 @@ export interface ReadLinesOptions {
   chunkSize?: number;
 }
 
-/** A cursor's offset that does not fall at the end of a line of its file (CONTRACT 13). */
+/** A cursor's offset that does not fall at the end of a line of its file (docs/fleet.md). */
 export class OffsetMismatchError extends Error {
   /** The file. */
   readonly path: string;

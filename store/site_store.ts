@@ -254,7 +254,7 @@ export class SiteStore {
   }
 
   /**
-   * The site files compressed by the lifecycle (CONTRACT 12), for the resume. A gzip file cannot
+   * The site files compressed by the lifecycle (docs/history.md), for the resume. A gzip file cannot
    * be read from its end, so only the nights that can hold the newest lines are read whole: those
    * at or after the newest plain file's night (all of them when every file is compressed). Older
    * compressed nights count with seq 0: their lines came before, and a seq that a stepped clock
@@ -353,7 +353,7 @@ export class SiteStore {
 
   /**
    * Appends a group of lines, one write per file, all or nothing: when a write fails, every file
-   * of the group already written is truncated back (CONTRACT 4.1).
+   * of the group already written is truncated back (docs/storage.md).
    *
    * @param lines Complete lines (without `\n`) per run writer, or per night (a key from
    *   {@linkcode SiteStore.nightOf}) whose site file is opened if needed.
@@ -432,7 +432,7 @@ export class SiteStore {
 
   /**
    * Resolves a requested run directory and confines it to the site directory or an allowed run
-   * root, following symlinks of the part that exists (CONTRACT 2.3). No segment of its path below
+   * root, following symlinks of the part that exists (docs/http-api.md). No segment of its path below
    * that root may be a name the service keeps for its own files ({@linkcode reservedName}), and
    * the path must fit the file system's limits.
    *
@@ -639,9 +639,9 @@ export class SiteStore {
   }
 
   /**
-   * Appends a run record to the run log `runs.ndjson` (CONTRACT 8) and fdatasyncs it, whatever
+   * Appends a run record to the run log `runs.ndjson` (docs/cli.md) and fdatasyncs it, whatever
    * the fsync mode: the log is written once per run start and stop, before the answer. A torn
-   * last line left by a crash is first moved to `runs.ndjson.torn` (CONTRACT 4.3); a failed
+   * last line left by a crash is first moved to `runs.ndjson.torn` (docs/storage.md); a failed
    * append leaves no partial line.
    *
    * @param record The run record.
@@ -732,7 +732,7 @@ export class SiteStore {
   }
 
   /**
-   * A deleted `.lock` no longer keeps a second server out (CONTRACT 4.6): take a new one, or
+   * A deleted `.lock` no longer keeps a second server out (docs/storage.md): take a new one, or
    * warn loudly when another server already did. A site directory replaced by a symlink is
    * warned about, not followed.
    */

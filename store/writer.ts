@@ -22,7 +22,7 @@ const NEWLINE = 0x0a;
 /**
  * If a file's last byte is not a newline, moves the bytes after its last newline to
  * `<path>.torn` (appended verbatim, nothing is deleted) and truncates the file there
- * (CONTRACT 4.3).
+ * (docs/storage.md).
  *
  * @param path The NDJSON file.
  * @returns The number of bytes moved; 0 when the file ends cleanly or does not exist.

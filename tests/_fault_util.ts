@@ -1,6 +1,6 @@
 /**
  * Helpers of the fault suite (`tests/fault_*_test.ts`): a seeded random source, `cli.ts telemetry
- * run` as a child process under the scoped permissions of CONTRACT 6, raw HTTP over a real TCP
+ * run` as a child process under the scoped permissions of docs/cli.md, raw HTTP over a real TCP
  * connection, and readers that check every NDJSON file of a site directory.
  * @module
  */
@@ -127,7 +127,7 @@ export async function spawnCliServer(options: {
   };
 }
 
-/** Asserts an RFC 9457 problem body (CONTRACT 2.1) with a non-empty `detail`; returns it. */
+/** Asserts an RFC 9457 problem body (docs/http-api.md) with a non-empty `detail`; returns it. */
 export function assertProblem(
   status: number,
   contentType: string | null,
@@ -188,7 +188,7 @@ export interface StoredLine {
 
 /**
  * Reads every `*.ndjson` stream file below a site directory (not the run log) and asserts that each line is one envelope
- * with exactly the keys seq, ts, type, data, meta (CONTRACT 3), that each file ends with `\n`,
+ * with exactly the keys seq, ts, type, data, meta (docs/storage.md), that each file ends with `\n`,
  * and that seq strictly increases within each file.
  *
  * @returns The lines per file, keyed by path relative to the site directory.
@@ -199,7 +199,7 @@ export async function readAllStreams(siteDir: string): Promise<Map<string, Store
     const m = /^(.+\.ndjson) \(\d+\)$/.exec(entry);
     if (!m) continue;
     const rel = m[1]!;
-    // The run log holds run records, not envelopes (CONTRACT 8).
+    // The run log holds run records, not envelopes (docs/cli.md).
     if (rel === "runs.ndjson") continue;
     const text = await Deno.readTextFile(join(siteDir, rel));
     assert.ok(text === "" || text.endsWith("\n"), `${rel} does not end with a newline`);

@@ -28,7 +28,7 @@ export function freePort(): number {
 
 /**
  * The `deno` arguments that run `cli.ts telemetry run` on 127.0.0.1 in UTC, by default under the
- * scoped permissions of CONTRACT 6.
+ * scoped permissions of docs/cli.md.
  */
 export function cliRunArgs(
   siteDir: string,

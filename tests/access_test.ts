@@ -1,5 +1,5 @@
 /**
- * Who may read and write without the token (CONTRACT 2.8, 10): every mode combination (token,
+ * Who may read and write without the token (docs/http-api.md, docs/operations.md): every mode combination (token,
  * `--public-read`, `--trust-loopback`, TLS) against GET, POST and DELETE, from a loopback peer and
  * from a peer with a non-loopback address inside a network namespace made for the test.
  * @module
@@ -43,7 +43,7 @@ type Peer = "loopback" | "lan";
 type Method = "GET" | "HEAD" | "POST" | "DELETE";
 
 /**
- * CONTRACT 10 as a table: the status a request gets. A request with the token, or one let in
+ * docs/operations.md as a table: the status a request gets. A request with the token, or one let in
  * without it, reaches its route: GET/HEAD /current 200, POST /event 200, DELETE /current 405 (the
  * route has no DELETE). Let in without the token: reads under --public-read, anything from a
  * loopback peer under --trust-loopback.
@@ -68,7 +68,7 @@ function label(mode: Mode, tls: boolean): string {
 
 Deno.test({
   name:
-    "every access mode, with and without TLS, lets in exactly the reads and writes CONTRACT 10 allows, from this machine and from the LAN",
+    "every access mode, with and without TLS, lets in exactly the reads and writes docs/operations.md allows, from this machine and from the LAN",
   ignore: skipNetns !== undefined,
   async fn() {
     await using ns = await netns();
@@ -290,7 +290,7 @@ Deno.test("--public-read opens only GET and HEAD of the listed read routes; othe
   await stream.body?.cancel();
 });
 
-Deno.test("isPublicRead() covers the read routes of CONTRACT 10, /types and /check included, and nothing else", () => {
+Deno.test("isPublicRead() covers the read routes of docs/operations.md, /types and /check included, and nothing else", () => {
   for (
     const path of [
       "/",

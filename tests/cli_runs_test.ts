@@ -1,5 +1,5 @@
 /**
- * Runs and forget from the command line (CONTRACT 8, 9.2): `start-run`, `stop-run`, `runs`,
+ * Runs and forget from the command line (docs/cli.md, docs/http-api.md): `start-run`, `stop-run`, `runs`,
  * `forget`, the note of `stop` while a run is active, the "resumed run" line, and the run log
  * across kill -9 between a start (or stop) and its answer. Subprocesses of `cli.ts` against real
  * servers on 127.0.0.1, real temp dirs.
@@ -221,7 +221,7 @@ Deno.test("obs-utils telemetry stop notes the active run, and the next start say
   }
   const lines = second.output().split("\n");
   const ready = lines.findIndex((l) => l.includes("listening on"));
-  // Like every line of the running service, it carries a timestamp and a level (CONTRACT 9.4).
+  // Like every line of the running service, it carries a timestamp and a level (docs/operations.md).
   assert.match(lines[ready + 1]!, /^\d{4}-\d\d-\d\dT[\d:.]+Z info resumed run m31-1 \(started /);
   assert.ok(
     lines[ready + 1]!.endsWith(` info resumed run m31-1 (started ${run.started_at}, 1 events)`),

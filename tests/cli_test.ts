@@ -1,6 +1,6 @@
 /**
  * The command line, driven as a user drives it: subprocesses of `cli.ts` with the scoped
- * permissions of CONTRACT 6, against real servers on 127.0.0.1.
+ * permissions of docs/cli.md, against real servers on 127.0.0.1.
  * @module
  */
 
@@ -226,7 +226,7 @@ Deno.test("obs-utils telemetry run exits 1 when another server holds the site di
   );
   assert.equal(r.code, 1);
   const real = await Deno.realPath(tmp.path);
-  // CONTRACT 9.5: the holder's pid and address, and the command that stops it.
+  // docs/cli.md: the holder's pid and address, and the command that stops it.
   assert.equal(
     r.stderr.trim(),
     `error: site directory ${real} is in use by another telemetry server (pid ${Deno.pid} at ${first.url}); stop it with 'obs-utils telemetry stop --host 127.0.0.1 --port ${first.addr.port}' or choose another --site-dir`,

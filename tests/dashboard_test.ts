@@ -236,7 +236,7 @@ Deno.test("renderDashboard() rejects a nonce that is not base64", () => {
   assert.throws(() => renderDashboard('x" onload="alert(1)'), SyntaxError);
 });
 
-// --- The types registry on the dashboard (CONTRACT 11) ---------------------------------------
+// --- The types registry on the dashboard (docs/types.md) ---------------------------------------
 
 const DOCS = join(import.meta.dirname!, "..", "docs");
 const REGISTRY = parseTypes(

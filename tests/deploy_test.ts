@@ -1,5 +1,5 @@
 /**
- * The deploy files (CONTRACT 10): the systemd unit passes `systemd-analyze verify` and is
+ * The deploy files (docs/operations.md): the systemd unit passes `systemd-analyze verify` and is
  * hardened; its ExecStart and the supervisord command are the same command, whose `--allow-*`
  * flags are exactly `permissionFlags()` for its own site directory, host and port; and that very
  * command, moved to a temp dir and a free port, runs a server that answers and stops with 0.
@@ -79,7 +79,7 @@ Deno.test("the unit's --allow-* flags are exactly permissionFlags() for its --si
     ...permissionFlags({ siteDir: run.siteDir, host: run.host, port: run.port }),
   ];
   assert.deepEqual(denoFlags, expected);
-  // The recommended LAN set-up of CONTRACT 10, the token coming from the environment file.
+  // The recommended LAN set-up of docs/operations.md, the token coming from the environment file.
   assert.equal(run.host, "0.0.0.0");
   assert.equal(run.publicRead, true);
   assert.equal(run.trustLoopback, true);

@@ -1,5 +1,5 @@
 /**
- * Disk-full behaviour (CONTRACT 2.1 507, 4.1) on a real, small tmpfs. Needs root (mount); when
+ * Disk-full behaviour (docs/http-api.md 507, 4.1) on a real, small tmpfs. Needs root (mount); when
  * the mount is not possible the tests are ignored and the reason is printed.
  * @module
  */

@@ -162,7 +162,7 @@ Deno.test("parseTimestamp() rejects a leap second and accepts the last milliseco
   assert.equal(parseTimestamp("2026-06-30T23:59:59.999Z"), Date.UTC(2026, 5, 30, 23, 59, 59, 999));
 });
 
-// --- Strict event objects over HTTP (CONTRACT 9.1) --------------------------------------------
+// --- Strict event objects over HTTP (docs/http-api.md) --------------------------------------------
 
 const ACCEPTED = '"type", "data", "meta", "ts", "store_permanently", "make_current"';
 

@@ -1,5 +1,5 @@
 /**
- * Concurrency (issue 6, CONTRACT 3 and 4.1): dozens of writers while runs start and stop in a
+ * Concurrency (issue 6, docs/storage.md): dozens of writers while runs start and stop in a
  * loop, against a real server on 127.0.0.1. Every event must land in exactly the file its
  * response names, once, with seq strictly increasing (and here, with no crash, gap-free) in every
  * file, and site-wide types must also be in the site stream with the same ts, data and meta.
@@ -115,7 +115,7 @@ Deno.test("every event lands once in the file its response names while runs star
     );
     const others = copies.filter((l) => l !== own[0]);
     if (ack.runId !== undefined && SITE_TYPES.has(ack.type)) {
-      // CONTRACT 3: the site copy has its own seq and the same ts, data and meta (with run_id).
+      // docs/storage.md: the site copy has its own seq and the same ts, data and meta (with run_id).
       assert.equal(others.length, 1, `site copy of ${id}`);
       const [copy, answered] = [others[0]!, own[0]!];
       assert.ok(isSiteFile(copy.file), `site copy of ${id} is in ${copy.file}`);

@@ -1,6 +1,6 @@
 /**
- * Crashes and restarts (issue 6, CONTRACT 3 and 4): `cli.ts telemetry run` as a child process
- * under the scoped permissions of CONTRACT 6, killed with SIGKILL under load or stopped with
+ * Crashes and restarts (issue 6, docs/storage.md): `cli.ts telemetry run` as a child process
+ * under the scoped permissions of docs/cli.md, killed with SIGKILL under load or stopped with
  * SIGTERM mid-run, and restarted on the same site directory.
  *
  * A SIGKILL does not lose what the process already handed to the kernel: `write()` returned, so
@@ -251,7 +251,7 @@ Deno.test("the service keeps every acknowledged event across repeated kill -9", 
         [[`${ack.runId}/telemetry.ndjson`, ack.line]],
         `acknowledged run event ${id}`,
       );
-      // Site-wide types are also in the site stream, same ts/data/meta (CONTRACT 3).
+      // Site-wide types are also in the site stream, same ts/data/meta (docs/storage.md).
       assert.equal(siteCopies.length, SITE_TYPES.has(ack.type) ? 1 : 0, `site copies of ${id}`);
     } else {
       assert.deepEqual(runCopies, [], `acknowledged site event ${id} in a run file`);
@@ -359,7 +359,7 @@ Deno.test("the service keeps the run, its seq and /current across a SIGTERM rest
       body: JSON.stringify({ type: "sensor", data: { before: "run" } }),
     });
     started = await startRun(server, "night-term");
-    // Writes in flight when SIGTERM arrives are finished, not dropped (CONTRACT 4.4).
+    // Writes in flight when SIGTERM arrives are finished, not dropped (docs/storage.md).
     const posts = Array.from({ length: 40 }, (_, i) =>
       send(`${server.url}/event`, {
         method: "POST",

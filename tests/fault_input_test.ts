@@ -1,5 +1,5 @@
 /**
- * Hostile input (issue 6, CONTRACT 2.1 and 2.4): a seeded fuzz run of malformed requests against
+ * Hostile input (issue 6, docs/http-api.md): a seeded fuzz run of malformed requests against
  * a real server on 127.0.0.1, over `fetch` and over raw TCP for what `fetch` cannot send. Every
  * answer must be a 4xx problem (never a 5xx, never a dropped connection), the server must stay
  * up, and nothing may reach the files or the snapshot.

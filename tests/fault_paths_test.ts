@@ -1,5 +1,5 @@
 /**
- * Paths of the site directory under attack and misuse (hardening issue, CONTRACT 2.3, 3, 4): run
+ * Paths of the site directory under attack and misuse (hardening issue, docs/http-api.md, docs/storage.md): run
  * directories named like the service's own files, inputs past the file system's limits, and
  * symbolic links planted where the service writes. Each test checks on the file system that
  * nothing was written where it must not be. Fuzzing is seeded (`FAULT_SEED` replays a run) and
@@ -87,7 +87,7 @@ async function failedStart(siteDir: string): Promise<{ code: number; stderr: str
 
 // --- 1. reserved names ---------------------------------------------------------------------------
 
-/** Every name the service gives its files, now or in CONTRACT 8, 11-13, and derived names. */
+/** Every name the service gives its files, now or in docs/cli.md, docs/types.md-13, and derived names. */
 function reservedRunDirs(night: string): string[] {
   return [
     ".active-run.json",

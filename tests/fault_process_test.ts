@@ -1,5 +1,5 @@
 /**
- * Process-level faults (CONTRACT 10, 4.4): file descriptors running out around the listener and
+ * Process-level faults (docs/operations.md, docs/storage.md): file descriptors running out around the listener and
  * in the middle of a commit, and site or run files renamed or deleted while the service runs.
  * Every test runs `cli.ts telemetry run` as a real child process; the descriptor limit is lowered
  * with `prlimit` (util-linux), and the tests are ignored, with the reason printed, without it.

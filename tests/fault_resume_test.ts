@@ -1,5 +1,5 @@
 /**
- * Resume faults (CONTRACT 3): seq and `/current` after a clock stepped back across local noon, a
+ * Resume faults (docs/storage.md): seq and `/current` after a clock stepped back across local noon, a
  * kill -9 after a run stopped, after a rotation and at random points while types move between
  * run and site files, and with a checkpoint that is corrupt, of another format or no longer
  * matches its files. Sessions that must die run in a child process that SIGKILLs itself

@@ -1,7 +1,7 @@
 /**
- * Browser and network attacks (issue 6, CONTRACT 2.1, 2.3 and 2.8): DNS rebinding, cross-origin
+ * Browser and network attacks (issue 6, docs/http-api.md): DNS rebinding, cross-origin
  * pages, browser "simple requests", remote shutdown, path traversal through `run_id`/`run_dir`,
- * the bearer token, and the Deno sandbox of CONTRACT 6. Each test checks on the file system that
+ * the bearer token, and the Deno sandbox of docs/cli.md. Each test checks on the file system that
  * nothing was created where it must not be. tests/server_test.ts holds the single-case checks;
  * these run the attack shapes.
  * @module
@@ -190,7 +190,7 @@ Deno.test("createHandler() refuses /shutdown from every non-loopback peer addres
   assert.equal(shutdowns, 1);
 });
 
-/** `run_id` values that are not one safe path segment (CONTRACT 2.3). */
+/** `run_id` values that are not one safe path segment (docs/http-api.md). */
 const BAD_RUN_IDS = [
   "../x",
   "..%2Fx",
@@ -343,7 +343,7 @@ Deno.test("the sandboxed server answers 400 to a run_dir outside the site direct
   await Deno.mkdir(site);
   await Deno.mkdir(outside);
   await Deno.symlink("../outside", join(site, "link"));
-  // Scoped permissions (CONTRACT 6): read and write for the site directory only.
+  // Scoped permissions (docs/cli.md): read and write for the site directory only.
   await using server = await spawnCliServer({ siteDir: site, port: freePort() });
   const before = await listTree(parent.path);
   for (

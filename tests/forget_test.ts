@@ -1,5 +1,5 @@
 /**
- * Tests of forgetting a type (CONTRACT 9.2): `DELETE /current/{type}`, the client's `forget`,
+ * Tests of forgetting a type (docs/http-api.md): `DELETE /current/{type}`, the client's `forget`,
  * and that a forgotten type stays gone across clean restarts and kill -9 until a new event of it
  * arrives. Real servers on 127.0.0.1, real temp dirs, real child processes for the crashes.
  * @module

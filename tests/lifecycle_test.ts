@@ -319,7 +319,7 @@ Deno.test("TelemetryService resumes seq and snapshot when its newest files are c
       );
       assert.equal(JSON.parse(service.currentLine("status")!).data.s, 1);
       // A stopped run's events come back from the checkpoint; the rebuild without one reads
-      // the newest site file and an active run only (CONTRACT 3), compressed or not.
+      // the newest site file and an active run only (docs/storage.md), compressed or not.
       if (withCheckpoint) assert.equal(JSON.parse(service.currentLine("dome")!).data.open, true);
     } finally {
       await service.close();

@@ -182,7 +182,7 @@ Deno.test("escapeLabelValue() escapes backslash, double quote and newline only",
   assert.equal(escapeLabelValue('a\\b"c\nd\te'), 'a\\\\b\\"c\\nd\te');
 });
 
-// --- telemetry_http_responses_total (CONTRACT 9.3) --------------------------------------------
+// --- telemetry_http_responses_total (docs/http-api.md) --------------------------------------------
 
 /** Sends one request and discards the body; returns the status. */
 async function hit(url: string, init: RequestInit = {}): Promise<number> {

@@ -541,7 +541,7 @@ async function writeStore(dir: string, store: Store): Promise<void> {
 }
 
 /**
- * What CONTRACT 7 asks for, computed the slow way: every record in the file of its written date,
+ * What docs/migration.md asks for, computed the slow way: every record in the file of its written date,
  * sorted by ts, ties in sorted path order, then line order. Site file name to original ids.
  */
 function expectedDays(store: Store): Map<string, unknown[]> {
@@ -984,7 +984,7 @@ Deno.test("migrate() without a Deno permission still names the flag to add", asy
   assert.match(decoder.decode(out.stderr), /permission denied, add --allow-write=/);
 });
 
-// --- CONTRACT 12: --group-by night -----------------------------------------------------------
+// --- docs/history.md: --group-by night -----------------------------------------------------------
 
 Deno.test("migrate() --group-by night puts records in the local-noon night of their ts", async () => {
   await using tmp = await tempDir();

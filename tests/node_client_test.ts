@@ -1,5 +1,5 @@
 /**
- * Node proof for the runtime-neutral client (CONTRACT 1, 5): bundle `client.ts` for the browser
+ * Node proof for the runtime-neutral client (docs/architecture.md, docs/client.md): bundle `client.ts` for the browser
  * platform, then drive it from Node >= 20 against a real server started here.
  * @module
  */

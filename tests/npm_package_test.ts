@@ -1,5 +1,5 @@
 /**
- * The npm package of the client (CONTRACT 10) and the README's client examples from a checkout:
+ * The npm package of the client (docs/operations.md) and the README's client examples from a checkout:
  * `scripts/build_npm.ts` (what `deno task build:npm` runs) builds it, `npm install` puts it into a
  * fresh Node project in a temp dir, the README's `app.js` runs there against a real server, and
  * `tsc --noEmit` type-checks a `.ts` file using it (and rejects one that misuses it). The README's

@@ -1,5 +1,5 @@
 /**
- * `--wrap-current` and `?wrap=` (CONTRACT 10): the older Python client, played by a Python 3
+ * `--wrap-current` and `?wrap=` (docs/operations.md): the older Python client, played by a Python 3
  * script doing exactly what it does on the wire, against a real server; the project's own client
  * and CLI against the same server; the query parameter's bad values.
  * @module

@@ -89,7 +89,7 @@ Deno.test("SERVER_ENV_VARS is the --allow-env list of every deno.json task", () 
   for (const [name, task] of tasks) {
     const list = /--allow-env=(\S+)/.exec(task)?.[1]?.split(",");
     assert.ok(list, `task ${name} grants every variable: ${task}`);
-    // Deno grants a set, but operators compare these lines with CONTRACT 6 and the README.
+    // Deno grants a set, but operators compare these lines with docs/cli.md and the README.
     assert.deepEqual(list, SERVER_ENV_VARS, `task ${name}`);
   }
 });
@@ -256,7 +256,7 @@ Deno.test("spawnServer() passes --max-types to the child", async () => {
   assert.match(err.detail, /--max-types/);
 });
 
-// --- Messages that name what the operator set (CONTRACT 9.5) ---------------------------------
+// --- Messages that name what the operator set (docs/cli.md) ---------------------------------
 
 Deno.test("resolveRunFlags() names the environment variable, not the flag, for a bad variable", () => {
   const cases: [string, string, string][] = [

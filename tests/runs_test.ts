@@ -1,6 +1,6 @@
 /**
  * Tests of runs through TelemetryService (`_runs.ts`): starting with derived or given ids,
- * confined run directories, stopping, conflicts, and resuming after a restart (CONTRACT 2.3, 4.5).
+ * confined run directories, stopping, conflicts, and resuming after a restart (docs/http-api.md, docs/storage.md).
  * @module
  */
 
@@ -281,7 +281,7 @@ Deno.test("TelemetryService.startRun() warns when it moves a torn last line of t
   assert.match(warnings[0]!, /Moved a torn last line \(12 bytes\) of .*r1\/telemetry\.ndjson/);
 });
 
-// --- the run log: runs.ndjson and run.json (CONTRACT 8) ------------------------------------------
+// --- the run log: runs.ndjson and run.json (docs/cli.md) ------------------------------------------
 
 async function logLines(siteDir: string): Promise<Record<string, unknown>[]> {
   return (await readLines(join(siteDir, "runs.ndjson"))).map((l) => JSON.parse(l));

@@ -1,5 +1,5 @@
 /**
- * Tests of the HTTP API (CONTRACT 2.1, 2.2, 2.8, 4.4) against real servers on 127.0.0.1.
+ * Tests of the HTTP API (docs/http-api.md, docs/storage.md) against real servers on 127.0.0.1.
  * @module
  */
 

@@ -1,6 +1,6 @@
 /**
  * Tests of TelemetryService without HTTP: seq, restarts, closing, the envelope and validation,
- * events during a run, pub/sub (CONTRACT 3, 4.3, 4.6). Runs are in runs_test.ts, the snapshot in
+ * events during a run, pub/sub (docs/storage.md). Runs are in runs_test.ts, the snapshot in
  * snapshot_test.ts.
  * @module
  */

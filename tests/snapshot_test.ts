@@ -1,6 +1,6 @@
 /**
  * Tests of the snapshot through TelemetryService (`_snapshot.ts`): the latest event per type, its
- * cap, and how it is saved and restored across clean and crashed restarts (CONTRACT 3, 4.3).
+ * cap, and how it is saved and restored across clean and crashed restarts (docs/storage.md).
  * @module
  */
 

@@ -1,5 +1,5 @@
 /**
- * HTTPS (CONTRACT 10): `--tls-cert`/`--tls-key` with a self-signed certificate made by `openssl`
+ * HTTPS (docs/operations.md): `--tls-cert`/`--tls-key` with a self-signed certificate made by `openssl`
  * in a temp dir; the client, the CLI (`current`, `post`, `stop`) and the dashboard over it, and
  * the operator's mistakes each refused in one line.
  * @module

@@ -6,9 +6,9 @@
  * @module
  */
 
-/** Default port of the service (SPEC 4). */
+/** Default port of the service (docs/http-api.md). */
 export const DEFAULT_PORT = 6562;
-/** Default host of the service (SPEC 4). */
+/** Default host of the service (docs/http-api.md). */
 export const DEFAULT_HOST = "localhost";
 
 /**

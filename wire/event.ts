@@ -8,7 +8,7 @@
 export type JsonObject = { [key: string]: unknown };
 
 /**
- * One telemetry event as it travels on the wire and sits on disk (SPEC 2.1).
+ * One telemetry event as it travels on the wire and sits on disk (docs/http-api.md).
  *
  * @example Usage
  * ```ts
@@ -36,7 +36,7 @@ export interface Envelope {
 }
 
 /**
- * A run as the service reports it (CONTRACT 2.3): `GET /run`, `POST /run/start`, `POST /run/stop`.
+ * A run as the service reports it (docs/http-api.md): `GET /run`, `POST /run/start`, `POST /run/stop`.
  *
  * @example Usage
  * ```ts
@@ -66,7 +66,7 @@ export interface RunRecord {
   meta: JsonObject;
 }
 
-/** The longest event type the service accepts, in UTF-16 code units (CONTRACT 2.4). */
+/** The longest event type the service accepts, in UTF-16 code units (docs/http-api.md). */
 export const MAX_TYPE_LENGTH = 128;
 
 /**
@@ -77,7 +77,7 @@ export type TelemetryEventField = "seq" | "ts" | "type" | "data" | "meta" | "_id
 
 /** Field names of the envelope, in canonical order. */
 const ENVELOPE_KEYS: readonly TelemetryEventField[] = ["seq", "ts", "type", "data", "meta"];
-/** Legacy aliases kept for code written against the old file database (SPEC 2.1). */
+/** Legacy aliases kept for code written against the old file database (docs/http-api.md). */
 const ALIAS_KEYS: readonly TelemetryEventField[] = ["_id", "date"];
 
 // Unicode Cc: C0 controls, DEL and C1 controls.
@@ -85,7 +85,7 @@ const ALIAS_KEYS: readonly TelemetryEventField[] = ["_id", "date"];
 const CONTROL_CHARS = /[\u0000-\u001f\u007f-\u009f]/;
 
 /**
- * Checks an event type against the service's rules (CONTRACT 2.4) and explains the first
+ * Checks an event type against the service's rules (docs/http-api.md) and explains the first
  * problem found.
  *
  * @param type The candidate event type.
@@ -277,7 +277,7 @@ function deepFreeze<T>(value: T): T {
 }
 
 /**
- * An immutable telemetry event, as returned by the client (SPEC 2.1).
+ * An immutable telemetry event, as returned by the client (docs/http-api.md).
  *
  * Fields are readable as properties (`event.seq`), through {@linkcode TelemetryEvent.get}, and
  * through the legacy aliases `_id` (the string form of `seq`) and `date` (equal to `ts`) that

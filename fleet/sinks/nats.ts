@@ -1,5 +1,5 @@
 /**
- * The NATS JetStream side of the fleet (CONTRACT 13): the stream created if missing, stored lines
+ * The NATS JetStream side of the fleet (docs/fleet.md): the stream created if missing, stored lines
  * published with their idempotency key as `Nats-Msg-Id` (JetStream drops a repeat within its
  * duplicate window), and the durable pull consumer the archivers share.
  *

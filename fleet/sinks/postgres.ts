@@ -1,5 +1,5 @@
 /**
- * The PostgreSQL side of the fleet (CONTRACT 13): the `telemetry_events` table, created if
+ * The PostgreSQL side of the fleet (docs/fleet.md): the `telemetry_events` table, created if
  * missing, and batches inserted in one transaction with `on conflict do nothing`, so a batch sent
  * twice (after a crash between the commit and the cursor) stores each event once.
  *
@@ -11,7 +11,7 @@
 import postgres from "npm:postgres@^3.4.9";
 import type { EventRow } from "../item.ts";
 
-/** The table every forwarder and archiver writes (CONTRACT 13). */
+/** The table every forwarder and archiver writes (docs/fleet.md). */
 export const EVENTS_TABLE = "telemetry_events";
 
 const SCHEMA = [
@@ -35,7 +35,7 @@ const COLUMNS = ["unit", "stream", "run_id", "seq", "ts", "type", "data", "meta"
 const PRIMARY_KEY = ["unit", "stream", "run_id", "seq"];
 
 /**
- * The table exists with another shape (CONTRACT 13): retrying cannot help, so the forwarder and
+ * The table exists with another shape (docs/fleet.md): retrying cannot help, so the forwarder and
  * the archiver stop with this message instead of reporting the destination unavailable forever.
  */
 export class TableShapeError extends Error {
@@ -101,7 +101,7 @@ async function checkShape(tx: postgres.TransactionSql): Promise<void> {
     `The table ${schema}.${EVENTS_TABLE} in database ${db} has another shape: ${
       problems.join("; ")
     }. ` +
-      `Rename or drop it (it is created as CONTRACT 13 says when missing), or point --to at ` +
+      `Rename or drop it (it is created as docs/fleet.md says when missing), or point --to at ` +
       `another database`,
   );
 }

@@ -1,4 +1,4 @@
-// Node smoke run of the bundled client (CONTRACT 1: client.ts is runtime-neutral).
+// Node smoke run of the bundled client (docs/architecture.md: client.ts is runtime-neutral).
 // Usage: node client_smoke.mjs <bundle.mjs> <baseUrl> <closedPort>
 // OBS_TELEMETRY_HOST/PORT in the environment point at the same server as <baseUrl>.
 // Checks with node:assert and prints one JSON object of results for the Deno side to verify.
