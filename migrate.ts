@@ -54,12 +54,11 @@
  * @module
  */
 
+export { migrate } from "./migrate/migrate.ts";
+export { legacyDateToTs } from "./migrate/legacy_date.ts";
+export { MigrateConflictError, MigrateError } from "./migrate/errors.ts";
 export {
-  legacyDateToTs,
-  migrate,
-  MigrateConflictError,
   MIGRATED_FROM,
-  MigrateError,
   type MigrateFileSummary,
   type MigrateGroupBy,
   type MigrateInputSummary,
@@ -71,4 +70,4 @@ export {
   type MigrateSummary,
   REJECT_SAMPLES,
   REJECTS_FILE,
-} from "./migrate/migrate.ts";
+} from "./migrate/types.ts";

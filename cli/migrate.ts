@@ -12,13 +12,9 @@
  */
 
 // deno-lint-ignore-file no-console
-import {
-  migrate,
-  MigrateError,
-  type MigrateGroupBy,
-  type MigrateProgress,
-  type MigrateSummary,
-} from "../migrate/migrate.ts";
+import { migrate } from "../migrate/migrate.ts";
+import { MigrateError } from "../migrate/errors.ts";
+import type { MigrateGroupBy, MigrateProgress, MigrateSummary } from "../migrate/types.ts";
 import { checkTimeZone } from "../store/day_key.ts";
 import { Failure, HELP_OPTION, parse, printHelp, UsageError } from "./common.ts";
 
