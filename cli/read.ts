@@ -17,7 +17,12 @@
 
 import { readEnv } from "../wire/address.ts";
 import { checkEventType, formatTimestamp } from "../wire/event.ts";
-import { parseTimeBound, readHistoryLines, RunNotFoundError } from "../store/history.ts";
+import {
+  parseTimeBound,
+  readHistoryLines,
+  type ReadHistoryOptions,
+  RunNotFoundError,
+} from "../store/history.ts";
 import { RUN_ID_PATTERN } from "../core/commands.ts";
 import { DEFAULT_SITE_DIR } from "./flags.ts";
 import { Failure, HELP_OPTION, parse, printHelp, UsageError } from "./common.ts";
@@ -215,33 +220,61 @@ export async function readCommand(args: string[]): Promise<number> {
     fields: { type: "string" },
   }, true);
   if (values.help) return printHelp(READ_HELP);
-  for (const type of positionals) {
+  checkTypes(positionals);
+  const format = formatOf(values.format);
+  const fields = fieldsOf(values.fields, format);
+  const siteDir = values["site-dir"] ?? readEnv("OBS_TELEMETRY_SITE_DIR") ?? DEFAULT_SITE_DIR;
+  const timeZone = siteTimeZone();
+  const { since, until } = timeBounds(values.since, values.until, timeZone);
+  if (values.run !== undefined && !RUN_ID_PATTERN.test(values.run)) {
+    throw new UsageError(
+      `--run "${values.run}" is not a run id; a run id matches ${RUN_ID_PATTERN.source}`,
+      "read",
+    );
+  }
+  const options = { types: positionals, since, until, run: values.run, timeZone };
+  await checkSiteDir(siteDir);
+  return await printEvents(siteDir, options, format, fields);
+}
+
+function checkTypes(types: readonly string[]): void {
+  for (const type of types) {
     const problem = checkEventType(type);
     if (problem) {
       throw new UsageError(`TYPE ${JSON.stringify(type)}: ${problem.replace(/\.$/, "")}`, "read");
     }
   }
-  const format = (values.format ?? "ndjson") as Format;
+}
+
+function formatOf(value: string | undefined): Format {
+  const format = (value ?? "ndjson") as Format;
   if (!FORMATS.includes(format)) {
-    throw new UsageError(`--format must be ndjson, csv or table, not "${values.format}"`, "read");
+    throw new UsageError(`--format must be ndjson, csv or table, not "${value}"`, "read");
   }
-  let fields: string[] | undefined;
-  if (values.fields !== undefined) {
-    if (format === "ndjson") {
-      throw new UsageError(
-        "--fields applies to --format csv or table; ndjson prints whole lines",
-        "read",
-      );
-    }
-    fields = values.fields.split(",").map((f) => f.trim());
-    if (fields.some((f) => f === "" || f.split(".").some((k) => k === ""))) {
-      throw new UsageError(
-        `--fields must be data field names separated by commas, dotted for nested ones (wind,wind.mps), not "${values.fields}"`,
-        "read",
-      );
-    }
+  return format;
+}
+
+/** The `--fields` list, checked; `undefined` when absent (csv and table then show all data). */
+function fieldsOf(value: string | undefined, format: Format): string[] | undefined {
+  if (value === undefined) return undefined;
+  if (format === "ndjson") {
+    throw new UsageError(
+      "--fields applies to --format csv or table; ndjson prints whole lines",
+      "read",
+    );
   }
-  const siteDir = values["site-dir"] ?? readEnv("OBS_TELEMETRY_SITE_DIR") ?? DEFAULT_SITE_DIR;
+  const fields = value.split(",").map((f) => f.trim());
+  if (fields.some((f) => f === "" || f.split(".").some((k) => k === ""))) {
+    throw new UsageError(
+      `--fields must be data field names separated by commas, dotted for nested ones (wind,wind.mps), not "${value}"`,
+      "read",
+    );
+  }
+  return fields;
+}
+
+/** `OBS_TELEMETRY_TZ`, checked; `undefined` means the system zone. */
+function siteTimeZone(): string | undefined {
   const timeZone = readEnv("OBS_TELEMETRY_TZ");
   if (timeZone !== undefined) {
     try {
@@ -253,9 +286,17 @@ export async function readCommand(args: string[]): Promise<number> {
       );
     }
   }
+  return timeZone;
+}
+
+/** `--since` and `--until` as epoch milliseconds, both against the same "now". */
+function timeBounds(
+  sinceText: string | undefined,
+  untilText: string | undefined,
+  timeZone: string | undefined,
+): { since: number | undefined; until: number | undefined } {
   const now = Date.now();
-  const bound = (flag: "since" | "until") => {
-    const text = values[flag];
+  const bound = (flag: "since" | "until", text: string | undefined) => {
     if (text === undefined) return undefined;
     try {
       return parseTimeBound(text, { timeZone, now: () => now });
@@ -264,21 +305,18 @@ export async function readCommand(args: string[]): Promise<number> {
       throw err;
     }
   };
-  const since = bound("since");
-  const until = bound("until");
+  const since = bound("since", sinceText);
+  const until = bound("until", untilText);
   if (since !== undefined && until !== undefined && since >= until) {
     throw new UsageError(
       `--since (${formatTimestamp(since)}) must be before --until (${formatTimestamp(until)})`,
       "read",
     );
   }
-  if (values.run !== undefined && !RUN_ID_PATTERN.test(values.run)) {
-    throw new UsageError(
-      `--run "${values.run}" is not a run id; a run id matches ${RUN_ID_PATTERN.source}`,
-      "read",
-    );
-  }
-  const options = { types: positionals, since, until, run: values.run, timeZone };
+  return { since, until };
+}
+
+async function checkSiteDir(siteDir: string): Promise<void> {
   try {
     const info = await Deno.stat(siteDir);
     if (!info.isDirectory) {
@@ -292,6 +330,15 @@ export async function readCommand(args: string[]): Promise<number> {
     }
     throw err;
   }
+}
+
+/** Streams the matching events to stdout in `format`; a closed pipe ends it early, quietly. */
+async function printEvents(
+  siteDir: string,
+  options: ReadHistoryOptions,
+  format: Format,
+  fields: string[] | undefined,
+): Promise<number> {
   const out = new Output();
   const headers = ["seq", "ts", "type", ...(fields ?? ["data"])];
   const table = format === "table"
