@@ -15,7 +15,8 @@ import { Failure, HELP_OPTION, parse, printHelp, UsageError } from "./common.ts"
 import type { FleetLog } from "../fleet/retry.ts";
 import { cursorPath } from "../fleet/cursor.ts";
 import { forwardStatus, type StreamLag } from "../fleet/status.ts";
-import { checkForwardOptions, destinationKind, forward } from "../fleet/forwarder.ts";
+import { forward } from "../fleet/forwarder.ts";
+import { checkForwardOptions, destinationKind } from "../fleet/forward_options.ts";
 import { DEFAULT_SITE_DIR } from "./flags.ts";
 import { checkNatsName, checkSubjectPrefix } from "../fleet/sinks/nats.ts";
 import { ARCHIVE_HELP, FORWARD_HELP } from "./forward_help.ts";

@@ -15,9 +15,10 @@ import {
   type StreamKind,
   toRow,
 } from "./item.ts";
-import { Backoff, type FleetLog, PeerState } from "./retry.ts";
+import { Backoff, type FleetLog, isPermissionFault, PeerState } from "./retry.ts";
+import type { FleetSink, FleetSinkConnector } from "./sinks/sink.ts";
 import { type ArchiveMessage, NatsArchiveSource } from "./sinks/nats.ts";
-import { PostgresSink, TableShapeError } from "./sinks/postgres.ts";
+import { postgresRowConnector } from "./sinks/postgres.ts";
 
 /** Options of {@linkcode archive}. */
 export interface ArchiveOptions {
@@ -83,101 +84,180 @@ function rowOf(m: ArchiveMessage): EventRow | string {
  * ```
  */
 export async function archive(options: ArchiveOptions): Promise<ArchiveStats> {
-  const log: FleetLog = options.log ?? (() => {});
-  const batch = options.batch ?? 2000;
-  const stats: ArchiveStats = { messages: 0, inserted: 0, rejected: 0 };
-  const natsState = new PeerState(`JetStream at ${redact(options.from)}`, log);
-  const pgState = new PeerState(`PostgreSQL at ${redact(options.to)}`, log);
-  const backoff = new Backoff();
-  let source: NatsArchiveSource | undefined;
-  let sink: PostgresSink | undefined;
-  try {
-    while (!options.signal?.aborted) {
-      try {
-        source ??= await NatsArchiveSource.open({
-          url: new URL(options.from),
-          stream: options.natsStream ?? DEFAULT_NATS_STREAM,
-          subjectPrefix: options.subjectPrefix ?? DEFAULT_SUBJECT_PREFIX,
-          name: "obs-telemetry-archive",
-        }, options.durable ?? DEFAULT_DURABLE);
-        natsState.ok();
-      } catch (err) {
-        if (isPermissionFault(err)) throw err;
-        natsState.failed(err, "retrying");
-        source = undefined;
-        await backoff.wait(options.signal);
-        continue;
+  return await new Archiver(options).run();
+}
+
+/** The messages of a batch that are telemetry lines, and their rows, index for index. */
+interface Accepted {
+  readonly rows: EventRow[];
+  readonly good: ArchiveMessage[];
+}
+
+/**
+ * One running archiver: the JetStream consumer and the PostgreSQL sink, each connected again
+ * after its failure, and the batch in hand acknowledged only after its commit.
+ */
+class Archiver {
+  readonly #options: ArchiveOptions;
+  readonly #log: FleetLog;
+  readonly #batch: number;
+  readonly #stats: ArchiveStats = { messages: 0, inserted: 0, rejected: 0 };
+  readonly #natsState: PeerState;
+  readonly #pgState: PeerState;
+  readonly #backoff = new Backoff();
+  readonly #postgres: FleetSinkConnector<EventRow>;
+  #source: NatsArchiveSource | undefined;
+  #sink: FleetSink<EventRow> | undefined;
+
+  constructor(options: ArchiveOptions) {
+    this.#options = options;
+    this.#log = options.log ?? (() => {});
+    this.#batch = options.batch ?? 2000;
+    this.#natsState = new PeerState(`JetStream at ${redact(options.from)}`, this.#log);
+    this.#pgState = new PeerState(`PostgreSQL at ${redact(options.to)}`, this.#log);
+    this.#postgres = postgresRowConnector(options.to);
+  }
+
+  /** Takes, stores and acknowledges batches until stopped; closes both sides at the end. */
+  async run(): Promise<ArchiveStats> {
+    try {
+      while (!this.#options.signal?.aborted) {
+        const source = await this.#connectSource();
+        if (source === undefined) continue;
+        const sink = await this.#connectSink();
+        if (sink === undefined) continue;
+        const messages = await this.#take(source);
+        if (messages === undefined || messages.length === 0) continue;
+        const stored = await this.#store(source, sink, this.#accept(messages));
+        if (stored === undefined) continue;
+        await this.#ack(source, stored);
       }
-      try {
-        sink ??= await PostgresSink.open(options.to);
-        pgState.ok();
-      } catch (err) {
-        if (isPermissionFault(err)) throw err;
-        if (err instanceof TableShapeError) throw err; // retrying cannot mend it
-        pgState.failed(err, "retrying; messages stay in JetStream");
-        sink = undefined;
-        await backoff.wait(options.signal);
-        continue;
-      }
-      let messages: ArchiveMessage[];
-      try {
-        messages = await source.take(batch, 1000);
-      } catch (err) {
-        if (isPermissionFault(err)) throw err;
-        natsState.failed(err, "retrying");
-        await source.close().catch(() => {});
-        source = undefined;
-        await backoff.wait(options.signal);
-        continue;
-      }
-      if (messages.length === 0) continue;
-      const rows: EventRow[] = [];
-      let good: ArchiveMessage[] = [];
-      for (const m of messages) {
-        const row = rowOf(m);
-        if (typeof row === "string") {
-          stats.rejected++;
-          log("warn", `dropping message ${m.msg.seq} on ${m.msg.subject}: ${row}`);
-          m.msg.term();
-        } else {
-          rows.push(row);
-          good.push(m);
-        }
-      }
-      try {
-        const refused = new Set<number>();
-        stats.inserted += await sink.insert(rows, (_row, i, reason) => {
-          refused.add(i);
-          stats.rejected++;
-          const m = good[i]!;
-          log("warn", `dropping message ${m.msg.seq} on ${m.msg.subject}: ${reason}`);
-          m.msg.term();
-        });
-        if (refused.size > 0) good = good.filter((_, i) => !refused.has(i));
-        pgState.ok();
-      } catch (err) {
-        if (isPermissionFault(err)) throw err;
-        pgState.failed(err, "retrying; messages stay in JetStream");
-        source.nak(good, 1000);
-        await sink.close(1).catch(() => {});
-        sink = undefined;
-        await backoff.wait(options.signal);
-        continue;
-      }
-      try {
-        await source.ack(good);
-        stats.messages += good.length;
-        backoff.reset();
-      } catch (err) {
-        // Not acknowledged: redelivered after the ack wait, and met by the primary key.
-        natsState.failed(err, "retrying");
+    } finally {
+      await this.#source?.close().catch(() => {});
+      await this.#sink?.close().catch(() => {});
+    }
+    return this.#stats;
+  }
+
+  /** A fault of PostgreSQL that retrying cannot mend: a missing permission, a table's shape. */
+  #pgFatal(err: unknown): boolean {
+    return isPermissionFault(err) || this.#postgres.isPermanent(err);
+  }
+
+  /** The consumer, connected if need be; `undefined` after a failure, once it is waited out. */
+  async #connectSource(): Promise<NatsArchiveSource | undefined> {
+    try {
+      this.#source ??= await NatsArchiveSource.open({
+        url: new URL(this.#options.from),
+        stream: this.#options.natsStream ?? DEFAULT_NATS_STREAM,
+        subjectPrefix: this.#options.subjectPrefix ?? DEFAULT_SUBJECT_PREFIX,
+        name: "obs-telemetry-archive",
+      }, this.#options.durable ?? DEFAULT_DURABLE);
+      this.#natsState.ok();
+      return this.#source;
+    } catch (err) {
+      if (isPermissionFault(err)) throw err;
+      this.#natsState.failed(err, "retrying");
+      this.#source = undefined;
+      await this.#backoff.wait(this.#options.signal);
+      return undefined;
+    }
+  }
+
+  /** The sink, connected if need be; `undefined` after a failure, once it is waited out. */
+  async #connectSink(): Promise<FleetSink<EventRow> | undefined> {
+    try {
+      this.#sink ??= await this.#postgres.connect();
+      this.#pgState.ok();
+      return this.#sink;
+    } catch (err) {
+      if (this.#pgFatal(err)) throw err;
+      this.#pgState.failed(err, "retrying; messages stay in JetStream");
+      this.#sink = undefined;
+      await this.#backoff.wait(this.#options.signal);
+      return undefined;
+    }
+  }
+
+  /** A batch from the consumer; `undefined` after a failure, once it is waited out. */
+  async #take(source: NatsArchiveSource): Promise<ArchiveMessage[] | undefined> {
+    try {
+      return await source.take(this.#batch, 1000);
+    } catch (err) {
+      if (isPermissionFault(err)) throw err;
+      this.#natsState.failed(err, "retrying");
+      await source.close().catch(() => {});
+      this.#source = undefined;
+      await this.#backoff.wait(this.#options.signal);
+      return undefined;
+    }
+  }
+
+  /** Terminates a message that can never be stored, with a warning. */
+  #drop(m: ArchiveMessage, reason: string): void {
+    this.#stats.rejected++;
+    this.#log("warn", `dropping message ${m.msg.seq} on ${m.msg.subject}: ${reason}`);
+    m.msg.term();
+  }
+
+  /** The telemetry lines of a batch as rows; every other message is dropped. */
+  #accept(messages: readonly ArchiveMessage[]): Accepted {
+    const rows: EventRow[] = [];
+    const good: ArchiveMessage[] = [];
+    for (const m of messages) {
+      const row = rowOf(m);
+      if (typeof row === "string") {
+        this.#drop(m, row);
+      } else {
+        rows.push(row);
+        good.push(m);
       }
     }
-  } finally {
-    await source?.close().catch(() => {});
-    await sink?.close().catch(() => {});
+    return { rows, good };
   }
-  return stats;
+
+  /**
+   * Inserts the rows in one transaction. A row PostgreSQL refuses for its value is dropped; a
+   * failure asks JetStream to deliver the batch again and connects again later.
+   *
+   * @returns The messages stored, or `undefined` after a failure, once it is waited out.
+   */
+  async #store(
+    source: NatsArchiveSource,
+    sink: FleetSink<EventRow>,
+    { rows, good }: Accepted,
+  ): Promise<ArchiveMessage[] | undefined> {
+    try {
+      const refused = new Set<number>();
+      this.#stats.inserted += await sink.send(rows, {
+        onRejected: (i, reason) => {
+          refused.add(i);
+          this.#drop(good[i]!, reason);
+        },
+      });
+      this.#pgState.ok();
+      return refused.size > 0 ? good.filter((_, i) => !refused.has(i)) : good;
+    } catch (err) {
+      if (this.#pgFatal(err)) throw err;
+      this.#pgState.failed(err, "retrying; messages stay in JetStream");
+      source.nak(good, 1000);
+      await sink.close(1).catch(() => {});
+      this.#sink = undefined;
+      await this.#backoff.wait(this.#options.signal);
+      return undefined;
+    }
+  }
+
+  /** Acknowledges stored messages; one not acknowledged is delivered again and met by the key. */
+  async #ack(source: NatsArchiveSource, stored: ArchiveMessage[]): Promise<void> {
+    try {
+      await source.ack(stored);
+      this.#stats.messages += stored.length;
+      this.#backoff.reset();
+    } catch (err) {
+      this.#natsState.failed(err, "retrying");
+    }
+  }
 }
 
 /**
@@ -196,9 +276,4 @@ export function redact(url: string): string {
   } catch {
     return url.replace(/\/\/[^/@]*@/, "//***@");
   }
-}
-
-/** A missing Deno permission is not an outage: retrying cannot fix it. */
-function isPermissionFault(err: unknown): boolean {
-  return err instanceof Deno.errors.NotCapable || err instanceof Deno.errors.PermissionDenied;
 }

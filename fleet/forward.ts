@@ -4,17 +4,17 @@
  * @module
  */
 import { join, resolve } from "node:path";
-import { destinationKind } from "./forwarder.ts";
+import { destinationKind } from "./forward_options.ts";
 import { FORWARD_DIR } from "../store/layout.ts";
 
+export { forward } from "./forwarder.ts";
 export {
   checkForwardOptions,
   type DestinationKind,
-  forward,
   type ForwardOptions,
   type ForwardStats,
   type SentBatch,
-} from "./forwarder.ts";
+} from "./forward_options.ts";
 export { archive, type ArchiveOptions, type ArchiveStats } from "./archive.ts";
 export { forwardStatus, type StreamLag } from "./status.ts";
 export type { FleetLog } from "./retry.ts";

@@ -74,3 +74,20 @@ export class PeerState {
     this.#log("info", `${this.#name} available again`);
   }
 }
+
+/**
+ * A missing Deno permission is not an outage: retrying cannot grant it, so the fleet process
+ * stops with the message instead.
+ *
+ * @example
+ * ```ts
+ * import { isPermissionFault } from "./retry.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.ok(isPermissionFault(new Deno.errors.NotCapable("net access to hub:4222")));
+ * assert.ok(!isPermissionFault(new Error("connection refused")));
+ * ```
+ */
+export function isPermissionFault(err: unknown): boolean {
+  return err instanceof Deno.errors.NotCapable || err instanceof Deno.errors.PermissionDenied;
+}

@@ -5,7 +5,7 @@
  * @module
  */
 import { type ForwardCursor, listCursors, type StreamPosition } from "./cursor.ts";
-import { listRunDirs } from "./forwarder.ts";
+import { listRunDirs } from "./sources.ts";
 import { storedSeq } from "./item.ts";
 import {
   listRunFiles,

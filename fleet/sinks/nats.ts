@@ -36,6 +36,7 @@ import {
   HEADER_UNIT,
   idempotencyKey,
 } from "../item.ts";
+import type { FleetSendOptions, FleetSink, FleetSinkConnector } from "./sink.ts";
 
 const TOKEN = /^[A-Za-z0-9_-]+$/;
 const encoder = new TextEncoder();
@@ -153,6 +154,7 @@ class AckBatch {
   readonly id: number;
   readonly #expected: number;
   #received = 0;
+  #duplicates = 0;
   #failure: Error | undefined;
   readonly done: Promise<void>;
   #resolve: () => void = () => {};
@@ -176,12 +178,19 @@ class AckBatch {
         const ack = JSON.parse(msg.string());
         if (ack.error) {
           this.#failure ??= new Error(`JetStream refused a message: ${ack.error.description}`);
+        } else if (ack.duplicate === true) {
+          this.#duplicates++;
         }
       } catch {
         this.#failure ??= new Error("JetStream answered something that is not a PubAck");
       }
     }
     if (++this.#received === this.#expected) this.#resolve();
+  }
+
+  /** PubAcks saying the stream held the message already (its `Nats-Msg-Id` within the window). */
+  get duplicates(): number {
+    return this.#duplicates;
   }
 
   /** The first failure, or how many acks are missing. */
@@ -206,7 +215,7 @@ class AckBatch {
  * batch is published in one go with replies to one wildcard inbox and awaited once, which is
  * three times faster (bench/forward.ts) and acknowledges exactly the same.
  */
-export class NatsSink extends NatsBase {
+export class NatsSink extends NatsBase implements FleetSink<ForwardItem> {
   readonly unit: string;
   readonly #inbox: string;
   readonly #replies: Subscription;
@@ -274,6 +283,15 @@ export class NatsSink extends NatsBase {
     return size > max ? size : undefined;
   }
 
+  /**
+   * Why JetStream can never take `item`: its message is larger than the server's `max_payload`.
+   */
+  refuses(item: ForwardItem): string | undefined {
+    const size = this.oversize(item);
+    return size === undefined ? undefined : `its message of ${size} bytes is larger than ` +
+      `the NATS server's max_payload (${this.maxPayload} bytes); raise max_payload to send such lines`;
+  }
+
   /** The server's largest message, in bytes, once connected. */
   get maxPayload(): number | undefined {
     return this.nc.info?.max_payload;
@@ -285,13 +303,15 @@ export class NatsSink extends NatsBase {
   }
 
   /**
-   * Publishes every item and waits for all their PubAcks.
+   * Publishes every item and waits for all their PubAcks; `options.signal` stops the wait.
    *
+   * @returns How many items the stream did not hold already.
    * @throws the first failure, or a timeout; the caller resends the whole batch (duplicates are
    * dropped by the `Nats-Msg-Id` window and by the archive's primary key).
    */
-  async send(items: readonly ForwardItem[], signal?: AbortSignal): Promise<void> {
-    if (items.length === 0) return;
+  async send(items: readonly ForwardItem[], options?: FleetSendOptions): Promise<number> {
+    if (items.length === 0) return 0;
+    const signal = options?.signal;
     const batch = new AckBatch(this.#nextBatch++, items.length);
     this.#batch = batch;
     items.forEach((item, i) => {
@@ -329,6 +349,7 @@ export class NatsSink extends NatsBase {
     }
     const failure = batch.outcome();
     if (failure) throw failure;
+    return items.length - batch.duplicates;
   }
 
   /** Closes the connection after flushing what is pending. */
@@ -336,6 +357,24 @@ export class NatsSink extends NatsBase {
     this.#replies.unsubscribe();
     await super.close();
   }
+}
+
+/**
+ * The forwarder's JetStream sink for one unit: connects with {@linkcode NatsSink.open}; no fault
+ * of JetStream is permanent (a missing stream is created, a server down comes back).
+ *
+ * @example
+ * ```ts ignore
+ * const sink = await natsConnector({ url: new URL("nats://hub:4222") }, "pan012").connect();
+ * await sink.send([{ stream: "site", runId: "", seq: 1, line: '{"seq":1}' }]);
+ * await sink.close();
+ * ```
+ */
+export function natsConnector(target: NatsTarget, unit: string): FleetSinkConnector<ForwardItem> {
+  return {
+    connect: () => NatsSink.open(target, unit),
+    isPermanent: () => false,
+  };
 }
 
 /** A message taken from the archive consumer. */

@@ -9,7 +9,8 @@
  * @module
  */
 import postgres from "npm:postgres@^3.4.9";
-import type { EventRow } from "../item.ts";
+import { type EventRow, type ForwardItem, toRow } from "../item.ts";
+import type { FleetSendOptions, FleetSink, FleetSinkConnector } from "./sink.ts";
 
 /** The table every forwarder and archiver writes (docs/fleet.md). */
 export const EVENTS_TABLE = "telemetry_events";
@@ -113,7 +114,7 @@ function isDataError(err: unknown): boolean {
 }
 
 /** A connection to the fleet's PostgreSQL, writing `telemetry_events`. */
-export class PostgresSink {
+export class PostgresSink implements FleetSink<EventRow> {
   readonly #sql: postgres.Sql;
   readonly url: string;
 
@@ -194,6 +195,26 @@ export class PostgresSink {
     return inserted;
   }
 
+  /** PostgreSQL takes rows of any size; a value it refuses is reported by {@linkcode send}. */
+  refuses(_row: EventRow): string | undefined {
+    return undefined;
+  }
+
+  /**
+   * {@linkcode insert} as a fleet sink sends: one transaction, resolved after the commit; a row
+   * with a value PostgreSQL refuses goes to `options.onRejected`. A commit is not interrupted, so
+   * `options.signal` is not consulted.
+   *
+   * @returns How many rows were new.
+   */
+  async send(rows: readonly EventRow[], options?: FleetSendOptions): Promise<number> {
+    const onRejected = options?.onRejected;
+    return await this.insert(
+      rows,
+      onRejected && ((_row, index, reason) => onRejected(index, reason)),
+    );
+  }
+
   async #insert(rows: readonly EventRow[]): Promise<number> {
     return await this.#sql.begin(async (tx) => {
       let inserted = 0;
@@ -222,4 +243,63 @@ export class PostgresSink {
   async close(timeoutS = 5): Promise<void> {
     await this.#sql.end({ timeout: timeoutS });
   }
+}
+
+/** The forwarder's view of PostgreSQL: the stored lines of one unit, inserted as their rows. */
+class PostgresItemSink implements FleetSink<ForwardItem> {
+  readonly #rows: PostgresSink;
+  readonly #unit: string;
+
+  constructor(rows: PostgresSink, unit: string) {
+    this.#rows = rows;
+    this.#unit = unit;
+  }
+
+  refuses(_item: ForwardItem): string | undefined {
+    return undefined;
+  }
+
+  async send(items: readonly ForwardItem[], options?: FleetSendOptions): Promise<number> {
+    return await this.#rows.send(items.map((item) => toRow(this.#unit, item)), options);
+  }
+
+  async close(timeoutS?: number): Promise<void> {
+    await this.#rows.close(timeoutS);
+  }
+}
+
+/** A table of another shape cannot be mended by retrying; every other fault can. */
+function isPermanent(err: unknown): boolean {
+  return err instanceof TableShapeError;
+}
+
+/**
+ * The archiver's PostgreSQL sink: rows, whatever unit they come from.
+ *
+ * @example
+ * ```ts ignore
+ * const sink = await postgresRowConnector("postgres://fleet@db/telemetry").connect();
+ * await sink.send(rows, { onRejected: (i, why) => console.warn(`row ${i}: ${why}`) });
+ * await sink.close();
+ * ```
+ */
+export function postgresRowConnector(url: string): FleetSinkConnector<EventRow> {
+  return { connect: () => PostgresSink.open(url), isPermanent };
+}
+
+/**
+ * The forwarder's PostgreSQL sink: the stored lines of `unit`, each inserted as its row.
+ *
+ * @example
+ * ```ts ignore
+ * const sink = await postgresItemConnector("postgres://fleet@db/telemetry", "pan012").connect();
+ * await sink.send([{ stream: "site", runId: "", seq: 1, line }]);
+ * await sink.close();
+ * ```
+ */
+export function postgresItemConnector(url: string, unit: string): FleetSinkConnector<ForwardItem> {
+  return {
+    connect: async () => new PostgresItemSink(await PostgresSink.open(url), unit),
+    isPermanent,
+  };
 }

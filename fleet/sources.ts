@@ -1,0 +1,175 @@
+/**
+ * The streams a forwarder reads (docs/fleet.md): the site stream and every run the site directory
+ * records, each with its stored files, and where a cursor places the next line to send.
+ *
+ * @module
+ */
+import { isAbsolute, join, resolve } from "node:path";
+import type { StreamKind } from "./item.ts";
+import type { ForwardCursor, StreamPosition } from "./cursor.ts";
+import { ACTIVE_RUN_FILE } from "../store/layout.ts";
+import { readRunLog } from "../store/run_log.ts";
+import { listRunFiles, listSiteFiles, plainName, type StoredFile } from "../store/site_files.ts";
+
+/** A stream to forward: the site stream, or one run. */
+export interface ForwardSource {
+  readonly stream: StreamKind;
+  readonly runId: string;
+  readonly runDir: string;
+  /** A stopped run: once read to its end, it holds nothing more. */
+  readonly stopped: boolean;
+  /** Which start of the run this is (directory and start time): a run id may be started again. */
+  readonly generation: string;
+  files(): Promise<StoredFile[]>;
+}
+
+/** Where a run is stored, and whether it has stopped (its file grows no more). */
+export interface RunDir {
+  readonly dir: string;
+  readonly stopped: boolean;
+  /** When this start of the run began (`started_at`), when the service recorded it. */
+  readonly startedAt?: string;
+}
+
+/**
+ * Every run recorded in the site directory, by id: the run log (`store/run_log.ts`: the latest
+ * line per run wins, a damaged line is skipped), the active run, and directories of the site
+ * directory holding a run stream file (runs recorded before the log existed).
+ *
+ * @example
+ * ```ts ignore
+ * for (const [runId, { dir, stopped }] of await listRunDirs("./telemetry")) {
+ *   console.log(runId, dir, stopped ? "stopped" : "active");
+ * }
+ * ```
+ */
+export async function listRunDirs(siteDir: string): Promise<Map<string, RunDir>> {
+  const runs = new Map<string, RunDir>();
+  const absolute = (dir: string) => isAbsolute(dir) ? dir : resolve(siteDir, dir);
+  for (const record of (await readRunLog(siteDir)).runs) {
+    runs.set(record.run_id, {
+      dir: absolute(record.run_dir),
+      stopped: record.stopped_at !== null,
+      startedAt: record.started_at,
+    });
+  }
+  try {
+    const active = JSON.parse(await Deno.readTextFile(join(siteDir, ACTIVE_RUN_FILE)));
+    if (typeof active?.run_id === "string" && typeof active.run_dir === "string") {
+      runs.set(active.run_id, {
+        dir: absolute(active.run_dir),
+        stopped: false,
+        ...(typeof active.started_at === "string" ? { startedAt: active.started_at } : {}),
+      });
+    }
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound) && !(err instanceof SyntaxError)) throw err;
+  }
+  // A directory that a recorded run is stored in is that run, whatever its name (a run id may
+  // be started again in a directory named otherwise): never the same lines under a second id.
+  const known = new Set([...runs.values()].map((r) => r.dir));
+  for await (const entry of Deno.readDir(siteDir)) {
+    // Links are not followed out of the site directory; dot-directories are the service's own.
+    if (!entry.isDirectory || entry.name.startsWith(".") || runs.has(entry.name)) continue;
+    if (known.has(resolve(siteDir, entry.name))) continue;
+    if ((await listRunFiles(join(siteDir, entry.name))).length > 0) {
+      runs.set(entry.name, { dir: join(siteDir, entry.name), stopped: false });
+    }
+  }
+  return runs;
+}
+
+/**
+ * The site stream, then every run by id.
+ *
+ * @example
+ * ```ts ignore
+ * for (const source of await listSources("./telemetry")) console.log(source.stream, source.runId);
+ * ```
+ */
+export async function listSources(siteDir: string): Promise<ForwardSource[]> {
+  const out: ForwardSource[] = [{
+    stream: "site",
+    runId: "",
+    runDir: siteDir,
+    stopped: false,
+    generation: "",
+    files: () => listSiteFiles(siteDir),
+  }];
+  const runs = [...(await listRunDirs(siteDir)).entries()].sort(([a], [b]) => a.localeCompare(b));
+  for (const [runId, { dir, stopped, startedAt }] of runs) {
+    out.push({
+      stream: "run",
+      runId,
+      runDir: dir,
+      stopped,
+      generation: `${dir}\n${startedAt ?? ""}`,
+      files: () => listRunFiles(dir),
+    });
+  }
+  return out;
+}
+
+/**
+ * Where the cursor holds `source`, or `null` when nothing of it was sent yet.
+ *
+ * @example
+ * ```ts
+ * import { positionOf } from "./sources.ts";
+ * import { emptyCursor } from "./cursor.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const run = { stream: "run" as const, runId: "constructor", runDir: "r", stopped: false, generation: "" };
+ * assert.equal(positionOf(emptyCursor(), { ...run, files: () => Promise.resolve([]) }), null);
+ * ```
+ */
+export function positionOf(cursor: ForwardCursor, source: ForwardSource): StreamPosition | null {
+  if (source.stream === "site") return cursor.site;
+  // Own properties only: a run named "constructor" or "toString" is no Object.prototype member.
+  return Object.hasOwn(cursor.runs, source.runId) ? cursor.runs[source.runId]! : null;
+}
+
+/**
+ * Moves the cursor of `source` to `at` (a run's entry also records its directory).
+ *
+ * @example
+ * ```ts
+ * import { setPosition } from "./sources.ts";
+ * import { emptyCursor } from "./cursor.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const cursor = emptyCursor();
+ * const site = { stream: "site" as const, runId: "", runDir: "t", stopped: false, generation: "" };
+ * setPosition(cursor, { ...site, files: () => Promise.resolve([]) }, { file: "f", offset: 1, seq: 1 });
+ * assert.deepEqual(cursor.site, { file: "f", offset: 1, seq: 1 });
+ * ```
+ */
+export function setPosition(
+  cursor: ForwardCursor,
+  source: ForwardSource,
+  at: StreamPosition,
+): void {
+  if (source.stream === "site") cursor.site = at;
+  else cursor.runs[source.runId] = { run_dir: source.runDir, ...at };
+}
+
+/**
+ * The files still to read and where to start in the first: after the cursor's file and offset.
+ * A cursor whose file is gone (deleted by hand) restarts at the first later night; the
+ * idempotency key makes a resend harmless.
+ *
+ * @example
+ * ```ts ignore
+ * const { files, offset } = remaining(await source.files(), positionOf(cursor, source));
+ * ```
+ */
+export function remaining(
+  files: StoredFile[],
+  at: StreamPosition | null,
+): { files: StoredFile[]; offset: number } {
+  if (at === null) return { files, offset: 0 };
+  const i = files.findIndex((f) => plainName(f.name) === at.file);
+  if (i >= 0) return { files: files.slice(i), offset: at.offset };
+  const later = files.filter((f) => plainName(f.name) > at.file);
+  return { files: later, offset: 0 };
+}
