@@ -12,7 +12,7 @@ import { tempDir, testServer } from "./_util.ts";
 
 const decoder = new TextDecoder();
 const root = new URL("..", import.meta.url).pathname;
-const README = await Deno.readTextFile(join(root, "README.md"));
+const README = await Deno.readTextFile(join(root, "docs/client.md"));
 
 /** The README code block whose first line is `// <name>`. */
 function readmeBlock(name: string): string {
