@@ -20,7 +20,7 @@ import type { ParseArgsConfig } from "node:util";
 import { DEFAULT_HOST, DEFAULT_PORT, readEnv } from "../wire/address.ts";
 import { checkTimeZone } from "../store/day_key.ts";
 import { FSYNC_MODES, type FsyncMode } from "../store/writer.ts";
-import { DEFAULT_MAX_BODY } from "../http/problems.ts";
+import { DEFAULT_MAX_BODY } from "../http/body.ts";
 import { type LogFormat, parseLogFormat } from "../core/log.ts";
 import {
   DEFAULT_COMPRESS_AFTER,

@@ -11,7 +11,9 @@
  * @module
  */
 
-import { ConfigError, ListenerError, type ServerHandle, startServer } from "../http/server.ts";
+import { ConfigError } from "../http/config.ts";
+import { ListenerError } from "../http/listener.ts";
+import { type ServerHandle, startServer } from "../http/serve.ts";
 import { errorText, SiteInUseError } from "../core/errors.ts";
 import { TypesFileError } from "../core/types_registry.ts";
 import { DEFAULT_HOST, DEFAULT_PORT } from "../wire/address.ts";
