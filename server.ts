@@ -76,12 +76,8 @@ export { toProblem } from "./http/problems.ts";
 export { isLoopback, PUBLIC_READ_PATHS } from "./http/guards.ts";
 export { DEFAULT_MAX_BODY } from "./http/body.ts";
 export { ListenerError, type RelistenOptions } from "./http/listener.ts";
-export {
-  Histogram,
-  type RenderMetricsOptions,
-  ServiceMetrics,
-  type StreamCounts,
-} from "./http/metrics.ts";
+export { type RenderMetricsOptions, ServiceMetrics, type StreamCounts } from "./http/metrics.ts";
+export { Histogram } from "./http/prometheus.ts";
 export {
   permissionFlags,
   SERVER_ENV_VARS,
