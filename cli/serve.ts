@@ -55,7 +55,7 @@ export async function runCommand(args: string[]): Promise<number> {
   } catch (err) {
     throw new UsageError((err as Error).message, "run");
   }
-  const log = new ServiceLog({ format: flags.logFormat ?? "text" });
+  const log = new ServiceLog(flags.logFormat !== undefined ? { format: flags.logFormat } : {});
   const warnings = new Warnings(log);
   // Signals are heard from before the listener opens: a SIGTERM that comes right after /ready
   // first answers (a supervisor, spawnServer().stop()) is a clean shutdown, not Deno's default
