@@ -1,6 +1,6 @@
 /**
  * `obs-utils telemetry run`: the service in the foreground until Ctrl-C, SIGTERM or
- * `obs-utils telemetry stop`. Its flags come from the table in `_run_flags.ts`.
+ * `obs-utils telemetry stop`. Its flags come from the table in `flags.ts`.
  *
  * @example Usage
  * ```ts ignore
