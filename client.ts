@@ -28,38 +28,46 @@
  */
 
 export {
-  type CheckInfo,
-  type ClientOptions,
   DEFAULT_CLIENT_HOST,
   DEFAULT_CLIENT_PORT,
   DEFAULT_TIMEOUT_MS,
+  TelemetryClient,
+} from "./client/client.ts";
+export type {
+  CheckInfo,
+  ClientOptions,
+  EventInput,
+  FieldInfo,
+  HealthInfo,
+  PostEventOptions,
+  ReadyInfo,
+  RequestOptions,
+  RunInfo,
+  StartRunOptions,
+  TypeInfo,
+  TypeStateName,
+} from "./client/types.ts";
+export {
+  TelemetryConnectionError,
+  TelemetryHttpError,
+  type TelemetryHttpErrorOptions,
+} from "./client/errors.ts";
+export {
   type DisconnectedMessage,
-  type Envelope,
-  type EventInput,
-  type FetchFunction,
-  type FieldInfo,
   type FollowMessage,
   type FollowOptions,
   type ForgetMessage,
-  type HealthInfo,
-  type JsonObject,
-  type ParsedServerSentEvent,
-  type PostEventOptions,
-  type ReadyInfo,
-  type RequestOptions,
-  type RunInfo,
   type RunMessage,
-  type RunRecord,
-  ServerSentEventParserStream,
   type SnapshotMessage,
-  type StartRunOptions,
-  TelemetryClient,
-  TelemetryConnectionError,
+  type TelemetryMessage,
+} from "./client/follow.ts";
+export type { FetchFunction } from "./client/transport.ts";
+// What the methods take and return, so that one import serves (docs/client.md).
+export {
+  type Envelope,
+  type JsonObject,
+  type RunRecord,
   TelemetryEvent,
   type TelemetryEventField,
-  TelemetryHttpError,
-  type TelemetryHttpErrorOptions,
-  type TelemetryMessage,
-  type TypeInfo,
-  type TypeStateName,
-} from "./client/client.ts";
+} from "./wire/event.ts";
+export { type ParsedServerSentEvent, ServerSentEventParserStream } from "./wire/sse.ts";

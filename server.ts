@@ -18,74 +18,70 @@
  */
 
 export {
-  type CheckResult,
   type CommittedEvent,
-  ConfigError,
-  createHandler,
-  DEFAULT_HOST,
-  DEFAULT_MAX_BODY,
   DEFAULT_MAX_SNAPSHOT_BYTES,
   DEFAULT_MAX_TYPES,
-  DEFAULT_MIN_FREE_BYTES,
-  DEFAULT_PORT,
-  DEFAULT_SHUTDOWN_GRACE_MS,
   DEFAULT_SITE_TYPES,
-  DiskWatch,
-  type DiskWatchOptions,
   type EventCommand,
-  type FieldSpec,
-  type FsyncMode,
-  type HandlerOptions,
-  Histogram,
-  InvalidRequestError,
-  isLoopback,
-  type JsonObject,
-  type JsonValue,
-  ListenerError,
-  loadTypes,
-  type LogFormat,
-  NoActiveRunError,
-  parseTypes,
-  permissionFlags,
-  PUBLIC_READ_PATHS,
-  type Rejection,
-  type RelistenOptions,
-  type RenderMetricsOptions,
   RUN_ID_PATTERN,
-  RunConflictError,
-  RunDirNotAllowedError,
-  type RunRecord,
   type RunStart,
   type RunStartCommand,
-  SERVER_ENV_VARS,
-  type ServerHandle,
-  type ServerOptions,
   type ServiceMessage,
-  ServiceMetrics,
   type ServiceOptions,
-  ShutdownLifecycle,
+  type SnapshotBodyOptions,
+  type StreamName,
+  TelemetryService,
+  type WriteReport,
+} from "./core/service.ts";
+export {
+  InvalidRequestError,
+  NoActiveRunError,
+  RunConflictError,
+  RunDirNotAllowedError,
   ShuttingDownError,
   SiteInUseError,
-  type SnapshotBodyOptions,
   SnapshotLimitError,
-  type SpawnedServer,
-  type SpawnOptions,
-  spawnServer,
-  startServer,
   StorageError,
-  type StreamCounts,
-  type StreamName,
-  type TelemetryHandler,
-  TelemetryService,
-  toProblem,
-  TYPE_STATES,
   TypeLimitError,
+  WriteError,
+} from "./core/errors.ts";
+export {
+  type FieldSpec,
+  type JsonValue,
+  loadTypes,
+  parseTypes,
   TypesFileError,
   type TypeSpec,
   type TypesRegistry,
+} from "./core/types_registry.ts";
+export {
+  type CheckResult,
+  TYPE_STATES,
   type TypeState,
   type TypeStatus,
-  VERSION,
-  WriteError,
-  type WriteReport,
-} from "./http/server.ts";
+} from "./core/freshness.ts";
+export type { LogFormat } from "./core/log.ts";
+export type { JsonObject, RunRecord } from "./wire/event.ts";
+export { DEFAULT_HOST, DEFAULT_PORT } from "./wire/address.ts";
+export type { FsyncMode } from "./store/writer.ts";
+export { DiskWatch, type DiskWatchOptions } from "./store/disk_watch.ts";
+export { DEFAULT_MIN_FREE_BYTES } from "./store/disk.ts";
+export { createHandler, type HandlerOptions } from "./http/handler.ts";
+export { DEFAULT_SHUTDOWN_GRACE_MS, type ServerHandle, startServer } from "./http/serve.ts";
+export { ConfigError, type ServerOptions } from "./http/config.ts";
+export { ShutdownLifecycle } from "./http/shutdown.ts";
+export type { Rejection, TelemetryHandler } from "./http/types.ts";
+export { VERSION } from "./http/version.ts";
+export { toProblem } from "./http/problems.ts";
+export { isLoopback, PUBLIC_READ_PATHS } from "./http/guards.ts";
+export { DEFAULT_MAX_BODY } from "./http/body.ts";
+export { ListenerError, type RelistenOptions } from "./http/listener.ts";
+export { type RenderMetricsOptions, ServiceMetrics, type StreamCounts } from "./http/metrics.ts";
+export { Histogram } from "./http/prometheus.ts";
+export {
+  permissionFlags,
+  SERVER_ENV_VARS,
+  type SpawnedServer,
+  type SpawnOptions,
+  spawnServer,
+} from "./cli/spawn.ts";

@@ -19,8 +19,9 @@
 import type { ParseArgsConfig } from "node:util";
 import { DEFAULT_HOST, DEFAULT_PORT, readEnv } from "../wire/address.ts";
 import { checkTimeZone } from "../store/day_key.ts";
-import { FSYNC_MODES, type FsyncMode } from "../store/writer.ts";
-import { DEFAULT_MAX_BODY } from "../http/problems.ts";
+import { DEFAULT_FSYNC, FSYNC_MODES, type FsyncMode } from "../store/writer.ts";
+import { DEFAULT_MIN_FREE_BYTES } from "../store/disk.ts";
+import { DEFAULT_MAX_BODY } from "../http/body.ts";
 import { type LogFormat, parseLogFormat } from "../core/log.ts";
 import {
   DEFAULT_COMPRESS_AFTER,
@@ -266,7 +267,7 @@ export const RUN_FLAGS: readonly RunFlag[] = [
     arg: "MODE",
     env: "OBS_TELEMETRY_FSYNC",
     help: FSYNC_MODES.join(" | "),
-    default: "interval",
+    default: DEFAULT_FSYNC,
     parse: parseFsync,
     key: "fsync",
   },
@@ -321,7 +322,7 @@ export const RUN_FLAGS: readonly RunFlag[] = [
     arg: "BYTES",
     env: "OBS_TELEMETRY_MIN_FREE",
     help: "Free disk below which /check fails",
-    shownDefault: "1GiB",
+    shownDefault: `${DEFAULT_MIN_FREE_BYTES / 1024 ** 3}GiB`,
     parse: parseBytes,
     key: "minFreeBytes",
   },

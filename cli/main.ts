@@ -5,7 +5,7 @@
  */
 
 // deno-lint-ignore-file no-console
-import { VERSION } from "../http/server.ts";
+import { VERSION } from "../http/version.ts";
 import { SERVER_ENV_VARS } from "./flags.ts";
 import {
   clientFailure,

@@ -1,6 +1,6 @@
 /**
  * `obs-utils telemetry run`: the service in the foreground until Ctrl-C, SIGTERM or
- * `obs-utils telemetry stop`. Its flags come from the table in `_run_flags.ts`.
+ * `obs-utils telemetry stop`. Its flags come from the table in `flags.ts`.
  *
  * @example Usage
  * ```ts ignore
@@ -11,7 +11,9 @@
  * @module
  */
 
-import { ConfigError, ListenerError, type ServerHandle, startServer } from "../http/server.ts";
+import { ConfigError } from "../http/config.ts";
+import { ListenerError } from "../http/listener.ts";
+import { type ServerHandle, startServer } from "../http/serve.ts";
 import { errorText, SiteInUseError } from "../core/errors.ts";
 import { TypesFileError } from "../core/types_registry.ts";
 import { DEFAULT_HOST, DEFAULT_PORT } from "../wire/address.ts";
@@ -53,7 +55,7 @@ export async function runCommand(args: string[]): Promise<number> {
   } catch (err) {
     throw new UsageError((err as Error).message, "run");
   }
-  const log = new ServiceLog({ format: flags.logFormat ?? "text" });
+  const log = new ServiceLog(flags.logFormat !== undefined ? { format: flags.logFormat } : {});
   const warnings = new Warnings(log);
   // Signals are heard from before the listener opens: a SIGTERM that comes right after /ready
   // first answers (a supervisor, spawnServer().stop()) is a clean shutdown, not Deno's default

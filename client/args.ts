@@ -6,7 +6,8 @@
  */
 
 import { checkEventType, describe, isJsonObject, type JsonObject } from "../wire/event.ts";
-import type { PostEventOptions } from "./types.ts";
+import type { EventInput, PostEventOptions, StartRunOptions } from "./types.ts";
+import type { FetchFunction } from "./transport.ts";
 
 function noPeriod(sentence: string): string {
   return sentence.replace(/\.$/, "");
@@ -113,4 +114,102 @@ export function checkDelay(value: unknown, name: string, fallback: number): numb
     );
   }
   return value;
+}
+
+/** Checks the constructor's token: a header value `fetch` refuses would read like a network error. */
+export function checkToken(token: string | undefined): string | undefined {
+  if (token !== undefined && (typeof token !== "string" || !/^[\x21-\x7e]+$/.test(token))) {
+    throw new TypeError(
+      `Cannot create a TelemetryClient: "token" must be a non-empty string of printable ASCII without spaces`,
+    );
+  }
+  return token;
+}
+
+/** Checks the constructor's `timeoutMs`: positive, `Infinity` for no limit. */
+export function checkTimeout(timeoutMs: unknown): number {
+  if (typeof timeoutMs !== "number" || Number.isNaN(timeoutMs) || timeoutMs <= 0) {
+    throw new RangeError(
+      `Cannot create a TelemetryClient: "timeoutMs" must be a positive number (Infinity for no limit), not ${
+        String(timeoutMs)
+      }`,
+    );
+  }
+  return timeoutMs;
+}
+
+/** Checks the constructor's `fetch`. */
+export function checkFetch(fetch: unknown): FetchFunction | undefined {
+  if (fetch !== undefined && typeof fetch !== "function") {
+    throw new TypeError(
+      `Cannot create a TelemetryClient: "fetch" must be a function, not ${describe(fetch)}`,
+    );
+  }
+  return fetch as FetchFunction | undefined;
+}
+
+/** The body of `POST /run/start` (docs/http-api.md), throwing TypeError for a bad option. */
+export function runStartBody(options: StartRunOptions, action: string): string {
+  const body: JsonObject = {};
+  const { runId, runDir, meta } = options;
+  if (runId !== undefined) {
+    if (typeof runId !== "string") {
+      throw new TypeError(`${action}: "runId" must be a string, not ${describe(runId)}`);
+    }
+    body.run_id = runId;
+  }
+  if (runDir !== undefined) {
+    if (typeof runDir !== "string") {
+      throw new TypeError(`${action}: "runDir" must be a string, not ${describe(runDir)}`);
+    }
+    body.run_dir = runDir;
+  }
+  if (meta !== undefined) {
+    if (!isJsonObject(meta)) {
+      throw new TypeError(`${action}: "meta" must be a plain JSON object, not ${describe(meta)}`);
+    }
+    body.meta = meta;
+  }
+  return stringifyBody(body, action);
+}
+
+/** The body of `POST /events`, each item checked; the message names the bad item's index. */
+export function eventsBody(items: readonly EventInput[], action: string): string {
+  if (!Array.isArray(items)) {
+    throw new TypeError(`${action}: "items" must be an array of events, not ${describe(items)}`);
+  }
+  const wire = items.map((item: unknown, i) => {
+    const where = `${action}: items[${i}]`;
+    if (!isJsonObject(item)) {
+      throw new TypeError(`${where} must be an object {type, data}, not ${describe(item)}`);
+    }
+    return toWire(item.type, item.data, item as Omit<PostEventOptions, "signal">, where);
+  });
+  return stringifyBody(wire, action);
+}
+
+/** The path of `GET /stream` with its `?type=` filter (docs/http-api.md). */
+export function streamPath(types: readonly string[] | undefined, action: string): string {
+  let path = "/stream";
+  if (types !== undefined) {
+    if (!Array.isArray(types)) {
+      throw new TypeError(
+        `${action}: "types" must be an array of event types, not ${describe(types)}`,
+      );
+    }
+    for (const [i, type] of types.entries()) {
+      checkType(type, action, `"types[${i}]"`);
+      if (type.includes(",")) {
+        throw new TypeError(
+          `${action}: "types[${i}]" ${
+            JSON.stringify(type)
+          } contains a comma, which the ?type= filter cannot carry; follow all types and filter in your code`,
+        );
+      }
+    }
+    if (types.length > 0) {
+      path += `?type=${types.map((t) => encodeURIComponent(t)).join(",")}`;
+    }
+  }
+  return path;
 }

@@ -7,13 +7,19 @@
 import { describe, isJsonObject, type JsonObject, type TelemetryEvent } from "../wire/event.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, resolveBaseUrl, resolveToken } from "../wire/address.ts";
 import { Transport } from "./transport.ts";
-import { httpError } from "./errors.ts";
+import { checkOf, healthOf, readyOf, typesOf } from "./answers.ts";
 import { type FollowMessage, type FollowOptions, followStream } from "./follow.ts";
 import {
   checkDelay,
+  checkFetch,
   checkOptionsObject,
   checkSignal,
+  checkTimeout,
+  checkToken,
   checkType,
+  eventsBody,
+  runStartBody,
+  streamPath,
   stringifyBody,
   toWire,
 } from "./args.ts";
@@ -30,48 +36,10 @@ import type {
   TypeInfo,
 } from "./types.ts";
 
-export type {
-  CheckInfo,
-  ClientOptions,
-  EventInput,
-  FieldInfo,
-  HealthInfo,
-  PostEventOptions,
-  ReadyInfo,
-  RequestOptions,
-  RunInfo,
-  StartRunOptions,
-  TypeInfo,
-  TypeStateName,
-} from "./types.ts";
-
-// The SSE parser lives in sse.ts with its encoder, the error classes in _client_errors.ts, the
-// option types in _client_types.ts, the follow messages in _follow.ts with the loop that yields them; all stay
-// importable from here.
-export { type ParsedServerSentEvent, ServerSentEventParserStream } from "../wire/sse.ts";
-// What the methods take and return, so that one import serves (docs/operations.md).
-export {
-  type Envelope,
-  type JsonObject,
-  type RunRecord,
-  TelemetryEvent,
-  type TelemetryEventField,
-} from "../wire/event.ts";
-export type { FetchFunction } from "./transport.ts";
-export {
-  TelemetryConnectionError,
-  TelemetryHttpError,
-  type TelemetryHttpErrorOptions,
-} from "./errors.ts";
-export {
-  type DisconnectedMessage,
-  type FollowMessage,
-  type FollowOptions,
-  type ForgetMessage,
-  type RunMessage,
-  type SnapshotMessage,
-  type TelemetryMessage,
-} from "./follow.ts";
+// The errors and the types the commands of cli/ import from here; the client face re-exports
+// every name from its own module.
+export type { EventInput, FieldInfo, TypeInfo } from "./types.ts";
+export { TelemetryConnectionError, TelemetryHttpError } from "./errors.ts";
 
 /** The default port of the service (docs/operations.md). */
 export const DEFAULT_CLIENT_PORT: number = DEFAULT_PORT;
@@ -81,7 +49,7 @@ export const DEFAULT_CLIENT_HOST: string = DEFAULT_HOST;
 export const DEFAULT_TIMEOUT_MS = 5000;
 
 /**
- * A client for the telemetry service (docs/client.md, docs/client.md). Every method that talks to the
+ * A client for the telemetry service (docs/client.md). Every method that talks to the
  * server throws {@linkcode TelemetryConnectionError} when no server answers in time and
  * {@linkcode TelemetryHttpError} when it answers with an error; argument errors are thrown as
  * `TypeError` (or `RangeError`) before any request is made.
@@ -114,33 +82,11 @@ export class TelemetryClient {
   constructor(options: ClientOptions = {}) {
     checkOptionsObject(options, "Cannot create a TelemetryClient");
     this.baseUrl = resolveBaseUrl(options);
-    const token = resolveToken(options.token);
-    // A header value fetch refuses would surface as a TypeError that reads like a network error.
-    if (token !== undefined && (typeof token !== "string" || !/^[\x21-\x7e]+$/.test(token))) {
-      throw new TypeError(
-        `Cannot create a TelemetryClient: "token" must be a non-empty string of printable ASCII without spaces`,
-      );
-    }
-    const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-    if (typeof timeoutMs !== "number" || Number.isNaN(timeoutMs) || timeoutMs <= 0) {
-      throw new RangeError(
-        `Cannot create a TelemetryClient: "timeoutMs" must be a positive number (Infinity for no limit), not ${
-          String(timeoutMs)
-        }`,
-      );
-    }
-    if (options.fetch !== undefined && typeof options.fetch !== "function") {
-      throw new TypeError(
-        `Cannot create a TelemetryClient: "fetch" must be a function, not ${
-          describe(options.fetch)
-        }`,
-      );
-    }
     this.#transport = new Transport({
       baseUrl: this.baseUrl,
-      token,
-      timeoutMs,
-      fetch: options.fetch,
+      token: checkToken(resolveToken(options.token)),
+      timeoutMs: checkTimeout(options.timeoutMs ?? DEFAULT_TIMEOUT_MS),
+      fetch: checkFetch(options.fetch),
     });
   }
 
@@ -160,11 +106,7 @@ export class TelemetryClient {
    */
   async health(options: RequestOptions = {}): Promise<HealthInfo> {
     const signal = this.#requestSignal(options, "Cannot check health");
-    const { value, res } = await this.#transport.call("GET", "/health", { signal });
-    if (!isJsonObject(value) || typeof value.ok !== "boolean") {
-      throw this.#transport.shapeError(res, value, "/health", 'an object {"ok": boolean}');
-    }
-    return { ok: value.ok };
+    return healthOf(this.#transport, await this.#transport.call("GET", "/health", { signal }));
   }
 
   /**
@@ -183,22 +125,7 @@ export class TelemetryClient {
    */
   async ready(options: RequestOptions = {}): Promise<ReadyInfo> {
     const signal = this.#requestSignal(options, "Cannot check readiness");
-    const { value, res } = await this.#transport.call("GET", "/ready", { signal });
-    if (
-      !isJsonObject(value) || typeof value.ready !== "boolean" ||
-      typeof value.run_active !== "boolean" ||
-      !(value.run_id === null || typeof value.run_id === "string") ||
-      typeof value.version !== "string"
-    ) {
-      throw this.#transport.shapeError(res, value, "/ready", "a readiness object");
-    }
-    return {
-      ready: value.ready,
-      run_active: value.run_active,
-      run_id: value.run_id,
-      version: value.version,
-      ...(typeof value.zone === "string" ? { zone: value.zone } : {}),
-    };
+    return readyOf(this.#transport, await this.#transport.call("GET", "/ready", { signal }));
   }
 
   /**
@@ -220,17 +147,7 @@ export class TelemetryClient {
    */
   async types(options: RequestOptions = {}): Promise<Record<string, TypeInfo>> {
     const signal = this.#requestSignal(options, "Cannot read the types");
-    const { value, res } = await this.#transport.call("GET", "/types", { signal });
-    const entries = isJsonObject(value) ? Object.entries(value) : undefined;
-    if (
-      !entries ||
-      !entries.every(([, v]) =>
-        isJsonObject(v) && typeof v.state === "string" && Array.isArray(v.reasons)
-      )
-    ) {
-      throw this.#transport.shapeError(res, value, "/types", "an object of type entries");
-    }
-    return Object.fromEntries(entries) as unknown as Record<string, TypeInfo>;
+    return typesOf(this.#transport, await this.#transport.call("GET", "/types", { signal }));
   }
 
   /**
@@ -252,21 +169,8 @@ export class TelemetryClient {
    */
   async check(options: RequestOptions = {}): Promise<CheckInfo> {
     const signal = this.#requestSignal(options, "Cannot run the check");
-    const { value, res } = await this.#transport.call("GET", "/check", {
-      signal,
-      okStatuses: [503],
-    });
-    if (
-      !isJsonObject(value) || typeof value.ok !== "boolean" || !Array.isArray(value.failing) ||
-      !value.failing.every((f) => typeof f === "string")
-    ) {
-      // A 503 of a server that is shutting down is a problem+json: report it as the error it is.
-      if (res.status === 503) {
-        throw httpError(res, JSON.stringify(value), "GET /check", this.#transport.url("/check"));
-      }
-      throw this.#transport.shapeError(res, value, "/check", 'an object {"ok", "failing"}');
-    }
-    return value as unknown as CheckInfo;
+    const answer = await this.#transport.call("GET", "/check", { signal, okStatuses: [503] });
+    return checkOf(this.#transport, answer);
   }
 
   /**
@@ -311,27 +215,7 @@ export class TelemetryClient {
   async startRun(options: StartRunOptions = {}): Promise<RunInfo> {
     const action = "Cannot start a run";
     const signal = this.#requestSignal(options, action);
-    const body: JsonObject = {};
-    const { runId, runDir, meta } = options;
-    if (runId !== undefined) {
-      if (typeof runId !== "string") {
-        throw new TypeError(`${action}: "runId" must be a string, not ${describe(runId)}`);
-      }
-      body.run_id = runId;
-    }
-    if (runDir !== undefined) {
-      if (typeof runDir !== "string") {
-        throw new TypeError(`${action}: "runDir" must be a string, not ${describe(runDir)}`);
-      }
-      body.run_dir = runDir;
-    }
-    if (meta !== undefined) {
-      if (!isJsonObject(meta)) {
-        throw new TypeError(`${action}: "meta" must be a plain JSON object, not ${describe(meta)}`);
-      }
-      body.meta = meta;
-    }
-    const json = stringifyBody(body, action);
+    const json = runStartBody(options, action);
     const answer = await this.#transport.call("POST", "/run/start", { signal, body: json });
     return this.#transport.toRun(answer, "/run/start");
   }
@@ -417,17 +301,7 @@ export class TelemetryClient {
   ): Promise<TelemetryEvent[]> {
     const action = "Cannot post events";
     const signal = this.#requestSignal(options, action);
-    if (!Array.isArray(items)) {
-      throw new TypeError(`${action}: "items" must be an array of events, not ${describe(items)}`);
-    }
-    const wire = items.map((item: unknown, i) => {
-      const where = `${action}: items[${i}]`;
-      if (!isJsonObject(item)) {
-        throw new TypeError(`${where} must be an object {type, data}, not ${describe(item)}`);
-      }
-      return toWire(item.type, item.data, item as Omit<PostEventOptions, "signal">, where);
-    });
-    const body = stringifyBody(wire, action);
+    const body = eventsBody(items, action);
     const { value, res } = await this.#transport.call("POST", "/events", { signal, body });
     if (!isJsonObject(value) || !Array.isArray(value.events)) {
       throw this.#transport.shapeError(
@@ -683,28 +557,7 @@ export class TelemetryClient {
     const retryMs = checkDelay(options.retryMs, "retryMs", 500);
     const maxRetryMs = checkDelay(options.maxRetryMs, "maxRetryMs", 30_000);
     const idleTimeoutMs = checkDelay(options.idleTimeoutMs, "idleTimeoutMs", 45_000);
-    let path = "/stream";
-    if (options.types !== undefined) {
-      if (!Array.isArray(options.types)) {
-        throw new TypeError(
-          `${action}: "types" must be an array of event types, not ${describe(options.types)}`,
-        );
-      }
-      for (const [i, type] of options.types.entries()) {
-        checkType(type, action, `"types[${i}]"`);
-        if (type.includes(",")) {
-          throw new TypeError(
-            `${action}: "types[${i}]" ${
-              JSON.stringify(type)
-            } contains a comma, which the ?type= filter cannot carry; follow all types and filter in your code`,
-          );
-        }
-      }
-      if (options.types.length > 0) {
-        path += `?type=${options.types.map((t) => encodeURIComponent(t)).join(",")}`;
-      }
-    }
-
+    const path = streamPath(options.types, action);
     yield* followStream(this.#transport, { path, signal, retryMs, maxRetryMs, idleTimeoutMs });
   }
 

@@ -2,7 +2,7 @@
  * One HTTP exchange of the client with the service, and what its failures read like: the
  * `fetch` call with a timeout and the caller's abort signal ({@linkcode Exchange}), the request
  * headers, and the errors of an answer of the wrong shape ({@linkcode Transport.shapeError}; the
- * error classes are `_client_errors.ts`'s). Web APIs only: Node and browsers
+ * error classes are `errors.ts`'s). Web APIs only: Node and browsers
  * import it through `client.ts`, which re-exports the public names.
  *
  * @module

@@ -21,7 +21,7 @@ import type { JsonObject, RunRecord } from "../wire/event.ts";
 import { ShuttingDownError } from "./errors.ts";
 import { type EventCommand, parseEvents, parseRunStart, type RunStartCommand } from "./commands.ts";
 import { checkTimeZone } from "../store/day_key.ts";
-import type { FsyncMode, NdjsonWriter } from "../store/writer.ts";
+import { DEFAULT_FSYNC, type FsyncMode, type NdjsonWriter } from "../store/writer.ts";
 import { buildLine, buildTail, withRunId } from "../wire/ndjson.ts";
 import { type ActiveRun, Runs, type RunStart, toWriteError } from "./runs.ts";
 import {
@@ -206,7 +206,7 @@ export class TelemetryService implements AsyncDisposable {
     const store = await SiteStore.open({
       siteDir: options.siteDir,
       timeZone,
-      fsync: options.fsync ?? "interval",
+      fsync: options.fsync ?? DEFAULT_FSYNC,
       allowRunRoots: options.allowRunRoots,
       warn: options.onWarning ?? (() => {}),
     });

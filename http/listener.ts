@@ -7,7 +7,7 @@
  */
 
 import { errorText } from "../core/errors.ts";
-import type { TelemetryHandler } from "./server.ts";
+import type { TelemetryHandler } from "./types.ts";
 
 /** How a listener that ended by itself is opened again. */
 export interface RelistenOptions {

@@ -1,13 +1,15 @@
 /**
  * `GET /metrics` (docs/http-api.md): the service's counters and the latest numeric snapshot values
- * in the Prometheus text exposition format 0.0.4.
+ * in the Prometheus text exposition format 0.0.4 (written by `prometheus.ts`).
  *
  * @example Usage
- * ```ts
- * import { escapeLabelValue } from "./metrics.ts";
- * import assert from "node:assert/strict";
+ * ```ts ignore
+ * import { ServiceMetrics } from "./metrics.ts";
+ * import { TelemetryService } from "../core/service.ts";
  *
- * assert.equal(escapeLabelValue('say "hi"\n'), 'say \\"hi\\"\\n');
+ * await using service = await TelemetryService.open({ siteDir: "./telemetry" });
+ * const metrics = new ServiceMetrics(service);
+ * console.log(metrics.render());
  * ```
  *
  * @module
@@ -18,27 +20,15 @@ import type { TelemetryService, WriteReport } from "../core/service.ts";
 import { NO_TYPES, type TypesRegistry } from "../core/types_registry.ts";
 import { judgeType, numericValue, TYPE_STATES, valueAt } from "../core/freshness.ts";
 import { readTs } from "../wire/ndjson.ts";
-
-/** The `Content-Type` of the Prometheus text format 0.0.4. */
-export const METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
-
-/**
- * Escapes a label value for the Prometheus text format: backslash, double quote and newline.
- *
- * @param value The raw label value.
- * @returns The text to put between the quotes.
- *
- * @example Usage
- * ```ts
- * import { escapeLabelValue } from "./metrics.ts";
- * import assert from "node:assert/strict";
- *
- * assert.equal(escapeLabelValue("a\\b"), "a\\\\b");
- * ```
- */
-export function escapeLabelValue(value: string): string {
-  return value.replace(/[\\"\n]/g, (c) => c === "\n" ? "\\n" : "\\" + c);
-}
+import {
+  escapeLabelValue,
+  family,
+  formatValue,
+  Histogram,
+  labels,
+  METRICS_CONTENT_TYPE,
+  sample,
+} from "./prometheus.ts";
 
 /** The live-stream counters `/metrics` reports. */
 export interface StreamCounts {
@@ -104,27 +94,7 @@ export interface ServiceMetricsOptions {
   now?: () => number;
 }
 
-function formatValue(value: number): string {
-  if (Number.isNaN(value)) return "NaN";
-  if (value === Infinity) return "+Inf";
-  if (value === -Infinity) return "-Inf";
-  return String(value); // JS number text ("1e+21", "2.1") parses as a Go float
-}
-
-function labels(pairs: Record<string, string>): string {
-  const parts = Object.entries(pairs).map(([k, v]) => `${k}="${escapeLabelValue(v)}"`);
-  return parts.length === 0 ? "" : `{${parts.join(",")}}`;
-}
-
 const encoder = new TextEncoder();
-
-function family(name: string, type: "counter" | "gauge" | "histogram", help: string): string {
-  return `# HELP ${name} ${help}\n# TYPE ${name} ${type}\n`;
-}
-
-function sample(name: string, value: number, pairs: Record<string, string> = {}): string {
-  return `${name}${labels(pairs)} ${formatValue(value)}\n`;
-}
 
 /** One `telemetry_events_total` series: its text up to the value, and its count. */
 interface EventSeries {
@@ -166,47 +136,6 @@ function sameRun(segment: Segment, run: [string, JsonObject][]): boolean {
     if (segment.types[i] !== type || segment.data[i] !== data) return false;
   }
   return true;
-}
-
-/**
- * A cumulative histogram with fixed upper bounds.
- *
- * @example Usage
- * ```ts ignore
- * import { Histogram } from "@obs-utils/telemetry/server";
- * const h = new Histogram([0.001, 0.01, 0.1]);
- * h.observe(0.004);
- * ```
- */
-export class Histogram {
-  /** Upper bounds in seconds, ascending. */
-  readonly bounds: readonly number[];
-  /** Count of observations at or below each bound (non-cumulative per bucket). */
-  readonly counts: number[];
-  /** Sum of all observations. */
-  sum = 0;
-  /** Number of observations. */
-  count = 0;
-  /**
-   * Creates an empty histogram.
-   *
-   * @param bounds Upper bounds, ascending.
-   */
-  constructor(bounds: readonly number[]) {
-    this.bounds = bounds;
-    this.counts = bounds.map(() => 0);
-  }
-  /**
-   * Counts one observation.
-   *
-   * @param value One observation.
-   */
-  observe(value: number): void {
-    this.sum += value;
-    this.count++;
-    const i = this.bounds.findIndex((b) => value <= b);
-    if (i >= 0) this.counts[i]!++;
-  }
 }
 
 /**

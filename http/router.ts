@@ -78,3 +78,29 @@ export class Router {
 export function route(pathname: string, methods: Route["methods"]): Route {
   return { pattern: new URLPattern({ pathname }), methods };
 }
+
+const labels = new WeakMap<Route, string>();
+
+/**
+ * A route's pattern as people write it, for metrics and logs (docs/http-api.md):
+ * `/current/:type(.*)` is `/current/{type}`.
+ *
+ * @param route A row of the route table.
+ * @returns Its label, computed once per route.
+ *
+ * @example Usage
+ * ```ts
+ * import { route, routeLabel } from "./router.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(routeLabel(route("/current/:type(.*)", {})), "/current/{type}");
+ * ```
+ */
+export function routeLabel(route: Route): string {
+  let label = labels.get(route);
+  if (label === undefined) {
+    label = route.pattern.pathname.replace(/:(\w+)(\([^)]*\))?/g, "{$1}");
+    labels.set(route, label);
+  }
+  return label;
+}

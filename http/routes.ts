@@ -1,14 +1,15 @@
 /**
  * The API routes (docs/http-api.md, docs/operations.md, docs/types.md) as data: one row per path, one handler per method, and
- * the small handlers they call. `server.ts` owns the guards, the lifecycle and the listener;
- * this module owns what each route answers.
+ * the small handlers they call. `handler.ts` owns the guards and the dispatch, `shutdown.ts`
+ * the shutdown state, `listener.ts` the listener; this module owns what each route answers.
  *
  * @module
  */
 
-import denoJson from "../deno.json" with { type: "json" };
 import type { TelemetryService } from "../core/service.ts";
-import { HttpError, isLoopback, json, parseNdjsonLines, readJsonBody } from "./problems.ts";
+import { HttpError } from "./problems.ts";
+import { isLoopback } from "./guards.ts";
+import { parseNdjsonLines, readJsonBody } from "./body.ts";
 import { parseEvent, parseEvents, parseRunStart } from "../core/commands.ts";
 import { type Route, route } from "./router.ts";
 import { dashboardResponse } from "./dashboard.ts";
@@ -18,12 +19,13 @@ import type { TypesRegistry } from "../core/types_registry.ts";
 import { checkReport, type LatestEvent, typesReport } from "../core/freshness.ts";
 import type { DiskWatch } from "../store/disk_watch.ts";
 import { readTs } from "../wire/ndjson.ts";
-import type { ShutdownLifecycle } from "./server.ts";
+import type { ShutdownLifecycle } from "./shutdown.ts";
+import { VERSION } from "./version.ts";
 
 /** What the API routes need besides the service. */
 export interface RouteDeps {
   maxBody: number;
-  lifecycle: ShutdownLifecycle;
+  shutdown: ShutdownLifecycle;
   streams: StreamHub;
   metrics: ServiceMetrics;
   types: TypesRegistry;
@@ -33,7 +35,7 @@ export interface RouteDeps {
 
 /** The API (docs/http-api.md) as data: one row per path, one handler per method. */
 export function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
-  const { maxBody, lifecycle, streams, metrics, types, disk, wrapCurrent } = deps;
+  const { maxBody, shutdown, streams, metrics, types, disk, wrapCurrent } = deps;
   const latest = latestOf(service, types);
   return [
     route("/", { GET: () => dashboardResponse() }),
@@ -107,11 +109,19 @@ export function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
           );
         }
         await readJsonBody(req, maxBody);
-        lifecycle.request();
+        shutdown.request();
         return json(202, '{"shutting_down":true}');
       },
     }),
   ];
+}
+
+// Successful answers carry only their content type: every extra header costs about a
+// microsecond per response, and without validators no browser caches or sniffs them anyway.
+const JSON_HEADERS = { "content-type": "application/json; charset=utf-8" };
+
+function json(status: number, body: string): Response {
+  return new Response(body, { status, headers: JSON_HEADERS });
 }
 
 function jsonStream(body: ReadableStream<Uint8Array>): Response {
@@ -163,7 +173,7 @@ function readyBody(service: TelemetryService): string {
     ready: true,
     run_active: run !== undefined,
     run_id: run?.run_id ?? null,
-    version: denoJson.version,
+    version: VERSION,
     zone: service.timeZone,
   });
 }

@@ -34,9 +34,6 @@ import { ShuttingDownError } from "../core/errors.ts";
 import { encodeServerSentEvent } from "../wire/sse.ts";
 import { acceptsGzip, deflatePiece, GzipMember } from "./gzip_live.ts";
 
-// The encoder lives in sse.ts with its parser; server.ts exports it from here.
-export { type ServerSentEventMessage, ServerSentEventStream } from "../wire/sse.ts";
-
 /** Default interval of `: keepalive` comments: 15 s (docs/http-api.md). */
 export const DEFAULT_KEEPALIVE_MS = 15_000;
 /** Default per-client queue bound: 1 MiB of pending event bytes. */

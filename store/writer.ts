@@ -17,6 +17,9 @@ export type FsyncMode = "always" | "interval" | "never";
 /** The file mode names accepted by {@linkcode FsyncMode}, for flag validation. */
 export const FSYNC_MODES: readonly FsyncMode[] = ["always", "interval", "never"];
 
+/** The fsync mode when none is given: `--fsync` shows it, the service applies it (docs/storage.md). */
+export const DEFAULT_FSYNC: FsyncMode = "interval";
+
 const NEWLINE = 0x0a;
 
 /**

@@ -15,7 +15,7 @@ import {
   selfSignedCert,
 } from "./_net.ts";
 import { readSiteLines, tempDir, testServer } from "./_util.ts";
-import { isPublicRead, PUBLIC_READ_PATHS } from "../http/problems.ts";
+import { isPublicRead, PUBLIC_READ_PATHS } from "../http/guards.ts";
 import { resolveRunFlags } from "../cli/flags.ts";
 
 const TOKEN = "lan-s3cret";

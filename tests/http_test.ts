@@ -17,7 +17,9 @@ import {
   TypeLimitError,
   WriteError,
 } from "../core/errors.ts";
-import { guardLoopback, guardToken, HttpError, readJsonBody, toProblem } from "../http/problems.ts";
+import { HttpError, toProblem } from "../http/problems.ts";
+import { guardLoopback, guardToken } from "../http/guards.ts";
+import { readJsonBody } from "../http/body.ts";
 import { route, Router } from "../http/router.ts";
 import { DEFAULT_MAX_BODY } from "../server.ts";
 import { getJson, postJson, tempDir, testServer } from "./_util.ts";

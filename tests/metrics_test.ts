@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { escapeLabelValue, METRICS_CONTENT_TYPE } from "../http/metrics.ts";
+import { escapeLabelValue, METRICS_CONTENT_TYPE } from "../http/prometheus.ts";
 import { postJson, promtoolCheck, promtoolMissing, tempDir, testServer } from "./_util.ts";
 
 async function scrape(url: string): Promise<string> {

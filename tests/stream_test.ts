@@ -1,11 +1,8 @@
 import assert from "node:assert/strict";
 import { createHandler } from "../server.ts";
 import { TelemetryService } from "../core/service.ts";
-import {
-  type ServerSentEventMessage,
-  ServerSentEventStream,
-  StreamHub,
-} from "../http/stream_hub.ts";
+import { StreamHub } from "../http/stream_hub.ts";
+import { type ServerSentEventMessage, ServerSentEventStream } from "../wire/sse.ts";
 import { getJson, openService, postJson, tempDir, testServer } from "./_util.ts";
 import { gunzipSync } from "node:zlib";
 import { Rng } from "./_fault_util.ts";

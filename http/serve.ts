@@ -1,0 +1,199 @@
+/**
+ * {@linkcode startServer}: opens a site directory and serves it over HTTP(S) with `Deno.serve`,
+ * listening again when the listener fails, until a graceful shutdown (docs/operations.md,
+ * docs/storage.md).
+ *
+ * @module
+ */
+
+import { TelemetryService } from "../core/service.ts";
+import { errorText } from "../core/errors.ts";
+import { recordLockHolder } from "../store/fs.ts";
+import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl } from "../wire/address.ts";
+import { raceDeadline } from "../wire/async.ts";
+import { InFlight, keepListening, type ListenerError, Relistener } from "./listener.ts";
+import { loadTypes } from "../core/types_registry.ts";
+import { DiskWatch } from "../store/disk_watch.ts";
+import { createHandler } from "./handler.ts";
+import { ShutdownLifecycle } from "./shutdown.ts";
+import {
+  checkExposure,
+  listenFailure,
+  readTls,
+  type ServerOptions,
+  warnIneffective,
+} from "./config.ts";
+
+/**
+ * How long a graceful shutdown waits for in-flight requests, in milliseconds.
+ *
+ * @example Usage
+ * ```ts
+ * import { DEFAULT_SHUTDOWN_GRACE_MS } from "./serve.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(DEFAULT_SHUTDOWN_GRACE_MS, 5000);
+ * ```
+ */
+export const DEFAULT_SHUTDOWN_GRACE_MS = 5000;
+
+/** A running server from {@linkcode startServer}. */
+export interface ServerHandle extends AsyncDisposable {
+  /** The bound address; with `port: 0`, the port picked. */
+  readonly addr: Deno.NetAddr;
+  /** Base URL, for example `http://127.0.0.1:6562`. */
+  readonly url: string;
+  /** The service behind the server. */
+  readonly service: TelemetryService;
+  /**
+   * Graceful shutdown (docs/storage.md): new requests get 503, in-flight ones finish, files are
+   * flushed, fsynced and closed, the lock is released.
+   */
+  shutdown(): Promise<void>;
+  /**
+   * Resolves when the server has shut down as asked ({@linkcode ServerHandle.shutdown},
+   * `POST /shutdown`); rejects when the shutdown failed or the server ended without being asked
+   * (a {@linkcode ListenerError}).
+   */
+  readonly finished: Promise<void>;
+}
+
+/**
+ * Opens the site directory and serves it over HTTP.
+ *
+ * @param options Site directory, address and behaviour.
+ * @returns A handle with the address, `shutdown()` and `finished`.
+ * @throws {ConfigError} If binding to a non-loopback address without a token or `insecure`.
+ * @throws {SiteInUseError} If another server holds the site directory.
+ * @throws {Deno.errors.AddrInUse} If the port is taken.
+ * @throws {Deno.errors.NotCapable} If a permission is missing.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { startServer } from "@obs-utils/telemetry/server";
+ *
+ * const server = await startServer({ siteDir: "./telemetry", hostname: "127.0.0.1", port: 0 });
+ * console.log(`listening on ${server.url}`);
+ * await server.shutdown();
+ * ```
+ */
+export async function startServer(options: ServerOptions): Promise<ServerHandle> {
+  const hostname = options.hostname ?? DEFAULT_HOST;
+  const port = options.port ?? DEFAULT_PORT;
+  checkExposure(hostname, options);
+  const types = options.types ??
+    (options.typesFile !== undefined ? await loadTypes(options.typesFile) : undefined);
+  const tls = await readTls(options);
+  const warn = options.onWarning ?? (() => {});
+  warnIneffective(options, warn);
+  const service = await TelemetryService.open(options);
+  const disk = new DiskWatch(service.siteDir, options.minFreeBytes, { warn });
+  let stopping: Promise<void> | undefined;
+  const shutdownState = new ShutdownLifecycle(() => void shutdown());
+  const handler = createHandler(service, {
+    lifecycle: shutdownState,
+    hostname,
+    token: options.token,
+    ...(options.publicRead !== undefined ? { publicRead: options.publicRead } : {}),
+    ...(options.trustLoopback !== undefined ? { trustLoopback: options.trustLoopback } : {}),
+    ...(options.wrapCurrent !== undefined ? { wrapCurrent: options.wrapCurrent } : {}),
+    ...(options.maxBody !== undefined ? { maxBody: options.maxBody } : {}),
+    ...(options.onError ? { onError: options.onError } : {}),
+    ...(types ? { types } : {}),
+    disk,
+    ...(options.onRejected ? { onRejected: options.onRejected } : {}),
+  });
+  // Requests being answered; shutdown waits for them before it closes the files.
+  const inFlight = new InFlight();
+  const counted = inFlight.wrap(handler);
+  const listen = (at: number) =>
+    Deno.serve({ hostname, port: at, onListen: () => {}, ...(tls ?? {}) }, counted);
+  let server = await listenOrClose(
+    () => listen(port),
+    service,
+    (err) => listenFailure(err, tls !== undefined, options),
+  );
+  const graceMs = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
+  // Settles when shutdown() has closed the service, however the shutdown was started.
+  const done = Promise.withResolvers<void>();
+  // Set when the server ends without being asked: `finished` then rejects with it.
+  let failure: ListenerError | undefined;
+  function shutdown(): Promise<void> {
+    if (stopping) return stopping;
+    stopping = (async () => {
+      const deadline = Date.now() + graceMs;
+      // Open GET /stream responses never finish by themselves: beginning ends them first.
+      shutdownState.begin();
+      await disk.stop();
+      // New requests are answered 503 from now on while the listener stays open, so whoever
+      // waits for the port to close (`obs-utils telemetry stop`) knows the lock is free.
+      await raceDeadline(inFlight.drained(), deadline);
+      try {
+        await service.close();
+      } finally {
+        // A peer that stopped reading holds its connection (and so server.shutdown()) forever;
+        // past the grace period the caller may exit anyway: the files are already closed.
+        await raceDeadline(server.shutdown(), deadline);
+      }
+    })();
+    stopping.then(() => failure ? done.reject(failure) : done.resolve(), done.reject);
+    return stopping;
+  }
+  const port0 = server.addr.port;
+  const relisten = new Relistener(options.relisten ?? {}, warn, `${hostForUrl(hostname)}:${port0}`);
+  keepListening(server, {
+    relisten,
+    stopped: () => stopping !== undefined,
+    listen: () => listen(port0),
+    replaced: (next) => void (server = next),
+    failed: () => {
+      failure = relisten.failure();
+      return shutdown();
+    },
+  });
+  // Callers that never await `finished` must not crash on a failed close; those who do see it.
+  done.promise.catch(() => {});
+  disk.start();
+  const url = await announce(server.addr, hostname, tls !== undefined, service, warn);
+  return {
+    addr: server.addr,
+    url,
+    service,
+    shutdown,
+    finished: done.promise,
+    [Symbol.asyncDispose]: shutdown,
+  };
+}
+
+/** Listens for the first time; when that fails, closes the service and throws `explain(err)`. */
+async function listenOrClose(
+  listen: () => Deno.HttpServer<Deno.NetAddr>,
+  service: TelemetryService,
+  explain: (err: unknown) => unknown,
+): Promise<Deno.HttpServer<Deno.NetAddr>> {
+  try {
+    return listen();
+  } catch (err) {
+    await service.close();
+    throw explain(err);
+  }
+}
+
+/**
+ * Records the server's address in the site lock file, where a second server refused this
+ * directory reads it (docs/cli.md), and returns the base URL.
+ */
+async function announce(
+  addr: Deno.NetAddr,
+  hostname: string,
+  tls: boolean,
+  service: TelemetryService,
+  warn: (message: string) => void,
+): Promise<string> {
+  // Keep the name the operator chose; "localhost" reads better than the address it resolved to.
+  const shown = hostname === "localhost" ? hostname : addr.hostname;
+  await recordLockHolder(service.siteDir, `http://${hostForUrl(shown)}:${addr.port}`).catch(
+    (err) => warn(`Could not record the address in the site lock file: ${errorText(err)}`),
+  );
+  return `${tls ? "https" : "http"}://${hostForUrl(shown)}:${addr.port}`;
+}
