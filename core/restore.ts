@@ -7,7 +7,9 @@
 
 import type { Checkpoint, SavedSnapshot, Snapshot } from "./snapshot.ts";
 import type { ActiveRun, RunResume } from "./runs.ts";
-import type { SiteResume, SiteStore, StreamTail } from "../store/site_store.ts";
+import type { SiteStore } from "../store/site_store.ts";
+import type { SiteResume } from "../store/site_resume.ts";
+import type { StreamTail } from "../store/stored_read.ts";
 import { plainName } from "../store/site_files.ts";
 
 /** What a restore reads from and writes to. */

@@ -30,7 +30,8 @@ import {
   Snapshot,
   type SnapshotBodyOptions,
 } from "./snapshot.ts";
-import { siteFileName, SiteStore, STORED_SITE_FILE } from "../store/site_store.ts";
+import { SiteStore } from "../store/site_store.ts";
+import { siteFileName, SNAPSHOT_FILE, STORED_SITE_FILE } from "../store/layout.ts";
 import { rebuildSnapshot, restoreFromCheckpoint } from "./restore.ts";
 import { Lifecycle } from "../store/retention.ts";
 import { GroupQueue } from "./queue.ts";
@@ -151,7 +152,7 @@ export class TelemetryService implements AsyncDisposable {
   #lifecycle: Lifecycle;
   #checkpoints: Checkpointer = new Checkpointer({
     take: () => this.#takeCheckpoint(),
-    write: (record) => this.#store.writeSavedSnapshot(record),
+    write: (record) => this.#store.savedSnapshot.write(record),
     control: (fn) => this.#queue.control(fn),
     night: () => this.#siteNight,
     closing: () => this.#closing,
@@ -238,10 +239,10 @@ export class TelemetryService implements AsyncDisposable {
    */
   async #resume(): Promise<boolean> {
     const site = await this.#store.resumeSite();
-    const record = parseSavedRecord(await this.#store.readSavedSnapshot());
+    const record = parseSavedRecord(await this.#store.savedSnapshot.read());
     if (record.kind === "invalid") {
       this.#warn(
-        `The saved snapshot .snapshot.json cannot be used: ${record.reason}; rebuilding from the files alone.`,
+        `The saved snapshot ${SNAPSHOT_FILE} cannot be used: ${record.reason}; rebuilding from the files alone.`,
       );
     }
     const checkpoint = record.kind === "checkpoint" ? record.checkpoint : undefined;
@@ -266,7 +267,7 @@ export class TelemetryService implements AsyncDisposable {
         return true;
       }
       this.#warn(
-        "The checkpoint in .snapshot.json no longer matches the stream files (truncated or replaced); rebuilding the snapshot from the files.",
+        `The checkpoint in ${SNAPSHOT_FILE} no longer matches the stream files (truncated or replaced); rebuilding the snapshot from the files.`,
       );
       this.#snapshot.clear();
     }

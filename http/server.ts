@@ -7,7 +7,7 @@
 import denoJson from "../deno.json" with { type: "json" };
 import { type ServiceOptions, TelemetryService } from "../core/service.ts";
 import { errorText, ShuttingDownError } from "../core/errors.ts";
-import { recordLockHolder } from "../store/fs.ts";
+import { recordLockHolder } from "../store/lock.ts";
 import {
   type AccessPolicy,
   DEFAULT_MAX_BODY,

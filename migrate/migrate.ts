@@ -6,9 +6,12 @@
 
 import { join, resolve } from "node:path";
 import { checkEventType, daysInMonth, describe } from "../wire/event.ts";
-import { siteFileName, SiteInUseError, SiteLock, writeFull } from "../store/site_store.ts";
+import { LOCK_FILE, siteFileName } from "../store/layout.ts";
+import { SiteInUseError } from "../core/errors.ts";
+import { SiteLock } from "../store/lock.ts";
+import { writeFull } from "../store/writer.ts";
 import { buildTail, LINE_HEAD, LineSplitter, TAIL_TS_OFFSET } from "../wire/ndjson.ts";
-import { exists, LOCK_FILE } from "../store/fs.ts";
+import { exists } from "../store/fs.ts";
 import { checkTimeZone, DayKeyer } from "../store/day_key.ts";
 
 /** Name of the file, in the destination, that receives every input line that was not converted. */

@@ -32,6 +32,7 @@ import { basename, dirname, join } from "node:path";
 import { dayKey } from "./day_key.ts";
 import { errorText } from "../core/errors.ts";
 import { writeFull } from "./writer.ts";
+import { syncDirectory } from "./fs.ts";
 import { listCursors } from "../fleet/cursor.ts";
 import { chooseForms, readLines, type StoredFile, storedFile } from "./site_files.ts";
 import { GZ_SUFFIX, RUN_FILE, RUN_LOG_FILE, STORED_SITE_FILE } from "./layout.ts";
@@ -112,19 +113,6 @@ function keyToDate(key: string): Temporal.PlainDate {
  */
 export function endedMoreThan(night: string, current: string, n: number): boolean {
   return keyToDate(night).until(keyToDate(current), { largestUnit: "days" }).days > n;
-}
-
-/** fsyncs a directory so a rename or removal in it survives a power cut (best effort). */
-async function syncDir(dir: string): Promise<void> {
-  let handle: Deno.FsFile | undefined;
-  try {
-    handle = await Deno.open(dir, { read: true });
-    await handle.sync();
-  } catch {
-    // a file system that cannot fsync a directory: the rename is still atomic
-  } finally {
-    handle?.close();
-  }
 }
 
 /** The uncompressed size of a `.gz` (read whole), or `undefined` when it is damaged. */
@@ -370,9 +358,9 @@ export async function compressFile(
   } finally {
     input.close();
   }
-  await syncDir(dir);
+  await syncDirectory(dir);
   await Deno.remove(path);
-  await syncDir(dir);
+  await syncDirectory(dir);
   return gz;
 }
 
@@ -399,7 +387,7 @@ async function settleBoth(
   const size = (await Deno.lstat(plain.path)).size;
   if ((await gzSize(gz.path)) === size) {
     await Deno.remove(plain.path);
-    await syncDir(dirname(plain.path));
+    await syncDirectory(dirname(plain.path));
     report.deleted.push(plain.path);
     return;
   }
@@ -548,7 +536,7 @@ export async function runLifecycle(options: LifecycleOptions): Promise<Lifecycle
               `Deleted ${file.path}: its night ended more than ${retain} nights ago (--retain).`,
             );
           }
-          await syncDir(siteDir);
+          await syncDirectory(siteDir);
           continue;
         }
       }
