@@ -48,7 +48,7 @@ export async function restoreFromCheckpoint(
   let cursorFound = cursor === null;
   let read = 0;
   for (const file of site.files) {
-    // A cursor names the plain file; its offset holds in the .gz the lifecycle made of it.
+    // A cursor names the plain file; its offset holds in the .gz compression made of it.
     const atCursor = cursor !== null && plainName(file.name) === cursor.file;
     cursorFound ||= atCursor;
     if (!atCursor && file.lastSeq <= afterSeq) continue;

@@ -33,7 +33,7 @@ import {
 import { SiteStore } from "../store/site_store.ts";
 import { siteFileName, SNAPSHOT_FILE, STORED_SITE_FILE } from "../store/layout.ts";
 import { rebuildSnapshot, restoreFromCheckpoint } from "./restore.ts";
-import { Lifecycle } from "../store/retention.ts";
+import { RetentionScheduler } from "../store/retention.ts";
 import { GroupQueue } from "./queue.ts";
 import { TimestampCache } from "./timestamp.ts";
 import { Checkpointer } from "./checkpointer.ts";
@@ -149,7 +149,7 @@ export class TelemetryService implements AsyncDisposable {
   /** The night whose site file holds the last stored site line (the checkpoint's site cursor). */
   #siteNight: string | undefined;
   /** Compression and retention of old files (docs/history.md), in the background. */
-  #lifecycle: Lifecycle;
+  #retention: RetentionScheduler;
   #checkpoints: Checkpointer = new Checkpointer({
     take: () => this.#takeCheckpoint(),
     write: (record) => this.#store.savedSnapshot.write(record),
@@ -172,7 +172,7 @@ export class TelemetryService implements AsyncDisposable {
       maxSnapshotBytes: options.maxSnapshotBytes ?? DEFAULT_MAX_SNAPSHOT_BYTES,
     });
     this.#runs = new Runs(store, this.#clock, this.#warn);
-    this.#lifecycle = new Lifecycle({
+    this.#retention = new RetentionScheduler({
       siteDir: store.siteDir,
       timeZone,
       compressAfter: options.compressAfter ?? DEFAULT_COMPRESS_AFTER,
@@ -219,7 +219,7 @@ export class TelemetryService implements AsyncDisposable {
         if (service.#checkpoints.dirty) service.#checkpoints.arm();
       } else await service.#checkpoints.now();
       // After the resume read the newest files: compressing them under it would only cost time.
-      service.#lifecycle.schedule();
+      service.#retention.schedule();
       return service;
     } catch (err) {
       await store.close().catch(() => {});
@@ -513,7 +513,7 @@ export class TelemetryService implements AsyncDisposable {
   async #close(): Promise<void> {
     this.#closing = true;
     // A compression stops between two chunks; its temporary file is removed, the original stays.
-    await this.#lifecycle.close();
+    await this.#retention.close();
     await this.#queue.idle();
     let failure: unknown;
     const run = this.#runs.active;
@@ -615,9 +615,9 @@ export class TelemetryService implements AsyncDisposable {
       return;
     }
     const seconds = (performance.now() - started) / 1000;
-    // A rotation makes the night before the current one older: the lifecycle looks again.
+    // A rotation makes the night before the current one older: retention looks again.
     if (this.#store.hasOldNights && await this.#store.retireOldNights()) {
-      this.#lifecycle.schedule();
+      this.#retention.schedule();
     }
 
     this.#siteSeq = group.site.seq;

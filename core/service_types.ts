@@ -59,7 +59,7 @@ export interface ServiceOptions {
    * @default {0}
    */
   retain?: number;
-  /** Receives information lines (a file compressed or deleted by the lifecycle). */
+  /** Receives information lines (a file compressed or deleted by compression or retention). */
   onInfo?: (message: string) => void;
 }
 

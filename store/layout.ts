@@ -34,7 +34,7 @@ export function siteFileName(key: string): string {
 export const SITE_FILE: RegExp = /^site_(\d{8})\.ndjson$/;
 /**
  * Names of site-stream files in either stored form: plain (`site_YYYYMMDD.ndjson`) or compressed
- * by the lifecycle (`site_YYYYMMDD.ndjson.gz`, docs/history.md). Group 1 is the night key, group 2
+ * after their night (`site_YYYYMMDD.ndjson.gz`, docs/history.md). Group 1 is the night key, group 2
  * `.gz` or nothing.
  */
 export const STORED_SITE_FILE: RegExp = /^site_(\d{8})\.ndjson(\.gz)?$/;
