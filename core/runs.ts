@@ -17,6 +17,7 @@ import type { StreamScan, StreamTail } from "../store/stored_read.ts";
 import type { CheckpointCursor } from "./snapshot.ts";
 import { errorText, isDiskFull } from "./errors.ts";
 import { readRunLog } from "../store/run_log.ts";
+import { settledMark } from "../store/seq_marks.ts";
 
 /** The active run and its stream's seq accounting. */
 export interface ActiveRun {
@@ -50,7 +51,7 @@ export interface RunStart {
 }
 
 /**
- * The run lifecycle over a {@linkcode SiteStore}.
+ * Starting, stopping and resuming runs over a {@linkcode SiteStore}.
  */
 export class Runs {
   #store: SiteStore;
@@ -61,7 +62,7 @@ export class Runs {
   active: ActiveRun | undefined;
 
   /**
-   * Creates the lifecycle; nothing is active until {@linkcode Runs.start} or
+   * Creates the runs; nothing is active until {@linkcode Runs.start} or
    * {@linkcode Runs.resume}.
    *
    * @param store The site directory.
@@ -301,9 +302,10 @@ export class Runs {
    * @param run The run.
    */
   async settleMark(run: ActiveRun): Promise<void> {
-    if (run.lastSeq > run.lastWritten || run.mark > run.lastSeq) {
-      await this.#store.writeSeqMark(run.record.run_dir, run.lastSeq);
-      run.mark = run.lastSeq;
+    const mark = settledMark(run.lastSeq, run.lastWritten, run.mark);
+    if (mark !== undefined) {
+      await this.#store.writeSeqMark(run.record.run_dir, mark);
+      run.mark = mark;
     }
   }
 }
