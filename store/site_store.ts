@@ -190,16 +190,6 @@ export class SiteStore {
   }
 
   /**
-   * The path of a site file.
-   *
-   * @param name A name from {@linkcode siteFileName} or {@linkcode SiteResume.files}.
-   * @returns The absolute path.
-   */
-  sitePath(name: string): string {
-    return join(this.siteDir, name);
-  }
-
-  /**
    * The size of a night's site file as the checkpoint sees it: its writer's size when open (no
    * commit runs during a checkpoint), else its size on disk.
    *
@@ -540,14 +530,5 @@ export class SiteStore {
     this.#runWriters.clear();
     await this.#lock.release();
     if (errors.length > 0) throw errors[0];
-  }
-
-  /**
-   * Releases the lock without closing anything: for a start-up that failed before any file
-   * was opened.
-   */
-  async abandon(): Promise<void> {
-    clearInterval(this.#syncTimer);
-    await this.#lock.release();
   }
 }
