@@ -16,7 +16,7 @@
 import { parseArgs } from "node:util";
 import { join } from "node:path";
 import { freePort, ROOT, runWrk, serviceArgs, waitReady } from "./_util.ts";
-import { compressFile } from "../store/retention.ts";
+import { compressFile } from "../store/compress.ts";
 
 const { values: flags } = parseArgs({
   args: Deno.args.filter((a) => a !== "--"),

@@ -22,6 +22,7 @@ import type { RunRecord } from "../wire/event.ts";
 import { readEnv } from "../wire/address.ts";
 import { DEFAULT_SITE_DIR } from "./flags.ts";
 import { readRunLog } from "../store/run_log.ts";
+import { ACTIVE_RUN_FILE, RUN_FILE } from "../store/layout.ts";
 import {
   client,
   clientFailure,
@@ -313,13 +314,13 @@ export async function runsCommand(args: string[]): Promise<number> {
  */
 async function countActiveEvents(siteDir: string, runs: RunRecord[]): Promise<void> {
   try {
-    const saved = await readJsonFile(join(siteDir, ".active-run.json"));
+    const saved = await readJsonFile(join(siteDir, ACTIVE_RUN_FILE));
     if (!isJsonObject(saved) || typeof saved.seq_at_start !== "number") return;
     const run = runs.find((r) =>
       r.stopped_at === null && r.run_id === saved.run_id && r.run_dir === saved.run_dir
     );
     if (!run) return;
-    const scan = await scanStream(join(run.run_dir, "telemetry.ndjson"), saved.seq_at_start);
+    const scan = await scanStream(join(run.run_dir, RUN_FILE), saved.seq_at_start);
     run.events = scan.countedAfter;
   } catch {
     // The logged count stands.

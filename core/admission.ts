@@ -74,6 +74,26 @@ export class Admission {
   }
 
   /**
+   * Checks the requests of a commit group in order, after {@linkcode Admission.begin}: a request
+   * that does not pass is refused at once, the others go on as one group.
+   *
+   * @param ops The group's requests, in arrival order.
+   * @returns The requests that passed; usually all did, and then it is `ops` itself, not a copy.
+   */
+  admit<T extends { items: readonly EventCommand[]; reject(err: unknown): void }>(ops: T[]): T[] {
+    let accepted = ops;
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i]!;
+      const problem = this.check(op.items);
+      if (problem) {
+        if (accepted === ops) accepted = ops.slice(0, i);
+        op.reject(problem);
+      } else if (accepted !== ops) accepted.push(op);
+    }
+    return accepted;
+  }
+
+  /**
    * Checks one request's events, all or nothing; an accepted request counts from then on.
    *
    * @param items The request's events.

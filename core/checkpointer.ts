@@ -10,7 +10,7 @@
 
 import { errorText } from "./errors.ts";
 
-/** How long a changed snapshot may wait for its periodic checkpoint (see `_snapshot.ts`). */
+/** How long a changed snapshot may wait for its periodic checkpoint (see `snapshot.ts`). */
 export const CHECKPOINT_DELAY_MS = 5_000;
 /** Bytes written after which a checkpoint is taken without waiting, bounding a kill -9 restart. */
 export const CHECKPOINT_BYTES = 32 * 1024 * 1024;
@@ -123,13 +123,7 @@ export class Checkpointer {
    * @throws What writing the checkpoint threw.
    */
   async durable(): Promise<void> {
-    const record = await this.#take();
-    const write = this.#writes.then(() => this.#hooks.write(record()));
-    this.#writes = write.catch((err) => {
-      this.dirty = true;
-      this.#hooks.warn(`Cannot save the snapshot checkpoint: ${errorText(err)}`);
-    });
-    await write;
+    await this.#enqueue(await this.#take());
   }
 
   /** Cancels a pending periodic checkpoint. */
@@ -147,12 +141,19 @@ export class Checkpointer {
     return record;
   }
 
-  #write(record: () => unknown): Promise<void> {
+  /** Writes a record after every one before it; a failure is warned, and the result rejects. */
+  #enqueue(record: () => unknown): Promise<void> {
     const write = this.#writes.then(() => this.#hooks.write(record()));
     this.#writes = write.catch((err) => {
       this.dirty = true;
       this.#hooks.warn(`Cannot save the snapshot checkpoint: ${errorText(err)}`);
     });
+    return write;
+  }
+
+  /** Writes a record after every one before it; resolves when done, whether or not it failed. */
+  #write(record: () => unknown): Promise<void> {
+    this.#enqueue(record);
     return this.#writes;
   }
 }

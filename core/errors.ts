@@ -1,7 +1,7 @@
 /**
  * The service's domain errors. They say what went wrong in the service's own terms and carry the
  * facts a caller needs; they know nothing of HTTP statuses, routes or command-line flags. The HTTP
- * layer turns each into problem+json (`toProblem` in `_http.ts`), the command line into one line.
+ * layer turns each into problem+json (`toProblem` in `http/problems.ts`), the command line into one line.
  *
  * @module
  */

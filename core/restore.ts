@@ -1,13 +1,22 @@
 /**
- * Rebuilding the snapshot on start-up: from a checkpoint and the lines written after its cursors
- * (the normal way), or, without a usable checkpoint, from the files as 0.3 did (docs/storage.md).
+ * Resuming on start-up (docs/storage.md): the site stream's counters, the active run, and the
+ * snapshot, rebuilt from a checkpoint and the lines written after its cursors (the normal way),
+ * or, without a usable checkpoint, from the files as 0.3 did.
  *
  * @module
  */
 
-import type { Checkpoint, SavedSnapshot, Snapshot } from "./snapshot.ts";
-import type { ActiveRun, RunResume } from "./runs.ts";
-import type { SiteResume, SiteStore, StreamTail } from "../store/site_store.ts";
+import {
+  type Checkpoint,
+  parseSavedRecord,
+  type SavedSnapshot,
+  type Snapshot,
+} from "./snapshot.ts";
+import type { ActiveRun, RunResume, Runs } from "./runs.ts";
+import { SNAPSHOT_FILE, STORED_SITE_FILE } from "../store/layout.ts";
+import type { SiteStore } from "../store/site_store.ts";
+import type { SiteResume } from "../store/site_resume.ts";
+import type { StreamTail } from "../store/stored_read.ts";
 import { plainName } from "../store/site_files.ts";
 
 /** What a restore reads from and writes to. */
@@ -20,6 +29,84 @@ export interface RestoreSources {
   site: SiteResume;
   /** What resuming the active run found, if a run was active. */
   runResume: RunResume | undefined;
+}
+
+/** Where the site stream stands after a resume. */
+export interface SiteCounters {
+  /** The last seq handed out. */
+  seq: number;
+  /** The persisted high-water mark (0: none). */
+  mark: number;
+  /** The highest seq on disk. */
+  lastWritten: number;
+  /** The night whose site file holds the last line (the checkpoint's site cursor). */
+  night: string | undefined;
+}
+
+/** What {@linkcode resumeFromDisk} found. */
+export interface Resumed {
+  /** The site stream's counters. */
+  site: SiteCounters;
+  /**
+   * How many lines were read after the checkpoint the snapshot was restored from, or `undefined`
+   * when it was rebuilt without one.
+   */
+  readAfterCheckpoint: number | undefined;
+}
+
+/**
+ * Resumes seq counters, the snapshot and the active run from the site directory.
+ *
+ * Seq continues above the last line of EVERY file of a stream (read from its end), its seq
+ * mark and the counter the checkpoint saved, whatever the clock did to modification times. The
+ * snapshot comes from the checkpoint plus the lines written after its cursors; without a usable
+ * checkpoint it is rebuilt as in 0.3 (docs/storage.md).
+ *
+ * @param store The site directory.
+ * @param runs The runs, which resume the active one.
+ * @param snapshot The empty snapshot to fill.
+ * @param warn Told why a saved snapshot or checkpoint was not used.
+ * @returns The site counters, and how the snapshot was restored.
+ */
+export async function resumeFromDisk(
+  store: SiteStore,
+  runs: Runs,
+  snapshot: Snapshot,
+  warn: (message: string) => void,
+): Promise<Resumed> {
+  const site = await store.resumeSite();
+  const record = parseSavedRecord(await store.savedSnapshot.read());
+  if (record.kind === "invalid") {
+    warn(
+      `The saved snapshot ${SNAPSHOT_FILE} cannot be used: ${record.reason}; rebuilding from the files alone.`,
+    );
+  }
+  const checkpoint = record.kind === "checkpoint" ? record.checkpoint : undefined;
+  const saved = checkpoint ?? (record.kind === "legacy" ? record.saved : undefined);
+  const counters: SiteCounters = {
+    seq: Math.max(site.lastSeq, site.mark, saved?.siteSeq ?? 0),
+    mark: site.mark,
+    lastWritten: site.lastSeq,
+    night: nightOfFile(site.files.at(-1)),
+  };
+  const runResume = await runs.resume(
+    saved !== undefined && saved.runDir !== null
+      ? { runDir: saved.runDir, runSeq: saved.runSeq, cursor: checkpoint?.run ?? undefined }
+      : undefined,
+  );
+  const sources = { store, snapshot, site, runResume };
+  const run = runs.active;
+  if (checkpoint) {
+    const restored = !runResume?.mismatch &&
+      await restoreFromCheckpoint(sources, run, checkpoint);
+    if (restored) return { site: counters, readAfterCheckpoint: restored.read };
+    warn(
+      `The checkpoint in ${SNAPSHOT_FILE} no longer matches the stream files (truncated or replaced); rebuilding the snapshot from the files.`,
+    );
+    snapshot.clear();
+  }
+  await rebuildSnapshot(sources, run, saved);
+  return { site: counters, readAfterCheckpoint: undefined };
 }
 
 /**
@@ -46,7 +133,7 @@ export async function restoreFromCheckpoint(
   let cursorFound = cursor === null;
   let read = 0;
   for (const file of site.files) {
-    // A cursor names the plain file; its offset holds in the .gz the lifecycle made of it.
+    // A cursor names the plain file; its offset holds in the .gz compression made of it.
     const atCursor = cursor !== null && plainName(file.name) === cursor.file;
     cursorFound ||= atCursor;
     if (!atCursor && file.lastSeq <= afterSeq) continue;
@@ -122,4 +209,9 @@ function runIdOf(line: string): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** The night of a site file, from its name. */
+function nightOfFile(file: { name: string } | undefined): string | undefined {
+  return file && STORED_SITE_FILE.exec(file.name)?.[1];
 }

@@ -11,10 +11,13 @@ import { formatTimestamp, isJsonObject, type RunRecord } from "../wire/event.ts"
 import { InvalidRequestError, NoActiveRunError, RunConflictError, WriteError } from "./errors.ts";
 import { RUN_ID_PATTERN, type RunStartCommand } from "./commands.ts";
 import type { NdjsonWriter } from "../store/writer.ts";
-import type { SiteStore, StreamScan, StreamTail } from "../store/site_store.ts";
+import type { SiteStore } from "../store/site_store.ts";
+import type { RunRecords } from "../store/run_records.ts";
+import type { StreamScan, StreamTail } from "../store/stored_read.ts";
 import type { CheckpointCursor } from "./snapshot.ts";
 import { errorText, isDiskFull } from "./errors.ts";
 import { readRunLog } from "../store/run_log.ts";
+import { settledMark } from "../store/seq_marks.ts";
 
 /** The active run and its stream's seq accounting. */
 export interface ActiveRun {
@@ -48,17 +51,18 @@ export interface RunStart {
 }
 
 /**
- * The run lifecycle over a {@linkcode SiteStore}.
+ * Starting, stopping and resuming runs over a {@linkcode SiteStore}.
  */
 export class Runs {
   #store: SiteStore;
+  #records: RunRecords;
   #clock: () => number;
   #warn: (message: string) => void;
   /** The active run, if any. */
   active: ActiveRun | undefined;
 
   /**
-   * Creates the lifecycle; nothing is active until {@linkcode Runs.start} or
+   * Creates the runs; nothing is active until {@linkcode Runs.start} or
    * {@linkcode Runs.resume}.
    *
    * @param store The site directory.
@@ -67,6 +71,7 @@ export class Runs {
    */
   constructor(store: SiteStore, clock: () => number, warn: (message: string) => void) {
     this.#store = store;
+    this.#records = store.runRecords;
     this.#clock = clock;
     this.#warn = warn;
   }
@@ -105,7 +110,7 @@ export class Runs {
       meta: command.meta ?? {},
     };
     try {
-      await this.#store.writeActiveRun({ ...record, seq_at_start: lastSeq });
+      await this.#records.writeActive({ ...record, seq_at_start: lastSeq });
     } catch (err) {
       await this.#store.closeRunStream(writer);
       throw toWriteError(err);
@@ -115,7 +120,7 @@ export class Runs {
     try {
       await this.#log(record);
     } catch (err) {
-      await this.#store.clearActiveRun().catch((e) =>
+      await this.#records.clearActive().catch((e) =>
         this.#warn(`Cannot take back the start of run ${runId}: ${errorText(e)}`)
       );
       await this.#store.closeRunStream(writer);
@@ -162,7 +167,7 @@ export class Runs {
     } catch (err) {
       throw toWriteError(err);
     }
-    await this.#store.clearActiveRun();
+    await this.#records.clearActive();
     this.active = undefined;
     active.record = stopped;
     await this.settleMark(active).catch((e) =>
@@ -188,13 +193,13 @@ export class Runs {
       cursor?: (CheckpointCursor & { events: number }) | undefined;
     },
   ): Promise<RunResume | undefined> {
-    const saved = await this.#store.readActiveRun();
+    const saved = await this.#records.readActive();
     if (saved === undefined) return undefined;
     if (
       !isJsonObject(saved) || typeof saved.run_id !== "string" ||
       typeof saved.run_dir !== "string" || typeof saved.started_at !== "string"
     ) {
-      const aside = await this.#store.setAsideActiveRun();
+      const aside = await this.#records.setAsideActive();
       this.#warn(`The active-run record was unreadable and was moved to ${aside}; no run resumed.`);
       return undefined;
     }
@@ -207,7 +212,7 @@ export class Runs {
       // The record names a place no run may use (a reserved name, a link leading outside the
       // allowed roots): resuming would write there, and failing would stop every start.
       if (!(err instanceof InvalidRequestError)) throw err;
-      const aside = await this.#store.setAsideActiveRun();
+      const aside = await this.#records.setAsideActive();
       this.#warn(
         `Run ${saved.run_id} was not resumed: ${
           errorText(err)
@@ -258,11 +263,11 @@ export class Runs {
    * `previous` (best effort), so the two do not disagree.
    */
   async #log(record: RunRecord, previous?: RunRecord): Promise<void> {
-    await this.#store.writeRunRecord(record);
+    await this.#records.writeRecord(record);
     try {
-      await this.#store.appendRunLog(record);
+      await this.#records.appendLog(record);
     } catch (err) {
-      if (previous) await this.#store.writeRunRecord(previous).catch(() => {});
+      if (previous) await this.#records.writeRecord(previous).catch(() => {});
       throw err;
     }
   }
@@ -279,12 +284,12 @@ export class Runs {
         r.run_id === record.run_id
       );
       // run.json is rewritten whatever the log says: a stop may have crashed between the two.
-      await this.#store.writeRunRecord({ ...record });
+      await this.#records.writeRecord({ ...record });
       if (
         logged?.stopped_at === null && logged.run_dir === record.run_dir &&
         logged.started_at === record.started_at
       ) return;
-      await this.#store.appendRunLog({ ...record });
+      await this.#records.appendLog({ ...record });
     } catch (err) {
       this.#warn(`Cannot record resumed run ${record.run_id} in the run log: ${errorText(err)}`);
     }
@@ -297,9 +302,10 @@ export class Runs {
    * @param run The run.
    */
   async settleMark(run: ActiveRun): Promise<void> {
-    if (run.lastSeq > run.lastWritten || run.mark > run.lastSeq) {
-      await this.#store.writeSeqMark(run.record.run_dir, run.lastSeq);
-      run.mark = run.lastSeq;
+    const mark = settledMark(run.lastSeq, run.lastWritten, run.mark);
+    if (mark !== undefined) {
+      await this.#store.writeSeqMark(run.record.run_dir, mark);
+      run.mark = mark;
     }
   }
 }

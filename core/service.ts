@@ -1,8 +1,9 @@
 /**
  * The telemetry service without HTTP: one queue for every event and run change, seq assignment,
  * and publishing what was accepted. The site directory is {@linkcode SiteStore}'s, the snapshot
- * `_snapshot.ts`'s and the run lifecycle `_runs.ts`'s; `server.ts` maps requests onto it;
- * embedders and tests can drive it directly.
+ * `snapshot.ts`'s, runs `runs.ts`'s, seq assignment `assign.ts`'s and the resume at start-up
+ * `restore.ts`'s; `http/server.ts` maps requests onto it; embedders and tests can drive it
+ * directly.
  *
  * Needs `--allow-read` and `--allow-write` for the site directory.
  *
@@ -21,82 +22,43 @@ import type { JsonObject, RunRecord } from "../wire/event.ts";
 import { ShuttingDownError } from "./errors.ts";
 import { type EventCommand, parseEvents, parseRunStart, type RunStartCommand } from "./commands.ts";
 import { checkTimeZone } from "../store/day_key.ts";
-import { DEFAULT_FSYNC, type FsyncMode, type NdjsonWriter } from "../store/writer.ts";
-import { buildLine, buildTail, withRunId } from "../wire/ndjson.ts";
+import { DEFAULT_FSYNC, type FsyncMode } from "../store/writer.ts";
 import { type ActiveRun, Runs, type RunStart, toWriteError } from "./runs.ts";
-import {
-  checkpointRecord,
-  parseSavedRecord,
-  Snapshot,
-  type SnapshotBodyOptions,
-} from "./snapshot.ts";
-import { siteFileName, SiteStore, STORED_SITE_FILE } from "../store/site_store.ts";
-import { rebuildSnapshot, restoreFromCheckpoint } from "./restore.ts";
-import { Lifecycle } from "../store/retention.ts";
+import { checkpointRecord, Snapshot, type SnapshotBodyOptions } from "./snapshot.ts";
+import { SiteStore } from "../store/site_store.ts";
+import { siteFileName } from "../store/layout.ts";
+import { resumeFromDisk, type SiteCounters } from "./restore.ts";
+import { RetentionScheduler } from "../store/retention.ts";
 import { GroupQueue } from "./queue.ts";
 import { TimestampCache } from "./timestamp.ts";
 import { Checkpointer } from "./checkpointer.ts";
 import { Admission } from "./admission.ts";
+import { type AssignContext, type Assigned, assignGroup, type EventOp } from "./assign.ts";
+import { Fanout } from "./fanout.ts";
+import { reservedMark, settledMark } from "../store/seq_marks.ts";
 
 export { RUN_ID_PATTERN } from "./commands.ts";
 export type { EventCommand, RunStartCommand } from "./commands.ts";
 export type { RunStart } from "./runs.ts";
 export type { SnapshotBodyOptions } from "./snapshot.ts";
-import type {
-  CommittedEvent,
-  ServiceMessage,
-  ServiceOptions,
-  StreamName,
-  WriteReport,
+import {
+  type CommittedEvent,
+  DEFAULT_COMPRESS_AFTER,
+  DEFAULT_MAX_SNAPSHOT_BYTES,
+  DEFAULT_MAX_TYPES,
+  DEFAULT_SITE_TYPES,
+  type ServiceMessage,
+  type ServiceOptions,
+  type StreamName,
+  type WriteReport,
 } from "./service_types.ts";
 export type { CommittedEvent, ServiceMessage, ServiceOptions, StreamName, WriteReport };
-
-/** Site-wide event types written to the site stream during a run too (docs/storage.md). */
-export const DEFAULT_SITE_TYPES: readonly string[] = ["weather", "environment"];
-/** Nights after which site and stopped runs' files are compressed (docs/history.md). */
-export const DEFAULT_COMPRESS_AFTER = 2;
-/** How many distinct event types the snapshot may hold (docs/storage.md). */
-export const DEFAULT_MAX_TYPES = 10_000;
-/**
- * How large the snapshot may grow, measured as its `GET /current` body in bytes: 64 MiB. It keeps
- * the saved snapshot, built as one text on shutdown, far inside what a string can hold.
- */
-export const DEFAULT_MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024;
-
-/**
- * How far past an unwritten (ephemeral) seq the persisted high-water mark reserves, so that not
- * every ephemeral event costs a file write. After a crash, seq continues above the reservation.
- */
-const SEQ_RESERVE = 1024;
-
-interface EventOp {
-  items: EventCommand[];
-  receivedAt: number;
-  resolve: (events: CommittedEvent[]) => void;
-  reject: (err: unknown) => void;
-}
-
-/** Seq accounting of one stream while a group is being assigned. */
-interface Counter {
-  seq: number;
-  /** Highest seq that reaches a file. */
-  written: number;
-  /** Highest seq handed out but not stored (0: none). */
-  unwritten: number;
-}
-
-/** What the events of one group accepted so far will do to the snapshot. */
-/** A group of events with seqs assigned, waiting to be written. */
-interface Assigned {
-  results: CommittedEvent[][];
-  copies: [StreamName, string][];
-  /** Lines per writer, or per night whose site file is not open yet. */
-  pending: Map<NdjsonWriter | string, string[]>;
-  site: Counter;
-  run: Counter | undefined;
-  /** The night whose site file got the group's last stored site line. */
-  siteNight?: string;
-}
+export {
+  DEFAULT_COMPRESS_AFTER,
+  DEFAULT_MAX_SNAPSHOT_BYTES,
+  DEFAULT_MAX_TYPES,
+  DEFAULT_SITE_TYPES,
+} from "./service_types.ts";
 
 /**
  * The service core: one instance owns one site directory (it holds the directory's lock).
@@ -127,17 +89,13 @@ export class TelemetryService implements AsyncDisposable {
   #runs: Runs;
   #snapshot = new Snapshot();
   #clock: () => number;
-  #siteTypes: Set<string>;
   /** Checks each commit group against the run and the snapshot's limits. */
   #admission: Admission;
   #warn: (message: string) => void;
-  #siteSeq = 0;
-  /** The persisted high-water mark of the site stream (0: none). */
-  #siteMark = 0;
-  /** The highest site seq that is on disk. */
-  #siteLastWritten = 0;
-  #listeners = new Set<(message: ServiceMessage) => void>();
-  #writeListeners = new Set<(report: WriteReport) => void>();
+  /** The site stream's seq, mark, last seq on disk and night of its last line. */
+  #site: SiteCounters = { seq: 0, mark: 0, lastWritten: 0, night: undefined };
+  #listeners = new Fanout<ServiceMessage>();
+  #writeListeners = new Fanout<WriteReport>();
   #queue: GroupQueue<EventOp> = new GroupQueue(
     (ops) => this.#commit(ops),
     (ops, err) => ops.forEach((op) => op.reject(err)),
@@ -145,15 +103,14 @@ export class TelemetryService implements AsyncDisposable {
   #closing = false;
   #closed: Promise<void> | undefined;
   #receiveTimes = new TimestampCache();
-  /** The night whose site file holds the last stored site line (the checkpoint's site cursor). */
-  #siteNight: string | undefined;
+  #assignContext: AssignContext;
   /** Compression and retention of old files (docs/history.md), in the background. */
-  #lifecycle: Lifecycle;
+  #retention: RetentionScheduler;
   #checkpoints: Checkpointer = new Checkpointer({
     take: () => this.#takeCheckpoint(),
-    write: (record) => this.#store.writeSavedSnapshot(record),
+    write: (record) => this.#store.savedSnapshot.write(record),
     control: (fn) => this.#queue.control(fn),
-    night: () => this.#siteNight,
+    night: () => this.#site.night,
     closing: () => this.#closing,
     warn: (message) => this.#warn(message),
   });
@@ -165,13 +122,17 @@ export class TelemetryService implements AsyncDisposable {
     this.#store = store;
     this.#clock = options.clock ?? Date.now;
     this.#warn = options.onWarning ?? (() => {});
-    this.#siteTypes = new Set(options.siteTypes ?? DEFAULT_SITE_TYPES);
+    this.#assignContext = {
+      siteTypes: new Set(options.siteTypes ?? DEFAULT_SITE_TYPES),
+      nightOf: (epochMs) => store.nightOf(epochMs),
+      receivedTs: (epochMs) => this.#receivedTs(epochMs),
+    };
     this.#admission = new Admission(this.#snapshot, {
       maxTypes: options.maxTypes ?? DEFAULT_MAX_TYPES,
       maxSnapshotBytes: options.maxSnapshotBytes ?? DEFAULT_MAX_SNAPSHOT_BYTES,
     });
     this.#runs = new Runs(store, this.#clock, this.#warn);
-    this.#lifecycle = new Lifecycle({
+    this.#retention = new RetentionScheduler({
       siteDir: store.siteDir,
       timeZone,
       compressAfter: options.compressAfter ?? DEFAULT_COMPRESS_AFTER,
@@ -218,7 +179,7 @@ export class TelemetryService implements AsyncDisposable {
         if (service.#checkpoints.dirty) service.#checkpoints.arm();
       } else await service.#checkpoints.now();
       // After the resume read the newest files: compressing them under it would only cost time.
-      service.#lifecycle.schedule();
+      service.#retention.schedule();
       return service;
     } catch (err) {
       await store.close().catch(() => {});
@@ -227,51 +188,18 @@ export class TelemetryService implements AsyncDisposable {
   }
 
   /**
-   * Resumes seq counters, the snapshot and the active run from the site directory.
-   *
-   * Seq continues above the last line of EVERY file of a stream (read from its end), its seq
-   * mark and the counter the checkpoint saved, whatever the clock did to modification times. The
-   * snapshot comes from the checkpoint plus the lines written after its cursors; without a usable
-   * checkpoint it is rebuilt as in 0.3 (docs/storage.md).
+   * Resumes seq counters, the snapshot and the active run from the site directory (see
+   * {@linkcode resumeFromDisk}).
    *
    * @returns `true` when it came from a checkpoint.
    */
   async #resume(): Promise<boolean> {
-    const site = await this.#store.resumeSite();
-    const record = parseSavedRecord(await this.#store.readSavedSnapshot());
-    if (record.kind === "invalid") {
-      this.#warn(
-        `The saved snapshot .snapshot.json cannot be used: ${record.reason}; rebuilding from the files alone.`,
-      );
-    }
-    const checkpoint = record.kind === "checkpoint" ? record.checkpoint : undefined;
-    const saved = checkpoint ?? (record.kind === "legacy" ? record.saved : undefined);
-    this.#siteSeq = Math.max(site.lastSeq, site.mark, saved?.siteSeq ?? 0);
-    this.#siteMark = site.mark;
-    this.#siteLastWritten = site.lastSeq;
-    this.#siteNight = nightOfFile(site.files.at(-1));
+    const resumed = await resumeFromDisk(this.#store, this.#runs, this.#snapshot, this.#warn);
+    this.#site = resumed.site;
     this.#checkpoints.synced();
-    const runResume = await this.#runs.resume(
-      saved !== undefined && saved.runDir !== null
-        ? { runDir: saved.runDir, runSeq: saved.runSeq, cursor: checkpoint?.run ?? undefined }
-        : undefined,
-    );
-    const sources = { store: this.#store, snapshot: this.#snapshot, site, runResume };
-    const run = this.#runs.active;
-    if (checkpoint) {
-      const restored = !runResume?.mismatch &&
-        await restoreFromCheckpoint(sources, run, checkpoint);
-      if (restored) {
-        this.#checkpoints.dirty = restored.read > 0;
-        return true;
-      }
-      this.#warn(
-        "The checkpoint in .snapshot.json no longer matches the stream files (truncated or replaced); rebuilding the snapshot from the files.",
-      );
-      this.#snapshot.clear();
-    }
-    await rebuildSnapshot(sources, run, saved);
-    return false;
+    if (resumed.readAfterCheckpoint === undefined) return false;
+    this.#checkpoints.dirty = resumed.readAfterCheckpoint > 0;
+    return true;
   }
 
   /** The active run's record (with a live `events` count), or `undefined`. */
@@ -370,7 +298,7 @@ export class TelemetryService implements AsyncDisposable {
       const started = await this.#runs.start(checked);
       // Restores lay the run file after the site stream: true only from a checkpoint on.
       if (started.created) await this.#checkpoints.now();
-      if (started.created) this.#publish({ kind: "run", run: started.run, active: true });
+      if (started.created) this.#listeners.emit({ kind: "run", run: started.run, active: true });
       return started;
     });
   }
@@ -391,7 +319,7 @@ export class TelemetryService implements AsyncDisposable {
     return this.#control(async () => {
       const record = await this.#runs.stop();
       await this.#checkpoints.now();
-      this.#publish({ kind: "run", run: record, active: false });
+      this.#listeners.emit({ kind: "run", run: record, active: false });
       return record;
     });
   }
@@ -424,7 +352,7 @@ export class TelemetryService implements AsyncDisposable {
         throw toWriteError(err);
       }
       // Live viewers drop the type too (docs/http-api.md: it leaves the dashboard).
-      this.#publish({ kind: "forget", type });
+      this.#listeners.emit({ kind: "forget", type });
       return true;
     });
   }
@@ -477,8 +405,7 @@ export class TelemetryService implements AsyncDisposable {
    * @returns A function that unsubscribes.
    */
   subscribe(listener: (message: ServiceMessage) => void): () => void {
-    this.#listeners.add(listener);
-    return () => this.#listeners.delete(listener);
+    return this.#listeners.add(listener);
   }
 
   /**
@@ -489,8 +416,7 @@ export class TelemetryService implements AsyncDisposable {
    * @returns A function that unsubscribes.
    */
   watchWrites(listener: (report: WriteReport) => void): () => void {
-    this.#writeListeners.add(listener);
-    return () => this.#writeListeners.delete(listener);
+    return this.#writeListeners.add(listener);
   }
 
   /**
@@ -512,7 +438,7 @@ export class TelemetryService implements AsyncDisposable {
   async #close(): Promise<void> {
     this.#closing = true;
     // A compression stops between two chunks; its temporary file is removed, the original stays.
-    await this.#lifecycle.close();
+    await this.#retention.close();
     await this.#queue.idle();
     let failure: unknown;
     const run = this.#runs.active;
@@ -541,15 +467,16 @@ export class TelemetryService implements AsyncDisposable {
    * a reservation exists), so a restart neither reuses them nor skips a reservation's worth.
    */
   async #settleSiteMark(): Promise<void> {
-    if (this.#siteSeq > this.#siteLastWritten || this.#siteMark > this.#siteSeq) {
-      await this.#store.writeSeqMark(this.siteDir, this.#siteSeq);
-      this.#siteMark = this.#siteSeq;
+    const mark = settledMark(this.#site.seq, this.#site.lastWritten, this.#site.mark);
+    if (mark !== undefined) {
+      await this.#store.writeSeqMark(this.siteDir, mark);
+      this.#site.mark = mark;
     }
   }
 
   /** After a commit: notes where the site stream ends and schedules a checkpoint. */
   #committed(group: Assigned, bytes: number): void {
-    if (group.siteNight !== undefined) this.#siteNight = group.siteNight;
+    if (group.siteNight !== undefined) this.#site.night = group.siteNight;
     this.#checkpoints.committed(bytes);
   }
 
@@ -559,16 +486,16 @@ export class TelemetryService implements AsyncDisposable {
    */
   async #takeCheckpoint(): Promise<() => unknown> {
     const run = this.#runs.active;
-    const night = this.#siteNight;
-    const site = night !== undefined && this.#siteLastWritten > 0
+    const night = this.#site.night;
+    const site = night !== undefined && this.#site.lastWritten > 0
       ? {
         file: siteFileName(night),
         offset: await this.#store.siteFileEnd(night),
-        seq: this.#siteLastWritten,
+        seq: this.#site.lastWritten,
       }
       : null;
     const taken = {
-      siteSeq: this.#siteSeq,
+      siteSeq: this.#site.seq,
       runDir: run?.record.run_dir ?? null,
       runSeq: run?.lastSeq ?? 0,
       site,
@@ -588,39 +515,34 @@ export class TelemetryService implements AsyncDisposable {
   /** Writes a group of event requests; see the class doc for the guarantees. */
   async #commit(ops: EventOp[]): Promise<void> {
     const run = this.#runs.active;
-    const admission = this.#admission;
-    admission.begin(run?.record.run_id);
-    // Usually every request passes: then the group is `ops` itself, not a copy.
-    let accepted = ops;
-    for (let i = 0; i < ops.length; i++) {
-      const op = ops[i]!;
-      const problem = admission.check(op.items);
-      if (problem) {
-        if (accepted === ops) accepted = ops.slice(0, i);
-        op.reject(problem);
-      } else if (accepted !== ops) accepted.push(op);
-    }
+    this.#admission.begin(run?.record.run_id);
+    const accepted = this.#admission.admit(ops);
     if (accepted.length === 0) return;
 
-    const group = this.#assign(accepted, run);
+    const group = assignGroup(
+      accepted,
+      run,
+      { seq: this.#site.seq, written: this.#site.lastWritten, unwritten: 0 },
+      this.#assignContext,
+    );
     const started = performance.now();
     let bytes: number;
     try {
       bytes = await this.#write(group, run);
     } catch (err) {
       const failure = toWriteError(err);
-      this.#report({ ok: false, error: failure });
+      this.#writeListeners.emit({ ok: false, error: failure });
       for (const op of accepted) op.reject(failure);
       return;
     }
     const seconds = (performance.now() - started) / 1000;
-    // A rotation makes the night before the current one older: the lifecycle looks again.
+    // A rotation makes the night before the current one older: retention looks again.
     if (this.#store.hasOldNights && await this.#store.retireOldNights()) {
-      this.#lifecycle.schedule();
+      this.#retention.schedule();
     }
 
-    this.#siteSeq = group.site.seq;
-    this.#siteLastWritten = group.site.written;
+    this.#site.seq = group.site.seq;
+    this.#site.lastWritten = group.site.written;
     if (run && group.run) {
       run.lastSeq = group.run.seq;
       run.lastWritten = group.run.written;
@@ -641,89 +563,12 @@ export class TelemetryService implements AsyncDisposable {
             event.data,
           );
         }
-        this.#publish({ kind: "telemetry", event });
+        this.#listeners.emit({ kind: "telemetry", event });
       }
       op.resolve(out);
     }
     // After the snapshot took the group: metrics tell current types from the rest (docs/http-api.md).
-    this.#report({ ok: true, seconds, bytes, copies: group.copies });
-  }
-
-  /** Assigns seqs and builds every line of a group; nothing is written yet. */
-  #assign(accepted: EventOp[], run: ActiveRun | undefined): Assigned {
-    const site: Counter = { seq: this.#siteSeq, written: this.#siteLastWritten, unwritten: 0 };
-    const runCounter: Counter | undefined = run
-      ? { seq: run.lastSeq, written: run.lastWritten, unwritten: 0 }
-      : undefined;
-    // Arrays of known length are made at that length: most groups hold one event, and a
-    // pushed-to empty array would reserve room for 16.
-    const group: Assigned = {
-      results: new Array(accepted.length),
-      copies: [],
-      pending: new Map(),
-      site,
-      run: runCounter,
-    };
-    const runId = run?.record.run_id;
-    // A batch is mostly one type: its JSON and its copies' [stream, type] records are made once
-    // for a run of events of the same type (the records are read-only).
-    let type: string | undefined;
-    let typeJson = "";
-    let runCopy: [StreamName, string] = ["run", ""];
-    let siteCopy: [StreamName, string] = ["site", ""];
-    for (let i = 0; i < accepted.length; i++) {
-      const op = accepted[i]!;
-      const out: CommittedEvent[] = new Array(op.items.length);
-      for (let j = 0; j < op.items.length; j++) {
-        const item = op.items[j]!;
-        const ts = item.ts ?? this.#receivedTs(op.receivedAt);
-        const meta = runId === undefined || item.callerRunId !== undefined
-          ? item.metaJson
-          : withRunId(item.metaJson, runId);
-        if (item.type !== type) {
-          type = item.type;
-          typeJson = JSON.stringify(type);
-          runCopy = ["run", type];
-          siteCopy = ["site", type];
-        }
-        const tail = buildTail(ts, typeJson, item.dataJson, meta);
-        const stored = item.storePermanently;
-        if (run && runCounter) {
-          const line = stamp(group, runCounter, tail, stored ? run.writer : undefined);
-          out[j] = {
-            line,
-            stream: "run",
-            seq: runCounter.seq,
-            type: item.type,
-            data: item.data,
-            runId,
-          };
-          group.copies.push(runCopy);
-          if (this.#siteTypes.has(item.type)) {
-            stamp(group, site, tail, stored ? this.#store.nightOf(op.receivedAt) : undefined);
-            group.copies.push(siteCopy);
-          }
-        } else {
-          const line = stamp(
-            group,
-            site,
-            tail,
-            stored ? this.#store.nightOf(op.receivedAt) : undefined,
-          );
-          out[j] = {
-            line,
-            stream: "site",
-            seq: site.seq,
-            type: item.type,
-            data: item.data,
-            runId,
-          };
-          group.copies.push(siteCopy);
-        }
-      }
-      group.results[i] = out;
-    }
-    return group;
+    this.#writeListeners.emit({ ok: true, seconds, bytes, copies: group.copies });
   }
 
   /**
@@ -734,70 +579,21 @@ export class TelemetryService implements AsyncDisposable {
   async #write(group: Assigned, run: ActiveRun | undefined): Promise<number> {
     // Seqs that reach no file must still never be handed out again (docs/storage.md): reserve a
     // block above them on disk before anyone is told about them.
-    if (group.site.unwritten > this.#siteMark) {
-      await this.#store.writeSeqMark(this.siteDir, group.site.unwritten + SEQ_RESERVE);
-      this.#siteMark = group.site.unwritten + SEQ_RESERVE;
+    const siteMark = reservedMark(group.site.unwritten, this.#site.mark);
+    if (siteMark !== undefined) {
+      await this.#store.writeSeqMark(this.siteDir, siteMark);
+      this.#site.mark = siteMark;
     }
-    if (run && group.run && group.run.unwritten > run.mark) {
-      await this.#store.writeSeqMark(run.record.run_dir, group.run.unwritten + SEQ_RESERVE);
-      run.mark = group.run.unwritten + SEQ_RESERVE;
+    const runMark = run && group.run ? reservedMark(group.run.unwritten, run.mark) : undefined;
+    if (run && runMark !== undefined) {
+      await this.#store.writeSeqMark(run.record.run_dir, runMark);
+      run.mark = runMark;
     }
     return await this.#store.append(group.pending);
   }
-
-  /** Checks that can only be made against the state at commit time; `undefined` if fine. */
 
   /** The `ts` of a receive time (`formatTimestamp`, the minute's text reused). */
   #receivedTs(ms: number): string {
     return this.#receiveTimes.format(ms);
   }
-
-  #publish(message: ServiceMessage): void {
-    for (const listener of this.#listeners) {
-      try {
-        listener(message);
-      } catch {
-        // A listener's failure must never affect ingestion.
-      }
-    }
-  }
-
-  #report(report: WriteReport): void {
-    for (const listener of this.#writeListeners) {
-      try {
-        listener(report);
-      } catch {
-        // A metrics failure must never affect ingestion.
-      }
-    }
-  }
-}
-
-/**
- * Hands out the next seq of a stream and builds the event's line; a stored event's line is queued
- * for its target (a writer, or the night of a site file not open yet), an unstored one's seq is
- * noted as handed out without reaching a file.
- */
-function stamp(
-  group: Assigned,
-  counter: Counter,
-  tail: string,
-  target: NdjsonWriter | string | undefined,
-): string {
-  const line = buildLine(++counter.seq, tail);
-  if (target === undefined) {
-    counter.unwritten = counter.seq;
-    return line;
-  }
-  const list = group.pending.get(target);
-  if (list) list.push(line);
-  else group.pending.set(target, [line]);
-  if (typeof target === "string") group.siteNight = target;
-  counter.written = counter.seq;
-  return line;
-}
-
-/** The night of a site file, from its name. */
-function nightOfFile(file: { name: string } | undefined): string | undefined {
-  return file && STORED_SITE_FILE.exec(file.name)?.[1];
 }

@@ -1,5 +1,6 @@
 /**
- * The types of the service's interface: its options, what it answers and what it publishes.
+ * The types of the service's interface: its options and their defaults, what it answers and what
+ * it publishes.
  *
  * @module
  */
@@ -7,6 +8,18 @@
 import type { JsonObject, RunRecord } from "../wire/event.ts";
 import type { WriteError } from "./errors.ts";
 import type { FsyncMode } from "../store/writer.ts";
+
+/** Site-wide event types written to the site stream during a run too (docs/storage.md). */
+export const DEFAULT_SITE_TYPES: readonly string[] = ["weather", "environment"];
+/** Nights after which site and stopped runs' files are compressed (docs/history.md). */
+export const DEFAULT_COMPRESS_AFTER = 2;
+/** How many distinct event types the snapshot may hold (docs/storage.md). */
+export const DEFAULT_MAX_TYPES = 10_000;
+/**
+ * How large the snapshot may grow, measured as its `GET /current` body in bytes: 64 MiB. It keeps
+ * the saved snapshot, built as one text on shutdown, far inside what a string can hold.
+ */
+export const DEFAULT_MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024;
 
 /** Options of `TelemetryService.open`. */
 export interface ServiceOptions {
@@ -59,7 +72,7 @@ export interface ServiceOptions {
    * @default {0}
    */
   retain?: number;
-  /** Receives information lines (a file compressed or deleted by the lifecycle). */
+  /** Receives information lines (a file compressed or deleted by compression or retention). */
   onInfo?: (message: string) => void;
 }
 

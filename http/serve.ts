@@ -8,7 +8,7 @@
 
 import { TelemetryService } from "../core/service.ts";
 import { errorText } from "../core/errors.ts";
-import { recordLockHolder } from "../store/fs.ts";
+import { recordLockHolder } from "../store/lock.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl } from "../wire/address.ts";
 import { raceDeadline } from "../wire/async.ts";
 import { InFlight, keepListening, type ListenerError, Relistener } from "./listener.ts";

@@ -7,7 +7,7 @@
 
 import { buildTail } from "../wire/ndjson.ts";
 import { checkEventType, describe } from "../wire/event.ts";
-import { writeFull } from "../store/site_store.ts";
+import { writeFull } from "../store/writer.ts";
 import type { DayKeyer } from "../store/day_key.ts";
 import { clip } from "./errors.ts";
 import { convertDate } from "./legacy_date.ts";

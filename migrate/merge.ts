@@ -7,7 +7,7 @@
  */
 
 import { join } from "node:path";
-import { writeFull } from "../store/site_store.ts";
+import { writeFull } from "../store/writer.ts";
 import { LineSplitter } from "../wire/ndjson.ts";
 import {
   type Converter,

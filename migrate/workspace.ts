@@ -7,8 +7,10 @@
  */
 
 import { join } from "node:path";
-import { SiteInUseError, SiteLock } from "../store/site_store.ts";
-import { exists, LOCK_FILE } from "../store/fs.ts";
+import { SiteInUseError } from "../core/errors.ts";
+import { SiteLock } from "../store/lock.ts";
+import { exists } from "../store/fs.ts";
+import { LOCK_FILE } from "../store/layout.ts";
 import { isPermissionError, MigrateError, withPermissionHint } from "./errors.ts";
 import { REJECTS_FILE, type Settings } from "./types.ts";
 

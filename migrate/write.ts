@@ -7,7 +7,8 @@
  */
 
 import { join } from "node:path";
-import { siteFileName, writeFull } from "../store/site_store.ts";
+import { siteFileName } from "../store/layout.ts";
+import { writeFull } from "../store/writer.ts";
 import { exists } from "../store/fs.ts";
 import { LINE_HEAD, TAIL_TS_OFFSET } from "../wire/ndjson.ts";
 import { withPermissionHint } from "./errors.ts";

@@ -41,10 +41,46 @@ function dayWindow(epochMs: number, timeZone: string): DayWindow {
   const date = zoned.hour < 12 ? zoned.toPlainDate().subtract({ days: 1 }) : zoned.toPlainDate();
   const noon = (d: Temporal.PlainDate) =>
     d.toZonedDateTime({ timeZone, plainTime: "12:00" }).epochMilliseconds;
-  const key = `${String(date.year).padStart(4, "0")}${String(date.month).padStart(2, "0")}${
+  return { key: keyOfDate(date), start: noon(date), end: noon(date.add({ days: 1 })) };
+}
+
+/**
+ * The key of the night that begins at local noon of a date.
+ *
+ * @param date The calendar date.
+ * @returns `YYYYMMDD`.
+ *
+ * @example Usage
+ * ```ts
+ * import { keyOfDate } from "./day_key.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(keyOfDate(Temporal.PlainDate.from("2026-05-09")), "20260509");
+ * ```
+ */
+export function keyOfDate(date: Temporal.PlainDate): string {
+  return `${String(date.year).padStart(4, "0")}${String(date.month).padStart(2, "0")}${
     String(date.day).padStart(2, "0")
   }`;
-  return { key, start: noon(date), end: noon(date.add({ days: 1 })) };
+}
+
+/**
+ * The calendar date whose local noon begins a night, from the night's key.
+ *
+ * @param key `YYYYMMDD`.
+ * @returns The date.
+ * @throws {RangeError} If the key is not a date.
+ *
+ * @example Usage
+ * ```ts
+ * import { dateOfKey } from "./day_key.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(dateOfKey("20260509").add({ days: 1 }).toString(), "2026-05-10");
+ * ```
+ */
+export function dateOfKey(key: string): Temporal.PlainDate {
+  return Temporal.PlainDate.from(`${key.slice(0, 4)}-${key.slice(4, 6)}-${key.slice(6)}`);
 }
 
 /**

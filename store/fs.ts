@@ -1,163 +1,17 @@
 /**
- * File-system building blocks of the site directory: the lock, atomic JSON files, and the
- * containment checks for run directories. `storage.ts` and `_site_layout.ts` use them.
+ * File-system building blocks of the site directory: atomic JSON files, directory fsync, files
+ * opened without following a link, and the containment checks for run directories. The site
+ * store (`site_store.ts`) and its layout (`layout.ts`) build on them.
  *
  * @module
  */
 
 import { basename, dirname, isAbsolute, join, relative, sep } from "node:path";
-import { SiteInUseError, UnsafeFileError } from "../core/errors.ts";
+import { UnsafeFileError } from "../core/errors.ts";
 import { writeFull } from "./writer.ts";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
-/** The lock file's name in a site directory. */
-export const LOCK_FILE = ".lock";
-
-/**
- * The exclusive lock on `<site_dir>/.lock` that keeps a second server off the same directory
- * (docs/storage.md). The operating system releases it if the process dies.
- */
-export class SiteLock {
-  #file: Deno.FsFile;
-  #siteDir: string;
-  /**
-   * Whether the lock file held anything when it was taken: a holder always writes its pid, so an
-   * empty one was created just now (or by a holder that died before writing).
-   */
-  readonly hadContent: boolean;
-
-  private constructor(file: Deno.FsFile, siteDir: string, hadContent: boolean) {
-    this.#file = file;
-    this.#siteDir = siteDir;
-    this.hadContent = hadContent;
-  }
-
-  /**
-   * Takes the lock without waiting.
-   *
-   * @param siteDir The site directory.
-   * @returns The held lock.
-   * @throws {SiteInUseError} If another server (or another open in this process) holds it.
-   * @throws {UnsafeFileError} If `.lock` is a symbolic link, a directory or another non-file.
-   */
-  static async acquire(siteDir: string): Promise<SiteLock> {
-    const path = join(siteDir, LOCK_FILE);
-    let file: Deno.FsFile | undefined;
-    // A holder that is done may remove the lock file while still holding it (the migrator
-    // does): a lock taken on the removed file guards nothing, so try again on the new one.
-    for (let attempt = 0; file === undefined; attempt++) {
-      // The lock is truncated below: a `.lock` planted as a symlink must not truncate its target.
-      const candidate = await openPlainFile(path);
-      let locked = false;
-      try {
-        locked = await candidate.tryLock(true);
-      } finally {
-        if (!locked) candidate.close();
-      }
-      if (!locked) throw new SiteInUseError(siteDir, await readHolder(siteDir));
-      if (attempt >= 4 || await isSameFile(candidate, path)) file = candidate;
-      else {
-        await candidate.unlock().catch(() => {});
-        candidate.close();
-      }
-    }
-    let hadContent: boolean;
-    try {
-      hadContent = (await file.stat()).size > 0;
-      await file.truncate(0);
-      // Taken again by a server that lost its lock file: it still listens where it did.
-      const url = recordedUrls.get(siteDir);
-      await writeFull(file, encoder.encode(`${Deno.pid}\n${url === undefined ? "" : `${url}\n`}`));
-    } catch (err) {
-      await file.unlock().catch(() => {});
-      file.close();
-      throw err;
-    }
-    const lock = new SiteLock(file, siteDir, hadContent);
-    heldLocks.set(siteDir, lock);
-    return lock;
-  }
-
-  /**
-   * Records where the holder listens, so a second server refused the directory can say which
-   * process to stop and how (docs/cli.md). The file holds the pid on its first line and the URL
-   * on its second.
-   *
-   * @param url The base URL of the server holding the lock.
-   */
-  async record(url: string): Promise<void> {
-    url = url.replace(/\s/g, "");
-    recordedUrls.set(this.#siteDir, url);
-    await this.#file.truncate(0);
-    await this.#file.seek(0, Deno.SeekMode.Start);
-    await writeFull(this.#file, encoder.encode(`${Deno.pid}\n${url}\n`));
-  }
-
-  /** Releases the lock. Safe to call twice. */
-  async release(): Promise<void> {
-    if (heldLocks.get(this.#siteDir) === this) {
-      heldLocks.delete(this.#siteDir);
-      recordedUrls.delete(this.#siteDir);
-    }
-    try {
-      await this.#file.unlock();
-      this.#file.close();
-    } catch (err) {
-      if (!(err instanceof Deno.errors.BadResource)) throw err;
-    }
-  }
-}
-
-/** Whether an open file is still the one at `path` (not removed or replaced since it was opened). */
-async function isSameFile(file: Deno.FsFile, path: string): Promise<boolean> {
-  try {
-    const [open, named] = await Promise.all([file.stat(), Deno.lstat(path)]);
-    return open.ino === null || (open.ino === named.ino && open.dev === named.dev);
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound) return false;
-    throw err;
-  }
-}
-
-/** The locks this process holds, by the site directory they were taken for. */
-const heldLocks = new Map<string, SiteLock>();
-/** The URL each held lock's server recorded, kept when the lock is taken again. */
-const recordedUrls = new Map<string, string>();
-
-/**
- * Records the URL of the server holding a site directory's lock in this process, in its lock
- * file (see {@linkcode SiteLock.record}); nothing when this process holds no lock there.
- *
- * @param siteDir The site directory, as the lock was taken for it.
- * @param url The server's base URL.
- */
-export async function recordLockHolder(siteDir: string, url: string): Promise<void> {
-  await heldLocks.get(siteDir)?.record(url);
-}
-
-/** What a lock file says about its holder: best effort, since it may be mid-write or foreign. */
-async function readHolder(siteDir: string): Promise<{ pid?: number; url?: string }> {
-  let text: string;
-  try {
-    const file = await Deno.open(join(siteDir, LOCK_FILE), { read: true });
-    try {
-      const buf = new Uint8Array(512);
-      const n = await file.read(buf);
-      text = decoder.decode(buf.subarray(0, n ?? 0));
-    } finally {
-      file.close();
-    }
-  } catch {
-    return {};
-  }
-  const [pidText, url] = text.split("\n");
-  const holder: { pid?: number; url?: string } = {};
-  if (pidText && /^\d{1,10}$/.test(pidText)) holder.pid = Number(pidText);
-  if (url && /^https?:\/\/[\x21-\x7e]{1,300}$/.test(url)) holder.url = url; // printable ASCII only
-  return holder;
-}
-
 /**
  * Writes a JSON file atomically: a temporary file in the same directory, fdatasynced, then
  * renamed over the target, so a crash leaves the old or the new content, never a mix.
@@ -184,8 +38,14 @@ export async function writeJsonAtomic(path: string, value: unknown): Promise<voi
   await syncDirectory(dirname(path));
 }
 
-/** fsyncs a directory so a rename in it survives a power cut (best effort where unsupported). */
-async function syncDirectory(dir: string): Promise<void> {
+/**
+ * fsyncs a directory so a rename or removal in it survives a power cut; best effort, since some
+ * platforms cannot open a directory and some file systems refuse to fsync one (the rename is
+ * still atomic there).
+ *
+ * @param dir The directory.
+ */
+export async function syncDirectory(dir: string): Promise<void> {
   let handle: Deno.FsFile;
   try {
     handle = await Deno.open(dir, { read: true });

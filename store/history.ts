@@ -6,7 +6,7 @@
 
 import { isAbsolute, join, resolve } from "node:path";
 import { formatTimestamp, isJsonObject, TelemetryEvent } from "../wire/event.ts";
-import { dayKey } from "./day_key.ts";
+import { dateOfKey, dayKey, keyOfDate } from "./day_key.ts";
 import {
   listRunFiles,
   listSiteFiles,
@@ -141,13 +141,7 @@ function toEpoch(bound: TimeBound, options: ReadHistoryOptions): number {
 
 /** The night keys `from..to` widened by one night either side. */
 function nightWindow(sinceMs: number, untilMs: number, timeZone: string) {
-  const shift = (key: string, days: number) => {
-    const d = Temporal.PlainDate.from(`${key.slice(0, 4)}-${key.slice(4, 6)}-${key.slice(6)}`)
-      .add({ days });
-    return `${String(d.year).padStart(4, "0")}${String(d.month).padStart(2, "0")}${
-      String(d.day).padStart(2, "0")
-    }`;
-  };
+  const shift = (key: string, days: number) => keyOfDate(dateOfKey(key).add({ days }));
   const from = Number.isFinite(sinceMs) ? shift(dayKey(sinceMs, timeZone), -1) : "00000000";
   const to = Number.isFinite(untilMs) ? shift(dayKey(untilMs - 1, timeZone), 1) : "99999999";
   return (night: string) => night >= from && night <= to;

@@ -1,10 +1,10 @@
 /**
- * The layout of a site directory (docs/storage.md): the names of the service's files, the seq marks
- * kept beside the streams, the names reserved so that no run directory takes one, where a
- * requested run directory may lie (confinement and the file system's limits), and the safety of
- * the paths the service writes: whatever squats on one of its names is moved aside at start-up,
- * and a stream file is opened only while it is a regular file. `SiteStore` (`storage.ts`) holds
- * the directory and builds on these rules; they use `Deno.*` file APIs.
+ * The layout of a site directory (docs/storage.md): the names of the service's files (this module
+ * is the one place that spells them), the names reserved so that no run directory takes one,
+ * where a requested run directory may lie (confinement and the file system's limits), and the
+ * safety of the paths the service writes: whatever squats on one of its names is moved aside at
+ * start-up, and a stream file is opened only while it is a regular file. `SiteStore`
+ * (`site_store.ts`) holds the directory and builds on these rules; they use `Deno.*` file APIs.
  *
  * @module
  */
@@ -15,13 +15,11 @@ import {
   ensurePlainFile,
   exists,
   isStrictlyInside,
-  readJsonFile,
   realPathOfNearest,
   refuseNonFile,
-  writeJsonAtomic,
 } from "./fs.ts";
 import { InvalidRequestError, RunDirNotAllowedError } from "../core/errors.ts";
-import { type FsyncMode, NdjsonWriter } from "./writer.ts";
+import { type FsyncMode, NdjsonWriter, TORN_SUFFIX, tornMessage } from "./writer.ts";
 
 const encoder = new TextEncoder();
 
@@ -36,7 +34,7 @@ export function siteFileName(key: string): string {
 export const SITE_FILE: RegExp = /^site_(\d{8})\.ndjson$/;
 /**
  * Names of site-stream files in either stored form: plain (`site_YYYYMMDD.ndjson`) or compressed
- * by the lifecycle (`site_YYYYMMDD.ndjson.gz`, docs/history.md). Group 1 is the night key, group 2
+ * after their night (`site_YYYYMMDD.ndjson.gz`, docs/history.md). Group 1 is the night key, group 2
  * `.gz` or nothing.
  */
 export const STORED_SITE_FILE: RegExp = /^site_(\d{8})\.ndjson(\.gz)?$/;
@@ -50,8 +48,13 @@ export const RUN_LOG_FILE = "runs.ndjson";
 /** The directory of forwarding cursors (docs/fleet.md). */
 export const FORWARD_DIR = ".forward";
 
+/** The lock file that keeps a second server off a site directory (docs/storage.md). */
+export const LOCK_FILE = ".lock";
+
 /** The run stream's file inside a run directory. */
 export const RUN_FILE = "telemetry.ndjson";
+/** A run's latest record inside its run directory (docs/cli.md). */
+export const RUN_RECORD_FILE = "run.json";
 /** The active run, while one is active; a run resumes from it after a restart. */
 export const ACTIVE_RUN_FILE = ".active-run.json";
 /** The snapshot as it was at the last clean shutdown, with the seqs it reflects. */
@@ -62,33 +65,6 @@ export const SNAPSHOT_FILE = ".snapshot.json";
  * seqs that never reached a file (events posted with `store_permanently: false`).
  */
 export const SEQ_MARK_FILE = ".seq-mark.json";
-
-/**
- * Reads a stream's seq high-water mark.
- *
- * @param dir The site directory or a run directory.
- * @returns The mark, or 0 when there is none (or it is unreadable).
- */
-export async function readSeqMark(dir: string): Promise<number> {
-  try {
-    const value = await readJsonFile(join(dir, SEQ_MARK_FILE));
-    const seq = (value as { seq?: unknown } | undefined)?.seq;
-    return typeof seq === "number" && Number.isSafeInteger(seq) && seq > 0 ? seq : 0;
-  } catch (err) {
-    if (err instanceof SyntaxError) return 0;
-    throw err;
-  }
-}
-
-/**
- * Records a stream's seq high-water mark atomically.
- *
- * @param dir The site directory or a run directory.
- * @param seq No seq at or below it may be handed out again.
- */
-export async function writeSeqMark(dir: string, seq: number): Promise<void> {
-  await writeJsonAtomic(join(dir, SEQ_MARK_FILE), { seq });
-}
 
 // --- reserved names and run directories ------------------------------------------------------
 
@@ -107,21 +83,34 @@ const RESERVED_NAMES: readonly { pattern: RegExp; what: string }[] = [
     // One dot, not two: `..2026` cannot be mistaken for a record, and docs/http-api.md allows it.
     pattern: /^\.(?!\.)/,
     what:
-      'names starting with one "." hold the service\'s records (.lock, .active-run.json, .snapshot.json, .seq-mark.json, .forward/, temporary files)',
+      `names starting with one "." hold the service's records (${LOCK_FILE}, ${ACTIVE_RUN_FILE}, ${SNAPSHOT_FILE}, ${SEQ_MARK_FILE}, ${FORWARD_DIR}/, temporary files)`,
   },
   { pattern: /^site_\d{8}\.ndjson/i, what: "site_YYYYMMDD.ndjson names the site stream's files" },
-  { pattern: /^runs\.ndjson/i, what: "runs.ndjson is the run log" },
-  { pattern: /^telemetry\.ndjson/i, what: "telemetry.ndjson is a run's stream file" },
-  { pattern: /^run\.json/i, what: "run.json is a run's record" },
+  ...([
+    [RUN_LOG_FILE, "the run log"],
+    [RUN_FILE, "a run's stream file"],
+    [RUN_RECORD_FILE, "a run's record"],
+  ] as const).map(([name, what]) => ({
+    pattern: new RegExp(`^${RegExp.escape(name)}`, "i"),
+    what: `${name} is ${what}`,
+  })),
 ];
+
+/** What a stream file's name may gain: its torn tail's file, its compressed form. */
+const STREAM_SUFFIXES = `(?:${RegExp.escape(TORN_SUFFIX)}|${RegExp.escape(GZ_SUFFIX)})?`;
 
 /**
  * The exact names of the files the service opens at the top of a site directory. At start-up
  * anything else found at one of them (a directory made by a run started there with 0.3, a
  * symbolic link) is moved aside, so it neither stops the start nor leads a write elsewhere.
  */
-const SERVICE_FILE =
-  /^(?:\.active-run\.json|\.snapshot\.json|\.seq-mark\.json|runs\.ndjson(?:\.torn|\.gz)?|site_\d{8}\.ndjson(?:\.torn|\.gz)?)$/i;
+const SERVICE_FILE = new RegExp(
+  `^(?:${
+    [ACTIVE_RUN_FILE, SNAPSHOT_FILE, SEQ_MARK_FILE].map((name) => RegExp.escape(name)).join("|")
+  }` +
+    `|${RegExp.escape(RUN_LOG_FILE)}${STREAM_SUFFIXES}|site_\\d{8}\\.ndjson${STREAM_SUFFIXES})$`,
+  "i",
+);
 
 /** Linux's limits: `NAME_MAX` bytes for one name, `PATH_MAX` (with its NUL) for a path. */
 const NAME_MAX = 255;
@@ -310,7 +299,7 @@ export async function moveAsideSquatters(
  *
  * @param path The stream file (created if missing).
  * @param fsync When the writer fdatasyncs.
- * @param onTorn Told the bytes of a torn tail moved aside on opening.
+ * @param warn Told about a torn tail moved aside on opening.
  * @returns The open writer.
  * @throws {UnsafeFileError} If the file or its `.torn` file is not a regular file, or a link was
  *   swapped in while it opened.
@@ -318,11 +307,11 @@ export async function moveAsideSquatters(
 export async function openPlainWriter(
   path: string,
   fsync: FsyncMode,
-  onTorn: (bytes: number) => void,
+  warn: (message: string) => void,
 ): Promise<NdjsonWriter> {
-  await refuseNonFile(`${path}.torn`);
+  await refuseNonFile(`${path}${TORN_SUFFIX}`);
   const before = await ensurePlainFile(path);
-  const writer = await NdjsonWriter.open(path, fsync, onTorn);
+  const writer = await NdjsonWriter.open(path, fsync, (bytes) => warn(tornMessage(path, bytes)));
   try {
     await assertStillPlainFile(path, before);
   } catch (err) {

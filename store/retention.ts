@@ -1,25 +1,20 @@
 /**
- * The files' lifecycle (docs/history.md): `--compress-after N` turns site files whose night ended
- * more than N nights ago, and the `telemetry.ndjson` of runs stopped more than N nights ago,
- * into `<name>.gz`; `--retain N` deletes site files whose night ended more than N nights ago,
- * never one that a forwarding cursor (`_forward_cursor.ts`) has not passed. "More than N nights
- * ago" counts nights by their keys: with N = 2 the current night and the two before it stay as
- * they are, the third before it is the first one touched. Never the current night's file, a
- * night the service has open, or the active run's file; run directories are never deleted.
+ * Compression and retention of the stored files (docs/history.md): `--compress-after N` turns
+ * site files whose night ended more than N nights ago, and the `telemetry.ndjson` of runs
+ * stopped more than N nights ago, into `<name>.gz` (`compress.ts`); `--retain N` deletes site
+ * files whose night ended more than N nights ago, never one that a forwarding cursor
+ * (`fleet/cursor.ts`) has not passed. "More than N nights ago" counts nights by their keys: with
+ * N = 2 the current night and the two before it stay as they are, the third before it is the
+ * first one touched. Never the current night's file, a night the service has open, or the active
+ * run's file; run directories are never deleted.
  *
- * Crash-safe at every point: the `.gz` is written under a temporary name beginning with a dot,
- * fsynced, renamed into place (the directory fsynced), and only then is the original removed.
- * A kill at any moment leaves the original, or the complete `.gz` (with or without the
- * original beside it), never neither and never a half `.gz`; the next pass finishes the job and
- * removes a left-over temporary file. Readers (`_site_files.ts`) read either form.
- *
- * Gzip's CPU time runs in a worker ({@linkcode GzipWorker}), 64 KiB at a time, while the file
- * work stays here, so the service keeps answering while a large night is compressed.
+ * A pass can be killed at any point: compression is crash-safe, and the next pass settles what
+ * it left (a temporary file, both forms of a night).
  *
  * @example Usage
  * ```ts ignore
- * import { runLifecycle } from "./retention.ts";
- * const report = await runLifecycle({
+ * import { runRetentionPass } from "./retention.ts";
+ * const report = await runRetentionPass({
  *   siteDir: "./telemetry", timeZone: "UTC", compressAfter: 2, retain: 30,
  * });
  * console.log(report.compressed, report.deleted);
@@ -28,16 +23,17 @@
  * @module
  */
 
-import { basename, dirname, join } from "node:path";
-import { dayKey } from "./day_key.ts";
+import { dirname, join } from "node:path";
+import { dateOfKey, dayKey } from "./day_key.ts";
 import { errorText } from "../core/errors.ts";
-import { writeFull } from "./writer.ts";
+import { syncDirectory } from "./fs.ts";
 import { listCursors } from "../fleet/cursor.ts";
 import { chooseForms, readLines, type StoredFile, storedFile } from "./site_files.ts";
 import { GZ_SUFFIX, RUN_FILE, RUN_LOG_FILE, STORED_SITE_FILE } from "./layout.ts";
+import { compressFile, gzSize, isCompressionTemp } from "./compress.ts";
 
-/** Options of {@linkcode runLifecycle} and {@linkcode Lifecycle}. */
-export interface LifecycleOptions {
+/** Options of {@linkcode runRetentionPass} and {@linkcode RetentionScheduler}. */
+export interface RetentionOptions {
   /** The site directory (its real path). */
   siteDir: string;
   /** The site's IANA zone (nights). */
@@ -70,7 +66,7 @@ export interface LifecycleOptions {
 }
 
 /** What one pass did. */
-export interface LifecycleReport {
+export interface RetentionReport {
   /** The `.gz` files written. */
   compressed: string[];
   /** The files deleted by retention (and originals whose `.gz` was already complete). */
@@ -80,18 +76,10 @@ export interface LifecycleReport {
 }
 
 /**
- * The share of the time the lifecycle spends compressing: gzip needs a whole core, and on a
- * two-core unit a core taken at full speed doubled the p99 of `POST /event`.
+ * The share of the time a pass spends compressing: gzip needs a whole core, and on a two-core
+ * unit a core taken at full speed doubled the p99 of `POST /event`.
  */
 const COMPRESS_DUTY = 0.5;
-/** Bytes read and compressed per step. */
-const CHUNK = 64 * 1024;
-/** Temporary files of compressions: `.<name>.gz.tmp-<uuid>`. */
-const TEMP_GZ = /^\.(.+\.ndjson\.gz)\.tmp-[0-9a-f-]{36}$/;
-
-function keyToDate(key: string): Temporal.PlainDate {
-  return Temporal.PlainDate.from(`${key.slice(0, 4)}-${key.slice(4, 6)}-${key.slice(6)}`);
-}
 
 /**
  * Whether a night ended more than `n` nights before the current one.
@@ -111,269 +99,27 @@ function keyToDate(key: string): Temporal.PlainDate {
  * ```
  */
 export function endedMoreThan(night: string, current: string, n: number): boolean {
-  return keyToDate(night).until(keyToDate(current), { largestUnit: "days" }).days > n;
+  return dateOfKey(night).until(dateOfKey(current), { largestUnit: "days" }).days > n;
 }
 
-/** fsyncs a directory so a rename or removal in it survives a power cut (best effort). */
-async function syncDir(dir: string): Promise<void> {
-  let handle: Deno.FsFile | undefined;
-  try {
-    handle = await Deno.open(dir, { read: true });
-    await handle.sync();
-  } catch {
-    // a file system that cannot fsync a directory: the rename is still atomic
-  } finally {
-    handle?.close();
-  }
+/** One pass's settings and what it did so far. */
+interface Pass {
+  siteDir: string;
+  timeZone: string;
+  compressAfter: number;
+  retain: number;
+  /** The current night's key. */
+  current: string;
+  warn: (message: string) => void;
+  info: (message: string) => void;
+  signal: AbortSignal | undefined;
+  report: RetentionReport;
 }
 
-/** The uncompressed size of a `.gz` (read whole), or `undefined` when it is damaged. */
-async function gzSize(path: string): Promise<number | undefined> {
-  const file = await Deno.open(path, { read: true });
-  let total = 0;
-  try {
-    // The readable closes the file when it ends or fails.
-    for await (const chunk of file.readable.pipeThrough(new DecompressionStream("gzip"))) {
-      total += chunk.length;
-    }
-    return total;
-  } catch (err) {
-    if (err instanceof TypeError) return undefined;
-    throw err;
-  }
-}
-
-/**
- * The worker's code: a `CompressionStream` fed with the chunks it is sent, answering each
- * compressed piece, `taken` when a chunk was consumed and `end` when the stream is finished. It
- * is plain JavaScript loaded from a `blob:` URL, so it needs no read permission for a module
- * file (the service runs with read access to its site directory only) and works the same from a
- * checkout, from JSR and from a compiled binary.
- */
-const GZIP_WORKER_SOURCE = `
-const stream = new CompressionStream("gzip");
-const writer = stream.writable.getWriter();
-const reader = stream.readable.getReader();
-(async () => {
-  try {
-    while (true) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      self.postMessage({ out: value }, [value.buffer]);
-    }
-    self.postMessage({ end: true });
-  } catch (err) {
-    self.postMessage({ error: String(err) });
-  }
-})();
-self.onmessage = async (event) => {
-  try {
-    if (event.data === null) await writer.close();
-    else {
-      await writer.write(event.data);
-      self.postMessage({ taken: true });
-    }
-  } catch (err) {
-    self.postMessage({ error: String(err) });
-  }
-};
-`;
-
-/** A gzip compressor: what {@linkcode compressFile} feeds and drains. */
-interface Gzip {
-  /** Feeds a chunk; resolves when it was taken (backpressure). */
-  write(chunk: Uint8Array<ArrayBuffer>): Promise<void>;
-  /** Ends the input; resolves after the last compressed piece was handed to `onOutput`. */
-  close(): Promise<void>;
-  /** Stops at once. */
-  abort(): void;
-}
-
-/**
- * Gzip in a worker, so its CPU time never blocks the thread that answers requests (issue 17:
- * compressing a 1 GB night must not stall ingestion). Compressed pieces come back in order.
- */
-export class GzipWorker implements Gzip {
-  #worker: Worker;
-  #url: string;
-  #taken: PromiseWithResolvers<void> | undefined;
-  #ended = Promise.withResolvers<void>();
-  #failure: Error | undefined;
-  #output: Promise<void> = Promise.resolve();
-
-  /**
-   * Starts the worker.
-   *
-   * @param onOutput Receives each compressed piece, in order; awaited one at a time.
-   */
-  constructor(onOutput: (piece: Uint8Array) => Promise<void>) {
-    this.#url = URL.createObjectURL(
-      new Blob([GZIP_WORKER_SOURCE], { type: "application/javascript" }),
-    );
-    this.#worker = new Worker(this.#url, { type: "module" });
-    this.#ended.promise.catch(() => {});
-    this.#worker.onmessage = (
-      event: MessageEvent<{ out?: Uint8Array; taken?: true; end?: true; error?: string }>,
-    ) => {
-      const { out, taken, end, error } = event.data;
-      if (out) {
-        this.#output = this.#output.then(() => onOutput(out));
-        this.#output.catch((err) => this.#fail(err));
-      } else if (taken) this.#taken?.resolve();
-      else if (end) this.#output.then(() => this.#ended.resolve(), () => {});
-      else if (error !== undefined) this.#fail(new Error(`gzip failed: ${error}`));
-    };
-    this.#worker.onerror = (event) => {
-      event.preventDefault();
-      this.#fail(new Error(`the gzip worker failed: ${event.message}`));
-    };
-  }
-
-  #fail(err: unknown): void {
-    this.#failure ??= err instanceof Error ? err : new Error(String(err));
-    this.#taken?.reject(this.#failure);
-    this.#ended.reject(this.#failure);
-  }
-
-  /**
-   * Feeds a chunk (transferred: the caller must not reuse it).
-   *
-   * @param chunk Bytes of the original.
-   * @returns When the worker took it.
-   */
-  async write(chunk: Uint8Array<ArrayBuffer>): Promise<void> {
-    if (this.#failure) throw this.#failure;
-    this.#taken = Promise.withResolvers<void>();
-    this.#worker.postMessage(chunk, [chunk.buffer]);
-    await this.#taken.promise;
-  }
-
-  /**
-   * Ends the input and waits for the last compressed piece to be written.
-   *
-   * @returns When everything was handed to `onOutput`.
-   */
-  async close(): Promise<void> {
-    if (this.#failure) throw this.#failure;
-    this.#worker.postMessage(null);
-    try {
-      await this.#ended.promise;
-    } finally {
-      this.abort();
-    }
-  }
-
-  /** Terminates the worker. */
-  abort(): void {
-    this.#worker.terminate();
-    URL.revokeObjectURL(this.#url);
-  }
-}
-
-/** Gzip on this thread: the fallback where a worker cannot be started. */
-function gzipHere(onOutput: (piece: Uint8Array) => Promise<void>): Gzip {
-  const stream = new CompressionStream("gzip");
-  const writer = stream.writable.getWriter();
-  const drain = (async () => {
-    for await (const piece of stream.readable) await onOutput(piece);
-  })();
-  // A failed drain (disk full) must stop the feeding rather than leave it waiting.
-  drain.catch(() => writer.abort().catch(() => {}));
-  return {
-    write: (chunk) => writer.write(chunk),
-    close: async () => {
-      await writer.close();
-      await drain;
-    },
-    abort: () => void writer.abort().catch(() => {}),
-  };
-}
-
-/**
- * Compresses one stream file crash-safely: `.<name>.gz.tmp-<uuid>` written and fsynced, renamed
- * to `<name>.gz`, the directory fsynced, then the original removed. When the original changed
- * while it was read (the service wrote to it), nothing is renamed and the original stays.
- *
- * @param path The plain file, which must be a regular file.
- * @param options `signal` stops between two steps (the temporary file is removed); `worker:
- *   false` compresses on this thread (default: in a {@linkcode GzipWorker}); `duty` is the
- *   share of the time spent compressing, resting in between (default 1: no rest).
- * @returns The `.gz` path, or `undefined` when the original changed and was left as it is.
- * @throws {Error} What the file system threw; the original is untouched then.
- *
- * @example Usage
- * ```ts ignore
- * import { compressFile } from "./retention.ts";
- * await compressFile("./telemetry/site_20260501.ndjson");
- * ```
- */
-export async function compressFile(
-  path: string,
-  options: { signal?: AbortSignal | undefined; worker?: boolean; duty?: number } = {},
-): Promise<string | undefined> {
-  const duty = options.duty ?? 1;
-  let owed = 0; // milliseconds of rest owed to the rest of the machine
-  const gz = path + GZ_SUFFIX;
-  const dir = dirname(path);
-  const tmp = join(dir, `.${basename(gz)}.tmp-${crypto.randomUUID()}`);
-  const before = await Deno.lstat(path);
-  if (!before.isFile) throw new Error(`Cannot compress ${path}: it is not a regular file`);
-  const input = await Deno.open(path, { read: true });
-  let output: Deno.FsFile | undefined;
-  let gzip: Gzip | undefined;
-  let read = 0;
-  try {
-    output = await Deno.open(tmp, { write: true, createNew: true });
-    const out = output;
-    const write = (piece: Uint8Array) => writeFull(out, piece);
-    try {
-      gzip = options.worker === false ? gzipHere(write) : new GzipWorker(write);
-    } catch {
-      gzip = gzipHere(write); // no Worker in this runtime
-    }
-    while (true) {
-      options.signal?.throwIfAborted();
-      const buf = new Uint8Array(CHUNK); // transferred to the worker: a new one each time
-      const n = await input.read(buf);
-      if (n === null) break;
-      read += n;
-      const began = performance.now();
-      await gzip.write(n === CHUNK ? buf : buf.slice(0, n));
-      // Pacing: on a small machine gzip at full speed competes with the service for the CPU even
-      // in a worker; resting (1 / duty - 1) times as long as each step worked keeps it polite.
-      owed += (performance.now() - began) * (1 / duty - 1);
-      if (owed >= 5) {
-        await new Promise((resolve) => setTimeout(resolve, owed));
-        owed = 0;
-      }
-    }
-    await gzip.close();
-    gzip = undefined;
-    await out.sync();
-    out.close();
-    output = undefined;
-    const after = await Deno.lstat(path);
-    if (
-      !after.isFile || after.size !== read || after.size !== before.size ||
-      after.mtime?.getTime() !== before.mtime?.getTime()
-    ) {
-      await Deno.remove(tmp);
-      return undefined;
-    }
-    options.signal?.throwIfAborted();
-    await Deno.rename(tmp, gz);
-  } catch (err) {
-    gzip?.abort();
-    output?.close();
-    await Deno.remove(tmp).catch(() => {});
-    throw err;
-  } finally {
-    input.close();
-  }
-  await syncDir(dir);
-  await Deno.remove(path);
-  await syncDir(dir);
-  return gz;
+/** The forms of one night's site file found in the site directory. */
+interface NightForms {
+  plain?: StoredFile;
+  gz?: StoredFile;
 }
 
 /**
@@ -382,16 +128,10 @@ export async function compressFile(
  * holds exactly its bytes; compressed again when it holds more; both are kept, with a warning,
  * when their lines differ.
  */
-async function settleBoth(
-  plain: StoredFile,
-  gz: StoredFile,
-  report: LifecycleReport,
-  warn: (message: string) => void,
-  signal: AbortSignal | undefined,
-): Promise<void> {
+async function settleBoth(pass: Pass, plain: StoredFile, gz: StoredFile): Promise<void> {
   const forms = await chooseForms(plain, gz);
   if (forms.length === 2) {
-    warn(
+    pass.warn(
       `${plain.path} and ${gz.path} hold different lines (the night was written again after it was compressed); both are kept and read, oldest first. Merge them by hand if you want one file.`,
     );
     return;
@@ -399,12 +139,22 @@ async function settleBoth(
   const size = (await Deno.lstat(plain.path)).size;
   if ((await gzSize(gz.path)) === size) {
     await Deno.remove(plain.path);
-    await syncDir(dirname(plain.path));
-    report.deleted.push(plain.path);
+    await syncDirectory(dirname(plain.path));
+    pass.report.deleted.push(plain.path);
     return;
   }
-  const done = await compressFile(plain.path, { signal, duty: COMPRESS_DUTY });
-  if (done) report.compressed.push(done);
+  const done = await compressFile(plain.path, { signal: pass.signal, duty: COMPRESS_DUTY });
+  if (done) pass.report.compressed.push(done);
+}
+
+/** Compresses a file, or settles it with the `.gz` an interrupted pass left beside it. */
+async function compressOne(pass: Pass, plain: StoredFile, gz: StoredFile | undefined) {
+  if (gz) return await settleBoth(pass, plain, gz);
+  const done = await compressFile(plain.path, { signal: pass.signal, duty: COMPRESS_DUTY });
+  if (done) {
+    pass.report.compressed.push(done);
+    pass.info(`Compressed ${plain.path} to ${done} (--compress-after ${pass.compressAfter}).`);
+  }
 }
 
 /** The runs recorded as stopped, with the night they stopped in. */
@@ -471,34 +221,13 @@ async function passedByCursors(
 }
 
 /**
- * One pass of the lifecycle over a site directory: removes left-over temporary files, settles
- * files found in both forms, compresses and deletes what is due (see the module doc).
- *
- * @param options The directory, the nights and what the service holds open.
- * @returns What was done.
- *
- * @example Usage
- * ```ts ignore
- * import { runLifecycle } from "./retention.ts";
- * await runLifecycle({ siteDir: "./telemetry", timeZone: "UTC", compressAfter: 2 });
- * ```
+ * The site directory's nights and the forms of their files, removing the temporary files of a
+ * pass killed while writing (the original is still there: it goes only after the rename).
  */
-export async function runLifecycle(options: LifecycleOptions): Promise<LifecycleReport> {
-  const { siteDir, timeZone, signal } = options;
-  const compressAfter = options.compressAfter ?? 2;
-  const retain = options.retain ?? 0;
-  const warn = options.warn ?? (() => {});
-  const info = options.info ?? (() => {});
-  const report: LifecycleReport = { compressed: [], deleted: [], heldByCursor: [] };
-  const current = dayKey((options.now ?? Date.now)(), timeZone);
-  const open = new Set(options.openNights?.() ?? []);
-  const activeRun = options.activeRunDir?.();
-
-  const forms = new Map<string, { plain?: StoredFile; gz?: StoredFile }>();
+async function siteNights(siteDir: string): Promise<Map<string, NightForms>> {
+  const forms = new Map<string, NightForms>();
   for await (const entry of Deno.readDir(siteDir)) {
-    const temp = TEMP_GZ.exec(entry.name);
-    if (temp && entry.isFile) {
-      // A pass killed while writing: the original is still there (it goes only after rename).
+    if (isCompressionTemp(entry.name) && entry.isFile) {
       await Deno.remove(join(siteDir, entry.name)).catch(() => {});
       continue;
     }
@@ -509,23 +238,51 @@ export async function runLifecycle(options: LifecycleOptions): Promise<Lifecycle
     slot[m[2] ? "gz" : "plain"] = storedFile(join(siteDir, entry.name));
     forms.set(night, slot);
   }
+  return forms;
+}
+
+/**
+ * Deletes a night's files when every cursor has passed them.
+ *
+ * @returns `false` when a cursor holds them (they stay, and may still be compressed).
+ */
+async function deleteNight(
+  pass: Pass,
+  files: StoredFile[],
+  cursors: Awaited<ReturnType<typeof listCursors>>,
+): Promise<boolean> {
+  let held = false;
+  for (const file of files) {
+    if (!(await passedByCursors(file, cursors))) held = true;
+  }
+  if (held) {
+    // Kept for the forwarder, and still compressed: it reads either form.
+    pass.report.heldByCursor.push(...files.map((f) => f.path));
+    return false;
+  }
+  for (const file of files) {
+    await Deno.remove(file.path);
+    pass.report.deleted.push(file.path);
+    pass.info(
+      `Deleted ${file.path}: its night ended more than ${pass.retain} nights ago (--retain).`,
+    );
+  }
+  await syncDirectory(pass.siteDir);
+  return true;
+}
+
+/** Deletes and compresses the site files that are due, night by night. */
+async function settleSiteFiles(pass: Pass, open: Set<string>): Promise<void> {
+  const { siteDir, current, retain, compressAfter, signal } = pass;
+  const forms = await siteNights(siteDir);
   const cursors = retain > 0 ? await listCursors(siteDir) : [];
   for (const { name, problem } of cursors) {
     if (problem) {
-      warn(
+      pass.warn(
         `Retention deletes nothing while the forwarding cursor "${name}" cannot be read: ${problem}`,
       );
     }
   }
-  /** Compresses a file, or settles it with the `.gz` an interrupted pass left beside it. */
-  const compressOne = async (plain: StoredFile, gz: StoredFile | undefined) => {
-    if (gz) return await settleBoth(plain, gz, report, warn, signal);
-    const done = await compressFile(plain.path, { signal, duty: COMPRESS_DUTY });
-    if (done) {
-      report.compressed.push(done);
-      info(`Compressed ${plain.path} to ${done} (--compress-after ${compressAfter}).`);
-    }
-  };
   for (const night of [...forms.keys()].sort()) {
     signal?.throwIfAborted();
     if (night >= current || open.has(night)) continue;
@@ -533,82 +290,102 @@ export async function runLifecycle(options: LifecycleOptions): Promise<Lifecycle
     try {
       if (retain > 0 && endedMoreThan(night, current, retain)) {
         const files = [gz, plain].filter((f): f is StoredFile => f !== undefined);
-        let held = false;
-        for (const file of files) {
-          if (!(await passedByCursors(file, cursors))) held = true;
-        }
-        if (held) {
-          // Kept for the forwarder, and still compressed below: it reads either form.
-          report.heldByCursor.push(...files.map((f) => f.path));
-        } else {
-          for (const file of files) {
-            await Deno.remove(file.path);
-            report.deleted.push(file.path);
-            info(
-              `Deleted ${file.path}: its night ended more than ${retain} nights ago (--retain).`,
-            );
-          }
-          await syncDir(siteDir);
-          continue;
-        }
+        if (await deleteNight(pass, files, cursors)) continue;
       }
       if (compressAfter > 0 && endedMoreThan(night, current, compressAfter) && plain) {
-        await compressOne(plain, gz);
+        await compressOne(pass, plain, gz);
       }
     } catch (err) {
       if (signal?.aborted) throw err;
-      warn(`Cannot settle the files of night ${night} in ${siteDir}: ${errorText(err)}`);
+      pass.warn(`Cannot settle the files of night ${night} in ${siteDir}: ${errorText(err)}`);
     }
   }
-  if (compressAfter > 0) {
-    for (const [runDir, night] of await stoppedRuns(siteDir, timeZone)) {
-      signal?.throwIfAborted();
-      if (runDir === activeRun || !endedMoreThan(night, current, compressAfter)) continue;
-      const plain = storedFile(join(runDir, RUN_FILE));
-      const gz = storedFile(join(runDir, RUN_FILE + GZ_SUFFIX));
-      try {
-        // Only regular files: a link planted in a run directory is not followed.
-        if (!(await Deno.lstat(plain.path).then((i) => i.isFile, () => false))) continue;
-        for await (const entry of Deno.readDir(runDir)) {
-          if (!TEMP_GZ.test(entry.name) || !entry.isFile) continue;
-          await Deno.remove(join(runDir, entry.name)).catch(() => {});
-        }
-        const hasGz = await Deno.lstat(gz.path).then((i) => i.isFile, () => false);
-        await compressOne(plain, hasGz ? gz : undefined);
-      } catch (err) {
-        if (signal?.aborted) throw err;
-        warn(`Cannot compress the file of the run in ${runDir}: ${errorText(err)}`);
+}
+
+/** Compresses the files of runs stopped long enough ago, never the active run's. */
+async function compressStoppedRuns(pass: Pass, activeRun: string | undefined): Promise<void> {
+  const { signal } = pass;
+  for (const [runDir, night] of await stoppedRuns(pass.siteDir, pass.timeZone)) {
+    signal?.throwIfAborted();
+    if (runDir === activeRun || !endedMoreThan(night, pass.current, pass.compressAfter)) continue;
+    const plain = storedFile(join(runDir, RUN_FILE));
+    const gz = storedFile(join(runDir, RUN_FILE + GZ_SUFFIX));
+    try {
+      // Only regular files: a link planted in a run directory is not followed.
+      if (!(await Deno.lstat(plain.path).then((i) => i.isFile, () => false))) continue;
+      for await (const entry of Deno.readDir(runDir)) {
+        if (!isCompressionTemp(entry.name) || !entry.isFile) continue;
+        await Deno.remove(join(runDir, entry.name)).catch(() => {});
       }
+      const hasGz = await Deno.lstat(gz.path).then((i) => i.isFile, () => false);
+      await compressOne(pass, plain, hasGz ? gz : undefined);
+    } catch (err) {
+      if (signal?.aborted) throw err;
+      pass.warn(`Cannot compress the file of the run in ${runDir}: ${errorText(err)}`);
     }
   }
-  return report;
 }
 
 /**
- * Runs lifecycle passes in the background for a service, one at a time: at start-up and after
- * each rotation ({@linkcode Lifecycle.schedule}); a request during a pass runs one more pass
- * after it. A pass's failure is warned, never thrown.
+ * One pass of compression and retention over a site directory: removes left-over temporary
+ * files, settles files found in both forms, compresses and deletes what is due (see the module
+ * doc).
+ *
+ * @param options The directory, the nights and what the service holds open.
+ * @returns What was done.
  *
  * @example Usage
  * ```ts ignore
- * import { Lifecycle } from "./retention.ts";
- * const lifecycle = new Lifecycle({ siteDir: "./telemetry", timeZone: "UTC", compressAfter: 2 });
- * lifecycle.schedule();
- * await lifecycle.close();
+ * import { runRetentionPass } from "./retention.ts";
+ * await runRetentionPass({ siteDir: "./telemetry", timeZone: "UTC", compressAfter: 2 });
  * ```
  */
-export class Lifecycle {
-  #options: LifecycleOptions;
+export async function runRetentionPass(options: RetentionOptions): Promise<RetentionReport> {
+  const pass: Pass = {
+    siteDir: options.siteDir,
+    timeZone: options.timeZone,
+    compressAfter: options.compressAfter ?? 2,
+    retain: options.retain ?? 0,
+    current: dayKey((options.now ?? Date.now)(), options.timeZone),
+    warn: options.warn ?? (() => {}),
+    info: options.info ?? (() => {}),
+    signal: options.signal,
+    report: { compressed: [], deleted: [], heldByCursor: [] },
+  };
+  const open = new Set(options.openNights?.() ?? []);
+  const activeRun = options.activeRunDir?.();
+  await settleSiteFiles(pass, open);
+  if (pass.compressAfter > 0) await compressStoppedRuns(pass, activeRun);
+  return pass.report;
+}
+
+/**
+ * Runs retention passes in the background for a service, one at a time: at start-up and after
+ * each rotation ({@linkcode RetentionScheduler.schedule}); a request during a pass runs one more
+ * pass after it. A pass's failure is warned, never thrown.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { RetentionScheduler } from "./retention.ts";
+ * const retention = new RetentionScheduler({
+ *   siteDir: "./telemetry", timeZone: "UTC", compressAfter: 2,
+ * });
+ * retention.schedule();
+ * await retention.close();
+ * ```
+ */
+export class RetentionScheduler {
+  #options: RetentionOptions;
   #abort = new AbortController();
   #running: Promise<void> | undefined;
   #again = false;
 
   /**
-   * Creates the scheduler; nothing runs before {@linkcode Lifecycle.schedule}.
+   * Creates the scheduler; nothing runs before {@linkcode RetentionScheduler.schedule}.
    *
-   * @param options As for {@linkcode runLifecycle} (its `signal` is the scheduler's own).
+   * @param options As for {@linkcode runRetentionPass} (its `signal` is the scheduler's own).
    */
-  constructor(options: LifecycleOptions) {
+  constructor(options: RetentionOptions) {
     this.#options = options;
   }
 
@@ -633,9 +410,10 @@ export class Lifecycle {
       do {
         this.#again = false;
         try {
-          await runLifecycle({ ...this.#options, signal: this.#abort.signal });
+          await runRetentionPass({ ...this.#options, signal: this.#abort.signal });
         } catch (err) {
           if (this.#abort.signal.aborted) return;
+          // The wording of this log line predates the module's name; operators may match it.
           this.#options.warn?.(`The file lifecycle pass failed: ${errorText(err)}`);
         }
       } while (this.#again && !this.#abort.signal.aborted);

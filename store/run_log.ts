@@ -2,7 +2,7 @@
  * The run log (docs/cli.md): `<site_dir>/runs.ndjson` holds one run record (docs/http-api.md) per
  * line, appended when a run starts (`stopped_at: null`) and when it stops (filled), and
  * `<run_dir>/run.json` the latest record of one run. This module reads the log; the service
- * writes it through `SiteStore` (`storage.ts`). Readers: `obs-utils telemetry runs`, and the
+ * writes it through `RunRecords` (`run_records.ts`). Readers: `obs-utils telemetry runs`, and the
  * history reader, which finds a run's directory here.
  *
  * A reader must tolerate what a crash or an operator can leave: a torn last line (skipped, the
@@ -21,11 +21,7 @@
 
 import { join } from "node:path";
 import { isJsonObject, type RunRecord } from "../wire/event.ts";
-
-/** The run log's file name in the site directory. */
-export const RUN_LOG_FILE = "runs.ndjson";
-/** A run's record file in its run directory. */
-export const RUN_RECORD_FILE = "run.json";
+import { RUN_LOG_FILE } from "./layout.ts";
 
 /** What {@linkcode readRunLog} found. */
 export interface RunLog {

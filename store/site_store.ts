@@ -1,46 +1,32 @@
 /**
- * The site directory and everything in it: {@linkcode SiteStore} owns the paths and file names,
- * the lock, one writer per night and per run, rotation at local noon, seq marks, the saved
- * records (active run, snapshot) and the start-up scan. Nothing else in the service touches the
- * disk. Its rules live in two internal modules it builds on: the names, reserved names and path
- * safety of the directory in `_site_layout.ts`, the reading of stream files in `_stream_read.ts`;
- * the names other modules import from them are re-exported here.
+ * The site directory and everything in it: {@linkcode SiteStore} holds the directory (its lock,
+ * `lock.ts`) from open to close, one writer per night and per run, rotation at local noon, the
+ * run directories, and the background check that keeps the open files in place. It composes
+ * the owners of the saved records: the run records (`run_records.ts`), the saved snapshot
+ * (`saved_snapshot.ts`) and the seq marks (`seq_marks.ts`). The names and path rules of the
+ * directory are `layout.ts`'s, the reading of stream files `stored_read.ts`'s, where the site
+ * stream resumes `site_resume.ts`'s. Nothing else in the service touches the disk.
  *
  * Needs `--allow-read` and `--allow-write` for the site directory (and any `--allow-run-root`).
  *
  * @example Usage
- * ```ts
- * import { dayKey } from "./day_key.ts";
- * import assert from "node:assert/strict";
- *
- * // 11:59 local time still belongs to the previous night's file.
- * assert.equal(dayKey(Date.parse("2026-06-01T09:59:00Z"), "Europe/Berlin"), "20260531");
- * assert.equal(dayKey(Date.parse("2026-06-01T10:00:00Z"), "Europe/Berlin"), "20260601");
+ * ```ts ignore
+ * import { SiteStore } from "./site_store.ts";
+ * const store = await SiteStore.open({
+ *   siteDir: "./telemetry", timeZone: "UTC", fsync: "interval", warn: console.warn,
+ * });
+ * const writer = await store.openSiteWriter(store.nightOf(Date.now()));
+ * console.log(writer.path);
+ * await store.close();
  * ```
  *
  * @module
  */
 
 import { join } from "node:path";
-import {
-  LOCK_FILE,
-  readJsonFile,
-  refuseNonFile,
-  removeIfExists,
-  SiteLock,
-  writeJsonAtomic,
-} from "./fs.ts";
 import { DayKeyer } from "./day_key.ts";
-import type { RunRecord } from "../wire/event.ts";
-import { RUN_LOG_FILE, RUN_RECORD_FILE, runLogLine } from "./run_log.ts";
-import {
-  errorText,
-  InvalidRequestError,
-  SiteInUseError,
-  StorageError,
-  UnsafeFileError,
-} from "../core/errors.ts";
-import { type FsyncMode, type NdjsonWriter, recoverTornTail } from "./writer.ts";
+import { errorText, InvalidRequestError, StorageError, UnsafeFileError } from "../core/errors.ts";
+import type { FsyncMode, NdjsonWriter } from "./writer.ts";
 import {
   readStreamAfter,
   readTail,
@@ -50,48 +36,23 @@ import {
   type StreamTail,
 } from "./stored_read.ts";
 import {
-  ACTIVE_RUN_FILE,
   confineRunDir,
   GZ_SUFFIX,
   moveAsideSquatters,
   nextNumericRun,
   openPlainWriter,
-  readSeqMark,
   RUN_FILE,
   type RunDirField,
   SEQ_MARK_FILE,
-  SITE_FILE,
   siteFileName,
-  SNAPSHOT_FILE,
-  STORED_SITE_FILE,
-  writeSeqMark,
 } from "./layout.ts";
-import { chooseForms, storedFile } from "./site_files.ts";
-
-export { checkTimeZone, dayKey, DayKeyer } from "./day_key.ts";
-export { FSYNC_MODES, type FsyncMode, NdjsonWriter, recoverTornTail, writeFull } from "./writer.ts";
-export { errorText, isDiskFull, SiteInUseError, WriteError } from "../core/errors.ts";
-export { SiteLock } from "./fs.ts";
-export {
-  type FileTail,
-  readStreamAfter,
-  readTail,
-  scanStream,
-  type StreamCursor,
-  type StreamScan,
-  type StreamTail,
-} from "./stored_read.ts";
-export {
-  readSeqMark,
-  reservedName,
-  RUN_FILE,
-  type RunDirField,
-  SEQ_MARK_FILE,
-  SITE_FILE,
-  siteFileName,
-  STORED_SITE_FILE,
-  writeSeqMark,
-} from "./layout.ts";
+import { refuseNonFile } from "./fs.ts";
+import { LockKeeper } from "./lock.ts";
+import { ProblemLog } from "./problem_log.ts";
+import { RunRecords } from "./run_records.ts";
+import { SavedSnapshotFile } from "./saved_snapshot.ts";
+import { readSeqMark, writeSeqMark } from "./seq_marks.ts";
+import { resumeSite, type SiteResume } from "./site_resume.ts";
 
 const encoder = new TextEncoder();
 
@@ -122,26 +83,6 @@ export interface RunStream {
   mark: number;
 }
 
-/** One site file as {@linkcode SiteStore.resumeSite} found it, from its end. */
-export interface SiteFileTail {
-  /** The file name, for example `site_20260510.ndjson`. */
-  name: string;
-  /** Its size in bytes (after any torn tail was moved aside). */
-  size: number;
-  /** The seq of its last complete line that parses, or 0. */
-  lastSeq: number;
-}
-
-/** What the site stream resumes from, found by {@linkcode SiteStore.resumeSite}. */
-export interface SiteResume {
-  /** The highest last seq of any site file (seq order, never modification times). */
-  lastSeq: number;
-  /** The site directory's seq mark (0: none). */
-  mark: number;
-  /** Every site file, by ascending last seq (then name). */
-  files: SiteFileTail[];
-}
-
 /**
  * One site directory, held exclusively (its `.lock`) from {@linkcode SiteStore.open} to
  * {@linkcode SiteStore.close}.
@@ -162,27 +103,35 @@ export class SiteStore {
   readonly fsync: FsyncMode;
   /** Real paths of the directories outside the site directory where runs may be placed. */
   readonly runRoots: readonly string[];
-  #lock: SiteLock;
+  /** The active-run record, the run log and each run's `run.json`. */
+  readonly runRecords: RunRecords;
+  /** The snapshot checkpoint a start restores from. */
+  readonly savedSnapshot: SavedSnapshotFile;
+  #lock: LockKeeper;
   #warn: (message: string) => void;
+  /** Lasting problems of the open files and the lock: one line each, not one a second. */
+  #problems: ProblemLog;
   #keyer: DayKeyer;
   #siteWriters = new Map<string, NdjsonWriter>();
   #runWriters = new Set<NdjsonWriter>();
   #syncTimer: ReturnType<typeof setInterval> | undefined;
   #syncing: Promise<void> | undefined;
-  /** Problems already warned about, by path, so a lasting one is one line, not one a second. */
-  #problems = new Map<string, string>();
 
   private constructor(
     siteDir: string,
     runRoots: string[],
-    lock: SiteLock,
+    lock: LockKeeper,
+    problems: ProblemLog,
     options: SiteStoreOptions,
   ) {
     this.siteDir = siteDir;
     this.runRoots = runRoots;
     this.fsync = options.fsync;
+    this.runRecords = new RunRecords(siteDir, options.warn);
+    this.savedSnapshot = new SavedSnapshotFile(siteDir, options.warn);
     this.#lock = lock;
     this.#warn = options.warn;
+    this.#problems = problems;
     this.#keyer = new DayKeyer(options.timeZone);
   }
 
@@ -203,14 +152,15 @@ export class SiteStore {
       await Deno.mkdir(root, { recursive: true });
       runRoots.push(await Deno.realPath(root));
     }
-    const lock = await SiteLock.acquire(siteDir);
+    const problems = new ProblemLog(options.warn);
+    const lock = await LockKeeper.take(siteDir, problems);
     try {
       await moveAsideSquatters(siteDir, options.warn);
     } catch (err) {
       await lock.release();
       throw err;
     }
-    const store = new SiteStore(siteDir, runRoots, lock, options);
+    const store = new SiteStore(siteDir, runRoots, lock, problems, options);
     // Every second: fdatasync (`interval`), and in every mode check that the open files are
     // still where they belong (deleted, renamed, the lock gone). A slow disk must not pile
     // ticks up behind each other.
@@ -222,85 +172,21 @@ export class SiteStore {
   // --- the site stream ------------------------------------------------------------------------
 
   /**
-   * Recovers torn tails and finds where the site stream stands: the last seq of EVERY site file,
-   * read from its end (cheap whatever its size), and the seq mark. Modification times are never
-   * trusted: a clock stepped back across local noon writes newer lines into an older night's file
-   * with an older mtime.
+   * Recovers torn tails and finds where the site stream stands (see {@linkcode resumeSite}).
    *
    * @returns The resume point.
    */
-  async resumeSite(): Promise<SiteResume> {
-    const files: SiteFileTail[] = [];
-    const compressed: string[] = [];
-    for await (const entry of Deno.readDir(this.siteDir)) {
-      if (entry.isFile && STORED_SITE_FILE.exec(entry.name)?.[2]) compressed.push(entry.name);
-      if (!entry.isFile || !SITE_FILE.test(entry.name)) continue;
-      const path = join(this.siteDir, entry.name);
-      let tail = await readTail(path);
-      if (tail.torn) {
-        const moved = await recoverTornTail(path);
-        if (moved > 0) this.#warn(tornMessage(path, moved));
-        tail = await readTail(path);
-      }
-      files.push({ name: entry.name, size: tail.size, lastSeq: tail.lastSeq });
-    }
-    files.push(...await this.#compressedTails(compressed, files));
-    files.sort((a, b) => a.lastSeq - b.lastSeq || (a.name < b.name ? -1 : 1));
-    return {
-      lastSeq: files.at(-1)?.lastSeq ?? 0,
-      mark: await readSeqMark(this.siteDir),
-      files,
-    };
+  resumeSite(): Promise<SiteResume> {
+    return resumeSite(this.siteDir, this.#warn);
   }
 
   /**
-   * The site files compressed by the lifecycle (docs/history.md), for the resume. A gzip file cannot
-   * be read from its end, so only the nights that can hold the newest lines are read whole: those
-   * at or after the newest plain file's night (all of them when every file is compressed). Older
-   * compressed nights count with seq 0: their lines came before, and a seq that a stepped clock
-   * wrote into one is still covered by the checkpoint's counter and the seq mark. A night found
-   * in both forms is read from the form readers choose (`_site_files.ts`).
-   */
-  async #compressedTails(names: string[], plain: SiteFileTail[]): Promise<SiteFileTail[]> {
-    const plainNames = new Set(plain.map((f) => f.name));
-    const newestPlain = plain.map((f) => f.name).sort().at(-1) ?? "";
-    const out: SiteFileTail[] = [];
-    for (const name of names) {
-      const base = name.slice(0, -GZ_SUFFIX.length);
-      if (plainNames.has(base)) {
-        const forms = await chooseForms(
-          storedFile(join(this.siteDir, base)),
-          storedFile(join(this.siteDir, name)),
-        );
-        if (forms.length === 1) continue; // the same lines: the plain file stands for both
-      }
-      if (base < newestPlain && !plainNames.has(base)) {
-        out.push({ name, size: 0, lastSeq: 0 });
-        continue;
-      }
-      const tail = await readTail(join(this.siteDir, name));
-      out.push({ name, size: tail.size, lastSeq: tail.lastSeq });
-    }
-    return out;
-  }
-
-  /**
-   * The nights whose site file is open for writing: the lifecycle never touches them.
+   * The nights whose site file is open for writing: compression and retention never touch them.
    *
    * @returns Night keys.
    */
   openNights(): string[] {
     return [...this.#siteWriters.keys()];
-  }
-
-  /**
-   * The path of a site file.
-   *
-   * @param name A name from {@linkcode siteFileName} or {@linkcode SiteResume.files}.
-   * @returns The absolute path.
-   */
-  sitePath(name: string): string {
-    return join(this.siteDir, name);
   }
 
   /**
@@ -345,7 +231,7 @@ export class SiteStore {
     let writer = this.#siteWriters.get(night);
     if (!writer) {
       const path = join(this.siteDir, siteFileName(night));
-      writer = await openPlainWriter(path, this.fsync, (n) => this.#warn(tornMessage(path, n)));
+      writer = await openPlainWriter(path, this.fsync, this.#warn);
       this.#siteWriters.set(night, writer);
     }
     return writer;
@@ -374,7 +260,7 @@ export class SiteStore {
         // these lines go out (and what it lost is carried over). With --fsync always every group
         // looks (an lstat is nothing beside an fdatasync); otherwise at most every 100 ms.
         if (writer.inPlace(this.fsync === "always" ? 0 : IN_PLACE_MAX_AGE_MS)) {
-          this.#problems.delete(writer.path);
+          this.#problems.clear(writer.path);
         } else this.#noteVerified(writer, await writer.verify());
         const chunk = encoder.encode(group.join("\n") + "\n");
         const before = writer.size;
@@ -393,16 +279,16 @@ export class SiteStore {
     }
   }
 
-  /**
-   * After rotation, keeps only the newest night's site file open; closing fdatasyncs the rest.
-   *
-   * @returns Whether a night was retired (a rotation happened).
-   */
   /** Whether a night before the newest still has its site file open (after a rotation). */
   get hasOldNights(): boolean {
     return this.#siteWriters.size > 1;
   }
 
+  /**
+   * After rotation, keeps only the newest night's site file open; closing fdatasyncs the rest.
+   *
+   * @returns Whether a night was retired (a rotation happened).
+   */
   async retireOldNights(): Promise<boolean> {
     if (this.#siteWriters.size < 2) return false;
     const newest = [...this.#siteWriters.keys()].sort().at(-1);
@@ -498,7 +384,7 @@ export class SiteStore {
     let writer: NdjsonWriter;
     try {
       await refuseNonFile(join(runDir, SEQ_MARK_FILE));
-      writer = await openPlainWriter(path, this.fsync, (n) => this.#warn(tornMessage(path, n)));
+      writer = await openPlainWriter(path, this.fsync, this.#warn);
     } catch (err) {
       if (!(err instanceof UnsafeFileError)) throw err;
       throw new InvalidRequestError(
@@ -578,119 +464,16 @@ export class SiteStore {
     await writer.close();
   }
 
-  // --- seq marks and saved records ------------------------------------------------------------
+  // --- seq marks ------------------------------------------------------------------------------
 
   /**
-   * Records a stream's seq high-water mark atomically.
+   * Records a stream's seq high-water mark atomically (see `seq_marks.ts`).
    *
    * @param dir The site directory or a run directory.
    * @param seq No seq at or below it may be handed out again.
    */
   writeSeqMark(dir: string, seq: number): Promise<void> {
     return writeSeqMark(dir, seq);
-  }
-
-  /**
-   * Reads the active-run record.
-   *
-   * @returns The parsed record, `undefined` when there is none, `null` when it is not JSON.
-   */
-  async readActiveRun(): Promise<unknown> {
-    try {
-      return await readJsonFile(join(this.siteDir, ACTIVE_RUN_FILE));
-    } catch (err) {
-      if (err instanceof SyntaxError) return null;
-      throw err;
-    }
-  }
-
-  /**
-   * Writes the active-run record atomically.
-   *
-   * @param record What a restart resumes from.
-   */
-  writeActiveRun(record: unknown): Promise<void> {
-    return writeJsonAtomic(join(this.siteDir, ACTIVE_RUN_FILE), record);
-  }
-
-  /**
-   * Removes the active-run record.
-   *
-   * @throws {StorageError} If it exists and cannot be removed.
-   */
-  async clearActiveRun(): Promise<void> {
-    try {
-      await removeIfExists(join(this.siteDir, ACTIVE_RUN_FILE));
-    } catch (err) {
-      throw new StorageError(`Cannot clear the active run: ${errorText(err)}`, { cause: err });
-    }
-  }
-
-  /**
-   * Moves an unreadable active-run record aside, so the next start does not trip on it again.
-   *
-   * @returns Where it went.
-   */
-  async setAsideActiveRun(): Promise<string> {
-    const path = join(this.siteDir, ACTIVE_RUN_FILE);
-    const aside = `${path}.corrupt-${Date.now()}`;
-    await Deno.rename(path, aside);
-    return aside;
-  }
-
-  /**
-   * Appends a run record to the run log `runs.ndjson` (docs/cli.md) and fdatasyncs it, whatever
-   * the fsync mode: the log is written once per run start and stop, before the answer. A torn
-   * last line left by a crash is first moved to `runs.ndjson.torn` (docs/storage.md); a failed
-   * append leaves no partial line.
-   *
-   * @param record The run record.
-   * @throws {WriteError} If the line cannot be written (nothing is left of it).
-   */
-  async appendRunLog(record: RunRecord): Promise<void> {
-    const path = join(this.siteDir, RUN_LOG_FILE);
-    const writer = await openPlainWriter(path, "always", (n) => this.#warn(tornMessage(path, n)));
-    try {
-      await writer.append(encoder.encode(runLogLine(record)));
-    } finally {
-      await writer.close().catch(() => {});
-    }
-  }
-
-  /**
-   * Writes `<run_dir>/run.json`, the latest record of a run, by temporary file and rename. A
-   * symbolic link planted at `run.json` is replaced, never written through.
-   *
-   * @param record The run record.
-   */
-  writeRunRecord(record: RunRecord): Promise<void> {
-    return writeJsonAtomic(join(record.run_dir, RUN_RECORD_FILE), record);
-  }
-
-  /**
-   * Reads the snapshot saved at the last clean shutdown.
-   *
-   * @returns The parsed value, `undefined` when there is none or it is not JSON (warned).
-   */
-  async readSavedSnapshot(): Promise<unknown> {
-    try {
-      return await readJsonFile(join(this.siteDir, SNAPSHOT_FILE));
-    } catch (err) {
-      if (!(err instanceof SyntaxError)) throw err;
-      this.#warn(
-        `The saved snapshot ${SNAPSHOT_FILE} is unreadable; rebuilding from the files alone.`,
-      );
-      return undefined;
-    }
-  }
-
-  /**
-   * Saves the snapshot for the next start, atomically.
-   *
-   * @param value The saved-snapshot record.
-   */
-  writeSavedSnapshot(value: unknown): Promise<void> {
-    return writeJsonAtomic(join(this.siteDir, SNAPSHOT_FILE), value);
   }
 
   // --- syncing and closing --------------------------------------------------------------------
@@ -709,71 +492,20 @@ export class SiteStore {
         try {
           this.#noteVerified(writer, await writer.verify());
         } catch (err) {
-          this.#noteProblem(writer.path, errorText(err));
+          this.#problems.note(writer.path, errorText(err));
         }
         if (this.fsync !== "interval") continue;
         await writer.sync().catch((e) =>
-          this.#noteProblem(writer.path, `Cannot fdatasync ${writer.path}: ${errorText(e)}`)
+          this.#problems.note(writer.path, `Cannot fdatasync ${writer.path}: ${errorText(e)}`)
         );
       }
-      await this.#checkLock();
+      await this.#lock.check();
     })().finally(() => this.#syncing = undefined);
   }
 
   #noteVerified(writer: NdjsonWriter, message: string | undefined): void {
     if (message !== undefined) this.#warn(message);
-    this.#problems.delete(writer.path);
-  }
-
-  #noteProblem(path: string, message: string): void {
-    if (this.#problems.get(path) === message) return;
-    this.#problems.set(path, message);
-    this.#warn(message);
-  }
-
-  /**
-   * A deleted `.lock` no longer keeps a second server out (docs/storage.md): take a new one, or
-   * warn loudly when another server already did. A site directory replaced by a symlink is
-   * warned about, not followed.
-   */
-  async #checkLock(): Promise<void> {
-    const lockPath = join(this.siteDir, LOCK_FILE);
-    try {
-      const dir = await Deno.lstat(this.siteDir);
-      if (dir.isSymlink) {
-        this.#noteProblem(
-          this.siteDir,
-          `The site directory ${this.siteDir} was replaced by a symbolic link; it is not followed, so new files cannot be created there. Put the directory back.`,
-        );
-        return;
-      }
-      await Deno.lstat(lockPath);
-      this.#problems.delete(lockPath);
-      return;
-    } catch (err) {
-      if (!(err instanceof Deno.errors.NotFound)) {
-        this.#noteProblem(lockPath, `Cannot check ${lockPath}: ${errorText(err)}`);
-        return;
-      }
-    }
-    try {
-      await Deno.mkdir(this.siteDir, { recursive: true });
-      const lock = await SiteLock.acquire(this.siteDir);
-      const old = this.#lock;
-      this.#lock = lock;
-      await old.release().catch(() => {});
-      this.#warn(`${lockPath} was deleted while the service ran; took the lock again.`);
-      this.#problems.delete(lockPath);
-    } catch (err) {
-      this.#noteProblem(
-        lockPath,
-        err instanceof SiteInUseError
-          ? `${lockPath} was deleted while the service ran and another server has taken the new one: two servers now write to ${this.siteDir}; stop one of them.`
-          : `${lockPath} was deleted while the service ran and cannot be taken again: ${
-            errorText(err)
-          }`,
-      );
-    }
+    this.#problems.clear(writer.path);
   }
 
   /**
@@ -799,17 +531,4 @@ export class SiteStore {
     await this.#lock.release();
     if (errors.length > 0) throw errors[0];
   }
-
-  /**
-   * Releases the lock without closing anything: for a start-up that failed before any file
-   * was opened.
-   */
-  async abandon(): Promise<void> {
-    clearInterval(this.#syncTimer);
-    await this.#lock.release();
-  }
-}
-
-function tornMessage(path: string, bytes: number): string {
-  return `Moved a torn last line (${bytes} bytes) of ${path} to ${path}.torn.`;
 }

@@ -2,8 +2,8 @@
  * Reading NDJSON stream files (a night's site file, a run's `telemetry.ndjson`) without writing
  * them: backwards from the end ({@linkcode readTail}, the last seq whatever the file's size),
  * forwards from a point ({@linkcode readStreamAfter}, after a checkpoint's cursor or a seq) and
- * whole ({@linkcode scanStream}, the start-up scan). Lines are split and peeked with `_ndjson.ts`;
- * bytes after the last `\n` (a torn tail) are never a line. `SiteStore` (`storage.ts`) reads its
+ * whole ({@linkcode scanStream}, the start-up scan). Lines are split and peeked with `wire/ndjson.ts`;
+ * bytes after the last `\n` (a torn tail) are never a line. `SiteStore` (`site_store.ts`) reads its
  * files through this module; it uses `Deno.*` file APIs.
  *
  * @module

@@ -22,6 +22,28 @@ export const DEFAULT_FSYNC: FsyncMode = "interval";
 
 const NEWLINE = 0x0a;
 
+/** What a stream file's name gains for the file its torn tails are moved to (docs/storage.md). */
+export const TORN_SUFFIX = ".torn";
+
+/**
+ * The warning that a torn tail was moved aside by {@linkcode recoverTornTail}.
+ *
+ * @param path The stream file.
+ * @param bytes The bytes moved.
+ * @returns One line naming both files.
+ *
+ * @example Usage
+ * ```ts
+ * import { tornMessage } from "./writer.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(tornMessage("/t/a.ndjson", 7), "Moved a torn last line (7 bytes) of /t/a.ndjson to /t/a.ndjson.torn.");
+ * ```
+ */
+export function tornMessage(path: string, bytes: number): string {
+  return `Moved a torn last line (${bytes} bytes) of ${path} to ${path}${TORN_SUFFIX}.`;
+}
+
 /**
  * If a file's last byte is not a newline, moves the bytes after its last newline to
  * `<path>.torn` (appended verbatim, nothing is deleted) and truncates the file there
@@ -47,7 +69,7 @@ export async function recoverTornTail(path: string): Promise<number> {
     const tail = new Uint8Array(size - tailStart);
     await file.seek(tailStart, Deno.SeekMode.Start);
     await readFull(file, tail);
-    const torn = await Deno.open(`${path}.torn`, { append: true, create: true });
+    const torn = await Deno.open(`${path}${TORN_SUFFIX}`, { append: true, create: true });
     try {
       await writeFull(torn, tail);
       await torn.syncData();

@@ -6,7 +6,7 @@
  */
 
 // deno-lint-ignore-file no-console
-import { runLifecycle } from "../store/retention.ts";
+import { runRetentionPass as runLifecycle } from "../store/retention.ts";
 
 const [siteDir, now] = Deno.args;
 await runLifecycle({

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { CLI, tempDir } from "./_util.ts";
-import { compressFile } from "../store/retention.ts";
+import { compressFile } from "../store/compress.ts";
 import { READ_HELP } from "../cli/read.ts";
 import { HELP_TEXT } from "../cli.ts";
 

@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { createHandler, TelemetryService } from "../server.ts";
-import { dayKey } from "../store/site_store.ts";
+import { dayKey } from "../store/day_key.ts";
 import { unexpectedErrorLine } from "../cli/serve.ts";
 import {
   assertProblem,

@@ -7,7 +7,7 @@ import {
   readHistoryLines,
   RunNotFoundError,
 } from "../history.ts";
-import { compressFile } from "../store/retention.ts";
+import { compressFile } from "../store/compress.ts";
 import { openService, readLines, siteFiles, tempDir } from "./_util.ts";
 
 const HOUR = 3_600_000;

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { compressFile, endedMoreThan, runLifecycle } from "../store/retention.ts";
+import { compressFile } from "../store/compress.ts";
+import { endedMoreThan, runRetentionPass as runLifecycle } from "../store/retention.ts";
 import {
   cursorPath,
   emptyCursor,

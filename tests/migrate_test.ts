@@ -8,7 +8,8 @@ import {
   type MigrateProgress,
   REJECTS_FILE,
 } from "../migrate.ts";
-import { siteFileName, SiteLock } from "../store/site_store.ts";
+import { siteFileName } from "../store/layout.ts";
+import { SiteLock } from "../store/lock.ts";
 import { dayKey } from "../store/day_key.ts";
 import { CLI, readLines, siteFiles, tempDir } from "./_util.ts";
 

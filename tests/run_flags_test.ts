@@ -35,7 +35,7 @@ import { cliRunArgs, freePort, postJson, tempDir, testServer } from "./_util.ts"
 import { join } from "node:path";
 import { siteInUse } from "../cli/serve.ts";
 import { SiteInUseError } from "../core/errors.ts";
-import { SiteLock } from "../store/fs.ts";
+import { SiteLock } from "../store/lock.ts";
 
 const noEnv = () => undefined;
 

@@ -9,7 +9,7 @@ import {
   type StoredFile,
   storedFile,
 } from "../store/site_files.ts";
-import { compressFile } from "../store/retention.ts";
+import { compressFile } from "../store/compress.ts";
 import { tempDir } from "./_util.ts";
 import { Rng, seedFromEnv } from "./_fault_util.ts";
 

@@ -7,14 +7,10 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { RunDirNotAllowedError } from "../core/errors.ts";
-import {
-  scanStream,
-  SiteInUseError,
-  SiteLock,
-  SiteStore,
-  type SiteStoreOptions,
-} from "../store/site_store.ts";
+import { RunDirNotAllowedError, SiteInUseError } from "../core/errors.ts";
+import { SiteLock } from "../store/lock.ts";
+import { SiteStore, type SiteStoreOptions } from "../store/site_store.ts";
+import { scanStream } from "../store/stored_read.ts";
 import { readLines, tempDir } from "./_util.ts";
 
 Deno.test("scanStream() returns the last seq, the latest line per type and the count after a seq", async () => {
