@@ -2,7 +2,7 @@
  * The `obs-utils` command line: `obs-utils telemetry run | stop | current | post | forget |
  * start-run | stop-run | runs | migrate`.
  *
- * Run it with scoped permissions (see the README); a missing permission is reported as one line
+ * Run it with scoped permissions (docs/cli.md); a missing permission is reported as one line
  * naming the flag to add.
  *
  * @example Usage

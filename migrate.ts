@@ -1,6 +1,6 @@
 /**
  * Converts a legacy PanFileDB store (one `<collection>.json` NDJSON file per collection) into the
- * service's site files `site_YYYYMMDD.ndjson` (docs/migration.md, docs/migration.md).
+ * service's site files `site_YYYYMMDD.ndjson` (docs/migration.md).
  *
  * {@linkcode migrate} takes a source and a destination directory and returns a
  * {@linkcode MigrateSummary}; it never prints. How it behaves:

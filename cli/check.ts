@@ -23,7 +23,7 @@ import {
   printHelp,
   UsageError,
 } from "./common.ts";
-import { formatBytes } from "../core/freshness.ts";
+import { formatBytes } from "../store/disk.ts";
 
 /** The `--help` text of `check`. */
 export const CHECK_HELP: string = `Usage: obs-utils telemetry check [options]

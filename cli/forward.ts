@@ -13,7 +13,7 @@ import { readEnv } from "../wire/address.ts";
 import { archive, redact } from "../fleet/archive.ts";
 import { Failure, HELP_OPTION, parse, printHelp, UsageError } from "./common.ts";
 import type { FleetLog } from "../fleet/retry.ts";
-import { cursorPath } from "../fleet/cursor.ts";
+import { cursorPath } from "../store/forward_cursor.ts";
 import { forwardStatus, type StreamLag } from "../fleet/status.ts";
 import { forward } from "../fleet/forwarder.ts";
 import { checkForwardOptions, destinationKind } from "../fleet/forward_options.ts";

@@ -119,7 +119,7 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   check: checkCommand,
 };
 
-/** The fleet commands' module (`_cli_forward.ts`: `forward`, `archive`). */
+/** The fleet commands' module (`cli/forward.ts`: `forward`, `archive`). */
 interface FleetCommands {
   forwardCommand(args: string[]): Promise<number>;
   archiveCommand(args: string[]): Promise<number>;

@@ -23,7 +23,7 @@ import {
   type ReadHistoryOptions,
   RunNotFoundError,
 } from "../store/history.ts";
-import { RUN_ID_PATTERN } from "../core/commands.ts";
+import { RUN_ID_PATTERN } from "../store/layout.ts";
 import { DEFAULT_SITE_DIR } from "./flags.ts";
 import { Failure, HELP_OPTION, parse, printHelp, UsageError } from "./common.ts";
 

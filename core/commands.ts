@@ -15,8 +15,7 @@ import {
 } from "../wire/event.ts";
 import { errorText, InvalidRequestError, itemPrefix } from "./errors.ts";
 
-/** A run id is one safe path segment (docs/http-api.md). */
-export const RUN_ID_PATTERN: RegExp = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+import { RUN_ID_PATTERN } from "../store/layout.ts";
 
 /** Unicode Cc (C0, DEL, C1): no place in a directory name, a log line or a terminal. */
 // deno-lint-ignore no-control-regex

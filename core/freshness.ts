@@ -18,6 +18,7 @@
  * @module
  */
 
+import { formatBytes } from "../store/disk.ts";
 import type { FieldSpec, JsonValue, TypeSpec, TypesRegistry } from "./types_registry.ts";
 
 /** The states of a type, from best to worst as `GET /check` sees them. */
@@ -355,29 +356,4 @@ export function checkReport(
     disk_free_bytes: freeBytes,
     min_free_bytes: minFreeBytes,
   };
-}
-
-/**
- * Bytes for people, in binary units: `1.0 GiB`, `512 MiB`, `300 B`.
- *
- * @param bytes A count of bytes.
- * @returns The text.
- *
- * @example Usage
- * ```ts
- * import { formatBytes } from "./freshness.ts";
- * import assert from "node:assert/strict";
- *
- * assert.equal(formatBytes(1024 ** 3), "1.0 GiB");
- * ```
- */
-export function formatBytes(bytes: number): string {
-  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-  let v = bytes;
-  let i = 0;
-  while (Math.abs(v) >= 1024 && i < units.length - 1) {
-    v /= 1024;
-    i++;
-  }
-  return i === 0 ? `${v} B` : `${v < 10 ? v.toFixed(1) : Math.round(v)} ${units[i]}`;
 }

@@ -9,7 +9,8 @@
 import { basename } from "node:path";
 import { formatTimestamp, isJsonObject, type RunRecord } from "../wire/event.ts";
 import { InvalidRequestError, NoActiveRunError, RunConflictError, WriteError } from "./errors.ts";
-import { RUN_ID_PATTERN, type RunStartCommand } from "./commands.ts";
+import type { RunStartCommand } from "./commands.ts";
+import { RUN_ID_PATTERN } from "../store/layout.ts";
 import type { NdjsonWriter } from "../store/writer.ts";
 import type { SiteStore } from "../store/site_store.ts";
 import type { RunRecords } from "../store/run_records.ts";

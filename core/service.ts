@@ -37,7 +37,7 @@ import { type AssignContext, type Assigned, assignGroup, type EventOp } from "./
 import { Fanout } from "./fanout.ts";
 import { reservedMark, settledMark } from "../store/seq_marks.ts";
 
-export { RUN_ID_PATTERN } from "./commands.ts";
+export { RUN_ID_PATTERN } from "../store/layout.ts";
 export type { EventCommand, RunStartCommand } from "./commands.ts";
 export type { RunStart } from "./runs.ts";
 export type { SnapshotBodyOptions } from "./snapshot.ts";

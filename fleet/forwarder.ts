@@ -24,9 +24,9 @@ import {
   readCursor,
   type StreamPosition,
   writeCursor,
-} from "./cursor.ts";
+} from "../store/forward_cursor.ts";
 import { FORWARD_DIR } from "../store/layout.ts";
-import { RUN_ID_PATTERN } from "../core/commands.ts";
+import { RUN_ID_PATTERN } from "../store/layout.ts";
 import {
   OffsetMismatchError,
   plainName,

@@ -5,7 +5,7 @@
  * read permission for the site directory only (the CLI loads them on demand, which under scoped
  * permissions would need read access to this checkout).
  *
- * Usage: deno run <permissions> _forward_main.ts forward|archive [options]
+ * Usage: deno run <permissions> fleet/main.ts forward|archive [options]
  *
  * @module
  */

@@ -6,7 +6,7 @@
  */
 import { isAbsolute, join, resolve } from "node:path";
 import type { StreamKind } from "./item.ts";
-import type { ForwardCursor, StreamPosition } from "./cursor.ts";
+import type { ForwardCursor, StreamPosition } from "../store/forward_cursor.ts";
 import { ACTIVE_RUN_FILE } from "../store/layout.ts";
 import { readRunLog } from "../store/run_log.ts";
 import { listRunFiles, listSiteFiles, plainName, type StoredFile } from "../store/site_files.ts";
@@ -116,7 +116,7 @@ export async function listSources(siteDir: string): Promise<ForwardSource[]> {
  * @example
  * ```ts
  * import { positionOf } from "./sources.ts";
- * import { emptyCursor } from "./cursor.ts";
+ * import { emptyCursor } from "../store/forward_cursor.ts";
  * import assert from "node:assert/strict";
  *
  * const run = { stream: "run" as const, runId: "constructor", runDir: "r", stopped: false, generation: "" };
@@ -135,7 +135,7 @@ export function positionOf(cursor: ForwardCursor, source: ForwardSource): Stream
  * @example
  * ```ts
  * import { setPosition } from "./sources.ts";
- * import { emptyCursor } from "./cursor.ts";
+ * import { emptyCursor } from "../store/forward_cursor.ts";
  * import assert from "node:assert/strict";
  *
  * const cursor = emptyCursor();

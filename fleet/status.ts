@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { type ForwardCursor, listCursors, type StreamPosition } from "./cursor.ts";
+import { type ForwardCursor, listCursors, type StreamPosition } from "../store/forward_cursor.ts";
 import { listRunDirs } from "./sources.ts";
 import { storedSeq } from "./item.ts";
 import {

@@ -90,7 +90,7 @@ function numericValue(value, unit) {
   return Number.isFinite(n) ? n : undefined;
 }
 
-// The same rules as the server's GET /types (_freshness.ts): alarm before warn.
+// The same rules as the server's GET /types (core/freshness.ts): alarm before warn.
 function fieldLevel(spec, raw) {
   if (raw === undefined || !spec) return "";
   const n = numericValue(raw, spec.unit);

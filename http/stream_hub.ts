@@ -1,7 +1,7 @@
 /**
  * Live telemetry over Server-Sent Events (docs/http-api.md): {@linkcode StreamHub} turns the
  * service's accepted events and run changes into one bounded stream per client, in the
- * `text/event-stream` wire format of `sse.ts` (each message encoded once, for all clients).
+ * `text/event-stream` wire format of `wire/sse.ts` (each message encoded once, for all clients).
  *
  * Wire format of `GET /stream`:
  *

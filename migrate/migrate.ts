@@ -46,7 +46,7 @@ const DEFAULT_BUFFER_BYTES = 4 << 20;
 
 /**
  * Converts every legacy `<collection>.json` under `source` into `site_YYYYMMDD.ndjson` files in
- * `dest` (docs/migration.md, docs/migration.md), plus `migrate-rejects.ndjson` for the lines it could not convert.
+ * `dest` (docs/migration.md), plus `migrate-rejects.ndjson` for the lines it could not convert.
  * See the module documentation for the exact rules. Prints nothing; report progress through
  * `options.onProgress` and the result through the returned summary.
  *

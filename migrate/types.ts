@@ -81,7 +81,7 @@ export interface MigrateOptions {
   dryRun?: boolean | undefined;
   /**
    * How records are grouped into site files: `"date"`, the calendar date written in the
-   * record's `date` (docs/migration.md, docs/migration.md); or `"night"`, the local-noon night of its `ts` in
+   * record's `date` (docs/migration.md); or `"night"`, the local-noon night of its `ts` in
    * `timeZone`, as the live service names its files (docs/storage.md, docs/history.md).
    * @default {"date"}
    */

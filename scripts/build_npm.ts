@@ -109,7 +109,7 @@ await Deno.writeTextFile(join(outDir, "package.json"), JSON.stringify(pkg, null,
 await Deno.copyFile(join(root, "LICENSE"), join(outDir, "LICENSE"));
 await Deno.writeTextFile(
   join(outDir, "README.md"),
-  `# ${denoJson.name} (client, npm build)\n\nBuilt from a checkout with \`deno task build:npm\`; see the checkout's README.md ("Node").\n\n\`\`\`js\nimport { TelemetryClient } from "${denoJson.name}/client";\nconst client = new TelemetryClient({ baseUrl: "http://localhost:6562" });\nawait client.postEvent("weather", { wind_mps: 2.1 });\n\`\`\`\n`,
+  `# ${denoJson.name} (client, npm build)\n\nBuilt from a checkout with \`deno task build:npm\`; see the checkout's docs/client.md ("From a checkout, in Node").\n\n\`\`\`js\nimport { TelemetryClient } from "${denoJson.name}/client";\nconst client = new TelemetryClient({ baseUrl: "http://localhost:6562" });\nawait client.postEvent("weather", { wind_mps: 2.1 });\n\`\`\`\n`,
 );
 const files = [...Deno.readDirSync(outDir)].flatMap((e) =>
   e.isDirectory

@@ -29,3 +29,28 @@ export async function diskFreeBytes(dir: string): Promise<number | null> {
     return null;
   }
 }
+
+/**
+ * Bytes for people, in binary units: `1.0 GiB`, `512 MiB`, `300 B`.
+ *
+ * @param bytes A count of bytes.
+ * @returns The text.
+ *
+ * @example Usage
+ * ```ts
+ * import { formatBytes } from "./disk.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(formatBytes(1024 ** 3), "1.0 GiB");
+ * ```
+ */
+export function formatBytes(bytes: number): string {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+  let v = bytes;
+  let i = 0;
+  while (Math.abs(v) >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return i === 0 ? `${v} B` : `${v < 10 ? v.toFixed(1) : Math.round(v)} ${units[i]}`;
+}

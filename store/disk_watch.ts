@@ -22,7 +22,7 @@
  */
 
 import { DEFAULT_MIN_FREE_BYTES, diskFreeBytes } from "./disk.ts";
-import { formatBytes } from "../core/freshness.ts";
+import { formatBytes } from "./disk.ts";
 
 /** How often a running server samples free space, in ms. */
 export const DISK_SAMPLE_MS = 60_000;

@@ -15,7 +15,7 @@ import {
   storedFile,
 } from "./site_files.ts";
 import { ACTIVE_RUN_FILE, RUN_LOG_FILE } from "./layout.ts";
-import { RUN_ID_PATTERN } from "../core/commands.ts";
+import { RUN_ID_PATTERN } from "./layout.ts";
 
 export {
   type Envelope,

@@ -25,6 +25,12 @@ const encoder = new TextEncoder();
 
 // --- the names of the service's files (docs/storage.md) -------------------------------------------
 
+/**
+ * A run id: one safe path segment, since a run's directory is named after it by default
+ * (docs/http-api.md, `POST /run/start`).
+ */
+export const RUN_ID_PATTERN: RegExp = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
 /** The name of the site-stream file for a day key. */
 export function siteFileName(key: string): string {
   return `site_${key}.ndjson`;

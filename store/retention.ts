@@ -27,7 +27,7 @@ import { dirname, join } from "node:path";
 import { dateOfKey, dayKey } from "./day_key.ts";
 import { errorText } from "../core/errors.ts";
 import { syncDirectory } from "./fs.ts";
-import { listCursors } from "../fleet/cursor.ts";
+import { listCursors } from "./forward_cursor.ts";
 import { chooseForms, readLines, type StoredFile, storedFile } from "./site_files.ts";
 import { GZ_SUFFIX, RUN_FILE, RUN_LOG_FILE, STORED_SITE_FILE } from "./layout.ts";
 import { compressFile, gzSize, isCompressionTemp } from "./compress.ts";

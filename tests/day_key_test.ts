@@ -1,5 +1,5 @@
 /**
- * Tests of `_day_key.ts`, the night a moment belongs to (local noon to noon), and of the site file
+ * Tests of `store/day_key.ts`, the night a moment belongs to (local noon to noon), and of the site file
  * the service chooses by it: at local noon, also on DST change days, by receive time.
  * @module
  */

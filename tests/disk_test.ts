@@ -1,4 +1,4 @@
-/** Tests of `_disk.ts`: free space on the site directory's file system. @module */
+/** Tests of `store/disk.ts`: free space on the site directory's file system. @module */
 
 import assert from "node:assert/strict";
 import { diskFreeBytes } from "../store/disk.ts";

@@ -1,4 +1,4 @@
-/** Tests of `_freshness.ts` and `_disk_watch.ts`, with an injected clock. @module */
+/** Tests of `core/freshness.ts` and `store/disk_watch.ts`, with an injected clock. @module */
 
 import assert from "node:assert/strict";
 import {

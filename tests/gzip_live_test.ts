@@ -1,5 +1,5 @@
 /**
- * gzip for shared live bytes (`_gzip_live.ts`): pieces compressed once decode in any order of
+ * gzip for shared live bytes (`http/gzip_live.ts`): pieces compressed once decode in any order of
  * concatenation a client is sent them, with a standard decoder, and the header check follows
  * RFC 9110's `Accept-Encoding` rules.
  * @module

@@ -1,5 +1,5 @@
 /**
- * Tests of `_http.ts` and `_router.ts`: `toProblem()`, the one table from a domain error to its
+ * Tests of `http/problems.ts` and `http/router.ts`: `toProblem()`, the one table from a domain error to its
  * status and advice; the Host/Origin and token guards; reading a body within its limit and
  * content type (through a real `Deno.serve` on port 0); and the route lookup.
  * @module

@@ -9,7 +9,7 @@ import {
   parseCursor,
   readCursor,
   writeCursor,
-} from "../fleet/cursor.ts";
+} from "../store/forward_cursor.ts";
 import { openService, tempDir } from "./_util.ts";
 import { Rng, seedFromEnv } from "./_fault_util.ts";
 

@@ -1,5 +1,5 @@
 /**
- * Tests of `_log.ts`, the service log (docs/operations.md): the line shapes with an injected clock, the
+ * Tests of `core/log.ts`, the service log (docs/operations.md): the line shapes with an injected clock, the
  * rate limit of rejection lines with a stepped clock, and end to end through a real
  * `obs-utils telemetry run` subprocess.
  * @module

@@ -1,5 +1,5 @@
 /**
- * Tests of _ndjson.ts: building a line, stamping run_id, peeking seq and type, and splitting text
+ * Tests of wire/ndjson.ts: building a line, stamping run_id, peeking seq and type, and splitting text
  * and bytes into lines at awkward chunk boundaries.
  * @module
  */

@@ -1,5 +1,5 @@
 /**
- * Tests of `_ndjson_writer.ts`: one append-only file, its torn-tail recovery and its writer.
+ * Tests of `store/writer.ts`: one append-only file, its torn-tail recovery and its writer.
  * @module
  */
 

@@ -1,5 +1,5 @@
 /**
- * Tests of `_queue.ts`, the service's one FIFO: consecutive items form one group, a control
+ * Tests of `core/queue.ts`, the service's one FIFO: consecutive items form one group, a control
  * function runs alone between what came before and after it, its error reaches only its caller,
  * and `idle()` (what closing waits for) waits for everything queued.
  * @module

@@ -1,5 +1,5 @@
 /**
- * Tests of runs through TelemetryService (`_runs.ts`): starting with derived or given ids,
+ * Tests of runs through TelemetryService (`core/runs.ts`): starting with derived or given ids,
  * confined run directories, stopping, conflicts, and resuming after a restart (docs/http-api.md, docs/storage.md).
  * @module
  */

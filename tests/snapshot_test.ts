@@ -1,5 +1,5 @@
 /**
- * Tests of the snapshot through TelemetryService (`_snapshot.ts`): the latest event per type, its
+ * Tests of the snapshot through TelemetryService (`core/snapshot.ts`): the latest event per type, its
  * cap, and how it is saved and restored across clean and crashed restarts (docs/storage.md).
  * @module
  */

@@ -1,5 +1,5 @@
 /**
- * Tests of `storage.ts`, the site directory: the start-up scan of a stream file, the lock, and
+ * Tests of `store/site_store.ts`, the site directory: the start-up scan of a stream file, the lock, and
  * SiteStore (one holder, confined run directories, derived run ids, seq marks, group appends).
  * Day keys are tested in day_key_test.ts, the NDJSON writer in ndjson_writer_test.ts.
  * @module

@@ -1,5 +1,5 @@
 /**
- * Attacks on gzip `GET /stream` (stream.ts, _gzip_live.ts): the CRC and length of a client's
+ * Attacks on gzip `GET /stream` (stream.ts, http/gzip_live.ts): the CRC and length of a client's
  * member against the order its bytes went out (snapshot pieces, live chunks that queued meanwhile,
  * keepalives), clients that join mid-batch, filtered clients sharing a piece, the drop path,
  * shutdown of idle and busy clients, Accept-Encoding edge cases, HEAD, and a seeded differential

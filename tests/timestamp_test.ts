@@ -1,5 +1,5 @@
 /**
- * `TimestampCache` (`_timestamp.ts`): receive times formatted exactly as `formatTimestamp` does,
+ * `TimestampCache` (`core/timestamp.ts`): receive times formatted exactly as `formatTimestamp` does,
  * whatever order they come in.
  * @module
  */

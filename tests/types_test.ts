@@ -1,4 +1,4 @@
-/** Tests of `_types_registry.ts`: the `--types` file, read strictly. @module */
+/** Tests of `core/types_registry.ts`: the `--types` file, read strictly. @module */
 
 import assert from "node:assert/strict";
 import { join } from "node:path";

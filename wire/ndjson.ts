@@ -2,7 +2,7 @@
  * THE NDJSON line of a stream file, in one place: how a line is built (`{"seq":N` head, then
  * `,"ts":"…","type":…,"data":…,"meta":…}`), how `run_id` is stamped into `meta`, how seq and type
  * are peeked from a line without parsing all of it, and how text or bytes are split into lines.
- * Ingest (`service.ts`), the start-up scan (`_stream_read.ts`), request bodies (`_http.ts`) and the
+ * Ingest (`core/service.ts`), the start-up scan (`store/stored_read.ts`), request bodies (`http/problems.ts`) and the
  * migrator (`migrate.ts`) all use it.
  *
  * Web APIs only (no `Deno.*`, no `node:`): Deno, Node and browsers can import it.

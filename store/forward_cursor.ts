@@ -3,7 +3,7 @@
  * kept in `<site_dir>/.forward/<name>.json` and written by temporary file, fsync and rename. Per
  * stream (the site stream, and each run by id) it holds the stored file (its plain name: offsets
  * count uncompressed bytes, so compressing the file does not move the cursor), the byte offset
- * just after the last line sent, and that line's seq. Retention (`_lifecycle.ts`) reads every
+ * just after the last line sent, and that line's seq. Retention (`store/retention.ts`) reads every
  * cursor and never deletes a file one of them has not passed.
  *
  * ```json
@@ -13,7 +13,7 @@
  *
  * @example Usage
  * ```ts ignore
- * import { readCursor, writeCursor } from "./cursor.ts";
+ * import { readCursor, writeCursor } from "./forward_cursor.ts";
  * const cursor = await readCursor("./telemetry", "fleet") ?? emptyCursor();
  * cursor.site = { file: "site_20260510.ndjson", offset: 5120, seq: 41 };
  * await writeCursor("./telemetry", "fleet", cursor);
@@ -23,10 +23,10 @@
  */
 
 import { join } from "node:path";
-import { readJsonFile, writeJsonAtomic } from "../store/fs.ts";
+import { readJsonFile, writeJsonAtomic } from "./fs.ts";
 import { isJsonObject } from "../wire/event.ts";
-import { FORWARD_DIR } from "../store/layout.ts";
-import { plainName } from "../store/site_files.ts";
+import { FORWARD_DIR } from "./layout.ts";
+import { plainName } from "./site_files.ts";
 
 /** Where a forwarder stands in one stream. */
 export interface StreamPosition {
@@ -64,7 +64,7 @@ export const CURSOR_NAME: RegExp = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
  *
  * @example Usage
  * ```ts
- * import { emptyCursor } from "./cursor.ts";
+ * import { emptyCursor } from "./forward_cursor.ts";
  * import assert from "node:assert/strict";
  *
  * assert.deepEqual(emptyCursor(), { version: 1, site: null, runs: {} });
@@ -84,7 +84,7 @@ export function emptyCursor(): ForwardCursor {
  *
  * @example Usage
  * ```ts
- * import { cursorPath } from "./cursor.ts";
+ * import { cursorPath } from "./forward_cursor.ts";
  * import assert from "node:assert/strict";
  *
  * assert.equal(cursorPath("/srv/t", "fleet"), "/srv/t/.forward/fleet.json");
@@ -120,7 +120,7 @@ function position(value: unknown): StreamPosition | undefined {
  *
  * @example Usage
  * ```ts
- * import { parseCursor } from "./cursor.ts";
+ * import { parseCursor } from "./forward_cursor.ts";
  * import assert from "node:assert/strict";
  *
  * const site = { file: "site_20260510.ndjson", offset: 10, seq: 1 };
@@ -157,7 +157,7 @@ export function parseCursor(value: unknown): ForwardCursor {
  *
  * @example Usage
  * ```ts ignore
- * import { readCursor } from "./cursor.ts";
+ * import { readCursor } from "./forward_cursor.ts";
  * const cursor = await readCursor("./telemetry", "fleet");
  * ```
  */
@@ -187,7 +187,7 @@ export async function readCursor(
  *
  * @example Usage
  * ```ts ignore
- * import { emptyCursor, writeCursor } from "./cursor.ts";
+ * import { emptyCursor, writeCursor } from "./forward_cursor.ts";
  * await writeCursor("./telemetry", "fleet", emptyCursor());
  * ```
  */
@@ -220,7 +220,7 @@ export interface CursorEntry {
  *
  * @example Usage
  * ```ts ignore
- * import { listCursors } from "./cursor.ts";
+ * import { listCursors } from "./forward_cursor.ts";
  * for (const { name, cursor } of await listCursors("./telemetry")) console.log(name, cursor?.site);
  * ```
  */
