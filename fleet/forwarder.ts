@@ -18,6 +18,7 @@ import { sleep } from "../wire/async.ts";
 import { type ForwardItem, storedSeq } from "./item.ts";
 import { Backoff, type FleetLog, isPermissionFault, PeerState } from "./retry.ts";
 import {
+  cursorLockPath,
   cursorPath,
   emptyCursor,
   type ForwardCursor,
@@ -25,8 +26,7 @@ import {
   type StreamPosition,
   writeCursor,
 } from "../store/forward_cursor.ts";
-import { FORWARD_DIR } from "../store/layout.ts";
-import { RUN_ID_PATTERN } from "../store/layout.ts";
+import { FORWARD_DIR, RUN_ID_PATTERN } from "../store/layout.ts";
 import {
   OffsetMismatchError,
   plainName,
@@ -96,7 +96,7 @@ export async function forward(options: ForwardOptions): Promise<ForwardStats> {
  * ends, however it ends): two forwarders with one name would race on one cursor.
  */
 async function lockCursor(siteDir: string, name: string): Promise<Deno.FsFile> {
-  const path = cursorPath(siteDir, name).replace(/\.json$/, ".lock");
+  const path = cursorLockPath(siteDir, name);
   // The site directory is the service's to create; only .forward/ is the forwarder's.
   await Deno.stat(siteDir);
   await Deno.mkdir(join(siteDir, FORWARD_DIR), { recursive: true });

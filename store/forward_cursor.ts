@@ -100,6 +100,27 @@ export function cursorPath(siteDir: string, name: string): string {
   return join(siteDir, FORWARD_DIR, `${name}.json`);
 }
 
+/**
+ * The path of the advisory lock a forwarder named `name` holds while it runs, so that two
+ * forwarders with one name never race on one cursor.
+ *
+ * @param siteDir The site directory.
+ * @param name The forwarder's name (`--name`).
+ * @returns `<siteDir>/.forward/<name>.lock`.
+ * @throws {RangeError} If the name could lead elsewhere or is not a plain word.
+ *
+ * @example Usage
+ * ```ts
+ * import { cursorLockPath } from "./forward_cursor.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(cursorLockPath("/srv/t", "fleet"), "/srv/t/.forward/fleet.lock");
+ * ```
+ */
+export function cursorLockPath(siteDir: string, name: string): string {
+  return cursorPath(siteDir, name).replace(/\.json$/, ".lock");
+}
+
 function position(value: unknown): StreamPosition | undefined {
   if (!isJsonObject(value)) return undefined;
   const { file, offset, seq } = value;

@@ -87,7 +87,7 @@ async function failedStart(siteDir: string): Promise<{ code: number; stderr: str
 
 // --- 1. reserved names ---------------------------------------------------------------------------
 
-/** Every name the service gives its files, now or in docs/cli.md, docs/types.md-13, and derived names. */
+/** Every name the service gives its files, now or in docs/cli.md, docs/types.md, docs/history.md and docs/fleet.md, and derived names. */
 function reservedRunDirs(night: string): string[] {
   return [
     ".active-run.json",
