@@ -72,10 +72,13 @@ export const SNAPSHOT_FILE = ".snapshot.json";
  */
 export const SEQ_MARK_FILE = ".seq-mark.json";
 
+/** The site's identity: its id, the zone it records in and when it was made (docs/storage.md). */
+export const SITE_IDENTITY_FILE = ".site.json";
+
 // --- reserved names and run directories ------------------------------------------------------
 
 /**
- * The names the service keeps for its own files, now and in the features docs/cli.md, docs/types.md-13
+ * The names the service keeps for its own files, now and in the features docs/cli.md, docs/types.md, docs/history.md and docs/fleet.md
  * plan, and what each is, for the advice of a refused run directory. A name is reserved when it
  * starts with one of these, so the files derived from it are reserved too: `<file>.torn`
  * (docs/storage.md), `<file>.gz` (docs/history.md), the `.tmp-<uuid>` files of atomic writes. The check
@@ -89,7 +92,7 @@ const RESERVED_NAMES: readonly { pattern: RegExp; what: string }[] = [
     // One dot, not two: `..2026` cannot be mistaken for a record, and docs/http-api.md allows it.
     pattern: /^\.(?!\.)/,
     what:
-      `names starting with one "." hold the service's records (${LOCK_FILE}, ${ACTIVE_RUN_FILE}, ${SNAPSHOT_FILE}, ${SEQ_MARK_FILE}, ${FORWARD_DIR}/, temporary files)`,
+      `names starting with one "." hold the service's records (${LOCK_FILE}, ${ACTIVE_RUN_FILE}, ${SNAPSHOT_FILE}, ${SEQ_MARK_FILE}, ${SITE_IDENTITY_FILE}, ${FORWARD_DIR}/, temporary files)`,
   },
   { pattern: /^site_\d{8}\.ndjson/i, what: "site_YYYYMMDD.ndjson names the site stream's files" },
   ...([
@@ -112,7 +115,10 @@ const STREAM_SUFFIXES = `(?:${RegExp.escape(TORN_SUFFIX)}|${RegExp.escape(GZ_SUF
  */
 const SERVICE_FILE = new RegExp(
   `^(?:${
-    [ACTIVE_RUN_FILE, SNAPSHOT_FILE, SEQ_MARK_FILE].map((name) => RegExp.escape(name)).join("|")
+    [ACTIVE_RUN_FILE, SNAPSHOT_FILE, SEQ_MARK_FILE, SITE_IDENTITY_FILE].map((name) =>
+      RegExp.escape(name)
+    )
+      .join("|")
   }` +
     `|${RegExp.escape(RUN_LOG_FILE)}${STREAM_SUFFIXES}|site_\\d{8}\\.ndjson${STREAM_SUFFIXES})$`,
   "i",
@@ -124,7 +130,7 @@ const PATH_MAX = 4096;
 
 /**
  * Why a name cannot be a directory of a run, or `undefined` when it can: every name the service
- * gives its own files, in the site directory and in run directories (docs/storage.md, docs/cli.md, docs/types.md-13).
+ * gives its own files, in the site directory and in run directories (docs/storage.md, docs/cli.md, docs/types.md, docs/history.md and docs/fleet.md).
  * This is the one rule; run placement asks it of every segment of a run directory's path.
  *
  * @param name One path segment.

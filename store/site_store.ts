@@ -53,6 +53,7 @@ import { RunRecords } from "./run_records.ts";
 import { SavedSnapshotFile } from "./saved_snapshot.ts";
 import { readSeqMark, writeSeqMark } from "./seq_marks.ts";
 import { resumeSite, type SiteResume } from "./site_resume.ts";
+import { establishSiteIdentity, type SiteIdentity } from "./site_identity.ts";
 
 const encoder = new TextEncoder();
 
@@ -107,6 +108,8 @@ export class SiteStore {
   readonly runRecords: RunRecords;
   /** The snapshot checkpoint a start restores from. */
   readonly savedSnapshot: SavedSnapshotFile;
+  /** The site's identity (`.site.json`), established when the store opened. */
+  readonly identity: SiteIdentity;
   #lock: LockKeeper;
   #warn: (message: string) => void;
   /** Lasting problems of the open files and the lock: one line each, not one a second. */
@@ -122,9 +125,11 @@ export class SiteStore {
     runRoots: string[],
     lock: LockKeeper,
     problems: ProblemLog,
+    identity: SiteIdentity,
     options: SiteStoreOptions,
   ) {
     this.siteDir = siteDir;
+    this.identity = identity;
     this.runRoots = runRoots;
     this.fsync = options.fsync;
     this.runRecords = new RunRecords(siteDir, options.warn);
@@ -154,13 +159,18 @@ export class SiteStore {
     }
     const problems = new ProblemLog(options.warn);
     const lock = await LockKeeper.take(siteDir, problems);
+    let identity: SiteIdentity;
     try {
       await moveAsideSquatters(siteDir, options.warn);
+      identity = await establishSiteIdentity(siteDir, {
+        zone: options.timeZone,
+        warn: options.warn,
+      });
     } catch (err) {
       await lock.release();
       throw err;
     }
-    const store = new SiteStore(siteDir, runRoots, lock, problems, options);
+    const store = new SiteStore(siteDir, runRoots, lock, problems, identity, options);
     // Every second: fdatasync (`interval`), and in every mode check that the open files are
     // still where they belong (deleted, renamed, the lock gone). A slow disk must not pile
     // ticks up behind each other.
