@@ -772,21 +772,66 @@ Deno.test("migrate() killed mid-commit leaves each site file absent or complete"
 
 const decoder = new TextDecoder();
 
-/** Runs `obs-utils telemetry migrate` in a subprocess; `asUser` runs it as that user (root only). */
+/**
+ * Runs `obs-utils telemetry migrate` in a subprocess. With `asUser` (root only) it runs as that
+ * user from `program`, a copy of the program that user can read: the clone itself may lie under a
+ * directory only root may enter (a `mktemp -d` parent is 0700).
+ */
 async function migrateCli(
   args: string[],
-  asUser?: string,
+  asUser?: { user: string; program: string },
 ): Promise<{ code: number; stdout: string; stderr: string }> {
-  const deno = [Deno.execPath(), "run", "--allow-all", CLI, "telemetry", "migrate", ...args];
-  const command = asUser === undefined
-    ? new Deno.Command(deno[0]!, { args: deno.slice(1), stdout: "piped", stderr: "piped" })
-    : new Deno.Command("runuser", {
-      args: ["-u", asUser, "--", "env", `DENO_DIR=${Deno.makeTempDirSync()}`, ...deno],
+  const cli = asUser === undefined ? CLI : join(asUser.program, "cli.ts");
+  const deno = [Deno.execPath(), "run", "--allow-all", cli, "telemetry", "migrate", ...args];
+  let command: Deno.Command;
+  if (asUser === undefined) {
+    command = new Deno.Command(deno[0]!, { args: deno.slice(1), stdout: "piped", stderr: "piped" });
+  } else {
+    const denoDir = join(asUser.program, ".deno");
+    await Deno.mkdir(denoDir, { mode: 0o777 });
+    await Deno.chmod(denoDir, 0o777);
+    command = new Deno.Command("runuser", {
+      args: ["-u", asUser.user, "--", "env", `DENO_DIR=${denoDir}`, ...deno],
       stdout: "piped",
       stderr: "piped",
     });
+  }
   const out = await command.output();
   return { code: out.code, stdout: decoder.decode(out.stdout), stderr: decoder.decode(out.stderr) };
+}
+
+/** Copies the program (entry points, folders, deno.json) to `dir`, readable by every user. */
+async function copyProgram(dir: string): Promise<string> {
+  const root = join(import.meta.dirname!, "..");
+  async function copy(from: string, to: string): Promise<void> {
+    await Deno.mkdir(to, { mode: 0o755 });
+    await Deno.chmod(to, 0o755);
+    for await (const entry of Deno.readDir(from)) {
+      const source = join(from, entry.name), target = join(to, entry.name);
+      if (entry.isDirectory) await copy(source, target);
+      else if (entry.isFile) {
+        await Deno.copyFile(source, target);
+        await Deno.chmod(target, 0o644);
+      }
+    }
+  }
+  await Deno.mkdir(dir, { mode: 0o755 });
+  await Deno.chmod(dir, 0o755);
+  for await (const entry of Deno.readDir(root)) {
+    const source = join(root, entry.name);
+    if (entry.isFile && (entry.name.endsWith(".ts") || entry.name === "deno.json")) {
+      await Deno.copyFile(source, join(dir, entry.name));
+      await Deno.chmod(join(dir, entry.name), 0o644);
+    } else if (entry.isDirectory && !entry.name.startsWith(".") && /^[a-z]+$/.test(entry.name)) {
+      if (
+        ["tests", "bench", "docs", "scripts", "deploy", "examples", "telemetry", "dist"].includes(
+          entry.name,
+        )
+      ) continue;
+      await copy(source, join(dir, entry.name));
+    }
+  }
+  return dir;
 }
 
 Deno.test("obs-utils telemetry migrate --dry-run lists would-be conflicts and rejects, exits 0 and writes nothing", async () => {
@@ -947,7 +992,8 @@ Deno.test({
     }
     for (const f of ["weather.json", "site/dome/dome.json"]) await Deno.chmod(join(src, f), 0o644);
     await Deno.chmod(dst, 0o555);
-    const r = await migrateCli(["--source", src, "--dest", dst], asUser);
+    const program = await copyProgram(join(tmp.path, "program"));
+    const r = await migrateCli(["--source", src, "--dest", dst], { user: asUser!, program });
     await Deno.chmod(dst, 0o755);
     assert.equal(r.code, 1);
     assert.equal(r.stderr.trimEnd().split("\n").length, 1, r.stderr);
