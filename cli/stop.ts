@@ -108,11 +108,14 @@ async function waitForExit(conn: Connection, timeoutS: number): Promise<number> 
     try {
       await client(conn, 500).health();
     } catch (err) {
-      if (err instanceof TelemetryConnectionError) {
+      // Only a refused connection says it exited: the listener stays open until the site lock
+      // is released (docs/storage.md). A busy machine may let a poll time out (the abort is
+      // its cause, not fetch's TypeError), and that proves nothing.
+      if (err instanceof TelemetryConnectionError && err.cause instanceof TypeError) {
         console.log(`telemetry service at ${conn.baseUrl} stopped`);
         return 0;
       }
-      // 503 while draining: keep waiting.
+      // 503 while draining, or a poll that timed out: keep waiting.
     }
     await sleep(100);
   }
