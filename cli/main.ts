@@ -6,6 +6,7 @@
 
 // deno-lint-ignore-file no-console
 import { VERSION } from "../http/version.ts";
+import { printable } from "../wire/terminal_text.ts";
 import { SERVER_ENV_VARS } from "./flags.ts";
 import {
   clientFailure,
@@ -229,18 +230,21 @@ function report(err: unknown): number {
       ? "obs-utils telemetry"
       : `obs-utils telemetry ${err.command}`;
     const stop = /[.?!]$/.test(err.message) ? "" : ".";
-    console.error(`${where}: ${err.message}${stop} Run '${where} --help' for usage.`);
+    console.error(printable(`${where}: ${err.message}${stop} Run '${where} --help' for usage.`));
     return 2;
   }
   if (err instanceof Failure) {
-    console.error(`error: ${err.message}`);
+    // A message may quote an answer, a file or an argument: printable only (docs/cli.md).
+    console.error(printable(`error: ${err.message}`));
     return 1;
   }
   if (err instanceof Deno.errors.NotCapable) {
-    console.error(`error: ${permissionHint(err)}`);
+    console.error(printable(`error: ${permissionHint(err)}`));
     return 1;
   }
   const failure = clientFailure(err, { baseUrl: "the service", token: undefined });
-  console.error(`error: ${failure instanceof Error ? failure.message : String(failure)}`);
+  console.error(
+    printable(`error: ${failure instanceof Error ? failure.message : String(failure)}`),
+  );
   return 1;
 }

@@ -10,7 +10,6 @@
  * @module
  */
 
-// deno-lint-ignore-file no-console
 import {
   client,
   clientFailure,
@@ -21,6 +20,7 @@ import {
   parse,
   parseJsonObject,
   printHelp,
+  printJson,
   UsageError,
 } from "./common.ts";
 import type { EventInput } from "../client/client.ts";
@@ -95,7 +95,7 @@ export async function postCommand(args: string[]): Promise<number> {
       ...(values.ephemeral ? { storePermanently: false } : {}),
       ...(values["no-current"] ? { makeCurrent: false } : {}),
     });
-    console.log(JSON.stringify(event));
+    printJson(JSON.stringify(event));
   } catch (err) {
     if (err instanceof TypeError) throw new UsageError(err.message, "post");
     throw clientFailure(err, conn);
@@ -162,7 +162,7 @@ async function postFile(
     }
     throw clientFailure(err, conn);
   }
-  console.log(events.map((event) => JSON.stringify(event)).join("\n"));
+  printJson(events.map((event) => JSON.stringify(event)).join("\n"));
   return 0;
 }
 
