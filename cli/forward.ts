@@ -11,7 +11,7 @@
 import { resolve } from "node:path";
 import { readEnv } from "../wire/address.ts";
 import { archive, redact } from "../fleet/archive.ts";
-import { Failure, HELP_OPTION, parse, printHelp, UsageError } from "./common.ts";
+import { counted, Failure, HELP_OPTION, parse, printHelp, UsageError } from "./common.ts";
 import type { FleetLog } from "../fleet/retry.ts";
 import { cursorPath } from "../store/forward_cursor.ts";
 import { forwardStatus, type StreamLag } from "../fleet/status.ts";
@@ -156,7 +156,10 @@ export async function forwardCommand(args: string[]): Promise<number> {
   );
   try {
     const stats = await forward({ ...options, signal: stop.signal, log: printLog });
-    printLog("info", `forwarder stopped after sending ${stats.sent} events; cursor saved`);
+    printLog(
+      "info",
+      `forwarder stopped after sending ${counted(stats.sent, "event")}; cursor saved`,
+    );
     return 0;
   } finally {
     stop.dispose();
@@ -207,7 +210,7 @@ export async function archiveCommand(args: string[]): Promise<number> {
       signal: stop.signal,
       log: printLog,
     });
-    printLog("info", `archiver stopped after storing ${stats.messages} messages`);
+    printLog("info", `archiver stopped after storing ${counted(stats.messages, "message")}`);
     return 0;
   } finally {
     stop.dispose();
