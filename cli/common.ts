@@ -118,11 +118,24 @@ export function parse<T extends NonNullable<ParseArgsConfig["options"]>>(
     const unknown = /^Unknown option '(--?[^']*)'/.exec(line)?.[1];
     if (unknown !== undefined) {
       const known = Object.keys(options).map((name) => `--${name}`);
-      const guess = closest(unknown.replace(/=.*$/, ""), known);
+      const guess = /^-[^-]$/.test(unknown)
+        ? shortGuess(unknown, known)
+        : closest(unknown.replace(/=.*$/, ""), known);
       if (guess) line += `; did you mean ${guess}?`;
     }
     throw new UsageError(line, command);
   }
+}
+
+/**
+ * The long options a one-letter flag may have meant (`-p` for `--port`): the commands take no
+ * short options but `-h` (and `-V` for the program), so the letter is the start of the word.
+ */
+function shortGuess(flag: string, known: readonly string[]): string | undefined {
+  const letter = flag[1]!.toLowerCase();
+  const starts = known.filter((k) => k.slice(2, 3).toLowerCase() === letter);
+  if (starts.length === 0 || starts.length > 3) return undefined;
+  return starts.join(" or ");
 }
 
 /**

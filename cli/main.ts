@@ -209,10 +209,13 @@ function printVersion(): number {
 function helpFor(rest: string[]): number {
   const names = rest[0] === "telemetry" ? rest.slice(1) : rest;
   const name = names[0];
-  if (name === undefined) return printHelp(HELP_TEXT.telemetry!);
+  // `help --help` and `help help` ask how help works: its answer is the command list.
+  if (name === undefined || name === "--help" || name === "-h" || name === "help") {
+    return printHelp(HELP_TEXT.telemetry!);
+  }
   const text = COMMANDS[name] ? HELP_TEXT[name] : undefined;
   if (text === undefined) {
-    const guess = closest(name, Object.keys(COMMANDS));
+    const guess = closest(name, name.startsWith("-") ? ["--help"] : Object.keys(COMMANDS));
     throw new UsageError(
       `no command "${name}"${guess ? `; did you mean ${guess}?` : ""}`,
       "telemetry",
