@@ -355,14 +355,19 @@ async function printEvents(
     if (format === "csv") await out.write(csvRow(headers));
     // The lines exactly as stored, except on a terminal: there the same JSON values, with C1
     // and the other characters JSON leaves raw escaped (docs/cli.md).
-    const asLine = Deno.stdout.isTerminal() ? terminalJson : (line: string) => line;
+    const tty = Deno.stdout.isTerminal();
+    const asLine = tty ? terminalJson : (line: string) => line;
+    // CSV cells too: a file gets them exact, a terminal gets them printable.
+    const asCells = tty
+      ? (cells: CsvValue[]) => cells.map((c) => typeof c === "string" ? printable(c) : c)
+      : (cells: CsvValue[]) => cells;
     for await (const line of lines) {
       if (format === "ndjson") await out.write(asLine(line) + "\n");
       else {
         const cells = toCells(line, fields);
         if (!cells) continue;
         if (table) await table.row(cells);
-        else await out.write(csvRow(cells));
+        else await out.write(csvRow(asCells(cells)));
       }
       if (out.closed) return 0;
     }

@@ -135,15 +135,27 @@ Deno.test("start-run and stop-run print a hostile meta.target with every control
   assert.match(stopped.stdout, /^run m31 started .*target \\u001b/);
 });
 
-Deno.test("read on a terminal prints ndjson with C1 escaped, parsing to the same values", async () => {
+/** Runs `cli.ts telemetry ...` on a pseudo-terminal; `undefined` without util-linux `script`. */
+async function onTerminal(args: string[]): Promise<{ code: number; stdout: string } | undefined> {
   const noScript = await new Deno.Command("script", { args: ["--version"], stdout: "null" })
     .output().then((o) => !o.success, () => true);
   if (noScript) {
     // deno-lint-ignore no-console
     console.log("skipping: util-linux 'script' (a pseudo-terminal) is not installed");
-    return;
+    return undefined;
   }
-  await using dir = await tempDir();
+  const deno = [Deno.execPath(), "run", "--allow-all", CLI, "telemetry", ...args];
+  const out = await new Deno.Command("script", {
+    args: ["-qfec", deno.map((a) => `'${a}'`).join(" "), "/dev/null"],
+    env: { NO_COLOR: "1", TERM: "xterm", OBS_TELEMETRY_TZ: "UTC" },
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  // The pseudo-terminal turns LF into CRLF (and CSV's own CRLF into CR CR LF): line ends only.
+  return { code: out.code, stdout: new TextDecoder().decode(out.stdout).replace(/\r+\n/g, "\n") };
+}
+
+async function hostileSite(dir: string): Promise<string> {
   const stored = JSON.stringify({
     seq: 1,
     ts: "2026-05-10T13:00:00.000Z",
@@ -151,20 +163,33 @@ Deno.test("read on a terminal prints ndjson with C1 escaped, parsing to the same
     data: HOSTILE,
     meta: {},
   });
-  await Deno.writeTextFile(join(dir.path, "site_20260510.ndjson"), stored + "\n");
-  const deno = [Deno.execPath(), "run", "--allow-all", CLI, "telemetry", "read"];
-  const out = await new Deno.Command("script", {
-    args: ["-qfec", `${deno.map((a) => `'${a}'`).join(" ")} --site-dir '${dir.path}'`, "/dev/null"],
-    env: { NO_COLOR: "1", TERM: "xterm" },
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  // The pseudo-terminal turns LF into CRLF.
-  const printed = new TextDecoder().decode(out.stdout).replaceAll("\r\n", "\n");
-  assert.equal(out.code, 0, printed);
-  assertPrintable(printed, "read on a terminal");
-  assert.deepEqual(JSON.parse(printed.trim()), JSON.parse(stored));
+  await Deno.writeTextFile(join(dir, "site_20260510.ndjson"), stored + "\n");
+  return stored;
+}
+
+Deno.test("read on a terminal prints ndjson with C1 escaped, parsing to the same values", async () => {
+  await using dir = await tempDir();
+  const stored = await hostileSite(dir.path);
+  const r = await onTerminal(["read", "--site-dir", dir.path]);
+  if (!r) return;
+  assert.equal(r.code, 0, r.stdout);
+  assertPrintable(r.stdout, "read on a terminal");
+  assert.deepEqual(JSON.parse(r.stdout.trim()), JSON.parse(stored));
   // Into a pipe the line stays byte for byte as stored.
   const piped = await cli(["read", "--site-dir", dir.path]);
   assert.equal(piped.stdout, stored + "\n");
+});
+
+Deno.test("read --format csv on a terminal prints every control character in a cell escaped", async () => {
+  await using dir = await tempDir();
+  await hostileSite(dir.path);
+  const fields = ["--fields", Object.keys(HOSTILE).join(",")];
+  const r = await onTerminal(["read", "--site-dir", dir.path, "--format", "csv", ...fields]);
+  if (!r) return;
+  assert.equal(r.code, 0, r.stdout);
+  assertPrintable(r.stdout, "read --format csv on a terminal");
+  assert.match(r.stdout, /,\\u001b\]0;pwned\\u0007,/);
+  // Into a file the cells stay exact.
+  const piped = await cli(["read", "--site-dir", dir.path, "--format", "csv", ...fields]);
+  assert.ok(piped.stdout.includes(`,${HOSTILE.clear},`), piped.stdout);
 });
