@@ -283,7 +283,7 @@ class Dispatcher {
     if (read && status === 503 && route === CHECK_ROUTE) return;
     // The 503s of a shutdown that was asked for are the service's own state, not a client's
     // fault: `stop` polls until the port closes, and a clean stop logs no warning
-    // (docs/operations.md).
+    // (docs/operations.md, "Logs").
     if (status === 503 && this.#stopping()) return;
     try {
       this.#onRejected?.({
