@@ -20,10 +20,13 @@ import { checkForwardOptions, destinationKind } from "../fleet/forward_options.t
 import { DEFAULT_SITE_DIR } from "./flags.ts";
 import { checkNatsName, checkSubjectPrefix } from "../fleet/sinks/nats.ts";
 import { ARCHIVE_HELP, FORWARD_HELP } from "./forward_help.ts";
+import { printable } from "../wire/terminal_text.ts";
 
 /** The fleet processes' log lines: UTC time, level, message (docs/operations.md's shape). */
 const printLog: FleetLog = (level, message) => {
-  const line = `${new Date().toISOString()} ${level} ${message}`;
+  // A message may quote a broker's or a database's error, or a stored value: printable only
+  // (docs/cli.md, "Human output and terminals").
+  const line = `${new Date().toISOString()} ${level} ${printable(message)}`;
   if (level === "info") console.log(line);
   else console.error(line);
 };
