@@ -19,10 +19,13 @@ import {
   connection,
   CONNECTION_HELP,
   CONNECTION_OPTIONS,
+  counted,
   parse,
   printHelp,
+  printJson,
   UsageError,
 } from "./common.ts";
+import { printable } from "../wire/terminal_text.ts";
 import { formatBytes } from "../store/disk.ts";
 
 /** The `--help` text of `check`. */
@@ -70,7 +73,7 @@ export async function checkCommand(args: string[]): Promise<number> {
     throw clientFailure(err, conn);
   }
   if (values.json) {
-    console.log(JSON.stringify(result));
+    printJson(JSON.stringify(result));
     return result.ok ? 0 : 1;
   }
   if (result.ok) {
@@ -80,11 +83,11 @@ export async function checkCommand(args: string[]): Promise<number> {
         ? "free disk space unknown"
         : `${formatBytes(result.disk_free_bytes)} free`;
       console.log(
-        `ok: ${critical} critical type${critical === 1 ? "" : "s"} fresh and out of alarm; ${disk}`,
+        `ok: ${counted(critical, "critical type")} fresh and out of alarm; ${disk}`,
       );
     }
     return 0;
   }
-  for (const line of result.failing) console.log(`FAIL ${line}`);
+  for (const line of result.failing) console.log(printable(`FAIL ${line}`));
   return 1;
 }

@@ -18,6 +18,7 @@
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { TelemetryClient, TelemetryConnectionError, TelemetryHttpError } from "../client/client.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl, readEnv } from "../wire/address.ts";
+import { terminalJson } from "../wire/terminal_text.ts";
 import { parsePort } from "./flags.ts";
 
 /**
@@ -117,11 +118,24 @@ export function parse<T extends NonNullable<ParseArgsConfig["options"]>>(
     const unknown = /^Unknown option '(--?[^']*)'/.exec(line)?.[1];
     if (unknown !== undefined) {
       const known = Object.keys(options).map((name) => `--${name}`);
-      const guess = closest(unknown.replace(/=.*$/, ""), known);
+      const guess = /^-[^-]$/.test(unknown)
+        ? shortGuess(unknown, known)
+        : closest(unknown.replace(/=.*$/, ""), known);
       if (guess) line += `; did you mean ${guess}?`;
     }
     throw new UsageError(line, command);
   }
+}
+
+/**
+ * The long options a one-letter flag may have meant (`-p` for `--port`): the commands take no
+ * short options but `-h` (and `-V` for the program), so the letter is the start of the word.
+ */
+function shortGuess(flag: string, known: readonly string[]): string | undefined {
+  const letter = flag[1]!.toLowerCase();
+  const starts = known.filter((k) => k.slice(2, 3).toLowerCase() === letter);
+  if (starts.length === 0 || starts.length > 3) return undefined;
+  return starts.join(" or ");
 }
 
 /**
@@ -414,4 +428,43 @@ export function permissionHint(err: Error): string {
 export function printHelp(text: string): number {
   console.log(text.trimEnd());
   return 0;
+}
+
+/**
+ * Prints JSON text on stdout: exactly as given to a pipe or a file; on a terminal with the
+ * characters JSON leaves raw (C1, DEL, bidi controls) escaped, the same JSON value (docs/cli.md).
+ *
+ * @param text Valid JSON text.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { printJson } from "./common.ts";
+ * printJson(JSON.stringify({ target: "M31" }));
+ * ```
+ */
+export function printJson(text: string): void {
+  console.log(Deno.stdout.isTerminal() ? terminalJson(text) : text);
+}
+
+/**
+ * A count with its noun in the right number: `1 site file`, `2 site files`, `1,204 records`.
+ * Every count the commands print goes through it (docs/cli.md).
+ *
+ * @param n The count.
+ * @param singular The noun for one, for example `"site file"`.
+ * @param plural The noun for any other count [default `singular` + "s"].
+ * @returns The count, grouped by thousands, and the noun.
+ *
+ * @example Usage
+ * ```ts
+ * import { counted } from "./common.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(counted(1, "site file"), "1 site file");
+ * assert.equal(counted(1204, "record"), "1,204 records");
+ * assert.equal(counted(2, "file already exists", "files already exist"), "2 files already exist");
+ * ```
+ */
+export function counted(n: number, singular: string, plural: string = `${singular}s`): string {
+  return `${n.toLocaleString("en-US")} ${n === 1 ? singular : plural}`;
 }

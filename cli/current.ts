@@ -25,6 +25,7 @@ import { judgeType } from "../core/freshness.ts";
 import type { FieldSpec, TypeSpec } from "../core/types_registry.ts";
 import { readEnv } from "../wire/address.ts";
 import { sleep } from "../wire/async.ts";
+import { printable, terminalJson } from "../wire/terminal_text.ts";
 import {
   client,
   clientFailure,
@@ -36,6 +37,7 @@ import {
   parse,
   parseSeconds,
   printHelp,
+  printJson,
   UsageError,
 } from "./common.ts";
 
@@ -86,7 +88,7 @@ export async function currentCommand(args: string[]): Promise<number> {
 
   const events = await fetchCurrent(api, conn, type);
   if (values.json) {
-    console.log(JSON.stringify(type === undefined ? events : events[type], null, 2));
+    printJson(JSON.stringify(type === undefined ? events : events[type], null, 2));
   } else {
     const types = await fetchTypes(api, type);
     const table = renderTable(events, Date.now(), { ...style(), ...(types ? { types } : {}) });
@@ -322,7 +324,8 @@ export function renderTable(
   const reasons: string[] = [];
   const rows = names.map((type) => {
     const e = events[type];
-    const cells = [clip(type, tsMode === "none" ? 16 : 24)];
+    // Every cell from the service is printable before it is measured (docs/cli.md).
+    const cells = [clip(printable(type), tsMode === "none" ? 16 : 24)];
     let paint = (s: string) => s;
     if (types) {
       const info = types[type];
@@ -333,14 +336,14 @@ export function renderTable(
       cells.push(label);
       if (label !== "ok") {
         paint = label === "warn" ? yellow : red;
-        reasons.push(`! ${type}: ${status.reasons.join("; ")}`);
+        reasons.push(printable(`! ${type}: ${status.reasons.join("; ")}`));
       }
     }
     cells.push(
-      e ? clip(streamSeq(e), tsMode === "none" ? 16 : 22) : "-",
-      e ? shortTs(e.ts, tsMode) : "-",
+      e ? clip(printable(streamSeq(e)), tsMode === "none" ? 16 : 22) : "-",
+      e ? printable(shortTs(e.ts, tsMode)) : "-",
       e ? formatAge(now - Date.parse(e.ts)) : "-",
-      e ? summarise(e.data) : "(never seen)",
+      e ? printable(summarise(e.data)) : "(never seen)",
     );
     return { cells, paint };
   });
@@ -418,7 +421,7 @@ class FollowScreen {
     const shown = type === undefined ? events : (events[type] ? { [type]: events[type] } : {});
     if (this.asJson) {
       const text = JSON.stringify(type === undefined ? shown : shown[type] ?? null);
-      if (text !== this.#lastDrawn) write(text + "\n");
+      if (text !== this.#lastDrawn) write((this.#tty ? terminalJson(text) : text) + "\n");
       this.#lastDrawn = text;
       return;
     }

@@ -11,7 +11,7 @@
 import { resolve } from "node:path";
 import { readEnv } from "../wire/address.ts";
 import { archive, redact } from "../fleet/archive.ts";
-import { Failure, HELP_OPTION, parse, printHelp, UsageError } from "./common.ts";
+import { counted, Failure, HELP_OPTION, parse, printHelp, UsageError } from "./common.ts";
 import type { FleetLog } from "../fleet/retry.ts";
 import { cursorPath } from "../store/forward_cursor.ts";
 import { forwardStatus, type StreamLag } from "../fleet/status.ts";
@@ -20,10 +20,13 @@ import { checkForwardOptions, destinationKind } from "../fleet/forward_options.t
 import { DEFAULT_SITE_DIR } from "./flags.ts";
 import { checkNatsName, checkSubjectPrefix } from "../fleet/sinks/nats.ts";
 import { ARCHIVE_HELP, FORWARD_HELP } from "./forward_help.ts";
+import { printable } from "../wire/terminal_text.ts";
 
 /** The fleet processes' log lines: UTC time, level, message (docs/operations.md's shape). */
 const printLog: FleetLog = (level, message) => {
-  const line = `${new Date().toISOString()} ${level} ${message}`;
+  // A message may quote a broker's or a database's error, or a stored value: printable only
+  // (docs/cli.md, "Human output and terminals").
+  const line = `${new Date().toISOString()} ${level} ${printable(message)}`;
   if (level === "info") console.log(line);
   else console.error(line);
 };
@@ -156,7 +159,10 @@ export async function forwardCommand(args: string[]): Promise<number> {
   );
   try {
     const stats = await forward({ ...options, signal: stop.signal, log: printLog });
-    printLog("info", `forwarder stopped after sending ${stats.sent} events; cursor saved`);
+    printLog(
+      "info",
+      `forwarder stopped after sending ${counted(stats.sent, "event")}; cursor saved`,
+    );
     return 0;
   } finally {
     stop.dispose();
@@ -207,7 +213,7 @@ export async function archiveCommand(args: string[]): Promise<number> {
       signal: stop.signal,
       log: printLog,
     });
-    printLog("info", `archiver stopped after storing ${stats.messages} messages`);
+    printLog("info", `archiver stopped after storing ${counted(stats.messages, "message")}`);
     return 0;
   } finally {
     stop.dispose();

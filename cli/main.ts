@@ -6,6 +6,7 @@
 
 // deno-lint-ignore-file no-console
 import { VERSION } from "../http/version.ts";
+import { printable } from "../wire/terminal_text.ts";
 import { SERVER_ENV_VARS } from "./flags.ts";
 import {
   clientFailure,
@@ -208,10 +209,13 @@ function printVersion(): number {
 function helpFor(rest: string[]): number {
   const names = rest[0] === "telemetry" ? rest.slice(1) : rest;
   const name = names[0];
-  if (name === undefined) return printHelp(HELP_TEXT.telemetry!);
+  // `help --help` and `help help` ask how help works: its answer is the command list.
+  if (name === undefined || name === "--help" || name === "-h" || name === "help") {
+    return printHelp(HELP_TEXT.telemetry!);
+  }
   const text = COMMANDS[name] ? HELP_TEXT[name] : undefined;
   if (text === undefined) {
-    const guess = closest(name, Object.keys(COMMANDS));
+    const guess = closest(name, name.startsWith("-") ? ["--help"] : Object.keys(COMMANDS));
     throw new UsageError(
       `no command "${name}"${guess ? `; did you mean ${guess}?` : ""}`,
       "telemetry",
@@ -229,18 +233,21 @@ function report(err: unknown): number {
       ? "obs-utils telemetry"
       : `obs-utils telemetry ${err.command}`;
     const stop = /[.?!]$/.test(err.message) ? "" : ".";
-    console.error(`${where}: ${err.message}${stop} Run '${where} --help' for usage.`);
+    console.error(printable(`${where}: ${err.message}${stop} Run '${where} --help' for usage.`));
     return 2;
   }
   if (err instanceof Failure) {
-    console.error(`error: ${err.message}`);
+    // A message may quote an answer, a file or an argument: printable only (docs/cli.md).
+    console.error(printable(`error: ${err.message}`));
     return 1;
   }
   if (err instanceof Deno.errors.NotCapable) {
-    console.error(`error: ${permissionHint(err)}`);
+    console.error(printable(`error: ${permissionHint(err)}`));
     return 1;
   }
   const failure = clientFailure(err, { baseUrl: "the service", token: undefined });
-  console.error(`error: ${failure instanceof Error ? failure.message : String(failure)}`);
+  console.error(
+    printable(`error: ${failure instanceof Error ? failure.message : String(failure)}`),
+  );
   return 1;
 }

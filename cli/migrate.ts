@@ -16,7 +16,8 @@ import { migrate } from "../migrate/migrate.ts";
 import { MigrateError } from "../migrate/errors.ts";
 import type { MigrateGroupBy, MigrateProgress, MigrateSummary } from "../migrate/types.ts";
 import { checkTimeZone } from "../store/day_key.ts";
-import { Failure, HELP_OPTION, parse, printHelp, UsageError } from "./common.ts";
+import { counted, Failure, HELP_OPTION, parse, printHelp, UsageError } from "./common.ts";
+import { printable } from "../wire/terminal_text.ts";
 
 /** The `--help` text of `migrate`. */
 export const MIGRATE_HELP: string =
@@ -110,12 +111,6 @@ export async function migrateCommand(args: string[]): Promise<number> {
   return 0;
 }
 
-/** Text from the input, safe for a terminal: control characters shown as `?`. */
-function printable(text: string): string {
-  // deno-lint-ignore no-control-regex
-  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, "?");
-}
-
 /** Reads `--group-by`, in any letter case. */
 function parseGroupBy(text: string | undefined): MigrateGroupBy {
   if (text === undefined) return "date";
@@ -141,9 +136,7 @@ function progressLine(tty: boolean): (p: MigrateProgress) => void {
     writeErr(
       `\r\x1b[K${
         p.phase === "read" ? "reading" : p.phase === "write" ? "writing" : "renaming"
-      } ${pct}% · ${p.records.toLocaleString("en-US")} records · ${
-        p.rejects.toLocaleString("en-US")
-      } rejects`,
+      } ${pct}% · ${counted(p.records, "record")} · ${counted(p.rejects, "reject")}`,
     );
   };
 }
@@ -152,14 +145,15 @@ function printSummary(summary: MigrateSummary): void {
   const n = (x: number) => x.toLocaleString("en-US");
   const verb = summary.dryRun ? "would migrate" : "migrated";
   console.log(
-    `${verb} ${n(summary.records)} records from ${
-      Object.keys(summary.collections).length
-    } collections into ${summary.files.length} site files in ${
+    `${verb} ${counted(summary.records, "record")} from ${
+      counted(Object.keys(summary.collections).length, "collection")
+    } into ${counted(summary.files.length, "site file")} in ${
       (summary.elapsedMs / 1000).toFixed(1)
     } s (${n(Math.round(summary.recordsPerSecond))} records/s)`,
   );
+  // Collection and file names come from the input: printable only (docs/cli.md).
   for (const [collection, count] of Object.entries(summary.collections)) {
-    console.log(`  ${collection}: ${n(count)}`);
+    console.log(`  ${printable(collection)}: ${n(count)}`);
   }
   if (summary.files.length > 0) {
     const first = summary.files[0]!.name, last = summary.files.at(-1)!.name;
@@ -168,16 +162,18 @@ function printSummary(summary: MigrateSummary): void {
   if (summary.groupBy === "night") console.log("  grouped by local-noon night");
   if (summary.replaced.length > 0) {
     console.log(
-      `  ${summary.dryRun ? "would replace" : "replaced"}: ${summary.replaced.length} files`,
+      `  ${summary.dryRun ? "would replace" : "replaced"}: ${
+        counted(summary.replaced.length, "file")
+      }`,
     );
   }
   if (summary.conflicts.length > 0) {
     console.log(
-      `  conflicts: ${summary.conflicts.length} ${
-        summary.conflicts.length === 1 ? "file already exists" : "files already exist"
+      `  conflicts: ${
+        counted(summary.conflicts.length, "file already exists", "files already exist")
       }; a real run refuses unless --force:`,
     );
-    for (const path of summary.conflicts) console.log(`    ${path}`);
+    for (const path of summary.conflicts) console.log(`    ${printable(path)}`);
   }
   console.log(
     `  rejects: ${n(summary.rejects)}${

@@ -10,7 +10,6 @@
  * @module
  */
 
-// deno-lint-ignore-file no-console
 import {
   client,
   clientFailure,
@@ -21,6 +20,7 @@ import {
   parse,
   parseJsonObject,
   printHelp,
+  printJson,
   UsageError,
 } from "./common.ts";
 import type { EventInput } from "../client/client.ts";
@@ -72,7 +72,7 @@ export async function postCommand(args: string[]): Promise<number> {
   if (values.file !== undefined) return await postFile(values.file, values, positionals);
   if (positionals.length !== 1) {
     throw new UsageError(
-      positionals.length === 0 ? "missing TYPE, e.g. 'post weather'" : "expected one TYPE",
+      positionals.length === 0 ? "missing TYPE, e.g. 'post weather'" : extraArguments(positionals),
       "post",
     );
   }
@@ -95,7 +95,7 @@ export async function postCommand(args: string[]): Promise<number> {
       ...(values.ephemeral ? { storePermanently: false } : {}),
       ...(values["no-current"] ? { makeCurrent: false } : {}),
     });
-    console.log(JSON.stringify(event));
+    printJson(JSON.stringify(event));
   } catch (err) {
     if (err instanceof TypeError) throw new UsageError(err.message, "post");
     throw clientFailure(err, conn);
@@ -162,7 +162,7 @@ async function postFile(
     }
     throw clientFailure(err, conn);
   }
-  console.log(events.map((event) => JSON.stringify(event)).join("\n"));
+  printJson(events.map((event) => JSON.stringify(event)).join("\n"));
   return 0;
 }
 
@@ -240,4 +240,17 @@ function toInput(
 /** An error's message on one line. */
 function oneLine(err: unknown): string {
   return (err instanceof Error ? err.message : String(err)).replace(/\r?\n/g, "\\n");
+}
+
+/**
+ * The usage error for more than one positional argument: data given as an argument gets the flag
+ * it belongs to (docs/cli.md).
+ */
+function extraArguments(positionals: readonly string[]): string {
+  const extra = positionals[1]!;
+  if (/^\s*[{[]/.test(extra)) {
+    return `expected one TYPE, got ${positionals.length} arguments; pass the data with --data, ` +
+      `e.g. post ${positionals[0]} --data '${extra.length > 40 ? '{"wind_mps": 2.1}' : extra}'`;
+  }
+  return `expected one TYPE, got ${positionals.length} arguments ("${extra}" too); data goes in --data`;
 }

@@ -5,11 +5,10 @@
  *
  * @example Usage
  * ```ts
- * import { csvField, dataField } from "./read.ts";
+ * import { dataValue } from "./read.ts";
  * import assert from "node:assert/strict";
  *
- * assert.equal(csvField('say "hi", then go'), '"say ""hi"", then go"');
- * assert.equal(dataField({ wind: { mps: 2.1 } }, "wind.mps"), "2.1");
+ * assert.equal(dataValue({ wind: { mps: 2.1 } }, "wind.mps"), 2.1);
  * ```
  *
  * @module
@@ -24,6 +23,10 @@ import {
   RunNotFoundError,
 } from "../store/history.ts";
 import { RUN_ID_PATTERN } from "../store/layout.ts";
+import { readSiteIdentity } from "../store/site_identity.ts";
+import { StorageError } from "../core/errors.ts";
+import { csvRow, type CsvValue } from "../wire/csv.ts";
+import { printable, terminalJson } from "../wire/terminal_text.ts";
 import { DEFAULT_SITE_DIR } from "./flags.ts";
 import { Failure, HELP_OPTION, parse, printHelp, UsageError } from "./common.ts";
 
@@ -40,54 +43,37 @@ Options:
   --run RUN_ID         Read that run's stream instead of the site stream
   --format F           ndjson | csv | table [default ndjson]
   --fields A,B.C       Data fields for csv and table (dotted for nested) [default: all data]
+  --tz ZONE            IANA zone of night dates [env OBS_TELEMETRY_TZ, default the zone
+                       the site records in (its .site.json), else the system zone]
   -h, --help           Show this help
 
 T is ISO 8601 with a zone (2026-05-10T03:00:00Z), a night's date (2026-05-10: from
-that date's local noon in the site zone, env OBS_TELEMETRY_TZ, default system zone)
-or a duration back from now (90m, 12h, 7d).
+that date's local noon in the zone above) or a duration back from now (90m, 12h, 7d).
 `;
 
 const FORMATS = ["ndjson", "csv", "table"] as const;
 type Format = typeof FORMATS[number];
 
 /**
- * Quotes a CSV field as RFC 4180 asks: in double quotes, with quotes doubled, when it holds a
- * comma, a quote, CR or LF (or starts or ends with a space, which some readers trim).
- *
- * @param value The field's text.
- * @returns The field as written in the file.
- *
- * @example Usage
- * ```ts
- * import { csvField } from "./read.ts";
- * import assert from "node:assert/strict";
- *
- * assert.equal(csvField("plain"), "plain");
- * assert.equal(csvField("a\nb"), '"a\nb"');
- * ```
- */
-export function csvField(value: string): string {
-  return /[",\r\n]|^ | $/.test(value) ? `"${value.replaceAll('"', '""')}"` : value;
-}
-
-/**
- * One field of `data` as text: a dotted path walks into nested objects; a string as it is,
- * another value as JSON, a missing one as the empty text.
+ * One field of `data`: a dotted path walks into nested objects; a string, number, boolean or
+ * null as it is, an object or array as JSON text, a missing one as the empty text. CSV writes a
+ * number as the number it is, never as text (docs/history.md, "CSV").
  *
  * @param data The event's `data`.
  * @param path For example `"wind.mps"`.
- * @returns The text of the field.
+ * @returns The field's value.
  *
  * @example Usage
  * ```ts
- * import { dataField } from "./read.ts";
+ * import { dataValue } from "./read.ts";
  * import assert from "node:assert/strict";
  *
- * assert.equal(dataField({ a: { b: [1, 2] } }, "a.b"), "[1,2]");
- * assert.equal(dataField({ a: 1 }, "a.b"), "");
+ * assert.equal(dataValue({ a: { b: [1, 2] } }, "a.b"), "[1,2]");
+ * assert.equal(dataValue({ a: -3.5 }, "a"), -3.5);
+ * assert.equal(dataValue({ a: 1 }, "a.b"), "");
  * ```
  */
-export function dataField(data: unknown, path: string): string {
+export function dataValue(data: unknown, path: string): CsvValue {
   let value: unknown = data;
   for (const key of path.split(".")) {
     if (typeof value !== "object" || value === null || Array.isArray(value)) return "";
@@ -95,7 +81,10 @@ export function dataField(data: unknown, path: string): string {
     value = (value as Record<string, unknown>)[key];
   }
   if (value === undefined || value === null) return "";
-  return typeof value === "string" ? value : JSON.stringify(value);
+  if (typeof value === "string" || typeof value === "number" || typeof value === "boolean") {
+    return value;
+  }
+  return JSON.stringify(value);
 }
 
 /**
@@ -137,26 +126,20 @@ class Output {
   }
 }
 
-interface Row {
-  seq: string;
-  ts: string;
-  type: string;
-  fields: string[];
-}
-
-function toRow(line: string, fields: readonly string[] | undefined): Row | undefined {
+/** A stored line as the cells of a csv or table row: seq, ts, type, then the data fields. */
+function toCells(line: string, fields: readonly string[] | undefined): CsvValue[] | undefined {
   let value: { seq?: unknown; ts?: unknown; type?: unknown; data?: unknown };
   try {
     value = JSON.parse(line);
   } catch {
     return undefined;
   }
-  return {
-    seq: String(value.seq ?? ""),
-    ts: String(value.ts ?? ""),
-    type: String(value.type ?? ""),
-    fields: fields ? fields.map((f) => dataField(value.data, f)) : [JSON.stringify(value.data)],
-  };
+  return [
+    typeof value.seq === "number" ? value.seq : String(value.seq ?? ""),
+    String(value.ts ?? ""),
+    String(value.type ?? ""),
+    ...(fields ? fields.map((f) => dataValue(value.data, f)) : [JSON.stringify(value.data)]),
+  ];
 }
 
 /** A table streamed in blocks: the first rows set the column widths. */
@@ -171,8 +154,9 @@ class TableWriter {
     this.#headers = headers;
   }
 
-  async row(cells: string[]): Promise<void> {
-    const shown = cells.map((c) => c.replace(/[\r\n\t]/g, " "));
+  async row(cells: readonly CsvValue[]): Promise<void> {
+    // A table is for a terminal: no cell may carry a control character (docs/cli.md).
+    const shown = cells.map((c) => printable(typeof c === "string" ? c : String(c)));
     if (this.#widths) return await this.#out.write(this.#format(shown));
     this.#pending.push(shown);
     if (this.#pending.length >= 200) await this.end();
@@ -180,7 +164,7 @@ class TableWriter {
 
   async end(): Promise<void> {
     if (this.#widths) return;
-    const rows = [this.#headers, ...this.#pending];
+    const rows = [this.#headers.map(printable), ...this.#pending];
     this.#widths = this.#headers.map((_, i) =>
       Math.min(60, Math.max(...rows.map((r) => r[i]?.length ?? 0)))
     );
@@ -218,22 +202,24 @@ export async function readCommand(args: string[]): Promise<number> {
     run: { type: "string" },
     format: { type: "string" },
     fields: { type: "string" },
+    tz: { type: "string" },
   }, true);
   if (values.help) return printHelp(READ_HELP);
   checkTypes(positionals);
   const format = formatOf(values.format);
   const fields = fieldsOf(values.fields, format);
   const siteDir = values["site-dir"] ?? readEnv("OBS_TELEMETRY_SITE_DIR") ?? DEFAULT_SITE_DIR;
-  const timeZone = siteTimeZone();
-  const { since, until } = timeBounds(values.since, values.until, timeZone);
+  const chosenZone = chosenTimeZone(values.tz);
   if (values.run !== undefined && !RUN_ID_PATTERN.test(values.run)) {
     throw new UsageError(
       `--run "${values.run}" is not a run id; a run id matches ${RUN_ID_PATTERN.source}`,
       "read",
     );
   }
-  const options = { types: positionals, since, until, run: values.run, timeZone };
   await checkSiteDir(siteDir);
+  const timeZone = chosenZone ?? await recordedTimeZone(siteDir);
+  const { since, until } = timeBounds(values.since, values.until, timeZone);
+  const options = { types: positionals, since, until, run: values.run, timeZone };
   return await printEvents(siteDir, options, format, fields);
 }
 
@@ -273,20 +259,40 @@ function fieldsOf(value: string | undefined, format: Format): string[] | undefin
   return fields;
 }
 
-/** `OBS_TELEMETRY_TZ`, checked; `undefined` means the system zone. */
-function siteTimeZone(): string | undefined {
-  const timeZone = readEnv("OBS_TELEMETRY_TZ");
+/**
+ * The zone `--tz` or `OBS_TELEMETRY_TZ` names, checked; `undefined` when neither does (the site's
+ * recorded zone then decides, docs/history.md).
+ */
+function chosenTimeZone(flag: string | undefined): string | undefined {
+  const timeZone = flag ?? readEnv("OBS_TELEMETRY_TZ");
   if (timeZone !== undefined) {
     try {
       Temporal.Now.zonedDateTimeISO(timeZone);
     } catch {
+      const source = flag !== undefined ? "--tz" : "OBS_TELEMETRY_TZ";
       throw new UsageError(
-        `OBS_TELEMETRY_TZ "${timeZone}" is not an IANA zone such as "UTC"`,
+        `${source} "${timeZone}" is not an IANA zone such as "UTC" or "America/Santiago"`,
         "read",
       );
     }
   }
   return timeZone;
+}
+
+/**
+ * The zone the site records its nights in, from `<site_dir>/.site.json`; `undefined` (the
+ * system zone) for a site that has none yet. A night date means that site's night wherever the
+ * files are read.
+ */
+async function recordedTimeZone(siteDir: string): Promise<string | undefined> {
+  try {
+    return (await readSiteIdentity(siteDir))?.zone;
+  } catch (err) {
+    if (err instanceof StorageError) {
+      throw new Failure(`${err.message}; or name the zone with --tz`);
+    }
+    throw err;
+  }
 }
 
 /** `--since` and `--until` as epoch milliseconds, both against the same "now". */
@@ -346,15 +352,22 @@ async function printEvents(
     : undefined;
   try {
     const lines = readHistoryLines(siteDir, options);
-    if (format === "csv") await out.write(headers.map(csvField).join(",") + "\r\n");
+    if (format === "csv") await out.write(csvRow(headers));
+    // The lines exactly as stored, except on a terminal: there the same JSON values, with C1
+    // and the other characters JSON leaves raw escaped (docs/cli.md).
+    const tty = Deno.stdout.isTerminal();
+    const asLine = tty ? terminalJson : (line: string) => line;
+    // CSV cells too: a file gets them exact, a terminal gets them printable.
+    const asCells = tty
+      ? (cells: CsvValue[]) => cells.map((c) => typeof c === "string" ? printable(c) : c)
+      : (cells: CsvValue[]) => cells;
     for await (const line of lines) {
-      if (format === "ndjson") await out.write(line + "\n");
+      if (format === "ndjson") await out.write(asLine(line) + "\n");
       else {
-        const row = toRow(line, fields);
-        if (!row) continue;
-        const cells = [row.seq, row.ts, row.type, ...row.fields];
+        const cells = toCells(line, fields);
+        if (!cells) continue;
         if (table) await table.row(cells);
-        else await out.write(cells.map(csvField).join(",") + "\r\n");
+        else await out.write(csvRow(asCells(cells)));
       }
       if (out.closed) return 0;
     }

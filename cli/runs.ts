@@ -29,13 +29,16 @@ import {
   connection,
   CONNECTION_HELP,
   CONNECTION_OPTIONS,
+  counted,
   Failure,
   HELP_OPTION,
   parse,
   parseJsonObject,
   printHelp,
+  printJson,
   UsageError,
 } from "./common.ts";
+import { printable } from "../wire/terminal_text.ts";
 
 /** The `--help` text of `start-run`. */
 export const START_RUN_HELP: string = `Usage: obs-utils telemetry start-run [RUN_ID] [options]
@@ -96,9 +99,12 @@ export function runLine(run: RunRecord): string {
     ? `active since ${run.started_at}`
     : `started ${run.started_at}, stopped ${run.stopped_at}`;
   const target = targetOf(run);
-  return `run ${run.run_id} ${when}, ${run.events} event${
-    run.events === 1 ? "" : "s"
-  }, dir ${run.run_dir}${target === "" ? "" : `, target ${target}`}`;
+  // run_id, run_dir and meta come from the service or the run log: printable only (docs/cli.md).
+  return printable(
+    `run ${run.run_id} ${when}, ${counted(run.events, "event")}, dir ${run.run_dir}${
+      target === "" ? "" : `, target ${target}`
+    }`,
+  );
 }
 
 /** `meta.target` for display, or "". */
@@ -152,12 +158,6 @@ export function renderRuns(runs: readonly RunRecord[]): string {
   ).join("\n");
 }
 
-/** A cell without control characters, which would break the table or the terminal. */
-function printable(text: string): string {
-  // deno-lint-ignore no-control-regex -- the point is to find them
-  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, "?");
-}
-
 /**
  * Runs `obs-utils telemetry start-run`.
  *
@@ -208,7 +208,8 @@ export async function startRunCommand(args: string[]): Promise<number> {
     }
     throw clientFailure(err, conn);
   }
-  console.log(values.json ? JSON.stringify(run) : runLine(run));
+  if (values.json) printJson(JSON.stringify(run));
+  else console.log(runLine(run));
   return 0;
 }
 
@@ -242,7 +243,8 @@ export async function stopRunCommand(args: string[]): Promise<number> {
     }
     throw clientFailure(err, conn);
   }
-  console.log(values.json ? JSON.stringify(run) : runLine(run));
+  if (values.json) printJson(JSON.stringify(run));
+  else console.log(runLine(run));
   return 0;
 }
 
@@ -296,11 +298,11 @@ export async function runsCommand(args: string[]): Promise<number> {
   }
   await countActiveEvents(siteDir, log.runs);
   if (values.json) {
-    console.log(JSON.stringify(log.runs));
+    printJson(JSON.stringify(log.runs));
     return 0;
   }
   if (log.runs.length === 0) {
-    console.log(`no runs recorded in ${siteDir}`);
+    console.log(printable(`no runs recorded in ${siteDir}`));
     return 0;
   }
   console.log(renderRuns(log.runs));

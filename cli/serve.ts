@@ -16,10 +16,19 @@ import { ListenerError } from "../http/listener.ts";
 import { type ServerHandle, startServer } from "../http/serve.ts";
 import { errorText, SiteInUseError } from "../core/errors.ts";
 import { TypesFileError } from "../core/types_registry.ts";
-import { DEFAULT_HOST, DEFAULT_PORT } from "../wire/address.ts";
+import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl } from "../wire/address.ts";
 import { ServiceLog } from "../core/log.ts";
 import { resolveRunFlags, runFlagHelp, type RunFlagValues, runParseOptions } from "./flags.ts";
-import { Failure, HELP_OPTION, parse, permissionHint, printHelp, UsageError } from "./common.ts";
+import { portHolder } from "./port_holder.ts";
+import {
+  counted,
+  Failure,
+  HELP_OPTION,
+  parse,
+  permissionHint,
+  printHelp,
+  UsageError,
+} from "./common.ts";
 
 /** The `--help` text of `run`; the options are the rows of the flag table. */
 export const RUN_HELP: string = `Usage: obs-utils telemetry run [options]
@@ -177,6 +186,7 @@ async function start(
       onRejected: (rejection) => log.rejection(rejection),
     });
   } catch (err) {
+    if (err instanceof Deno.errors.AddrInUse) throw new Failure(await portInUse(hostname, port));
     throw new Failure(startupFailure(err, { siteDir, hostname, port }));
   }
 }
@@ -210,7 +220,9 @@ async function serve(
   const resumed = server.service.run;
   if (resumed) {
     log.info(
-      `resumed run ${resumed.run_id} (started ${resumed.started_at}, ${resumed.events} events)`,
+      `resumed run ${resumed.run_id} (started ${resumed.started_at}, ${
+        counted(resumed.events, "event")
+      })`,
     );
   }
   warnings.release();
@@ -302,9 +314,6 @@ function startupFailure(
   if (err instanceof SiteInUseError) return siteInUse(err);
   if (err instanceof ConfigError) return err.message;
   if (err instanceof TypesFileError) return err.message;
-  if (err instanceof Deno.errors.AddrInUse) {
-    return `Cannot listen on ${ctx.hostname}:${ctx.port}: the port is in use; stop the other server ('obs-utils telemetry stop --port ${ctx.port}') or choose another --port`;
-  }
   if (err instanceof Deno.errors.NotCapable) return permissionHint(err);
   if (err instanceof Deno.errors.PermissionDenied) {
     return `Cannot use site directory ${ctx.siteDir}: the operating system denied access (${
@@ -324,4 +333,23 @@ function startupFailure(
   }
   if (err instanceof RangeError) return err.message;
   return `Cannot start the telemetry service: ${err instanceof Error ? err.message : String(err)}`;
+}
+
+/**
+ * "The port is in use", saying what holds it (docs/cli.md): a telemetry service gets the `stop`
+ * command that reaches it; another program gets no advice that cannot work on it.
+ */
+async function portInUse(hostname: string, port: number): Promise<string> {
+  const where = `Cannot listen on ${hostForUrl(hostname)}:${port}: the port is in use`;
+  // A wildcard bind collides with a program on any address; ask it on the loopback one.
+  const asked = hostname === "0.0.0.0" ? "127.0.0.1" : hostname === "::" ? "::1" : hostname;
+  const holder = await portHolder(`http://${hostForUrl(asked)}:${port}`);
+  if (holder.kind === "telemetry") {
+    const stop = stopCommand(`http://${hostForUrl(asked)}:${port}`);
+    return `${where} by another telemetry service; stop it with '${stop}' or choose another --port`;
+  }
+  if (holder.kind === "other") {
+    return `${where} by another program, not a telemetry service (it answered HTTP ${holder.status}); choose another --port or stop that program`;
+  }
+  return `${where} by another program that does not answer as a telemetry service; choose another --port or stop that program`;
 }

@@ -25,6 +25,7 @@ import {
   printHelp,
   tokenAdvice,
 } from "./common.ts";
+import { isTelemetryRefusal, notTelemetry } from "./port_holder.ts";
 
 /** The `--help` text of `stop`. */
 export const STOP_HELP: string = `Usage: obs-utils telemetry stop [options]
@@ -66,13 +67,24 @@ export async function stopCommand(args: string[]): Promise<number> {
     : parseSeconds(values.timeout, "--timeout", "stop");
   const api = client(conn, 2000);
   // Asked before the shutdown: a run that stays active resumes at the next start (docs/cli.md).
-  const activeRun = await api.ready().then((r) => r.run_active ? r.run_id : null, () => null);
+  // The answer also tells whether a telemetry service is there at all: another program on the
+  // port must hear no POST /shutdown, and the operator must hear what it is.
+  let activeRun: string | null = null;
+  try {
+    const ready = await api.ready();
+    activeRun = ready.run_active ? ready.run_id : null;
+  } catch (err) {
+    if (!(err instanceof TelemetryConnectionError) && !isTelemetryRefusal(err)) {
+      throw new Failure(notTelemetry(conn.baseUrl));
+    }
+  }
   try {
     await api.shutdown();
   } catch (err) {
     if (err instanceof TelemetryConnectionError) {
       throw new Failure(`No telemetry service answers at ${conn.baseUrl}; nothing to stop`);
     }
+    if (!isTelemetryRefusal(err)) throw new Failure(notTelemetry(conn.baseUrl));
     if (err instanceof TelemetryHttpError && err.status === 401) {
       throw new Failure(tokenAdvice(conn));
     }

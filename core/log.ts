@@ -19,6 +19,8 @@
  * @module
  */
 
+import { printable } from "../wire/terminal_text.ts";
+
 /** How a log line is written: `text` (timestamp, level, message) or `json` (one object). */
 export type LogFormat = "text" | "json";
 
@@ -157,13 +159,8 @@ export class RateLimiter {
   }
 }
 
-// deno-lint-ignore no-control-regex
-const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g;
-
 /** One text line stays one line: control characters are shown escaped, never printed raw. */
-function oneLine(text: string): string {
-  return text.replace(CONTROL, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
-}
+const oneLine = printable;
 
 function fieldText(value: string | number | boolean | null): string {
   if (typeof value !== "string") return String(value);

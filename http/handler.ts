@@ -281,6 +281,10 @@ class Dispatcher {
     // reasons are in the body, and a warn line per poll would bury the real rejections.
     if (read && status === 404 && route === CURRENT_TYPE_ROUTE) return;
     if (read && status === 503 && route === CHECK_ROUTE) return;
+    // The 503s of a shutdown that was asked for are the service's own state, not a client's
+    // fault: `stop` polls until the port closes, and a clean stop logs no warning
+    // (docs/operations.md, "Logs").
+    if (status === 503 && this.#stopping()) return;
     try {
       this.#onRejected?.({
         method: req.method,

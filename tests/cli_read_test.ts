@@ -100,7 +100,8 @@ Deno.test("read --format table aligns columns and keeps each event on one line",
     "SEQ  TS                        TYPE     NOTE\n" +
       '1    2026-05-10T13:00:00.000Z  weather  gusts, "strong"\n' +
       "2    2026-05-10T14:00:00.000Z  status\n" +
-      "3    2026-05-10T15:00:00.000Z  weather  two lines\n",
+      // A line break is shown as its escape: one event, one line, nothing hidden (docs/cli.md).
+      "3    2026-05-10T15:00:00.000Z  weather  two\\u000alines\n",
   );
 });
 

@@ -337,7 +337,7 @@ Deno.test({
     assert.equal(stderr, "");
     assert.match(
       new TextDecoder().decode(out.stdout),
-      /info forwarder stopped after sending 1 events/,
+      /info forwarder stopped after sending 1 event;/,
     );
   },
 });
