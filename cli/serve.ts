@@ -19,7 +19,8 @@ import { TypesFileError } from "../core/types_registry.ts";
 import { DEFAULT_HOST, DEFAULT_PORT } from "../wire/address.ts";
 import { ServiceLog } from "../core/log.ts";
 import { resolveRunFlags, runFlagHelp, type RunFlagValues, runParseOptions } from "./flags.ts";
-import { Failure, HELP_OPTION, parse, permissionHint, printHelp, UsageError } from "./common.ts";
+import { Failure, HELP_OPTION, parse, printHelp, UsageError } from "./common.ts";
+import { permissionAdvice } from "./permissions.ts";
 
 /** The `--help` text of `run`; the options are the rows of the flag table. */
 export const RUN_HELP: string = `Usage: obs-utils telemetry run [options]
@@ -305,7 +306,7 @@ function startupFailure(
   if (err instanceof Deno.errors.AddrInUse) {
     return `Cannot listen on ${ctx.hostname}:${ctx.port}: the port is in use; stop the other server ('obs-utils telemetry stop --port ${ctx.port}') or choose another --port`;
   }
-  if (err instanceof Deno.errors.NotCapable) return permissionHint(err);
+  if (err instanceof Deno.errors.NotCapable) return permissionAdvice(err);
   if (err instanceof Deno.errors.PermissionDenied) {
     return `Cannot use site directory ${ctx.siteDir}: the operating system denied access (${
       (err as Error).message
