@@ -319,3 +319,104 @@ Deno.test("the launcher leaves help, other commands and bad flags to the command
     "1",
   ]);
 });
+
+/**
+ * Environment of a machine without network: this Deno cache and no way to any registry (the
+ * registry's address is kept when the cache was filled from it: Deno files packages under it).
+ */
+function offlineEnv(denoDir: string, keepRegistry = false): Record<string, string> {
+  const nowhere = "http://127.0.0.1:9";
+  return {
+    DENO_DIR: denoDir,
+    ...(keepRegistry ? {} : { NPM_CONFIG_REGISTRY: `${nowhere}/` }),
+    HTTPS_PROXY: nowhere,
+    HTTP_PROXY: nowhere,
+    NO_PROXY: "",
+    NO_COLOR: "1",
+  };
+}
+
+/** Runs `deno task cli -- telemetry ...args` in the checkout. */
+function cliTask(args: string[], env: Record<string, string>): Promise<Deno.CommandOutput> {
+  return new Deno.Command("deno", {
+    args: ["task", "cli", "--", "telemetry", ...args],
+    cwd: ROOT,
+    env,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+}
+
+Deno.test({
+  name:
+    "every command's --help, forward's and archive's too, works with an empty DENO_DIR and no network",
+  ignore: skip !== undefined,
+  async fn() {
+    await using cache = await tempDir("obs-telemetry-deno-dir-");
+    const commands = ["run", "stop", "current", "post", "read", "runs", "check", "migrate"];
+    for (const command of [...commands, "forget", "start-run", "stop-run", "forward", "archive"]) {
+      const out = await cliTask([command, "--help"], offlineEnv(cache.path));
+      const stdout = decoder.decode(out.stdout);
+      assert.equal(out.code, 0, `${command} --help: ${decoder.decode(out.stderr)}`);
+      assert.match(stdout, new RegExp(`^Usage: obs-utils telemetry ${command}\\b`), command);
+    }
+  },
+});
+
+Deno.test({
+  name: "forward on a machine that never ran deno task cache stops with one line naming it",
+  ignore: skip !== undefined,
+  async fn() {
+    await using cache = await tempDir("obs-telemetry-deno-dir-");
+    await using site = await tempDir();
+    const out = await cliTask(
+      ["forward", "--status", "--site-dir", site.path],
+      offlineEnv(cache.path),
+    );
+    assert.equal(out.code, 1);
+    const lines = decoder.decode(out.stderr).split("\n").filter((l) => l.startsWith("error"));
+    assert.equal(lines.length, 1, decoder.decode(out.stderr));
+    assert.match(lines[0]!, /run 'deno task cache' once on a machine with network access/);
+  },
+});
+
+/** Why the npm registry cannot be reached from here, or `undefined`. */
+async function registrySkip(): Promise<string | undefined> {
+  const registry = Deno.env.get("NPM_CONFIG_REGISTRY") ?? "https://registry.npmjs.org/";
+  try {
+    const res = await fetch(new URL("postgres", registry), { signal: AbortSignal.timeout(5000) });
+    await res.body?.cancel();
+    return res.ok ? undefined : `skipping: the npm registry answered ${res.status}`;
+  } catch (err) {
+    return `skipping: the npm registry is unreachable (${(err as Error).message})`;
+  }
+}
+
+Deno.test({
+  name: "after deno task cache, forward works with the network gone",
+  ignore: skip !== undefined,
+  async fn() {
+    const reason = await registrySkip();
+    if (reason) {
+      // deno-lint-ignore no-console
+      console.log(`launch_test: ${reason}`);
+      return;
+    }
+    await using cache = await tempDir("obs-telemetry-deno-dir-");
+    await using site = await tempDir();
+    const cached = await new Deno.Command("deno", {
+      args: ["task", "cache"],
+      cwd: ROOT,
+      env: { DENO_DIR: cache.path, NO_COLOR: "1" },
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.ok(cached.success, decoder.decode(cached.stderr));
+    const out = await cliTask(
+      ["forward", "--status", "--site-dir", site.path],
+      offlineEnv(cache.path, true),
+    );
+    assert.equal(out.code, 0, decoder.decode(out.stderr));
+    assert.match(decoder.decode(out.stdout), /no forwarding cursor/);
+  },
+});
