@@ -8,7 +8,9 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
+import denoJson from "../deno.json" with { type: "json" };
 import { freePort, tempDir } from "./_util.ts";
+import { DEFAULT_HOST, DEFAULT_PORT } from "../wire/address.ts";
 import { RUN_FLAGS } from "../cli/flags.ts";
 import { LAUNCHED_ENV, runPermissionFlags } from "../cli/permissions.ts";
 import { launchArgs, withoutTaskSeparator } from "../cli/launch.ts";
@@ -418,5 +420,70 @@ Deno.test({
     );
     assert.equal(out.code, 0, decoder.decode(out.stderr));
     assert.match(decoder.decode(out.stdout), /no forwarding cursor/);
+  },
+});
+
+Deno.test("the compile tasks carry exactly the derived permissions of run's defaults over ./telemetry", () => {
+  for (const task of ["compile", "compile:x86_64", "compile:aarch64"]) {
+    const words = (denoJson.tasks as Record<string, string>)[task]!.split(/\s+/);
+    assert.deepEqual(
+      words.filter((w) => w.startsWith("--allow-")),
+      runPermissionFlags({ siteDir: "./telemetry", host: DEFAULT_HOST, port: DEFAULT_PORT }),
+      task,
+    );
+  }
+});
+
+/** Whether the default port is free on this machine right now. */
+function defaultPortFree(): boolean {
+  try {
+    Deno.listen({ hostname: "127.0.0.1", port: DEFAULT_PORT }).close();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+Deno.test({
+  name: "deno run with the compile task's permission flags serves run's defaults",
+  ignore: skip !== undefined,
+  async fn() {
+    if (!defaultPortFree()) {
+      // deno-lint-ignore no-console
+      console.log(`launch_test: skipping: port ${DEFAULT_PORT} is in use (the binary's default)`);
+      return;
+    }
+    await using cwd = await tempDir();
+    const words = denoJson.tasks.compile.split(/\s+/);
+    const child = new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--no-prompt",
+        ...words.filter((w) => w.startsWith("--allow-") || w.startsWith("--v8-flags")),
+        join(ROOT, "cli.ts"),
+        "telemetry",
+        "run",
+      ],
+      cwd: cwd.path,
+      env: { NO_COLOR: "1" },
+      stdout: "null",
+      stderr: "piped",
+    }).spawn();
+    const stderr = new Response(child.stderr).text();
+    const url = `http://localhost:${DEFAULT_PORT}`;
+    try {
+      await waitHealthy(url, child);
+    } catch (err) {
+      try {
+        child.kill("SIGKILL");
+      } catch {
+        // already gone
+      }
+      await child.status;
+      throw new Error(`${(err as Error).message}: ${await stderr}`);
+    }
+    assert.equal(await shutdown(url, child), 0);
+    await stderr;
+    assert.ok((await Deno.stat(join(cwd.path, "telemetry", ".site.json"))).isFile);
   },
 });
