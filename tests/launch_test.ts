@@ -487,3 +487,32 @@ Deno.test({
     assert.ok((await Deno.stat(join(cwd.path, "telemetry", ".site.json"))).isFile);
   },
 });
+
+Deno.test({
+  name: "Ctrl-C on deno task start stops the service once, gracefully, and the task exits 0",
+  ignore: skip !== undefined,
+  async fn() {
+    await using site = await tempDir();
+    const port = freePort();
+    // A process group of its own, as a terminal gives the foreground job; Ctrl-C signals all of it.
+    const child = new Deno.Command("deno", {
+      args: ["task", "start", "--", "--port", String(port), "--site-dir", site.path],
+      cwd: ROOT,
+      env: { NO_COLOR: "1" },
+      stdout: "piped",
+      stderr: "piped",
+      detached: true,
+    }).spawn();
+    const output = Promise.all([
+      new Response(child.stdout).text(),
+      new Response(child.stderr).text(),
+    ]);
+    await waitHealthy(`http://localhost:${port}`, child);
+    Deno.kill(-child.pid, "SIGINT");
+    const status = await child.status;
+    const [stdout, stderr] = await output;
+    assert.equal(status.code, 0, stderr);
+    assert.match(stdout, /telemetry service stopped; all files flushed and closed/);
+    assert.doesNotMatch(stderr, /second signal/);
+  },
+});
