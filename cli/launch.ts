@@ -88,6 +88,9 @@ export function launchArgs(
   ];
 }
 
+/** How long after a signal passed on the same keypress may still arrive, in ms. */
+const REPEAT_MS = 1000;
+
 /** The Deno to start: this one when allowed, else `deno` on the PATH (`--allow-run=deno`). */
 function denoCommand(): string {
   const self = Deno.execPath();
@@ -99,7 +102,8 @@ function denoCommand(): string {
 /**
  * Runs the service as a child with its scoped permissions, until it exits. The child has a
  * process group of its own, so a Ctrl-C reaches it once, through this process: the service
- * takes a second signal as "exit now" (docs/operations.md).
+ * takes a second signal as "exit now" (docs/operations.md). A signal within a second of the one
+ * passed on is the same Ctrl-C and is not passed on again.
  *
  * @param args The `deno` arguments from {@linkcode launchArgs}.
  * @returns The child's exit code.
@@ -119,8 +123,15 @@ export async function launch(args: readonly string[]): Promise<number> {
     // A closed terminal ends the service as a SIGTERM would.
     ["SIGHUP", "SIGTERM"],
   ];
+  // One Ctrl-C reaches this process twice, from the terminal and relayed by `deno task`; under
+  // load the two are not merged. The service takes a second signal as "exit now", so only a
+  // signal that comes a while after the last one passed on is a second one.
+  let lastSent = -Infinity;
   const listeners = forward.map(([heard, sent]) => {
     const listener = () => {
+      const now = performance.now();
+      if (now - lastSent < REPEAT_MS) return;
+      lastSent = now;
       try {
         child.kill(sent);
       } catch {

@@ -26,7 +26,8 @@ export const SERVICE_V8_FLAGS: readonly string[] = ["--v8-flags=--max-semi-space
 /**
  * The scoped Deno permission flags for a server on `host:port` over `siteDir` (docs/cli.md):
  * net for that one address, read and write for the site directory (and any run roots), and the
- * `OBS_TELEMETRY_*` variables. Nothing more.
+ * `OBS_TELEMETRY_*` variables. Nothing more. The same derivation from the `run` flag table as
+ * the launcher's and `spawnServer()`'s (docs/cli.md#permissions).
  *
  * @param options Where the server listens and stores.
  * @returns Flags for `deno run` or `deno compile`.

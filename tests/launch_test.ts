@@ -489,7 +489,8 @@ Deno.test({
 });
 
 Deno.test({
-  name: "Ctrl-C on deno task start stops the service once, gracefully, and the task exits 0",
+  name:
+    "a Ctrl-C that reaches deno task start twice (terminal and relay) stops the service once, gracefully, with exit 0",
   ignore: skip !== undefined,
   async fn() {
     await using site = await tempDir();
@@ -509,6 +510,14 @@ Deno.test({
     ]);
     await waitHealthy(`http://localhost:${port}`, child);
     Deno.kill(-child.pid, "SIGINT");
+    // The same keypress as `deno task` relays it on a loaded machine: a moment later, not merged
+    // with the first, while the service is still shutting down (unless it is already gone).
+    await new Promise((r) => setTimeout(r, 20));
+    try {
+      Deno.kill(-child.pid, "SIGINT");
+    } catch (err) {
+      if (!(err instanceof Deno.errors.NotFound)) throw err;
+    }
     const status = await child.status;
     const [stdout, stderr] = await output;
     assert.equal(status.code, 0, stderr);
