@@ -11,7 +11,7 @@ import { join } from "node:path";
 import denoJson from "../deno.json" with { type: "json" };
 import { freePort, tempDir } from "./_util.ts";
 import { DEFAULT_HOST, DEFAULT_PORT } from "../wire/address.ts";
-import { RUN_FLAGS } from "../cli/flags.ts";
+import { RUN_FLAGS, SERVER_ENV_VARS } from "../cli/flags.ts";
 import { LAUNCHED_ENV, runPermissionFlags } from "../cli/permissions.ts";
 import { launchArgs, withoutTaskSeparator } from "../cli/launch.ts";
 
@@ -524,4 +524,13 @@ Deno.test({
     assert.match(stdout, /telemetry service stopped; all files flushed and closed/);
     assert.doesNotMatch(stderr, /second signal/);
   },
+});
+
+Deno.test("deno task start allows the launcher to read the run variables and start deno, nothing more", () => {
+  const words = denoJson.tasks.start.split(/\s+/);
+  assert.deepEqual(words.filter((w) => w.startsWith("--allow-")), [
+    `--allow-env=${SERVER_ENV_VARS.join(",")}`,
+    "--allow-run=deno",
+  ]);
+  assert.deepEqual(words.slice(-4), ["telemetry", "run", "--site-dir", "./telemetry"]);
 });
