@@ -388,32 +388,6 @@ export function clientFailure(err: unknown, conn: Connection): unknown {
 }
 
 /**
- * Turns a permission error into one line naming the flag to add. Deno's message has the form
- * `Requires net access to "localhost:7000", run again with the --allow-net flag`.
- *
- * @param err A `Deno.errors.NotCapable`.
- * @returns The line, without the `error: ` prefix.
- *
- * @example Usage
- * ```ts
- * import { permissionHint } from "./common.ts";
- * import assert from "node:assert/strict";
- *
- * const err = new Error('Requires net access to "localhost:7000", run again with the --allow-net flag');
- * assert.equal(
- *   permissionHint(err),
- *   "Permission denied: requires net access to localhost:7000; add --allow-net=localhost:7000",
- * );
- * ```
- */
-export function permissionHint(err: Error): string {
-  const m = /Requires (\w+) access to "?([^",]+)"?/.exec(err.message);
-  if (!m) return `Permission denied: ${err.message.split("\n")[0]}`;
-  const [, kind, target] = m;
-  return `Permission denied: requires ${kind} access to ${target}; add --allow-${kind}=${target}`;
-}
-
-/**
  * Prints a help text on stdout.
  *
  * @param text The help text.

@@ -115,6 +115,12 @@ export interface RunFlag {
    * @throws {RangeError} If the text is not a valid value; the message names the flag.
    */
   readonly parse?: (text: string) => unknown;
+  /**
+   * What the flag's value needs the service to be allowed (docs/cli.md#permissions): the host
+   * or port it listens on, or a path it reads (`read`) or reads and writes (`read-write`).
+   * `runPermissionFlags()` (`cli/permissions.ts`) derives the `--allow-*` flags from these alone.
+   */
+  readonly grants?: "net-host" | "net-port" | "read" | "read-write";
 }
 
 /**
@@ -224,6 +230,7 @@ export const RUN_FLAGS: readonly RunFlag[] = [
     env: "OBS_TELEMETRY_SITE_DIR",
     help: "Telemetry directory",
     default: DEFAULT_SITE_DIR,
+    grants: "read-write",
     key: "siteDir",
   },
   {
@@ -232,6 +239,7 @@ export const RUN_FLAGS: readonly RunFlag[] = [
     env: "OBS_TELEMETRY_HOST",
     help: "Address to bind",
     default: DEFAULT_HOST,
+    grants: "net-host",
     key: "host",
   },
   {
@@ -241,6 +249,7 @@ export const RUN_FLAGS: readonly RunFlag[] = [
     help: "Port to bind",
     default: String(DEFAULT_PORT),
     parse: parsePort,
+    grants: "net-port",
     key: "port",
   },
   {
@@ -283,6 +292,7 @@ export const RUN_FLAGS: readonly RunFlag[] = [
     arg: "DIR",
     help: "Also allow run directories below DIR (repeatable)",
     multiple: true,
+    grants: "read-write",
     key: "allowRunRoots",
   },
   {
@@ -315,6 +325,7 @@ export const RUN_FLAGS: readonly RunFlag[] = [
     arg: "FILE",
     env: "OBS_TELEMETRY_TYPES",
     help: "Types registry (JSON): limits, staleness",
+    grants: "read",
     key: "typesFile",
   },
   {
@@ -362,8 +373,20 @@ export const RUN_FLAGS: readonly RunFlag[] = [
     help: 'GET /current answers {"current": {...}} (older clients)',
     key: "wrapCurrent",
   },
-  { name: "tls-cert", arg: "FILE", help: "PEM certificate: serve HTTPS", key: "tlsCert" },
-  { name: "tls-key", arg: "FILE", help: "PEM private key of --tls-cert", key: "tlsKey" },
+  {
+    name: "tls-cert",
+    arg: "FILE",
+    help: "PEM certificate: serve HTTPS",
+    grants: "read",
+    key: "tlsCert",
+  },
+  {
+    name: "tls-key",
+    arg: "FILE",
+    help: "PEM private key of --tls-cert",
+    grants: "read",
+    key: "tlsKey",
+  },
   {
     name: "log-format",
     arg: "FORMAT",

@@ -8,15 +8,9 @@
 import { VERSION } from "../http/version.ts";
 import { printable } from "../wire/terminal_text.ts";
 import { SERVER_ENV_VARS } from "./flags.ts";
-import {
-  clientFailure,
-  closest,
-  Failure,
-  permissionHint,
-  printHelp,
-  UsageError,
-} from "./common.ts";
+import { clientFailure, closest, Failure, printHelp, UsageError } from "./common.ts";
 import { RUN_HELP, runCommand } from "./serve.ts";
+import { permissionAdvice } from "./permissions.ts";
 import { STOP_HELP, stopCommand } from "./stop.ts";
 import { CURRENT_HELP, currentCommand } from "./current.ts";
 import { POST_HELP, postCommand } from "./post.ts";
@@ -115,10 +109,20 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   "stop-run": stopRunCommand,
   runs: runsCommand,
   read: readCommand,
-  forward: async (args) => (await fleetCommands()).forwardCommand(args),
-  archive: async (args) => (await fleetCommands()).archiveCommand(args),
+  forward: async (args) =>
+    asksHelp(args) ? printHelp(FORWARD_HELP) : (await fleetCommands()).forwardCommand(args),
+  archive: async (args) =>
+    asksHelp(args) ? printHelp(ARCHIVE_HELP) : (await fleetCommands()).archiveCommand(args),
   check: checkCommand,
 };
+
+/**
+ * Whether a fleet command was asked for its help: printed without loading the fleet's npm
+ * packages, so `forward --help` works on a machine that never cached them (docs/cli.md).
+ */
+function asksHelp(args: readonly string[]): boolean {
+  return args.some((arg) => arg === "--help" || arg === "-h");
+}
 
 /** The fleet commands' module (`cli/forward.ts`: `forward`, `archive`). */
 interface FleetCommands {
@@ -132,9 +136,18 @@ interface FleetCommands {
  * service (or `current`, `post`...) would then install the NATS and PostgreSQL npm packages at
  * its first start on a machine with an empty cache.
  */
-function fleetCommands(): Promise<FleetCommands> {
+async function fleetCommands(): Promise<FleetCommands> {
   const specifier = ["./forward", "ts"].join(".");
-  return import(specifier);
+  try {
+    return await import(specifier);
+  } catch (err) {
+    // An offline machine that never cached the packages (docs/operations.md#offline).
+    const reason = (err instanceof Error ? err.message : String(err)).split("\n")[0]!;
+    if (!/npm|package|registry/i.test(reason)) throw err;
+    throw new Failure(
+      `the fleet commands need their npm packages (the NATS and PostgreSQL clients), which are not in Deno's cache (${reason}); run 'deno task cache' once on a machine with network access, with the same DENO_DIR`,
+    );
+  }
 }
 
 /**
@@ -242,7 +255,7 @@ function report(err: unknown): number {
     return 1;
   }
   if (err instanceof Deno.errors.NotCapable) {
-    console.error(printable(`error: ${permissionHint(err)}`));
+    console.error(printable(`error: ${permissionAdvice(err)}`));
     return 1;
   }
   const failure = clientFailure(err, { baseUrl: "the service", token: undefined });

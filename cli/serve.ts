@@ -20,15 +20,8 @@ import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl } from "../wire/address.ts";
 import { ServiceLog } from "../core/log.ts";
 import { resolveRunFlags, runFlagHelp, type RunFlagValues, runParseOptions } from "./flags.ts";
 import { portHolder } from "./port_holder.ts";
-import {
-  counted,
-  Failure,
-  HELP_OPTION,
-  parse,
-  permissionHint,
-  printHelp,
-  UsageError,
-} from "./common.ts";
+import { counted, Failure, HELP_OPTION, parse, printHelp, UsageError } from "./common.ts";
+import { permissionAdvice } from "./permissions.ts";
 
 /** The `--help` text of `run`; the options are the rows of the flag table. */
 export const RUN_HELP: string = `Usage: obs-utils telemetry run [options]
@@ -314,7 +307,7 @@ function startupFailure(
   if (err instanceof SiteInUseError) return siteInUse(err);
   if (err instanceof ConfigError) return err.message;
   if (err instanceof TypesFileError) return err.message;
-  if (err instanceof Deno.errors.NotCapable) return permissionHint(err);
+  if (err instanceof Deno.errors.NotCapable) return permissionAdvice(err);
   if (err instanceof Deno.errors.PermissionDenied) {
     return `Cannot use site directory ${ctx.siteDir}: the operating system denied access (${
       (err as Error).message

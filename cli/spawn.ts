@@ -11,6 +11,7 @@ import type { FsyncMode } from "../store/writer.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl } from "../wire/address.ts";
 import { sleep } from "../wire/async.ts";
 import { runFlagArgs, SERVER_ENV_VARS } from "./flags.ts";
+import { runPermissionFlags } from "./permissions.ts";
 import type { LogFormat } from "../core/log.ts";
 
 export { SERVER_ENV_VARS };
@@ -25,7 +26,8 @@ export const SERVICE_V8_FLAGS: readonly string[] = ["--v8-flags=--max-semi-space
 /**
  * The scoped Deno permission flags for a server on `host:port` over `siteDir` (docs/cli.md):
  * net for that one address, read and write for the site directory (and any run roots), and the
- * `OBS_TELEMETRY_*` variables. Nothing more.
+ * `OBS_TELEMETRY_*` variables. Nothing more. The same derivation from the `run` flag table as
+ * the launcher's and `spawnServer()`'s (docs/cli.md#permissions).
  *
  * @param options Where the server listens and stores.
  * @returns Flags for `deno run` or `deno compile`.
@@ -49,17 +51,12 @@ export function permissionFlags(
     readFiles?: readonly string[];
   },
 ): string[] {
-  const dirs = [options.siteDir, ...(options.allowRunRoots ?? [])].join(",");
-  const readable = [dirs, ...(options.readFiles ?? [])].join(",");
-  const host = hostForUrl(options.host);
-  return [
-    `--allow-net=${host}:${options.port}`,
-    `--allow-read=${readable}`,
-    `--allow-write=${dirs}`,
-    `--allow-env=${SERVER_ENV_VARS.join(",")}`,
-    // Free space of the site directory's file system (telemetry_disk_free_bytes, --min-free).
-    "--allow-sys=statfs",
-  ];
+  const { siteDir, host, port, allowRunRoots = [], readFiles = [] } = options;
+  const flags = runPermissionFlags({ siteDir, host, port, allowRunRoots });
+  if (readFiles.length === 0) return flags;
+  return flags.map((flag) =>
+    flag.startsWith("--allow-read=") ? [flag, ...readFiles].join(",") : flag
+  );
 }
 
 /**
@@ -166,34 +163,27 @@ function tlsFiles(options: SpawnOptions): [string, string] | undefined {
 function childArgs(options: SpawnOptions & { host: string; port: number }): string[] {
   const siteDir = resolve(options.siteDir);
   const allowRunRoots = (options.allowRunRoots ?? []).map((r) => resolve(r));
-  const { host, port } = options;
   const typesFile = options.typesFile === undefined ? undefined : resolve(options.typesFile);
   const tls = tlsFiles(options);
   const tlsPaths = tls ? { tlsCert: tls[0], tlsKey: tls[1] } : {};
-  // The types file and the TLS files are read once at start-up: read permission for them alone.
-  const readOnly = [...(typesFile !== undefined ? [typesFile] : []), ...(tls ?? [])];
-  const permissions = permissionFlags({
+  const values = {
+    ...options,
     siteDir,
-    host,
-    port,
     allowRunRoots,
-    ...(readOnly.length > 0 ? { readFiles: readOnly } : {}),
-  });
+    ...(typesFile ? { typesFile } : {}),
+    ...tlsPaths,
+  };
   return [
     "run",
     "--no-prompt",
+    // The service imports no npm package: the lockfile (the tests' packages) is not its business.
+    "--no-lock",
     ...SERVICE_V8_FLAGS,
-    ...permissions,
+    ...runPermissionFlags(values),
     new URL("../cli.ts", import.meta.url).href,
     "telemetry",
     "run",
-    ...runFlagArgs({
-      ...options,
-      siteDir,
-      allowRunRoots,
-      ...(typesFile ? { typesFile } : {}),
-      ...tlsPaths,
-    }),
+    ...runFlagArgs(values),
   ];
 }
 
