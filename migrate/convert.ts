@@ -7,7 +7,7 @@
 
 import { buildTail } from "../wire/ndjson.ts";
 import { checkEventType, describe } from "../wire/event.ts";
-import { valueProblem } from "../wire/event_value.ts";
+import { DEFAULT_BODY_BYTES, valueProblem } from "../wire/event_value.ts";
 import { writeFull } from "../store/writer.ts";
 import type { DayKeyer } from "../store/day_key.ts";
 import { clip } from "./errors.ts";
@@ -222,10 +222,23 @@ export class Converter {
     if (problem !== undefined) {
       return this.#reject(text, lineNo, `the service would refuse this record: ${problem}`);
     }
+    const tail = migratedTail(data, record._id, ts, typeJson);
+    const bytes = utf8Bytes(tail);
+    if (bytes > DEFAULT_BODY_BYTES) {
+      return this.#reject(
+        text,
+        lineNo,
+        `the service would refuse this record: its event is ${
+          bytes.toLocaleString("en-US")
+        } bytes as JSON, more than the ${
+          DEFAULT_BODY_BYTES.toLocaleString("en-US")
+        } a request body may have by default (--max-body)`,
+      );
+    }
     this.records++;
     counts.records++;
     this.day = this.#nights === undefined ? date.slice(0, 10) : nightOf(this.#nights, ts);
-    this.tail = this.build ? `${migratedTail(data, record._id, ts, typeJson)}\n` : "";
+    this.tail = this.build ? `${tail}\n` : "";
     return true;
   }
 
@@ -288,6 +301,15 @@ function parseRecord(text: string): Record<string, unknown> | string {
     return `record is ${describe(rec)}, not a JSON object`;
   }
   return rec as Record<string, unknown>;
+}
+
+/**
+ * The UTF-8 size of a line's tail, which is the size of its event sent as JSON (`{` and the same
+ * fields); exact whenever it may exceed the limit. A UTF-16 code unit takes at most 3 bytes, so
+ * text that surely fits is not encoded (its length is returned instead, also within the limit).
+ */
+function utf8Bytes(text: string): number {
+  return text.length * 3 <= DEFAULT_BODY_BYTES ? text.length : encoder.encode(text).length;
 }
 
 /** A record's `data` as the line's `data` object (docs/migration.md): kept, `{}`, or wrapped. */

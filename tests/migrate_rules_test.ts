@@ -113,3 +113,29 @@ Deno.test("every line migrate writes is an event the service accepts", async () 
     assert.equal(answer.status, 200, JSON.stringify(answer.body));
   }
 });
+
+Deno.test("migrate rejects a record larger than the service's default request body limit", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  await Deno.mkdir(src);
+  const big = `{"image": "${"x".repeat(1024 * 1024)}"}`;
+  // Just under the limit: 1 MiB minus the envelope, in two-byte characters counted as UTF-8.
+  const near = `{"note": "${"é".repeat(500_000)}"}`;
+  await Deno.writeTextFile(
+    join(src, "weather.json"),
+    [
+      plainLine("big", "2026-03-05T09:00:00", big),
+      plainLine("near", "2026-03-05T09:01:00", near),
+    ].join("\n") + "\n",
+  );
+  const dry = await migrate(src, dst, { dryRun: true });
+  assert.deepEqual([dry.records, dry.rejects], [1, 1]);
+  const summary = await migrate(src, dst);
+  assert.deepEqual([summary.records, summary.rejects], [1, 1]);
+  const rejects = (await readLines(join(dst, REJECTS_FILE))).map((l) => JSON.parse(l));
+  assert.equal(rejects[0].line, 1);
+  assert.match(
+    rejects[0].reason,
+    /^the service would refuse this record: its event is 1,048,\d{3} bytes as JSON, more than the 1,048,576 a request body may have by default \(--max-body\)$/,
+  );
+});

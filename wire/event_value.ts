@@ -24,6 +24,21 @@
  */
 export const MAX_NESTING = 100;
 
+/**
+ * The request body limit of a service started without `--max-body` (docs/http-api.md): 1 MiB.
+ * An event larger as JSON is refused by such a service; the legacy migration rejects a record
+ * whose event would be (docs/migration.md).
+ *
+ * @example Usage
+ * ```ts
+ * import { DEFAULT_BODY_BYTES } from "./event_value.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(DEFAULT_BODY_BYTES, 1048576);
+ * ```
+ */
+export const DEFAULT_BODY_BYTES: number = 1024 * 1024;
+
 /** What {@linkcode scanValue} found wrong with a `data` or `meta` value. */
 const Scan = { Ok: 0, TooDeep: 1, NonFinite: 2 } as const;
 type Scan = typeof Scan[keyof typeof Scan];
