@@ -22,13 +22,16 @@
  *   groups by calendar date.) With `groupBy: "night"` a record goes instead to the local-noon
  *   night of its `ts` in `timeZone`, as the live service would have filed it (docs/history.md).
  *   Within a file lines are sorted by `ts`, ties keep input order (sorted file path, then line
- *   number), and `seq` runs 1..n.
+ *   number). `seq` is one sequence across all the files written, in night order, starting after
+ *   the highest seq the destination already holds (its site files and seq mark), whose seq mark
+ *   is raised over the migrated lines (docs/migration.md).
  * - Each line is `{"seq","ts","type","data","meta"}` exactly as the live service writes it, with
  *   `meta` = `{"migrated_from":"PanFileDB","original_id":<_id>}` (`null` when the record has no
  *   `_id`). `type` comes from the record, or from the collection name when the record has none;
  *   `data` that is not an object is kept as `{"value":<data>}`, a missing `data` becomes `{}`.
  * - Lines that are not JSON, records that are not objects, records whose date cannot be used
- *   and records whose `type` the service would refuse (docs/http-api.md) are written verbatim, with
+ *   and records the service would refuse (a `type`, nesting or number it refuses,
+ *   docs/http-api.md) are written verbatim, with
  *   file, line number and reason, to `migrate-rejects.ndjson` in the destination. Blank lines are
  *   counted, not rejected. The rejects file is always written (empty when nothing was rejected).
  * - Nothing is overwritten unless `force` is set; output is built in a temporary directory

@@ -72,6 +72,7 @@ export {
   type Rejection,
   type RelistenOptions,
   RunConflictError,
+  RunIdReusedError,
   type RunStart,
   type RunStartCommand,
   type ServerHandle,

@@ -38,6 +38,7 @@ export {
   NoActiveRunError,
   RunConflictError,
   RunDirNotAllowedError,
+  RunIdReusedError,
   ShuttingDownError,
   SiteInUseError,
   SnapshotLimitError,

@@ -197,6 +197,14 @@ export async function startRunCommand(args: string[]): Promise<number> {
     });
   } catch (err) {
     if (err instanceof TypeError) throw new UsageError(err.message, "start-run");
+    // A 409 that is not about an active run: the run id names another directory; the
+    // service's detail says which and what to do (docs/http-api.md).
+    if (
+      err instanceof TelemetryHttpError && err.status === 409 &&
+      !/^Run "[^"]*" is active/.test(err.detail)
+    ) {
+      throw new Failure(err.detail.replace(/\.$/, ""));
+    }
     if (err instanceof TelemetryHttpError && err.status === 409) {
       const active = await api.getRun().catch(() => undefined);
       const id = active?.run_id ?? /Run "([^"]*)" is active/.exec(err.detail ?? "")?.[1];

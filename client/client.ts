@@ -203,7 +203,8 @@ export class TelemetryClient {
    * @returns The run record.
    * @throws {TypeError} If an option has the wrong type; no request is made.
    * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
-   * @throws {TelemetryHttpError} 409 if a different run is active, 400 for a bad id or directory.
+   * @throws {TelemetryHttpError} 409 if a different run is active or the run id was used for another
+   *   directory (docs/http-api.md), 400 for a bad id or directory.
    *
    * @example Usage
    * ```ts ignore

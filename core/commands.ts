@@ -13,6 +13,7 @@ import {
   type JsonObject,
   parseTimestamp,
 } from "../wire/event.ts";
+import { valueProblem } from "../wire/event_value.ts";
 import { errorText, InvalidRequestError, itemPrefix } from "./errors.ts";
 
 import { RUN_ID_PATTERN } from "../store/layout.ts";
@@ -20,15 +21,6 @@ import { RUN_ID_PATTERN } from "../store/layout.ts";
 /** Unicode Cc (C0, DEL, C1): no place in a directory name, a log line or a terminal. */
 // deno-lint-ignore no-control-regex
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
-
-/**
- * How many levels of objects and arrays `data` and `meta` may nest (`data` itself is level 1).
- * Deeper values are refused with 400: whether `JSON.stringify` overflows the stack on them depends
- * on how deep the call stack already is (a 20,000-level run `meta` failed inside the active-run
- * write with a 500 and left files behind), and readers such as Python's `json` give up near
- * 1,000 levels.
- */
-const MAX_NESTING = 100;
 
 /** An event request, validated and partly serialised, waiting for its seq. */
 export interface EventCommand {
@@ -106,82 +98,10 @@ export function parseRunStart(body: unknown): RunStartCommand {
   return { runId, runDir, meta };
 }
 
-/** What {@linkcode scanValue} found wrong with a `data` or `meta` value. */
-const Scan = { Ok: 0, TooDeep: 1, NonFinite: 2 } as const;
-type Scan = typeof Scan[keyof typeof Scan];
-
-/**
- * The one walk over `data` and `meta` (this runs for every event): whether objects and arrays
- * nest deeper than `max` levels, and whether a number is not finite (`1e999` parses to
- * `Infinity`, which `JSON.stringify` would silently write as `null`). The recursion stops at
- * `max`, so any input is safe, and it allocates nothing; the path of a bad number is worked out
- * only when there is one ({@linkcode nonFinitePath}).
- */
-function scanValue(value: unknown, max: number): Scan {
-  return max < 1 ? Scan.TooDeep : scanChildren(value, max - 1);
-}
-
-/** Checks a container's children, which may nest `left` further levels. */
-function scanChildren(value: unknown, left: number): Scan {
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const found = scanChild(value[i], left);
-      if (found !== Scan.Ok) return found;
-    }
-    return Scan.Ok;
-  }
-  const object = value as Record<string, unknown>;
-  for (const key in object) {
-    const found = scanChild(object[key], left);
-    if (found !== Scan.Ok) return found;
-  }
-  return Scan.Ok;
-}
-
-function scanChild(child: unknown, left: number): Scan {
-  if (typeof child === "number") return Number.isFinite(child) ? Scan.Ok : Scan.NonFinite;
-  if (typeof child !== "object" || child === null) return Scan.Ok;
-  if (left === 0) return Scan.TooDeep;
-  return scanChildren(child, left - 1);
-}
-
-/** A key as a path step: `.wind` for a plain name, `["a b"]` otherwise. */
-function pathStep(key: string): string {
-  return /^[A-Za-z_$][\w$]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
-}
-
-/**
- * The path of the first number that is not finite, such as `data.sky.cloud[2]`; `undefined`
- * when there is none. Called only after {@linkcode scanValue} found one, on a value known to
- * nest within the limit.
- */
-function nonFinitePath(value: unknown, path: string): string | undefined {
-  if (typeof value === "number") return Number.isFinite(value) ? undefined : path;
-  if (typeof value !== "object" || value === null) return undefined;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const found = nonFinitePath(value[i], `${path}[${i}]`);
-      if (found !== undefined) return found;
-    }
-    return undefined;
-  }
-  for (const key in value as Record<string, unknown>) {
-    const found = nonFinitePath((value as Record<string, unknown>)[key], path + pathStep(key));
-    if (found !== undefined) return found;
-  }
-  return undefined;
-}
-
-/** Refuses a `data` or `meta` value that nests too deeply or holds a number that is not finite. */
+/** Refuses a `data` or `meta` value the service never stores (docs/http-api.md). */
 function checkValue(value: unknown, key: "data" | "meta"): void {
-  const found = scanValue(value, MAX_NESTING);
-  if (found === Scan.TooDeep) throw tooDeep(key);
-  if (found === Scan.NonFinite) {
-    const path = nonFinitePath(value, key) ?? key;
-    throw new InvalidRequestError(
-      `the number at ${path} is not finite (too large for a 64-bit float, such as 1e999); send a finite number, or a string if the value is really that large.`,
-    );
-  }
+  const problem = valueProblem(value, key);
+  if (problem !== undefined) throw new InvalidRequestError(problem);
 }
 
 /** The fields of an event object (docs/http-api.md); anything else is refused. */
@@ -208,12 +128,6 @@ function checkFields(raw: JsonObject): void {
       }; an event accepts only ${EVENT_FIELDS.map((f) => `"${f}"`).join(", ")}.`,
     );
   }
-}
-
-function tooDeep(key: string): InvalidRequestError {
-  return new InvalidRequestError(
-    `"${key}" nests objects or arrays more than ${MAX_NESTING} levels deep; flatten it.`,
-  );
 }
 
 function optionalString(body: JsonObject, key: string): string | undefined {

@@ -191,6 +191,45 @@ export class RunConflictError extends Error {
 }
 
 /**
+ * A run start that names a run id the run log knows for another run directory: a run id names
+ * one run directory forever (docs/http-api.md), since the fleet keys a run's events by run id
+ * and seq, and another directory would number them from 1 again.
+ *
+ * @example Usage
+ * ```ts
+ * import { RunIdReusedError } from "@obs-utils/telemetry/server";
+ * import assert from "node:assert/strict";
+ *
+ * const err = new RunIdReusedError("m31", "/srv/telemetry/m31", "/srv/telemetry/b/m31");
+ * assert.equal(err.usedRunDir, "/srv/telemetry/m31");
+ * ```
+ */
+export class RunIdReusedError extends Error {
+  /** The run id asked for. */
+  readonly runId: string;
+  /** The directory the run log knows it for. */
+  readonly usedRunDir: string;
+  /** The directory asked for. */
+  readonly requestedRunDir: string;
+  /**
+   * Creates the error.
+   *
+   * @param runId The run id asked for.
+   * @param usedRunDir The directory the run log knows it for.
+   * @param requestedRunDir The directory asked for.
+   */
+  constructor(runId: string, usedRunDir: string, requestedRunDir: string) {
+    super(
+      `run_id "${runId}" was used for run_dir ${usedRunDir}, and a run id names one run directory; choose another run_id, or start "${runId}" again with run_dir ${usedRunDir} to continue it`,
+    );
+    this.name = "RunIdReusedError";
+    this.runId = runId;
+    this.usedRunDir = usedRunDir;
+    this.requestedRunDir = requestedRunDir;
+  }
+}
+
+/**
  * A run stop (or run query) while no run is active.
  *
  * @example Usage

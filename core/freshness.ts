@@ -182,8 +182,9 @@ export function fieldLevel(
 }
 
 /**
- * How far in the future an event's `ts` may lie before its registered type warns: clocks of
- * stations and hosts differ by a little, never by minutes.
+ * How far in the future an event's `ts` may lie and still count (docs/types.md): clocks of
+ * stations and hosts differ by a little, never by minutes. A `ts` further ahead establishes no
+ * freshness: it would keep a type fresh long after its sender stopped.
  */
 export const FUTURE_TOLERANCE_MS = 60_000;
 
@@ -242,10 +243,17 @@ export function judgeType(
     state = "stale";
     status.reasons.push(`stale for ${wholeSeconds(ageMs)} s (limit ${spec.stale_after_s} s)`);
   }
-  // A sender whose clock runs ahead would never go stale until the present caught up: say so.
   if (spec !== undefined && ageMs < -FUTURE_TOLERANCE_MS) {
-    state = "warn";
-    status.reasons.push(`ts ${wholeSeconds(-ageMs)} s in the future; check the sender's clock`);
+    // A ts further ahead than clocks differ proves nothing about now: counted, it would keep the
+    // type fresh (and GET /check green) until the present caught up, long after its sender died.
+    // A type whose freshness matters is stale; another one warns (docs/types.md).
+    const judged = spec.stale_after_s !== undefined || spec.critical;
+    state = judged ? "stale" : "warn";
+    status.reasons.push(
+      `ts ${wholeSeconds(-ageMs)} s in the future (more than ${FUTURE_TOLERANCE_MS / 1000} s ahead${
+        judged ? ", so freshness cannot be established" : ""
+      }); check the sender's clock`,
+    );
   }
   for (const [path, field] of Object.entries(spec?.fields ?? {})) {
     const past = fieldLevel(path, field, valueAt(latest.data, path));
@@ -328,13 +336,8 @@ export function checkReport(
       continue;
     }
     critical[type] = status.state;
-    if (status.state === "stale") {
-      failing.push(
-        `${type}: stale for ${
-          wholeSeconds(nowMs - Date.parse(seen.ts))
-        } s (limit ${spec.stale_after_s} s)`,
-      );
-    }
+    // The first reason of a stale type says why: too old, or a ts too far ahead to count.
+    if (status.state === "stale") failing.push(`${type}: ${status.reasons[0]}`);
     if (status.state === "stale" || status.state === "alarm") {
       const alarms = Object.entries(spec.fields).flatMap(([path, field]) => {
         const past = fieldLevel(path, field, valueAt(seen.data, path));

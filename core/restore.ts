@@ -141,6 +141,7 @@ export async function restoreFromCheckpoint(
     if (!tail) return undefined;
     read += tail.count;
     for (const [type, entry] of tail.latest) {
+      if (isMigrated(entry.line)) continue;
       if ((siteLatest.get(type)?.seq ?? 0) < entry.seq) siteLatest.set(type, entry);
     }
   }
@@ -184,9 +185,7 @@ export async function rebuildSnapshot(
 ): Promise<void> {
   const { store, snapshot, site, runResume } = sources;
   for (const line of saved?.current ?? []) snapshot.restore(line, { saved: true });
-  const newest = site.files.at(-1);
-  const siteScan = newest && newest.lastSeq > 0 ? await store.scanSite(newest.name) : undefined;
-  for (const line of siteScan?.latest.values() ?? []) {
+  for (const line of await newestServiceLines(store, site.files)) {
     snapshot.restore(line, { after: saved?.siteSeq ?? 0, covered: saved !== undefined });
   }
   if (run && runResume) {
@@ -199,6 +198,40 @@ export async function rebuildSnapshot(
     }
   }
   snapshot.restored();
+}
+
+/**
+ * The latest line per type of the newest site file (by seq) the service wrote: nights migrated
+ * into the site are numbered after its stream (docs/migration.md), so the newest file by seq
+ * may be a migrated night; those are passed over. Bounded by the number of files.
+ */
+async function newestServiceLines(
+  store: SiteStore,
+  files: readonly { name: string; lastSeq: number }[],
+): Promise<string[]> {
+  for (let i = files.length - 1; i >= 0; i--) {
+    const file = files[i]!;
+    if (file.lastSeq === 0) break;
+    const lines = [...(await store.scanSite(file.name)).latest.values()];
+    const own = lines.filter((line) => !isMigrated(line));
+    if (own.length > 0 || lines.length === 0) return own;
+  }
+  return [];
+}
+
+/**
+ * Whether a stored line was written by the legacy migration (`meta.migrated_from`,
+ * docs/migration.md): history, never acknowledged by the service, so it never becomes the
+ * current value of its type at a restore, however high its seq.
+ */
+function isMigrated(line: string): boolean {
+  // Cheap first: a line without the key is not migrated; only a candidate is parsed.
+  if (!line.includes('"migrated_from":')) return false;
+  try {
+    return typeof JSON.parse(line)?.meta?.migrated_from === "string";
+  } catch {
+    return false;
+  }
 }
 
 /** A stored line's `meta.run_id`, if any. */

@@ -8,7 +8,13 @@
 
 import { basename } from "node:path";
 import { formatTimestamp, isJsonObject, type RunRecord } from "../wire/event.ts";
-import { InvalidRequestError, NoActiveRunError, RunConflictError, WriteError } from "./errors.ts";
+import {
+  InvalidRequestError,
+  NoActiveRunError,
+  RunConflictError,
+  RunIdReusedError,
+  WriteError,
+} from "./errors.ts";
 import type { RunStartCommand } from "./commands.ts";
 import { RUN_ID_PATTERN } from "../store/layout.ts";
 import type { NdjsonWriter } from "../store/writer.ts";
@@ -17,7 +23,7 @@ import type { RunRecords } from "../store/run_records.ts";
 import type { StreamScan, StreamTail } from "../store/stored_read.ts";
 import type { CheckpointCursor } from "./snapshot.ts";
 import { errorText, isDiskFull } from "./errors.ts";
-import { readRunLog } from "../store/run_log.ts";
+import { readRunDirs, readRunLog } from "../store/run_log.ts";
 import { settledMark } from "../store/seq_marks.ts";
 
 /** The active run and its stream's seq accounting. */
@@ -84,6 +90,7 @@ export class Runs {
    * @returns The record, and whether it was created.
    * @throws {InvalidRequestError} For a directory that cannot hold a run.
    * @throws {RunConflictError} When another run is active.
+   * @throws {RunIdReusedError} When the run log knows the run id for another directory.
    */
   async start(command: RunStartCommand): Promise<RunStart> {
     const { runId, runDir } = await this.#place(command);
@@ -97,6 +104,13 @@ export class Runs {
         return { run: { ...active.record }, created: false };
       }
       throw new RunConflictError(active.record.run_id, runId);
+    }
+    // A run id names one run directory (docs/http-api.md): the fleet keys a run's events by run
+    // id and seq, and another directory would number them from 1 again. The same directory
+    // continues its seq below.
+    const used = (await readRunDirs(this.#store.siteDir)).get(runId);
+    if (used !== undefined && !used.includes(runDir)) {
+      throw new RunIdReusedError(runId, used[0]!, runDir);
     }
     await this.#store.createRunDir(runDir);
     // A directory that held a run before continues its seq, past any unwritten seqs too.
@@ -147,8 +161,25 @@ export class Runs {
       return { runId: command.runId, runDir: await this.#store.runDirOf(command.runId) };
     }
     if (this.active) throw new RunConflictError(this.active.record.run_id, undefined);
-    const runId = await this.#store.nextNumericRun();
-    return { runId, runDir: await this.#store.runDirOf(runId) };
+    return await this.#derive();
+  }
+
+  /**
+   * The next derived run id and its directory, stepping past ids the run log knows for another
+   * directory (a run started with run_id "005" and a run_dir elsewhere), which a start would
+   * refuse (docs/http-api.md). Bounded by the number of logged ids.
+   */
+  async #derive(): Promise<{ runId: string; runDir: string }> {
+    const logged = await readRunDirs(this.#store.siteDir);
+    let runId = await this.#store.nextNumericRun();
+    for (let i = 0; i <= logged.size; i++) {
+      const runDir = await this.#store.runDirOf(runId);
+      const used = logged.get(runId);
+      if (used === undefined || used.includes(runDir)) return { runId, runDir };
+      runId = String(BigInt(runId) + 1n).padStart(runId.length, "0");
+    }
+    // Unreachable: each turn steps past one logged id, and there are only so many.
+    throw new Error(`No derived run id is free after ${logged.size + 1} tries`);
   }
 
   /**

@@ -14,6 +14,8 @@
  * @module
  */
 
+import { DEFAULT_BODY_BYTES } from "../wire/event_value.ts";
+
 import { errorText } from "../core/errors.ts";
 import { LineSplitter } from "../wire/ndjson.ts";
 import { HttpError, IncompleteBodyError } from "./problems.ts";
@@ -29,7 +31,7 @@ import { HttpError, IncompleteBodyError } from "./problems.ts";
  * assert.equal(DEFAULT_MAX_BODY, 1048576);
  * ```
  */
-export const DEFAULT_MAX_BODY: number = 1024 * 1024;
+export const DEFAULT_MAX_BODY: number = DEFAULT_BODY_BYTES;
 
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
 const NDJSON_TYPE = /^application\/(?:x-)?ndjson\s*(?:;|$)/i;

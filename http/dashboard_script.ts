@@ -6,6 +6,8 @@
  * @module
  */
 
+import { FUTURE_TOLERANCE_MS } from "../core/freshness.ts";
+
 /**
  * The JavaScript of the dashboard page.
  *
@@ -19,6 +21,7 @@
  */
 export const DASHBOARD_SCRIPT: string = `
 "use strict";
+const FUTURE_TOLERANCE_MS = ${FUTURE_TOLERANCE_MS};
 const grid = document.getElementById("cards");
 const empty = document.getElementById("empty");
 const conn = document.getElementById("conn");
@@ -313,11 +316,20 @@ function tick() {
     const spec = specOf(type);
     const limit = spec && typeof spec.stale_after_s === "number" ? spec.stale_after_s * 1000 : null;
     const neverSeen = !entry.env;
-    const isStale = limit !== null && (neverSeen || now - ts > limit);
+    // A ts further ahead than clocks differ establishes no freshness (docs/types.md).
+    const ahead = !neverSeen && ts - now > FUTURE_TOLERANCE_MS &&
+      (limit !== null || Boolean(spec && spec.critical));
+    const isStale = ahead || (limit !== null && (neverSeen || now - ts > limit));
     card.querySelector(".age").textContent = neverSeen ? "" : formatAge(now - ts);
     const badge = card.querySelector(".badge");
     badge.hidden = !isStale;
-    badge.textContent = isStale ? (neverSeen ? "STALE never seen" : "STALE " + formatSpan(now - ts)) : "";
+    badge.textContent = !isStale
+      ? ""
+      : neverSeen
+      ? "STALE never seen"
+      : ahead
+      ? "STALE ts " + formatSpan(ts - now) + " ahead"
+      : "STALE " + formatSpan(now - ts);
     card.classList.toggle("stale", isStale);
     card.classList.toggle("alarm", !isStale && entry.level === "alarm");
     card.classList.toggle("warn", !isStale && entry.level === "warn");

@@ -12,6 +12,7 @@ import {
   NoActiveRunError,
   RunConflictError,
   RunDirNotAllowedError,
+  RunIdReusedError,
   ShuttingDownError,
   SnapshotLimitError,
   StorageError,
@@ -141,6 +142,7 @@ export function toProblem(err: unknown): Response | undefined {
       `Run "${err.activeRunId}" is active; stop it with POST /run/stop before starting ${next}.`,
     );
   }
+  if (err instanceof RunIdReusedError) return problem(409, `${err.message}.`);
   if (err instanceof NoActiveRunError) {
     return problem(409, "No run is active; start one with POST /run/start.");
   }

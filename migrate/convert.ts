@@ -7,6 +7,7 @@
 
 import { buildTail } from "../wire/ndjson.ts";
 import { checkEventType, describe } from "../wire/event.ts";
+import { DEFAULT_BODY_BYTES, valueProblem } from "../wire/event_value.ts";
 import { writeFull } from "../store/writer.ts";
 import type { DayKeyer } from "../store/day_key.ts";
 import { clip } from "./errors.ts";
@@ -214,10 +215,30 @@ export class Converter {
     if (typeof ts !== "string") return this.#reject(text, lineNo, ts.reason);
     const typeJson = this.#typeJson(record.type);
     if (typeof typeJson !== "string") return this.#reject(text, lineNo, typeJson.reason);
+    const data = migratedData(record.data);
+    // The service's own rules (docs/migration.md): a line it would refuse is never written, or
+    // every snapshot checkpoint and every fleet destination would trip on it later.
+    const problem = valueProblem(data, "data") ?? idProblem(record._id);
+    if (problem !== undefined) {
+      return this.#reject(text, lineNo, `the service would refuse this record: ${problem}`);
+    }
+    const tail = migratedTail(data, record._id, ts, typeJson);
+    const bytes = utf8Bytes(tail);
+    if (bytes > DEFAULT_BODY_BYTES) {
+      return this.#reject(
+        text,
+        lineNo,
+        `the service would refuse this record: its event is ${
+          bytes.toLocaleString("en-US")
+        } bytes as JSON, more than the ${
+          DEFAULT_BODY_BYTES.toLocaleString("en-US")
+        } a request body may have by default (--max-body)`,
+      );
+    }
     this.records++;
     counts.records++;
     this.day = this.#nights === undefined ? date.slice(0, 10) : nightOf(this.#nights, ts);
-    this.tail = this.build ? `${migratedTail(record, ts, typeJson)}\n` : "";
+    this.tail = this.build ? `${tail}\n` : "";
     return true;
   }
 
@@ -282,17 +303,39 @@ function parseRecord(text: string): Record<string, unknown> | string {
   return rec as Record<string, unknown>;
 }
 
+/**
+ * The UTF-8 size of a line's tail, which is the size of its event sent as JSON (`{` and the same
+ * fields); exact whenever it may exceed the limit. A UTF-16 code unit takes at most 3 bytes, so
+ * text that surely fits is not encoded (its length is returned instead, also within the limit).
+ */
+function utf8Bytes(text: string): number {
+  return text.length * 3 <= DEFAULT_BODY_BYTES ? text.length : encoder.encode(text).length;
+}
+
+/** A record's `data` as the line's `data` object (docs/migration.md): kept, `{}`, or wrapped. */
+function migratedData(data: unknown): Record<string, unknown> {
+  if (typeof data === "object" && data !== null && !Array.isArray(data)) {
+    return data as Record<string, unknown>;
+  }
+  return data === undefined ? {} : { value: data };
+}
+
+/** What the service would refuse in the line's `meta`, which holds the record's `_id`. */
+function idProblem(id: unknown): string | undefined {
+  // A string, boolean or null `_id` (nearly all) cannot nest or overflow: nothing to walk.
+  if (typeof id !== "object" && typeof id !== "number") return undefined;
+  return valueProblem({ original_id: id }, "meta");
+}
+
 /** The tail of a migrated line (see {@linkcode buildTail}): its `data` and `meta` per docs/migration.md. */
-function migratedTail(record: Record<string, unknown>, ts: string, typeJson: string): string {
-  const data = record.data;
-  const dataJson = typeof data === "object" && data !== null && !Array.isArray(data)
-    ? JSON.stringify(data)
-    : data === undefined
-    ? "{}"
-    : `{"value":${JSON.stringify(data)}}`;
-  const id = record._id;
+function migratedTail(
+  data: Record<string, unknown>,
+  id: unknown,
+  ts: string,
+  typeJson: string,
+): string {
   const idJson = id === undefined ? "null" : JSON.stringify(id);
-  return buildTail(ts, typeJson, dataJson, `${META_HEAD}${idJson}}`);
+  return buildTail(ts, typeJson, JSON.stringify(data), `${META_HEAD}${idJson}}`);
 }
 
 /**

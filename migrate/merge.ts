@@ -18,7 +18,7 @@ import {
 } from "./convert.ts";
 import { type InputFile, openInput } from "./discover.ts";
 import { type MigrateInputSummary, REJECTS_FILE } from "./types.ts";
-import { type DayBuffers, type Syncer, writeSorted } from "./write.ts";
+import { type DayBuffers, type SeqCounter, type Syncer, writeSorted } from "./write.ts";
 
 const encoder = new TextEncoder();
 
@@ -91,6 +91,8 @@ export interface MergeContext {
   readonly progress: () => void;
   /** Aborts between reads and days. */
   readonly signal: AbortSignal | undefined;
+  /** Numbers the days' lines, one sequence across nights (docs/migration.md). */
+  readonly seqs: SeqCounter;
 }
 
 /**
@@ -275,7 +277,13 @@ export interface MergeResult {
  * import { Syncer } from "./write.ts";
  *
  * const conv = new Converter(true);
- * const ctx = { conv, readBytes: MERGE_READ_BYTES, progress: () => {}, signal: undefined };
+ * const ctx = {
+ *   conv,
+ *   readBytes: MERGE_READ_BYTES,
+ *   progress: () => {},
+ *   signal: undefined,
+ *   seqs: { last: 0 },
+ * };
  * const merged = await mergeAll(inputs, ctx, tmp, 4 << 20, new Syncer(4));
  * ```
  */
@@ -297,7 +305,7 @@ export async function mergeAll(
       if (days.has(date)) return undefined;
       for (const r of readers) await r.take(date, day, ctx);
       ctx.signal?.throwIfAborted();
-      await syncer.add(await writeSorted(tmp, date, encodeDay(day), buffers));
+      await syncer.add(await writeSorted(tmp, date, encodeDay(day), buffers, ctx.seqs));
       days.set(date, day.lines);
       day.length = day.lines = 0;
       if (ctx.conv.pending >= bufferBytes) {

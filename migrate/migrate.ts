@@ -33,6 +33,7 @@ import {
   type Settings,
 } from "./types.ts";
 import { commit, existingTargets, fileSummary, Syncer, syncFile } from "./write.ts";
+import { raiseSeqMark, readSeqBase, type SeqBase } from "./seq_base.ts";
 import {
   clearScratch,
   openWorkspace,
@@ -100,6 +101,8 @@ export async function migrate(
   const work: Workspace = { lock: undefined, tmp: undefined };
   try {
     await openWorkspace(work, dst, rejectsFile, settings);
+    // Read under the lock: no service writes the destination while the migration numbers after it.
+    const base = await readSeqBase(dst);
     const conv = new Converter(
       work.tmp !== undefined,
       settings.groupBy === "night" ? new DayKeyer(settings.timeZone) : undefined,
@@ -111,6 +114,7 @@ export async function migrate(
       rejectsFile,
       settings,
       report: reporter(conv, totalBytes, settings.onProgress),
+      base,
     };
     const done = (work.tmp !== undefined && inputs.length <= MERGE_MAX_INPUTS
       ? await migrateMerged(run, work.tmp)
@@ -193,6 +197,8 @@ interface Run {
   readonly rejectsFile: string;
   readonly settings: Settings;
   readonly report: Report;
+  /** The site stream the destination holds already; migrated lines are numbered after it. */
+  readonly base: SeqBase;
 }
 
 /**
@@ -211,6 +217,7 @@ async function migrateMerged(run: Run, tmp: string): Promise<RunResult | undefin
     readBytes: Math.min(settings.chunkBytes, MERGE_READ_BYTES),
     progress: () => report("read", 0, 0),
     signal: settings.signal,
+    seqs: { last: run.base.seq },
   };
   let merged: MergeResult | undefined;
   let files: MigrateFileSummary[] = [];
@@ -236,6 +243,7 @@ async function migrateMerged(run: Run, tmp: string): Promise<RunResult | undefin
   // Each day was written while reading; this phase waits for the last fdatasyncs.
   for (let i = 0; i < files.length; i++) report("write", i + 1, files.length);
   await syncFile(join(tmp, REJECTS_FILE));
+  await raiseSeqMark(run.dst, run.base, ctx.seqs.last);
   await commit(tmp, files, run.dst, report);
   return { inputs: merged.inputs, collections: merged.collections, files, replaced };
 }
@@ -250,7 +258,9 @@ async function migrateSpilled(run: Run, tmp: string | undefined): Promise<RunRes
   const plan = planFiles(collector, run.dst);
   const replaced = await checkTargets(plan.files, run);
   if (tmp !== undefined) {
-    await writeDays(tmp, plan.dates, run.settings.signal, run.report);
+    const seqs = { last: run.base.seq };
+    await writeDays(tmp, plan.dates, run.settings.signal, run.report, seqs);
+    await raiseSeqMark(run.dst, run.base, seqs.last);
     await commit(tmp, plan.files, run.dst, run.report);
   }
   return { ...read, files: plan.files, replaced };

@@ -23,7 +23,14 @@ import {
   type Report,
   type Settings,
 } from "./types.ts";
-import { type DayBuffers, fileSummary, Syncer, syncFile, writeSorted } from "./write.ts";
+import {
+  type DayBuffers,
+  fileSummary,
+  type SeqCounter,
+  Syncer,
+  syncFile,
+  writeSorted,
+} from "./write.ts";
 
 /** One output day's converted lines on their way to its spill file. */
 export interface Bucket extends PendingText {
@@ -257,9 +264,14 @@ async function readInto(path: string, buffers: DayBuffers): Promise<Uint8Array> 
 }
 
 /** Sorts and writes one day from its spill file (see {@linkcode writeSorted}), then removes it. */
-async function writeDay(tmp: string, date: string, buffers: DayBuffers): Promise<Deno.FsFile> {
+async function writeDay(
+  tmp: string,
+  date: string,
+  buffers: DayBuffers,
+  seqs: SeqCounter,
+): Promise<Deno.FsFile> {
   const spill = spillPath(tmp, date);
-  const file = await writeSorted(tmp, date, await readInto(spill, buffers), buffers);
+  const file = await writeSorted(tmp, date, await readInto(spill, buffers), buffers, seqs);
   await Deno.remove(spill);
   return file;
 }
@@ -271,12 +283,13 @@ async function writeDay(tmp: string, date: string, buffers: DayBuffers): Promise
  * @param dates The days, sorted.
  * @param signal Aborts between days.
  * @param report Told of each day written.
+ * @param seqs Numbers the days' lines, one sequence across nights (docs/migration.md).
  *
  * @example Usage
  * ```ts ignore
  * import { planFiles, writeDays } from "./spill.ts";
  *
- * await writeDays(tmp, planFiles(collector, "/dst").dates, undefined, () => {});
+ * await writeDays(tmp, planFiles(collector, "/dst").dates, undefined, () => {}, { last: 0 });
  * ```
  */
 export async function writeDays(
@@ -284,13 +297,14 @@ export async function writeDays(
   dates: readonly string[],
   signal: AbortSignal | undefined,
   report: Report,
+  seqs: SeqCounter,
 ): Promise<void> {
   const syncer = new Syncer(4);
   const buffers: DayBuffers = { input: new Uint8Array(0), output: new Uint8Array(0) };
   try {
     for (let i = 0; i < dates.length; i++) {
       signal?.throwIfAborted();
-      await syncer.add(await writeDay(workDir, dates[i] as string, buffers));
+      await syncer.add(await writeDay(workDir, dates[i] as string, buffers, seqs));
       report("write", i + 1, dates.length);
     }
   } catch (err) {

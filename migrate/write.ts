@@ -48,6 +48,15 @@ function twoDigits(bytes: Uint8Array, i: number): number {
 }
 
 /**
+ * The seq counter of a migration's site stream (docs/migration.md): every night it writes
+ * continues it, in night order, starting after the highest seq of the destination.
+ */
+export interface SeqCounter {
+  /** The seq of the last line numbered so far. */
+  last: number;
+}
+
+/**
  * Byte buffers reused from one day to the next: fresh ones per day would be external memory that
  * V8 frees only lazily.
  */
@@ -60,14 +69,15 @@ export interface DayBuffers {
 
 /**
  * Sorts one day's converted lines (tails ending in "\n", in input order) by `ts` (stable) and
- * writes them with `seq` 1..n to `<tmp>/site_YYYYMMDD.ndjson`, working on bytes only. Returns the
- * open file, written but not yet synced, so the caller can overlap the fdatasync with the next
- * day's work.
+ * writes them to `<tmp>/site_YYYYMMDD.ndjson` with the next seqs of `seqs` (the site stream is
+ * one sequence across nights, docs/migration.md), working on bytes only. Returns the open file,
+ * written but not yet synced, so the caller can overlap the fdatasync with the next day's work.
  *
  * @param tmp The temporary directory.
  * @param date The day, `YYYY-MM-DD`.
  * @param bytes The day's converted lines.
  * @param buffers Buffers reused from day to day.
+ * @param seqs The migration's seq counter, advanced by the day's lines.
  * @returns The written file, still open.
  *
  * @example Usage
@@ -75,7 +85,8 @@ export interface DayBuffers {
  * import { writeSorted } from "./write.ts";
  *
  * const buffers = { input: new Uint8Array(0), output: new Uint8Array(0) };
- * const file = await writeSorted("/data/telemetry/.migrate-tmp-x", "2026-03-05", bytes, buffers);
+ * const seqs = { last: 0 };
+ * const file = await writeSorted("/data/telemetry/.migrate-tmp-x", "2026-03-05", bytes, buffers, seqs);
  * await file.syncData();
  * file.close();
  * ```
@@ -85,6 +96,7 @@ export async function writeSorted(
   date: string,
   bytes: Uint8Array,
   buffers: DayBuffers,
+  seqs: SeqCounter,
 ): Promise<Deno.FsFile> {
   const starts: number[] = [];
   for (let p = 0; p < bytes.length;) {
@@ -121,11 +133,12 @@ export async function writeSorted(
     const end = line + 1 < n ? starts[line + 1] as number : bytes.length;
     out.set(SEQ_HEAD, pos);
     pos += SEQ_HEAD.length;
-    const seq = String(i + 1);
+    const seq = String(seqs.last + i + 1);
     for (let d = 0; d < seq.length; d++) out[pos++] = seq.charCodeAt(d);
     out.set(bytes.subarray(start, end), pos);
     pos += end - start;
   }
+  seqs.last += n;
   const file = await Deno.open(join(tmp, siteName(date)), { write: true, createNew: true });
   try {
     await writeFull(file, out.subarray(0, pos));
@@ -145,7 +158,7 @@ export async function writeSorted(
  * import { Syncer, writeSorted } from "./write.ts";
  *
  * const syncer = new Syncer(4);
- * await syncer.add(await writeSorted(tmp, "2026-03-05", bytes, buffers));
+ * await syncer.add(await writeSorted(tmp, "2026-03-05", bytes, buffers, { last: 0 }));
  * await syncer.drain();
  * ```
  */

@@ -153,6 +153,64 @@ export async function readRunLog(siteDir: string): Promise<RunLog> {
 }
 
 /**
+ * Every run directory each run id of the run log was started in, in the order first logged. A
+ * run id names one run directory (docs/http-api.md), so a log written since that rule holds has
+ * one directory per id; a log from before may have more, and every one of them counts.
+ *
+ * @param text The whole run log (a torn last line is skipped, as by {@linkcode parseRunLog}).
+ * @returns The directories by run id.
+ *
+ * @example Usage
+ * ```ts
+ * import { runDirsByRunId } from "./run_log.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const start = { run_id: "m31", run_dir: "/t/m31", started_at: "2026-11-21T23:00:00.000Z",
+ *   stopped_at: null, events: 0, meta: {} };
+ * const stop = { ...start, stopped_at: "2026-11-22T05:00:00.000Z", events: 7 };
+ * const dirs = runDirsByRunId(`${JSON.stringify(start)}\n${JSON.stringify(stop)}\n`);
+ * assert.deepEqual(dirs.get("m31"), ["/t/m31"]);
+ * ```
+ */
+export function runDirsByRunId(text: string): Map<string, string[]> {
+  const lines = text.split("\n");
+  lines.pop(); // "" after the last "\n", or a torn line
+  const dirs = new Map<string, string[]>();
+  for (const line of lines) {
+    if (line.trim() === "") continue;
+    const record = parseRunRecord(line);
+    if (!record) continue;
+    const known = dirs.get(record.run_id);
+    if (!known) dirs.set(record.run_id, [record.run_dir]);
+    else if (!known.includes(record.run_dir)) known.push(record.run_dir);
+  }
+  return dirs;
+}
+
+/**
+ * Reads `<siteDir>/runs.ndjson` for {@linkcode runDirsByRunId}. A missing file is an empty log.
+ *
+ * @param siteDir The site directory.
+ * @returns The run directories by run id.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { readRunDirs } from "./run_log.ts";
+ * console.log((await readRunDirs("./telemetry")).get("m31"));
+ * ```
+ */
+export async function readRunDirs(siteDir: string): Promise<Map<string, string[]>> {
+  try {
+    return runDirsByRunId(
+      new TextDecoder().decode(await Deno.readFile(join(siteDir, RUN_LOG_FILE))),
+    );
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return new Map();
+    throw err;
+  }
+}
+
+/**
  * The run log line of a record: the record's fields in docs/http-api.md's order, compact, with `\n`.
  *
  * @param record The run record.

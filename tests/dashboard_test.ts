@@ -675,3 +675,36 @@ Deno.test({
     assert.deepEqual(errors, []);
   },
 });
+
+Deno.test({
+  name: "GET / shows a card STALE while its latest ts is a day ahead of the clock",
+  ignore: skip !== undefined,
+  async fn() {
+    await using tmp = await tempDir();
+    const types = parseTypes(
+      '{"power": {"stale_after_s": 600, "critical": true, "fields": {"battery_v": {"unit": "V"}}}}',
+      "t.json",
+    );
+    await using server = await testServer({ siteDir: tmp.path, types });
+    await using browser = await launch();
+    const { page, errors } = await openPage(browser, `${server.url}/`);
+    await postJson(`${server.url}/event`, {
+      type: "power",
+      data: { battery_v: 12.6 },
+      ts: new Date(Date.now() + 86_400_000).toISOString(),
+    });
+    await waitForText(page, '[data-type="power"] [data-field="battery_v"] dd', "12.6", 10_000);
+    await waitFor(
+      page,
+      (s) =>
+        /^STALE ts 23 h 59 min ahead$/.test(
+          (globalThis as unknown as { document: PageDocument }).document.querySelector(s)
+            ?.textContent ?? "",
+        ),
+      '[data-type="power"] .badge',
+      10_000,
+    );
+    await waitForText(page, "#alerts", "0 alarm \u00b7 1 stale", 10_000);
+    assert.deepEqual(errors, []);
+  },
+});

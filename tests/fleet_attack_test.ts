@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { archive } from "../fleet/archive.ts";
 import { forward, forwarderPermissionFlags } from "../forward.ts";
 import { freePort, postJson, tempDir, testServer } from "./_util.ts";
+import { runLogLine } from "../store/run_log.ts";
 import {
   countRows,
   FORWARD_MAIN,
@@ -753,13 +754,39 @@ Deno.test({
       10_000,
       "the first r1",
     );
+    // The service refuses the reuse now (docs/http-api.md); a run log from before the rule
+    // can still hold it, so the second run is written as such a service wrote it.
     const r = await postJson(`${server.url}/run/start`, {
       run_id: "r1",
       run_dir: `${dir.path}/other`,
     });
-    assert.equal(r.status, 201);
-    await post(3); // seq 1, 2, 3 again in the new directory
-    assert.equal((await postJson(`${server.url}/run/stop`, {})).status, 200);
+    assert.equal(r.status, 409);
+    const site = await Deno.realPath(dir.path);
+    const other = `${site}/other`;
+    await Deno.mkdir(other);
+    const ts = (i: number) => new Date(Date.now() + i).toISOString();
+    await Deno.writeTextFile(
+      `${other}/telemetry.ndjson`,
+      [2, 3, 4].map((i, n) =>
+        `{"seq":${n + 1},"ts":"${
+          ts(i)
+        }","type":"status","data":{"i":${i}},"meta":{"run_id":"r1"}}\n`
+      ).join(""), // seq 1, 2, 3 again in the new directory
+    );
+    const again = {
+      run_id: "r1",
+      run_dir: other,
+      started_at: ts(0),
+      stopped_at: null as string | null,
+      events: 0,
+      meta: {},
+    };
+    await Deno.writeTextFile(`${site}/runs.ndjson`, runLogLine(again), { append: true });
+    await Deno.writeTextFile(
+      `${site}/runs.ndjson`,
+      runLogLine({ ...again, stopped_at: ts(10), events: 3 }),
+      { append: true },
+    );
     await waitUntil(
       async () => (await countRows(pg, "stream = 'run'")) === 3,
       10_000,

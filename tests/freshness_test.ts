@@ -45,13 +45,15 @@ Deno.test("a type goes stale exactly after stale_after_s, judged on its ts", () 
   assert.equal(at(-60_000), "ok");
 });
 
-Deno.test("a ts more than a minute in the future warns, naming the sender's clock", () => {
+Deno.test("a ts more than a minute in the future is stale, naming the sender's clock", () => {
   const status = judgeType(WEATHER, { ts: iso(NOW + 3_600_000), data: {} }, NOW);
-  assert.equal(status.state, "warn");
-  assert.deepEqual(status.reasons, ["ts 3600 s in the future; check the sender's clock"]);
-  // An alarm still outranks it; an unregistered type is not judged.
+  assert.equal(status.state, "stale");
+  assert.deepEqual(status.reasons, [
+    "ts 3600 s in the future (more than 60 s ahead, so freshness cannot be established); check the sender's clock",
+  ]);
+  // Stale outranks an alarm, as for an old ts; an unregistered type is not judged.
   const alarm = judgeType(WEATHER, { ts: iso(NOW + 3_600_000), data: { rain: true } }, NOW);
-  assert.equal(alarm.state, "alarm");
+  assert.equal(alarm.state, "stale");
   assert.equal(judgeType(undefined, { ts: iso(NOW + 3_600_000), data: {} }, NOW).state, "ok");
 });
 

@@ -203,16 +203,17 @@ async function session(dir: string, mode: "close" | "crash", ops: unknown[] = []
   return JSON.parse(first) as Record<string, Envelope>;
 }
 
-Deno.test("TelemetryService.open() restores a reused run id's new directory after a crash", async () => {
+Deno.test("TelemetryService.open() restores a new run's directory after a crash, though the checkpoint named another", async () => {
   await using dir = await tempDir();
   await session(dir.path, "close", [
     { start: { run_id: "night", run_dir: "a/night" } },
     { type: "T", data: { v: 1 } },
     { type: "T", data: { v: 2 } },
   ]);
+  // A run id names one directory (docs/http-api.md): the next night is another run.
   await session(dir.path, "crash", [
     { stop: true },
-    { start: { run_id: "night", run_dir: "b/night" } },
+    { start: { run_id: "night-2", run_dir: "b/night" } },
     { type: "T", data: { v: "new" } },
     { type: "U", data: {} },
   ]);
