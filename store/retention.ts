@@ -225,11 +225,13 @@ async function compressOne(pass: Pass, plain: StoredFile, gz: StoredFile | undef
 async function stoppedRuns(
   siteDir: string,
   timeZone: string,
+  warn: (message: string) => void,
 ): Promise<Map<string, string>> {
   const stopped = new Map<string, string>(); // run_dir -> night it stopped
   const active = new Set<string>();
   try {
-    for await (const batch of readLines(storedFile(join(siteDir, RUN_LOG_FILE)))) {
+    const onDamage = (damage: Error) => warn(`${damage.message}; what can be read of it is read.`);
+    for await (const batch of readLines(storedFile(join(siteDir, RUN_LOG_FILE)), { onDamage })) {
       for (const { text } of batch) {
         try {
           const record = JSON.parse(text);
@@ -401,7 +403,7 @@ async function settleSiteFiles(pass: Pass, open: Set<string>): Promise<void> {
 /** Compresses the files of runs stopped long enough ago, never the active run's. */
 async function compressStoppedRuns(pass: Pass, activeRun: string | undefined): Promise<void> {
   const { signal } = pass;
-  for (const [runDir, night] of await stoppedRuns(pass.siteDir, pass.timeZone)) {
+  for (const [runDir, night] of await stoppedRuns(pass.siteDir, pass.timeZone, pass.warn)) {
     signal?.throwIfAborted();
     // Judged against the same reference night as the site files: a clock years ahead does not
     // make a run stopped minutes ago old.
