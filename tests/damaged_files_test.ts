@@ -189,3 +189,38 @@ Deno.test("the start-up readers pass over a plain file's over-long line without 
   assert.equal(warnings.length, 2);
   assert.match(warnings[1]!, /the line ending there is longer than/);
 });
+
+Deno.test("a damaged .gz beside its plain twin is passed over, and retention compresses the night again", async () => {
+  await using tmp = await tempDir();
+  const path = await night(tmp.path, "20260505", 1, 300);
+  const original = await Deno.readFile(path);
+  await compressFile(path);
+  await Deno.writeFile(path, original); // a pass killed between the rename and the removal
+  await cut(path + ".gz", 100); // and the .gz damaged since
+  for (const [key, seq] of [["20260508", 301], ["20260509", 302], ["20260510", 303]] as const) {
+    await night(tmp.path, key, seq, seq);
+  }
+  const warnings: string[] = [];
+  const now = { ms: Date.parse("2026-05-10T20:00:00.000Z") };
+  const service = await openService(
+    tmp.path,
+    { compressAfter: 2, onWarning: (m) => warnings.push(m) },
+    now,
+  );
+  try {
+    assert.equal((await service.record([{ type: "weather", data: {} }]))[0]!.seq, 304);
+    const gz = path + ".gz";
+    const deadline = Date.now() + 10_000;
+    while (await Deno.lstat(path).then(() => true, () => false)) {
+      assert.ok(Date.now() < deadline, "the night was not compressed again");
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const restored = await new Response(
+      (await Deno.open(gz)).readable.pipeThrough(new DecompressionStream("gzip")),
+    ).bytes();
+    assert.deepEqual(restored, original);
+    assert.deepEqual(warnings, []);
+  } finally {
+    await service.close();
+  }
+});
