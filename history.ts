@@ -21,6 +21,7 @@
  */
 
 export {
+  DamagedFileError,
   type Envelope,
   findRunDir,
   type JsonObject,

@@ -8,6 +8,7 @@ import { isAbsolute, join, resolve } from "node:path";
 import { formatTimestamp, isJsonObject, TelemetryEvent } from "../wire/event.ts";
 import { dateOfKey, dayKey, keyOfDate } from "./day_key.ts";
 import {
+  DamagedFileError,
   listRunFiles,
   listSiteFiles,
   readLines,
@@ -17,6 +18,7 @@ import {
 import { ACTIVE_RUN_FILE, RUN_LOG_FILE } from "./layout.ts";
 import { RUN_ID_PATTERN } from "./layout.ts";
 
+export { DamagedFileError } from "./site_files.ts";
 export {
   type Envelope,
   type JsonObject,
@@ -47,6 +49,12 @@ export interface ReadHistoryOptions {
    * @default {Date.now}
    */
   now?: (() => number) | undefined;
+  /**
+   * Told about damage in a file (a `.gz` cut short or not gzip, a line longer than the service
+   * ever writes), after which reading goes on: past the line, or with the next file
+   * (docs/history.md). Without it the damage is thrown as a {@linkcode DamagedFileError}.
+   */
+  onDamage?: ((damage: DamagedFileError) => void) | undefined;
 }
 
 /**
@@ -190,6 +198,7 @@ function lineFilter(types: Set<string>, since: string, until: string): LineFilte
  *
  * @param siteDir The site directory.
  * @param runId The run id.
+ * @param onDamage Told about damage in the run log, which is then passed over (default: thrown).
  * @returns The run directory.
  * @throws {RunNotFoundError} If no run of that id is recorded.
  * @throws {RangeError} If `runId` is not a valid run id.
@@ -200,7 +209,11 @@ function lineFilter(types: Set<string>, since: string, until: string): LineFilte
  * console.log(await findRunDir("./telemetry", "night-1"));
  * ```
  */
-export async function findRunDir(siteDir: string, runId: string): Promise<string> {
+export async function findRunDir(
+  siteDir: string,
+  runId: string,
+  onDamage?: (damage: DamagedFileError) => void,
+): Promise<string> {
   if (!RUN_ID_PATTERN.test(runId)) {
     throw new RangeError(
       `Cannot read run "${runId}": a run id matches ${RUN_ID_PATTERN.source}, for example "night-1"`,
@@ -211,7 +224,7 @@ export async function findRunDir(siteDir: string, runId: string): Promise<string
   try {
     // The service's records are regular files; a link in their place is not followed.
     if (!(await Deno.lstat(join(siteDir, RUN_LOG_FILE))).isFile) throw new Deno.errors.NotFound();
-    for await (const batch of readLines(storedFile(join(siteDir, RUN_LOG_FILE)))) {
+    for await (const batch of readLines(storedFile(join(siteDir, RUN_LOG_FILE)), { onDamage })) {
       for (const { text } of batch) {
         if (!text.includes(JSON.stringify(runId))) continue;
         try {
@@ -259,6 +272,7 @@ export async function findRunDir(siteDir: string, runId: string): Promise<string
  * @throws {RangeError} If a bound is not a time or `since` is not before `until`.
  * @throws {RunNotFoundError} If `run` names no recorded run.
  * @throws {Deno.errors.NotFound} If the site directory does not exist.
+ * @throws {DamagedFileError} If a file is damaged and `onDamage` is not given.
  *
  * @example Usage
  * ```ts ignore
@@ -288,14 +302,14 @@ export async function* readHistoryLines(
   }
   const files: StoredFile[] = options.run === undefined
     ? await listSiteFiles(siteDir, { nights: nightWindow(sinceMs, untilMs, timeZone) })
-    : await listRunFiles(await findRunDir(siteDir, options.run));
+    : await listRunFiles(await findRunDir(siteDir, options.run, options.onDamage));
   const keep = lineFilter(
     new Set(options.types ?? []),
     Number.isFinite(sinceMs) ? formatBound(sinceMs) : "",
     Number.isFinite(untilMs) ? formatBound(untilMs) : "\uffff",
   );
   for (const file of files) {
-    for await (const batch of readLines(file)) {
+    for await (const batch of readLines(file, { onDamage: options.onDamage })) {
       for (const { text } of batch) {
         if (text.length > 0 && keep(text)) yield text;
       }

@@ -3,10 +3,12 @@
  * site files whose night ended more than N nights ago, and the `telemetry.ndjson` of runs
  * stopped more than N nights ago, into `<name>.gz` (`compress.ts`); `--retain N` deletes site
  * files whose night ended more than N nights ago, never one that a forwarding cursor
- * (`fleet/cursor.ts`) has not passed. "More than N nights ago" counts nights by their keys: with
+ * (`forward_cursor.ts`) has not passed. "More than N nights ago" counts nights by their keys: with
  * N = 2 the current night and the two before it stay as they are, the third before it is the
- * first one touched. Never the current night's file, a night the service has open, or the active
- * run's file; run directories are never deleted.
+ * first one touched, counted from the newest night that holds data when the clock is later, and
+ * never one of the newest N + 1 nights that hold data ({@linkcode NightEvidence}). Never the
+ * current night's file, a night the service has open, or the active run's file; run directories
+ * are never deleted.
  *
  * A pass can be killed at any point: compression is crash-safe, and the next pass settles what
  * it left (a temporary file, both forms of a night).
@@ -102,14 +104,72 @@ export function endedMoreThan(night: string, current: string, n: number): boolea
   return dateOfKey(night).until(dateOfKey(current), { largestUnit: "days" }).days > n;
 }
 
+/**
+ * The nights a pass may count as passed, judged by what the site directory holds as well as by
+ * the clock (docs/history.md, "Compression and retention"): a clock years ahead (no RTC
+ * battery, a GPS or NTP fault) is no evidence that stored data is old.
+ */
+export class NightEvidence {
+  /** The nights whose site file holds data, ascending. */
+  readonly #dataNights: string[];
+  /** The current night by the clock. */
+  readonly current: string;
+  /** The current night by the clock or, when earlier, the newest night that holds data. */
+  readonly reference: string;
+
+  /**
+   * Creates the evidence of one pass.
+   *
+   * @param current The current night's key by the clock.
+   * @param dataNights The keys of the nights whose site file holds at least one byte.
+   */
+  constructor(current: string, dataNights: Iterable<string>) {
+    this.current = current;
+    this.#dataNights = [...new Set(dataNights)].sort();
+    const newest = this.#dataNights.at(-1);
+    this.reference = newest !== undefined && newest < current ? newest : current;
+  }
+
+  /**
+   * Whether a night counts as passed by more than `n` nights: it ended more than `n` nights
+   * before {@linkcode NightEvidence.reference}, and it is older than the newest `n + 1` nights
+   * that hold data.
+   *
+   * @param night The night's key.
+   * @param n Nights (`--retain` or `--compress-after`).
+   * @returns `true` when the night is due.
+   *
+   * @example Usage
+   * ```ts
+   * import { NightEvidence } from "./retention.ts";
+   * import assert from "node:assert/strict";
+   *
+   * // The clock says 2038; the newest data is of 20261127: only what that night passed is due.
+   * const evidence = new NightEvidence("20380119", ["20261123", "20261125", "20261127"]);
+   * assert.equal(evidence.passed("20261123", 1), true);
+   * assert.equal(evidence.passed("20261125", 1), false);
+   * assert.equal(evidence.passed("20261127", 1), false);
+   * ```
+   */
+  passed(night: string, n: number): boolean {
+    if (night >= this.current || !endedMoreThan(night, this.reference, n)) return false;
+    const nights = this.#dataNights;
+    let later = 0;
+    for (let i = nights.length - 1; i >= 0 && nights[i]! > night; i--) later++;
+    return later > n;
+  }
+}
+
 /** One pass's settings and what it did so far. */
 interface Pass {
   siteDir: string;
   timeZone: string;
   compressAfter: number;
   retain: number;
-  /** The current night's key. */
+  /** The current night's key by the clock. */
   current: string;
+  /** What the site directory says about which nights passed (set by the site files' step). */
+  evidence: NightEvidence;
   warn: (message: string) => void;
   info: (message: string) => void;
   signal: AbortSignal | undefined;
@@ -153,7 +213,11 @@ async function compressOne(pass: Pass, plain: StoredFile, gz: StoredFile | undef
   const done = await compressFile(plain.path, { signal: pass.signal, duty: COMPRESS_DUTY });
   if (done) {
     pass.report.compressed.push(done);
-    pass.info(`Compressed ${plain.path} to ${done} (--compress-after ${pass.compressAfter}).`);
+    pass.info(
+      `Compressed ${plain.path} to ${done} (--compress-after ${pass.compressAfter})${
+        countedFrom(pass)
+      }.`,
+    );
   }
 }
 
@@ -161,11 +225,13 @@ async function compressOne(pass: Pass, plain: StoredFile, gz: StoredFile | undef
 async function stoppedRuns(
   siteDir: string,
   timeZone: string,
+  warn: (message: string) => void,
 ): Promise<Map<string, string>> {
   const stopped = new Map<string, string>(); // run_dir -> night it stopped
   const active = new Set<string>();
   try {
-    for await (const batch of readLines(storedFile(join(siteDir, RUN_LOG_FILE)))) {
+    const onDamage = (damage: Error) => warn(`${damage.message}; what can be read of it is read.`);
+    for await (const batch of readLines(storedFile(join(siteDir, RUN_LOG_FILE)), { onDamage })) {
       for (const { text } of batch) {
         try {
           const record = JSON.parse(text);
@@ -241,6 +307,34 @@ async function siteNights(siteDir: string): Promise<Map<string, NightForms>> {
   return forms;
 }
 
+/** How nights were counted, when not from the clock's night (docs/history.md). */
+function countedFrom(pass: Pass): string {
+  const { reference, current } = pass.evidence;
+  // The night before the clock's is the usual reference until the current night holds data.
+  return !endedMoreThan(reference, current, 1)
+    ? ""
+    : `, counted from night ${reference}, the newest that holds data (the clock is in night ${current})`;
+}
+
+/** An empty gzip member is 20 bytes: a `.gz` larger than that holds data. */
+const EMPTY_GZ_BYTES = 20;
+
+/** The nights whose site file (either form) holds data. */
+async function nightsWithData(forms: Map<string, NightForms>): Promise<string[]> {
+  const out: string[] = [];
+  for (const [night, { plain, gz }] of forms) {
+    for (const [file, empty] of [[plain, 0], [gz, EMPTY_GZ_BYTES]] as const) {
+      if (!file) continue;
+      const size = await Deno.lstat(file.path).then((i) => i.size, () => 0);
+      if (size > empty) {
+        out.push(night);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 /**
  * Deletes a night's files when every cursor has passed them.
  *
@@ -264,7 +358,9 @@ async function deleteNight(
     await Deno.remove(file.path);
     pass.report.deleted.push(file.path);
     pass.info(
-      `Deleted ${file.path}: its night ended more than ${pass.retain} nights ago (--retain).`,
+      `Deleted ${file.path}: its night ended more than ${pass.retain} nights ago (--retain)${
+        countedFrom(pass)
+      }.`,
     );
   }
   await syncDirectory(pass.siteDir);
@@ -275,6 +371,8 @@ async function deleteNight(
 async function settleSiteFiles(pass: Pass, open: Set<string>): Promise<void> {
   const { siteDir, current, retain, compressAfter, signal } = pass;
   const forms = await siteNights(siteDir);
+  const evidence = new NightEvidence(current, await nightsWithData(forms));
+  pass.evidence = evidence;
   const cursors = retain > 0 ? await listCursors(siteDir) : [];
   for (const { name, problem } of cursors) {
     if (problem) {
@@ -288,11 +386,11 @@ async function settleSiteFiles(pass: Pass, open: Set<string>): Promise<void> {
     if (night >= current || open.has(night)) continue;
     const { plain, gz } = forms.get(night)!;
     try {
-      if (retain > 0 && endedMoreThan(night, current, retain)) {
+      if (retain > 0 && evidence.passed(night, retain)) {
         const files = [gz, plain].filter((f): f is StoredFile => f !== undefined);
         if (await deleteNight(pass, files, cursors)) continue;
       }
-      if (compressAfter > 0 && endedMoreThan(night, current, compressAfter) && plain) {
+      if (compressAfter > 0 && evidence.passed(night, compressAfter) && plain) {
         await compressOne(pass, plain, gz);
       }
     } catch (err) {
@@ -305,9 +403,12 @@ async function settleSiteFiles(pass: Pass, open: Set<string>): Promise<void> {
 /** Compresses the files of runs stopped long enough ago, never the active run's. */
 async function compressStoppedRuns(pass: Pass, activeRun: string | undefined): Promise<void> {
   const { signal } = pass;
-  for (const [runDir, night] of await stoppedRuns(pass.siteDir, pass.timeZone)) {
+  for (const [runDir, night] of await stoppedRuns(pass.siteDir, pass.timeZone, pass.warn)) {
     signal?.throwIfAborted();
-    if (runDir === activeRun || !endedMoreThan(night, pass.current, pass.compressAfter)) continue;
+    // Judged against the same reference night as the site files: a clock years ahead does not
+    // make a run stopped minutes ago old.
+    const { reference } = pass.evidence;
+    if (runDir === activeRun || !endedMoreThan(night, reference, pass.compressAfter)) continue;
     const plain = storedFile(join(runDir, RUN_FILE));
     const gz = storedFile(join(runDir, RUN_FILE + GZ_SUFFIX));
     try {
@@ -341,12 +442,14 @@ async function compressStoppedRuns(pass: Pass, activeRun: string | undefined): P
  * ```
  */
 export async function runRetentionPass(options: RetentionOptions): Promise<RetentionReport> {
+  const current = dayKey((options.now ?? Date.now)(), options.timeZone);
   const pass: Pass = {
     siteDir: options.siteDir,
     timeZone: options.timeZone,
     compressAfter: options.compressAfter ?? 2,
     retain: options.retain ?? 0,
-    current: dayKey((options.now ?? Date.now)(), options.timeZone),
+    current,
+    evidence: new NightEvidence(current, []),
     warn: options.warn ?? (() => {}),
     info: options.info ?? (() => {}),
     signal: options.signal,

@@ -6,7 +6,9 @@
  * file, plain or gzip, from a byte offset of its uncompressed content, giving each line's end
  * offset: a cursor `(file, offset, seq)` stays valid when its file is compressed under it,
  * because offsets always count uncompressed bytes. Bytes after the last `\n` (a torn tail, or a
- * line being written right now) are never a line.
+ * line being written right now) are never a line. Damage (a `.gz` cut short, a line longer than
+ * {@linkcode MAX_LINE_BYTES}) is named with its file and offset and passed over, or thrown
+ * (docs/storage.md, "Damaged files"): no single line takes more memory than the bound.
  *
  * Symbolic links are never followed: a link in the site directory named like a stream file is no
  * stored file, so nothing outside the directory is read through one. Needs `--allow-read` for the
@@ -61,6 +63,70 @@ export interface ReadLinesOptions {
    * @default {65536}
    */
   chunkSize?: number;
+  /**
+   * The longest line, in bytes without its `\n`, that is read as a line; a longer one is damage
+   * (see {@linkcode MAX_LINE_BYTES}).
+   * @default {MAX_LINE_BYTES}
+   */
+  maxLine?: number;
+  /**
+   * Told about damage (an over-long line, a `.gz` that is not gzip or ends early), after which
+   * reading goes on: past the over-long line, or with the next file after a broken `.gz`. Without
+   * it the damage is thrown as a {@linkcode DamagedFileError}.
+   */
+  onDamage?: ((damage: DamagedFileError) => void) | undefined;
+}
+
+/**
+ * The longest line the service ever writes, in bytes (docs/storage.md): a stored line is one
+ * event of a request body (`--max-body`, 1 MiB by default) with its envelope, and numbers such as
+ * `1e20` can grow a few times when written back. Readers take a longer line for damage (a gzip
+ * bomb, a file overwritten with zeros), so no single line can make a reader's memory grow
+ * without bound.
+ *
+ * @example Usage
+ * ```ts
+ * import { MAX_LINE_BYTES } from "./site_files.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(MAX_LINE_BYTES, 32 * 1024 * 1024);
+ * ```
+ */
+export const MAX_LINE_BYTES: number = 32 * 1024 * 1024;
+
+/**
+ * Damage in a stored file (docs/storage.md): a line longer than any the service writes, or a
+ * `.gz` that is not gzip or ends early (a truncated copy, a full disk). It names the file and
+ * the offset, in uncompressed bytes, where the damage begins.
+ *
+ * @example Usage
+ * ```ts
+ * import { DamagedFileError } from "./site_files.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const err = new DamagedFileError("/srv/t/site_20260510.ndjson.gz", 4096, "it ends early");
+ * assert.equal(err.offset, 4096);
+ * assert.match(err.message, /site_20260510\.ndjson\.gz is damaged at byte 4096: it ends early/);
+ * ```
+ */
+export class DamagedFileError extends Error {
+  /** The file. */
+  readonly path: string;
+  /** Where the damage begins, in the file's uncompressed bytes. */
+  readonly offset: number;
+  /**
+   * Creates the error.
+   *
+   * @param path The file.
+   * @param offset Where the damage begins, in uncompressed bytes.
+   * @param what What is wrong there.
+   */
+  constructor(path: string, offset: number, what: string) {
+    super(`${path} is damaged at byte ${offset}: ${what}`);
+    this.name = "DamagedFileError";
+    this.path = path;
+    this.offset = offset;
+  }
 }
 
 /** A cursor's offset that does not fall at the end of a line of its file (docs/fleet.md). */
@@ -131,7 +197,7 @@ async function firstLine(file: StoredFile): Promise<string | undefined> {
     }
   } catch (err) {
     if (err instanceof Deno.errors.NotFound) return undefined;
-    if (err instanceof TypeError) return undefined; // not gzip, or cut short
+    if (err instanceof DamagedFileError) return undefined; // not gzip, or cut short
     throw err;
   }
   return undefined;
@@ -251,21 +317,47 @@ export async function listRunFiles(runDir: string): Promise<StoredFile[]> {
 /**
  * Splits bytes into complete lines, counting each line's end in bytes. One decode per chunk:
  * when the decoded text has as many characters as bytes, every character is one byte and the
- * text's positions are byte offsets; otherwise each line is decoded on its own.
+ * text's positions are byte offsets; otherwise each line is decoded on its own. A line longer
+ * than `maxLine` is never gathered: its bytes are dropped as they come, and it is reported as
+ * damage once (its start offset).
  */
 class ByteLineSplitter {
   #carry: Uint8Array[] = [];
   #carryLength = 0;
   /** The offset of the first byte not yet handed out in a line (the carry's start). */
   #pos: number;
+  #maxLine: number;
+  #overlong: (start: number) => void;
+  /** Inside an over-long line: its bytes are dropped up to its `\n`. */
+  #skipping = false;
 
-  constructor(start: number) {
+  constructor(start: number, maxLine: number, overlong: (start: number) => void) {
     this.#pos = start;
+    this.#maxLine = maxLine;
+    this.#overlong = overlong;
   }
 
   push(chunk: Uint8Array, out: StoredLine[]): void {
+    if (this.#skipping) {
+      const nl = chunk.indexOf(NL);
+      if (nl < 0) {
+        this.#pos += chunk.length;
+        return;
+      }
+      this.#pos += nl + 1;
+      this.#skipping = false;
+      chunk = chunk.subarray(nl + 1);
+    }
     const last = chunk.lastIndexOf(NL);
     if (last < 0) {
+      if (this.#carryLength + chunk.length > this.#maxLine) {
+        this.#overlong(this.#pos);
+        this.#pos += this.#carryLength + chunk.length;
+        this.#carry = [];
+        this.#carryLength = 0;
+        this.#skipping = true;
+        return;
+      }
       this.#carry.push(chunk.slice());
       this.#carryLength += chunk.length;
       return;
@@ -294,12 +386,14 @@ class ByteLineSplitter {
   /** Hands out the lines of `region`, which ends with `\n`. */
   #emit(region: Uint8Array, out: StoredLine[]): void {
     const base = this.#pos;
+    const max = this.#maxLine;
     const text = decoder.decode(region);
     if (text.length === region.length) {
       let start = 0;
       let nl = text.indexOf("\n");
       while (nl !== -1) {
-        out.push({ text: text.slice(start, nl), end: base + nl + 1 });
+        if (nl - start > max) this.#overlong(base + start);
+        else out.push({ text: text.slice(start, nl), end: base + nl + 1 });
         start = nl + 1;
         nl = text.indexOf("\n", start);
       }
@@ -307,13 +401,32 @@ class ByteLineSplitter {
       let start = 0;
       let nl = region.indexOf(NL);
       while (nl !== -1) {
-        out.push({ text: decoder.decode(region.subarray(start, nl)), end: base + nl + 1 });
+        if (nl - start > max) this.#overlong(base + start);
+        else out.push({ text: decoder.decode(region.subarray(start, nl)), end: base + nl + 1 });
         start = nl + 1;
         nl = region.indexOf(NL, start);
       }
     }
     this.#pos += region.length;
   }
+}
+
+/**
+ * Compressed bytes handed to the decompressor at once. Deflate expands at most about 1032 times,
+ * so one step yields at most about 4 MiB: fed the 64 KiB a file read gives, a gzip bomb's step
+ * came out as 64 MiB at once, whatever the line bound (docs/storage.md, "Damaged files").
+ */
+const GZ_INPUT_STEP = 4096;
+
+/** A stream that cuts chunks into pieces of at most `size` bytes. */
+function slicer(size: number): TransformStream<Uint8Array, BufferSource> {
+  return new TransformStream<Uint8Array, BufferSource>({
+    transform(chunk, controller) {
+      for (let at = 0; at < chunk.length; at += size) {
+        controller.enqueue(chunk.subarray(at, at + size) as Uint8Array<ArrayBuffer>);
+      }
+    },
+  });
 }
 
 /**
@@ -330,11 +443,22 @@ async function* fileChunks(
   if (!file.compressed && start > 0) await handle.seek(start, Deno.SeekMode.Start);
   if (file.compressed) {
     // The readable closes the handle when it ends or is cancelled.
-    const reader = handle.readable.pipeThrough(new DecompressionStream("gzip")).getReader();
+    const reader = handle.readable.pipeThrough(slicer(GZ_INPUT_STEP))
+      .pipeThrough(new DecompressionStream("gzip")).getReader();
+    let total = 0;
     try {
       while (true) {
-        const { value, done } = await reader.read();
+        let next: ReadableStreamReadResult<Uint8Array>;
+        try {
+          next = await reader.read();
+        } catch (err) {
+          // Not gzip, or cut short: what came before is whole, nothing after it can be read.
+          if (!(err instanceof TypeError)) throw err;
+          throw new DamagedFileError(file.path, total, `it is not whole gzip (${err.message})`);
+        }
+        const { value, done } = next;
         if (done) return;
+        total += value.length;
         // Decompressed pieces can be large; text decoded from more than about 128 KiB at once
         // lands in V8's large-object space, which grew the process with the file's size.
         for (let at = 0; at < value.length; at += chunkSize) {
@@ -370,7 +494,8 @@ async function* fileChunks(
  * @param options Where to start and how much to read per step.
  * @returns Batches of lines with their end offsets.
  * @throws {OffsetMismatchError} If `offset` is past the end or not just after a `\n`.
- * @throws {TypeError} If a `.gz` file is not gzip or ends early (a damaged file).
+ * @throws {DamagedFileError} Without `onDamage`: if a `.gz` file is not gzip or ends early, or
+ *   a line is longer than `maxLine` (a damaged file).
  *
  * @example Usage
  * ```ts ignore
@@ -387,27 +512,50 @@ export async function* readLines(
   if (!Number.isSafeInteger(offset) || offset < 0) {
     throw new RangeError(`Cannot read ${file.path} from byte ${offset}: not a byte offset`);
   }
-  const splitter = new ByteLineSplitter(offset);
+  const maxLine = options.maxLine ?? MAX_LINE_BYTES;
+  const damaged: DamagedFileError[] = [];
+  const splitter = new ByteLineSplitter(offset, maxLine, (start) => {
+    damaged.push(
+      new DamagedFileError(
+        file.path,
+        start,
+        `a line longer than ${maxLine} bytes, more than the service ever writes; skipped`,
+      ),
+    );
+  });
+  // Reported after the lines before it were handed out; thrown without `onDamage`.
+  const report = (damage: DamagedFileError) => {
+    if (!options.onDamage) throw damage;
+    options.onDamage(damage);
+  };
   // A plain file seeks to the byte before the offset (which must be a line end); a gzip file
   // is decompressed from its start and the bytes before the offset skipped.
   const seekTo = file.compressed || offset === 0 ? 0 : offset - 1;
   let skip = offset - seekTo;
   let lastSkipped = NL;
-  for await (let chunk of fileChunks(file, options.chunkSize ?? 64 * 1024, seekTo)) {
-    if (skip > 0) {
-      const n = Math.min(skip, chunk.length);
-      if (n > 0) lastSkipped = chunk[n - 1]!;
-      skip -= n;
-      chunk = chunk.subarray(n);
-      if (skip > 0) continue;
-      if (lastSkipped !== NL) {
-        throw new OffsetMismatchError(file.path, offset, "the byte before it is not a line end");
+  try {
+    for await (let chunk of fileChunks(file, options.chunkSize ?? 64 * 1024, seekTo)) {
+      if (skip > 0) {
+        const n = Math.min(skip, chunk.length);
+        if (n > 0) lastSkipped = chunk[n - 1]!;
+        skip -= n;
+        chunk = chunk.subarray(n);
+        if (skip > 0) continue;
+        if (lastSkipped !== NL) {
+          throw new OffsetMismatchError(file.path, offset, "the byte before it is not a line end");
+        }
+        if (chunk.length === 0) continue;
       }
-      if (chunk.length === 0) continue;
+      const out: StoredLine[] = [];
+      splitter.push(chunk, out);
+      if (out.length > 0) yield out;
+      for (const damage of damaged.splice(0)) report(damage);
     }
-    const out: StoredLine[] = [];
-    splitter.push(chunk, out);
-    if (out.length > 0) yield out;
+  } catch (err) {
+    // A broken .gz ends the file: its lines so far were handed out, nothing after can be read.
+    if (!(err instanceof DamagedFileError) || !options.onDamage || damaged.includes(err)) throw err;
+    options.onDamage(err);
+    return;
   }
   if (skip > 0) {
     throw new OffsetMismatchError(file.path, offset, `the file holds ${offset - skip} bytes`);

@@ -47,6 +47,8 @@ export interface SiteResume {
  *
  * @param siteDir The site directory, held by the caller.
  * @param warn Told about torn tails moved aside.
+ * @param damage Told about damaged files (docs/storage.md), which are read up to the damage and
+ *   otherwise passed over (default: `warn`).
  * @returns The resume point.
  *
  * @example Usage
@@ -58,6 +60,7 @@ export interface SiteResume {
 export async function resumeSite(
   siteDir: string,
   warn: (message: string) => void,
+  damage: (message: string) => void = warn,
 ): Promise<SiteResume> {
   const files: SiteFileTail[] = [];
   const compressed: string[] = [];
@@ -65,15 +68,15 @@ export async function resumeSite(
     if (entry.isFile && STORED_SITE_FILE.exec(entry.name)?.[2]) compressed.push(entry.name);
     if (!entry.isFile || !SITE_FILE.test(entry.name)) continue;
     const path = join(siteDir, entry.name);
-    let tail = await readTail(path);
+    let tail = await readTail(path, undefined, damage);
     if (tail.torn) {
       const moved = await recoverTornTail(path);
       if (moved > 0) warn(tornMessage(path, moved));
-      tail = await readTail(path);
+      tail = await readTail(path, undefined, damage);
     }
     files.push({ name: entry.name, size: tail.size, lastSeq: tail.lastSeq });
   }
-  files.push(...await compressedTails(siteDir, compressed, files));
+  files.push(...await compressedTails(siteDir, compressed, files, damage));
   files.sort((a, b) => a.lastSeq - b.lastSeq || (a.name < b.name ? -1 : 1));
   return {
     lastSeq: files.at(-1)?.lastSeq ?? 0,
@@ -94,6 +97,7 @@ async function compressedTails(
   siteDir: string,
   names: string[],
   plain: SiteFileTail[],
+  damage: (message: string) => void,
 ): Promise<SiteFileTail[]> {
   const plainNames = new Set(plain.map((f) => f.name));
   const newestPlain = plain.map((f) => f.name).sort().at(-1) ?? "";
@@ -111,7 +115,7 @@ async function compressedTails(
       out.push({ name, size: 0, lastSeq: 0 });
       continue;
     }
-    const tail = await readTail(join(siteDir, name));
+    const tail = await readTail(join(siteDir, name), undefined, damage);
     out.push({ name, size: tail.size, lastSeq: tail.lastSeq });
   }
   return out;

@@ -119,6 +119,8 @@ export class SiteStore {
   #runWriters = new Set<NdjsonWriter>();
   #syncTimer: ReturnType<typeof setInterval> | undefined;
   #syncing: Promise<void> | undefined;
+  /** Damage already reported (docs/storage.md): a damaged file is named once, not per read. */
+  #damageSeen = new Set<string>();
 
   private constructor(
     siteDir: string,
@@ -179,6 +181,13 @@ export class SiteStore {
     return store;
   }
 
+  /** Warns about damage in a stored file once per service (a checkpoint may read it often). */
+  #damage = (message: string): void => {
+    if (this.#damageSeen.has(message)) return;
+    if (this.#damageSeen.size < 1000) this.#damageSeen.add(message);
+    this.#warn(message);
+  };
+
   // --- the site stream ------------------------------------------------------------------------
 
   /**
@@ -187,7 +196,7 @@ export class SiteStore {
    * @returns The resume point.
    */
   resumeSite(): Promise<SiteResume> {
-    return resumeSite(this.siteDir, this.#warn);
+    return resumeSite(this.siteDir, this.#warn, this.#damage);
   }
 
   /**
@@ -218,7 +227,7 @@ export class SiteStore {
     // Compressed since (the newest night of a directory left alone for days): a cursor counts
     // uncompressed bytes, so read its size from the .gz (rare: once per checkpoint until the
     // next event opens a new night).
-    return (await readTail(path + GZ_SUFFIX)).size;
+    return (await readTail(path + GZ_SUFFIX, undefined, this.#damage)).size;
   }
 
   /**
@@ -403,9 +412,11 @@ export class SiteStore {
       );
     }
     try {
-      let { lastSeq } = await readTail(path, writer.size);
+      let { lastSeq } = await readTail(path, writer.size, this.#damage);
       // A run directory used again after its file was compressed continues the seq of the .gz.
-      if (lastSeq === 0) lastSeq = (await readTail(path + GZ_SUFFIX)).lastSeq;
+      if (lastSeq === 0) {
+        lastSeq = (await readTail(path + GZ_SUFFIX, undefined, this.#damage)).lastSeq;
+      }
       const mark = await readSeqMark(runDir);
       this.#runWriters.add(writer);
       return { writer, lastSeq, mark };
@@ -423,7 +434,7 @@ export class SiteStore {
    * @returns The scan.
    */
   scanRun(runDir: string, countAfter = Infinity): Promise<StreamScan> {
-    return scanStream(join(runDir, RUN_FILE), countAfter);
+    return scanStream(join(runDir, RUN_FILE), countAfter, this.#damage);
   }
 
   /**
@@ -437,7 +448,7 @@ export class SiteStore {
     runDir: string,
     after: StreamCursor | { afterSeq: number },
   ): Promise<StreamTail | undefined> {
-    return readStreamAfter(join(runDir, RUN_FILE), after);
+    return readStreamAfter(join(runDir, RUN_FILE), after, this.#damage);
   }
 
   /**
@@ -451,7 +462,7 @@ export class SiteStore {
     name: string,
     after: StreamCursor | { afterSeq: number },
   ): Promise<StreamTail | undefined> {
-    return readStreamAfter(join(this.siteDir, name), after);
+    return readStreamAfter(join(this.siteDir, name), after, this.#damage);
   }
 
   /**
@@ -461,7 +472,7 @@ export class SiteStore {
    * @returns The scan.
    */
   scanSite(name: string): Promise<StreamScan> {
-    return scanStream(join(this.siteDir, name));
+    return scanStream(join(this.siteDir, name), Infinity, this.#damage);
   }
 
   /**

@@ -2,15 +2,17 @@
  * Reading NDJSON stream files (a night's site file, a run's `telemetry.ndjson`) without writing
  * them: backwards from the end ({@linkcode readTail}, the last seq whatever the file's size),
  * forwards from a point ({@linkcode readStreamAfter}, after a checkpoint's cursor or a seq) and
- * whole ({@linkcode scanStream}, the start-up scan). Lines are split and peeked with `wire/ndjson.ts`;
- * bytes after the last `\n` (a torn tail) are never a line. `SiteStore` (`site_store.ts`) reads its
+ * whole ({@linkcode scanStream}, the start-up scan). Lines are peeked with `wire/ndjson.ts` and
+ * read forwards with `site_files.ts`; bytes after the last `\n` (a torn tail) are never a line.
+ * Damage (a `.gz` cut short, a line longer than `MAX_LINE_BYTES`) is told to the caller's `warn`
+ * and passed over (docs/storage.md, "Damaged files"). `SiteStore` (`site_store.ts`) reads its
  * files through this module; it uses `Deno.*` file APIs.
  *
  * @module
  */
 
-import { LineSplitter, readSeqAndType } from "../wire/ndjson.ts";
-import { readLines, storedFile } from "./site_files.ts";
+import { readSeqAndType } from "../wire/ndjson.ts";
+import { DamagedFileError, MAX_LINE_BYTES, readLines, storedFile } from "./site_files.ts";
 import { GZ_SUFFIX } from "./layout.ts";
 
 /**
@@ -18,9 +20,46 @@ import { GZ_SUFFIX } from "./layout.ts";
  * uncompressed bytes. A gzip file cannot be read backwards, so a compressed file (an old night,
  * or a file compressed while the service was down) is read forwards whole.
  */
-async function* gzLines(path: string): AsyncGenerator<{ text: string; end: number }> {
+async function* gzLines(
+  path: string,
+  warn: Warn | undefined,
+): AsyncGenerator<{ text: string; end: number }> {
+  yield* forwardLines(path, 0, warn);
+}
+
+/**
+ * Told about damage in a stored file (an over-long line, a broken `.gz`), after which reading
+ * goes on (docs/storage.md); without it the damage is thrown as a `DamagedFileError`.
+ */
+export type Warn = (message: string) => void;
+
+/** Reports an over-long line met reading backwards, as `readLines` reports one forwards. */
+function overlongWarn(path: string, warn: Warn | undefined): (lineEnd: number) => void {
+  return (lineEnd) => {
+    const damage = new DamagedFileError(
+      path,
+      lineEnd,
+      `the line ending there is longer than ${MAX_LINE_BYTES} bytes, more than the service ever writes; skipped`,
+    );
+    if (!warn) throw damage;
+    warn(damageMessage(damage));
+  };
+}
+
+/** What a reader says about damage it skipped. */
+function damageMessage(damage: DamagedFileError): string {
+  return `${damage.message}; what can be read of it is read (docs/storage.md, "Damaged files").`;
+}
+
+/** The complete lines of a file, plain or gzip, from a line's start, reading forwards. */
+async function* forwardLines(
+  path: string,
+  offset: number,
+  warn: Warn | undefined,
+): AsyncGenerator<{ text: string; end: number }> {
+  const onDamage = warn && ((damage: DamagedFileError) => warn(damageMessage(damage)));
   try {
-    for await (const batch of readLines(storedFile(path))) yield* batch;
+    for await (const batch of readLines(storedFile(path), { offset, onDamage })) yield* batch;
   } catch (err) {
     if (err instanceof Deno.errors.NotFound) return;
     throw err;
@@ -79,45 +118,123 @@ async function readAt(file: Deno.FsFile, position: number, length: number): Prom
 }
 
 /**
+ * Bytes of a file gathered backwards: `[pos, pos + length)` lies at the end of a buffer that
+ * grows by doubling (never past what one line may take), so a long line costs linear time.
+ */
+class BackWindow {
+  #store = new Uint8Array(0);
+  #from = 0;
+  #to = 0;
+  pos: number;
+
+  constructor(end: number) {
+    this.pos = end;
+  }
+
+  get bytes(): Uint8Array {
+    return this.#store.subarray(this.#from, this.#to);
+  }
+
+  /** Keeps only the first `length` bytes. */
+  cut(length: number): void {
+    this.#to = this.#from + length;
+  }
+
+  /** Drops everything, moving to `pos`. */
+  reset(pos: number): void {
+    this.#from = this.#to = 0;
+    this.#store = new Uint8Array(0);
+    this.pos = pos;
+  }
+
+  /** Reads the `step` bytes before `pos` in front of what is held. */
+  async prepend(file: Deno.FsFile, step: number): Promise<void> {
+    const length = this.#to - this.#from;
+    if (this.#from < step) {
+      const cap = Math.min(
+        Math.max(2 * length, length + step, 2 * BACK_CHUNK),
+        MAX_LINE_BYTES + 2 + 2 * BACK_CHUNK,
+      );
+      const store = new Uint8Array(Math.max(cap, length + step));
+      store.set(this.bytes, store.length - length);
+      this.#store = store;
+      this.#to = store.length;
+      this.#from = store.length - length;
+    }
+    const into = this.#store.subarray(this.#from - step, this.#from);
+    const got = await readAt(file, this.pos - step, step);
+    into.set(got);
+    this.#from -= step;
+    this.pos -= step;
+  }
+}
+
+/**
  * The complete lines of `[0, end)` from the last to the first, reading 64 KiB steps from the end,
  * so the cost is what the caller consumes, not the file's size. Bytes after the last `\n` (a
- * torn tail) are no line.
+ * torn tail) are no line. A line longer than {@linkcode MAX_LINE_BYTES} is never gathered: it is
+ * reported to `overlong` (its end offset) and passed over.
  */
-async function* linesBackward(file: Deno.FsFile, end: number): AsyncGenerator<BackLine> {
-  let pos = end; // buf holds [pos, pos + buf.length)
-  let buf = new Uint8Array(0);
-  let terminated = false; // buf ends with the "\n" of the next line to hand out
+async function* linesBackward(
+  file: Deno.FsFile,
+  end: number,
+  overlong: (lineEnd: number) => void = () => {},
+): AsyncGenerator<BackLine> {
+  const win = new BackWindow(end); // holds [win.pos, win.pos + bytes.length)
+  let terminated = false; // the window ends with the "\n" of the next line to hand out
+  // The window's first bytes not yet searched for "\n": the rest is known to hold none, so a
+  // long line is searched once, not once per step.
+  let unsearched = 0;
   while (true) {
+    const buf = win.bytes;
+    if (buf.length > MAX_LINE_BYTES + 1) {
+      // No "\n" in more bytes than a line may hold: drop them and find where the line began.
+      if (terminated) overlong(win.pos + buf.length);
+      let found = false;
+      let pos = win.pos;
+      while (pos > 0 && !found) {
+        const step = Math.min(BACK_CHUNK, pos);
+        const chunk = await readAt(file, pos - step, step);
+        pos -= step;
+        const nl = chunk.lastIndexOf(NL);
+        if (nl >= 0) {
+          found = true;
+          // Just after the "\n" that ends the line before: the next step finds it again.
+          win.reset(pos + nl + 1);
+          terminated = false;
+          unsearched = 0;
+        }
+      }
+      if (!found) return;
+      continue;
+    }
     const searchEnd = terminated ? buf.length - 1 : buf.length;
-    const nl = buf.subarray(0, searchEnd).lastIndexOf(NL);
+    const nl = buf.subarray(0, Math.min(searchEnd, unsearched)).lastIndexOf(NL);
+    unsearched = Math.max(nl, 0); // [0, nl) is still to search; after a miss, nothing is
     if (!terminated) {
       if (nl >= 0) {
-        buf = buf.subarray(0, nl + 1);
+        win.cut(nl + 1);
         terminated = true;
         continue;
       }
     } else if (nl >= 0) {
       yield {
         text: decoder.decode(buf.subarray(nl + 1, buf.length - 1)),
-        start: pos + nl + 1,
-        end: pos + buf.length,
+        start: win.pos + nl + 1,
+        end: win.pos + buf.length,
       };
-      buf = buf.subarray(0, nl + 1);
+      win.cut(nl + 1);
       continue;
     }
-    if (pos === 0) {
+    if (win.pos === 0) {
       if (terminated && buf.length > 0) {
         yield { text: decoder.decode(buf.subarray(0, buf.length - 1)), start: 0, end: buf.length };
       }
       return;
     }
-    const step = Math.min(BACK_CHUNK, pos);
-    const chunk = await readAt(file, pos - step, step);
-    const joined = new Uint8Array(chunk.length + buf.length);
-    joined.set(chunk);
-    joined.set(buf, chunk.length);
-    buf = joined;
-    pos -= step;
+    const step = Math.min(BACK_CHUNK, win.pos);
+    await win.prepend(file, step);
+    unsearched += step;
   }
 }
 
@@ -137,12 +254,13 @@ export interface FileTail {
  *
  * @param path The NDJSON file; a missing file reads as empty.
  * @param size Bytes to consider (default: the whole file).
+ * @param warn Told about damage, which is then passed over (default: thrown).
  * @returns Its size, last seq and whether its tail is torn.
  */
-export async function readTail(path: string, size?: number): Promise<FileTail> {
+export async function readTail(path: string, size?: number, warn?: Warn): Promise<FileTail> {
   if (isGz(path)) {
     const tail: FileTail = { size: 0, lastSeq: 0, torn: false };
-    for await (const line of gzLines(path)) {
+    for await (const line of gzLines(path, warn)) {
       tail.size = line.end;
       tail.lastSeq = readSeqAndType(line.text)?.seq ?? tail.lastSeq;
     }
@@ -159,7 +277,7 @@ export async function readTail(path: string, size?: number): Promise<FileTail> {
     const end = size ?? (await file.stat()).size;
     const last = end > 0 ? await readAt(file, end - 1, 1) : new Uint8Array(0);
     const torn = last.length === 1 && last[0] !== NL;
-    for await (const line of linesBackward(file, end)) {
+    for await (const line of linesBackward(file, end, overlongWarn(path, warn))) {
       const parsed = readSeqAndType(line.text);
       if (parsed !== undefined) return { size: end, lastSeq: parsed.seq, torn };
     }
@@ -176,6 +294,7 @@ export async function readTail(path: string, size?: number): Promise<FileTail> {
  *
  * @param path The NDJSON file.
  * @param after The cursor of a checkpoint, or the seq to read past.
+ * @param warn Told about damage, which is then passed over (default: thrown).
  * @returns The latest line per type after the point, or `undefined` when the cursor does not
  *   match the file (shorter than the offset, no `\n` before it, another seq on the line before
  *   it): the file was truncated or replaced.
@@ -183,9 +302,11 @@ export async function readTail(path: string, size?: number): Promise<FileTail> {
 export async function readStreamAfter(
   path: string,
   after: StreamCursor | { afterSeq: number },
+  warn?: Warn,
 ): Promise<StreamTail | undefined> {
   const result: StreamTail = { latest: new Map(), count: 0, bytes: 0 };
-  if (isGz(path)) return await readGzAfter(path, after, result);
+  if (isGz(path)) return await readGzAfter(path, after, result, warn);
+  const overlong = overlongWarn(path, warn);
   let file: Deno.FsFile;
   try {
     file = await Deno.open(path, { read: true });
@@ -202,7 +323,7 @@ export async function readStreamAfter(
     if ("offset" in after) {
       if (after.offset > size) return undefined;
       if (after.offset > 0) {
-        const before = await linesBackward(file, after.offset).next();
+        const before = await linesBackward(file, after.offset, overlong).next();
         if (before.done || before.value.end !== after.offset) return undefined;
         if (readSeqAndType(before.value.text)?.seq !== after.seq) return undefined;
       } else if (after.seq !== 0) return undefined;
@@ -210,29 +331,21 @@ export async function readStreamAfter(
       afterSeq = after.seq;
     } else {
       afterSeq = after.afterSeq;
-      for await (const line of linesBackward(file, size)) {
+      for await (const line of linesBackward(file, size, overlong)) {
         const seq = readSeqAndType(line.text)?.seq;
         if (seq !== undefined && seq <= afterSeq) break;
         start = line.start;
       }
     }
     if (start >= size) return result;
-    await file.seek(start, Deno.SeekMode.Start);
-    const handle = (line: string) => {
-      const parsed = line.length > 0 ? readSeqAndType(line) : undefined;
-      if (parsed === undefined || parsed.seq <= afterSeq) return;
+    // Only complete lines count: a torn tail was recovered before.
+    for await (const { text, end } of forwardLines(path, start, warn)) {
+      result.bytes = end - start;
+      const parsed = text.length > 0 ? readSeqAndType(text) : undefined;
+      if (parsed === undefined || parsed.seq <= afterSeq) continue;
       result.count++;
       result.latest.delete(parsed.type);
-      result.latest.set(parsed.type, { seq: parsed.seq, line });
-    };
-    const splitter = new LineSplitter({ crlf: false });
-    const buf = new Uint8Array(256 * 1024);
-    // Only complete lines count: a torn tail was recovered before, and end() is never called.
-    while (true) {
-      const n = await file.read(buf);
-      if (n === null) break;
-      result.bytes += n;
-      splitter.push(buf.subarray(0, n), handle);
+      result.latest.set(parsed.type, { seq: parsed.seq, line: text });
     }
     return result;
   } finally {
@@ -257,9 +370,14 @@ export interface StreamScan {
  *
  * @param path The NDJSON file; a missing file scans as empty.
  * @param countAfter Count lines whose seq is greater than this.
+ * @param warn Told about damage, which is then passed over (default: thrown).
  * @returns The scan result.
  */
-export async function scanStream(path: string, countAfter = Infinity): Promise<StreamScan> {
+export async function scanStream(
+  path: string,
+  countAfter = Infinity,
+  warn?: Warn,
+): Promise<StreamScan> {
   const result: StreamScan = { lastSeq: 0, latest: new Map(), countedAfter: 0 };
   const handle = (line: string) => {
     if (line.length === 0) return;
@@ -272,22 +390,9 @@ export async function scanStream(path: string, countAfter = Infinity): Promise<S
     result.latest.delete(type);
     result.latest.set(type, line);
   };
-  if (isGz(path)) {
-    for await (const line of gzLines(path)) handle(line.text);
-    return result;
-  }
-  let file: Deno.FsFile;
-  try {
-    file = await Deno.open(path, { read: true });
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound) return result;
-    throw err;
-  }
-  // The snapshot keeps lines exactly as stored, so a "\r" stays part of its line.
-  const splitter = new LineSplitter({ crlf: false });
-  for await (const chunk of file.readable) splitter.push(chunk, handle);
-  // A final line without "\n" is a torn tail: callers recover it before scanning, and the
-  // splitter's end() is not called, so it is never handed out.
+  // The snapshot keeps lines exactly as stored, so a "\r" stays part of its line. A final line
+  // without "\n" is a torn tail: callers recover it before scanning, and it is never a line.
+  for await (const line of forwardLines(path, 0, warn)) handle(line.text);
   return result;
 }
 
@@ -296,12 +401,13 @@ async function readGzAfter(
   path: string,
   after: StreamCursor | { afterSeq: number },
   result: StreamTail,
+  warn: Warn | undefined,
 ): Promise<StreamTail | undefined> {
   const cursor = "offset" in after ? after : undefined;
   const afterSeq = cursor ? cursor.seq : (after as { afterSeq: number }).afterSeq;
   // A cursor's offset counts uncompressed bytes, so it holds across compression; check it.
   let matched = cursor === undefined || (cursor.offset === 0 && cursor.seq === 0);
-  for await (const line of gzLines(path)) {
+  for await (const line of gzLines(path, warn)) {
     const parsed = line.text.length > 0 ? readSeqAndType(line.text) : undefined;
     if (cursor && line.end <= cursor.offset) {
       if (line.end === cursor.offset) matched = parsed?.seq === cursor.seq;

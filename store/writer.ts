@@ -66,19 +66,24 @@ export async function recoverTornTail(path: string): Promise<number> {
     const lastNewline = await findLastNewline(file, size);
     const tailStart = lastNewline + 1;
     if (tailStart === size) return 0;
-    const tail = new Uint8Array(size - tailStart);
     await file.seek(tailStart, Deno.SeekMode.Start);
-    await readFull(file, tail);
     const torn = await Deno.open(`${path}${TORN_SUFFIX}`, { append: true, create: true });
     try {
-      await writeFull(torn, tail);
+      // Copied a chunk at a time: a tail of damage (a file filled with zeros, no "\n" in a
+      // gigabyte) must not be held in memory whole (docs/storage.md).
+      const chunk = new Uint8Array(64 * 1024);
+      for (let at = tailStart; at < size; at += chunk.length) {
+        const piece = chunk.subarray(0, Math.min(chunk.length, size - at));
+        await readFull(file, piece);
+        await writeFull(torn, piece);
+      }
       await torn.syncData();
     } finally {
       torn.close();
     }
     await file.truncate(tailStart);
     await file.syncData();
-    return tail.length;
+    return size - tailStart;
   } finally {
     file.close();
   }

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import {
+  DamagedFileError,
   findRunDir,
   parseTimeBound,
   readHistory,
@@ -92,7 +93,7 @@ Deno.test("readHistoryLines() does not open files of nights far outside the rang
   // Damaged: reading it would throw.
   await Deno.writeTextFile(join(tmp.path, "site_20260501.ndjson.gz"), "not gzip at all");
   assert.equal((await lines(tmp.path, { since: "2026-05-10T00:00:00Z" })).length, 3);
-  await assert.rejects(() => lines(tmp.path), TypeError);
+  await assert.rejects(() => lines(tmp.path), DamagedFileError);
 });
 
 Deno.test("readHistoryLines() skips a torn last line and lines that are not envelopes", async () => {

@@ -239,9 +239,12 @@ Deno.test("a kill -9 at random points of a compression leaves the original or th
     }
     contents.set(`site_${key}.ndjson`, encoder.encode(lines.join("\n") + "\n"));
   }
+  // Nights recorded since: a night counts as passed only once later nights hold data.
+  const recent = ["20260505", "20260506", "20260507"];
   const setUp = async (dir: string) => {
     await Deno.mkdir(dir);
     for (const [name, bytes] of contents) await Deno.writeFile(join(dir, name), bytes);
+    await nights(dir, recent);
   };
   const spawn = (dir: string) =>
     new Deno.Command(Deno.execPath(), {
@@ -284,7 +287,11 @@ Deno.test("a kill -9 at random points of a compression leaves the original or th
     }
     // The next pass settles whatever the kill left.
     await runLifecycle({ siteDir: dir, timeZone: "UTC", compressAfter: 2, now: NOW });
-    assert.deepEqual(await names(dir), [...contents.keys()].map((n) => n + ".gz").sort());
+    assert.deepEqual(
+      await names(dir),
+      [...contents.keys()].map((n) => n + ".gz").concat(recent.map((k) => `site_${k}.ndjson`))
+        .sort(),
+    );
     for (const [name, bytes] of contents) {
       assert.deepEqual(await gunzip(join(dir, name + ".gz")), bytes);
     }
@@ -339,7 +346,7 @@ Deno.test("TelemetryService resumes seq and snapshot when its newest files are c
 
 Deno.test("TelemetryService compresses old nights at start-up and after a rotation", async () => {
   await using tmp = await tempDir();
-  await nights(tmp.path, ["20260420", "20260421"]);
+  await nights(tmp.path, ["20260419", "20260420", "20260421"]);
   const now = { ms: Date.parse("2026-04-22T13:00:00.000Z") };
   const info: string[] = [];
   const service = await openService(
@@ -348,16 +355,20 @@ Deno.test("TelemetryService compresses old nights at start-up and after a rotati
     now,
   );
   try {
-    await waitFor(() => exists(join(tmp.path, "site_20260420.ndjson.gz")));
+    await waitFor(() => exists(join(tmp.path, "site_20260419.ndjson.gz")));
+    // The newest two nights that hold data are never "passed" (docs/history.md).
+    assert.ok(await exists(join(tmp.path, "site_20260420.ndjson")));
     assert.ok(await exists(join(tmp.path, "site_20260421.ndjson")));
     await service.record([{ type: "a", data: {} }]); // night 20260422
     now.ms += 2 * 24 * 3_600_000;
     await service.record([{ type: "a", data: {} }]); // night 20260424: a rotation
+    now.ms += 24 * 3_600_000;
+    await service.record([{ type: "a", data: {} }]); // night 20260425: a rotation
     await waitFor(() => exists(join(tmp.path, "site_20260422.ndjson.gz")));
     assert.ok(await exists(join(tmp.path, "site_20260421.ndjson.gz")));
     assert.ok(
       info.some((m) =>
-        /^Compressed .*site_20260420\.ndjson to .*\.gz \(--compress-after 1\)\.$/.test(m)
+        /^Compressed .*site_20260419\.ndjson to .*\.gz \(--compress-after 1\)\.$/.test(m)
       ),
     );
   } finally {
@@ -425,6 +436,7 @@ Deno.test("TelemetryService.close() stops a compression half-way, keeping the or
   for (let i = 0; i < 150; i++) await file.write(block); // about 30 MB
   file.close();
   const size = (await Deno.stat(path)).size;
+  await nights(tmp.path, ["20260419", "20260420", "20260421"]); // recorded since
   const now = { ms: Date.parse("2026-04-22T13:00:00.000Z") };
   const service = await openService(tmp.path, { compressAfter: 2 }, now);
   await waitFor(async () => (await names(tmp.path)).some((n) => n.includes(".tmp-")));
@@ -445,16 +457,11 @@ Deno.test("TelemetryService keeps its checkpoint usable when its newest night is
   let service = await openService(tmp.path, { compressAfter: 0 }, now);
   await service.record([{ type: "weather", data: { n: 1 } }, { type: "weather", data: { n: 2 } }]);
   await service.close();
-  // Days later: the start-up pass compresses the newest (and only) night.
+  // Days later, its newest (and only) night compressed under it (retention never compresses the
+  // newest night that holds data, docs/history.md; an operator or an older version may).
   now.ms = Date.parse("2026-04-10T13:00:00.000Z");
   const warnings: string[] = [];
-  service = await openService(
-    tmp.path,
-    { compressAfter: 2, onWarning: (m) => warnings.push(m) },
-    now,
-  );
-  await waitFor(() => exists(join(tmp.path, "site_20260401.ndjson.gz")));
-  await service.close();
+  await compressFile(join(tmp.path, "site_20260401.ndjson"));
   service = await openService(
     tmp.path,
     { compressAfter: 2, onWarning: (m) => warnings.push(m) },
@@ -477,6 +484,7 @@ Deno.test("runLifecycle() keeps both forms, and says so, when a night was writte
   await compressFile(path);
   // A clock stepped back days: the service wrote that night's file again.
   await Deno.writeTextFile(path, siteLine(9, "2026-05-01T14:00:00.000Z") + "\n");
+  await nights(tmp.path, ["20260505", "20260506", "20260507"]); // recorded since
   const warnings: string[] = [];
   await runLifecycle({
     siteDir: tmp.path,
@@ -485,7 +493,10 @@ Deno.test("runLifecycle() keeps both forms, and says so, when a night was writte
     now: NOW,
     warn: (m) => warnings.push(m),
   });
-  assert.deepEqual(await names(tmp.path), ["site_20260501.ndjson", "site_20260501.ndjson.gz"]);
+  assert.deepEqual((await names(tmp.path)).filter((n) => n.startsWith("site_20260501")), [
+    "site_20260501.ndjson",
+    "site_20260501.ndjson.gz",
+  ]);
   assert.equal(warnings.length, 1);
   assert.match(warnings[0]!, /hold different lines .* both are kept and read, oldest first/);
 });

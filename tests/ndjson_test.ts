@@ -240,3 +240,18 @@ Deno.test("LineSplitStream with crlf false keeps the \\r in lines", async () => 
   const stream = ReadableStream.from(["a\r\n"]).pipeThrough(new LineSplitStream({ crlf: false }));
   assert.deepEqual(await Array.fromAsync(stream), ["a\r"]);
 });
+
+Deno.test("LineSplitter with maxLine skips an over-long line without gathering it, and counts it", () => {
+  for (const step of [1, 3, 7, 1000]) {
+    const text = `a\n${"x".repeat(50)}\nb\n${"y".repeat(10)}\n${"z".repeat(40)}`;
+    const lines: [string, number][] = [];
+    const overlong: number[] = [];
+    const splitter = new LineSplitter({ maxLine: 20, onOverlong: (n) => overlong.push(n) });
+    for (let at = 0; at < text.length; at += step) {
+      splitter.push(text.slice(at, at + step), (line, n) => lines.push([line, n]));
+    }
+    splitter.end((line, n) => lines.push([line, n]));
+    assert.deepEqual(lines, [["a", 1], ["b", 3], ["y".repeat(10), 4]], `step ${step}`);
+    assert.deepEqual(overlong, [2, 5], `step ${step}`);
+  }
+});

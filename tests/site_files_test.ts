@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import {
+  DamagedFileError,
   findStored,
   listRunFiles,
   listSiteFiles,
@@ -188,7 +189,7 @@ Deno.test("listRunFiles() finds a run's file in either form and nothing in an em
   assert.deepEqual((await listRunFiles(tmp.path)).map((f) => f.name), ["telemetry.ndjson.gz"]);
 });
 
-Deno.test("readLines() reports a damaged .gz as a TypeError after the lines it could read", async () => {
+Deno.test("readLines() reports a damaged .gz as a DamagedFileError after the lines it could read", async () => {
   await using tmp = await tempDir();
   const path = join(tmp.path, "site_20260510.ndjson");
   await Deno.writeTextFile(
@@ -198,7 +199,7 @@ Deno.test("readLines() reports a damaged .gz as a TypeError after the lines it c
   const gz = await gzip(path);
   const bytes = await Deno.readFile(gz);
   await Deno.writeFile(gz, bytes.subarray(0, Math.floor(bytes.length / 2)));
-  await assert.rejects(() => collect(storedFile(gz)), TypeError);
+  await assert.rejects(() => collect(storedFile(gz)), DamagedFileError);
 });
 
 Deno.test("readLines() hands out a line longer than many steps whole, with its end", async () => {

@@ -182,6 +182,15 @@ export interface LineSplitterOptions {
    * @default {true}
    */
   crlf?: boolean | undefined;
+  /**
+   * The longest line, in characters, that is gathered; a longer one is never held whole: its
+   * characters are dropped as they come and `onOverlong` is told its number. For readers of
+   * input that may be hostile (a file without a newline in a gigabyte).
+   * @default {Infinity}
+   */
+  maxLine?: number | undefined;
+  /** Told the number of each line longer than `maxLine`, which is skipped. */
+  onOverlong?: ((lineNo: number) => void) | undefined;
 }
 
 /** Receives each line (without its line break) and its 1-based number. */
@@ -216,7 +225,12 @@ export class LineSplitter {
   // Pieces of a line begun in earlier chunks: joined once when its "\n" arrives, so a very long
   // line costs linear time and only the new chunk is ever searched.
   #carry: string[] = [];
+  #carryLength = 0;
   #lines = 0;
+  #maxLine: number;
+  #onOverlong: (lineNo: number) => void;
+  /** Inside an over-long line: dropped up to its "\n". */
+  #skipping = false;
 
   /**
    * Creates a splitter.
@@ -225,6 +239,8 @@ export class LineSplitter {
    */
   constructor(options: LineSplitterOptions = {}) {
     this.#crlf = options.crlf ?? true;
+    this.#maxLine = options.maxLine ?? Infinity;
+    this.#onOverlong = options.onOverlong ?? (() => {});
   }
 
   /** Lines handed out so far: the number of the last one. */
@@ -246,18 +262,39 @@ export class LineSplitter {
     let start = 0;
     let nl = text.indexOf("\n");
     while (nl !== -1) {
+      if (this.#skipping || this.#carryLength + nl - start > this.#maxLine) {
+        // The end of an over-long line: told once, never handed out.
+        if (!this.#skipping) this.#onOverlong(this.#lines + 1);
+        this.#skipping = false;
+        this.#carry = [];
+        this.#carryLength = 0;
+        this.#lines++;
+        start = nl + 1;
+        nl = text.indexOf("\n", start);
+        continue;
+      }
       let line = text.slice(start, nl);
       if (this.#carry.length > 0) {
         this.#carry.push(line);
         line = this.#carry.join("");
         this.#carry = [];
+        this.#carryLength = 0;
       }
       if (crlf && line.charCodeAt(line.length - 1) === CR) line = line.slice(0, -1);
       onLine(line, ++this.#lines);
       start = nl + 1;
       nl = text.indexOf("\n", start);
     }
-    if (start < text.length) this.#carry.push(text.slice(start));
+    if (start < text.length && !this.#skipping) {
+      this.#carry.push(text.slice(start));
+      this.#carryLength += text.length - start;
+      if (this.#carryLength > this.#maxLine) {
+        this.#onOverlong(this.#lines + 1);
+        this.#skipping = true;
+        this.#carry = [];
+        this.#carryLength = 0;
+      }
+    }
   }
 
   /**
@@ -268,9 +305,19 @@ export class LineSplitter {
    */
   end(onLine: LineHandler): void {
     const rest = this.#decoder?.decode() ?? "";
+    if (this.#skipping) {
+      this.#skipping = false;
+      this.#lines++;
+      return;
+    }
     if (rest !== "") this.#carry.push(rest);
     let line = this.#carry.join("");
     this.#carry = [];
+    this.#carryLength = 0;
+    if (line.length > this.#maxLine) {
+      this.#onOverlong(++this.#lines);
+      return;
+    }
     if (line === "") return;
     if (this.#crlf && line.charCodeAt(line.length - 1) === CR) line = line.slice(0, -1);
     onLine(line, ++this.#lines);
