@@ -84,8 +84,8 @@ function logClaim(claim: UnitClaim, log: FleetLog): void {
     log(
       "warn",
       `unit ${claim.unit} taken over from site ${claim.previousSiteId} by site ${claim.siteId} ` +
-        `(--reclaim-unit); its events are forwarded under the keys site ` +
-        `${claim.previousSiteId} used`,
+        `(--reclaim-unit); its keys go on from site ${claim.previousSiteId}'s, so an event ` +
+        `whose seq that site sent already is dropped as a repeat`,
     );
   } else {
     log(
