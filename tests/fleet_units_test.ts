@@ -330,3 +330,40 @@ Deno.test("forward of a site directory without .site.json stops with one line sa
       `${dir.path}), which writes it, then forward again`,
   );
 });
+
+Deno.test({
+  name: "a forwarder started while NATS is down claims its unit and sends once the server is back",
+  ignore: skipNats !== undefined,
+  async fn() {
+    await using nats = await NatsServer.start();
+    await using a = await site("a", 3);
+    await nats.kill();
+    const logged: string[] = [];
+    let sent = 0;
+    let restarted = false;
+    const stats = await forwardUntil(
+      {
+        siteDir: a.dir,
+        to: nats.url,
+        unit: "pan012",
+        log: (level, message) => void logged.push(`${level} ${message}`),
+        onSent: (s) => void (sent += s.count),
+      },
+      async () => {
+        if (!restarted && logged.some((l) => l.includes("retrying the claim of unit pan012"))) {
+          assert.equal(sent, 0); // nothing before the claim
+          await nats.restart();
+          restarted = true;
+        }
+        return sent === 3;
+      },
+      "the events after the server came back",
+      30_000,
+    );
+    assert.equal(stats.sent, 3);
+    assert.ok(
+      logged.includes(`info unit pan012 claimed for this site, ${a.siteId}`),
+      logged.join("\n"),
+    );
+  },
+});
