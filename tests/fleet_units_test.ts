@@ -367,3 +367,14 @@ Deno.test({
     );
   },
 });
+
+Deno.test("forward --status --reclaim-unit is a usage error saying the flag goes with --to and --unit", async () => {
+  await using dir = await tempDir("obs-units-status-");
+  const run = await forwardCli(["--status", "--reclaim-unit", "--site-dir", dir.path]);
+  assert.equal(run.code, 2);
+  assert.equal(
+    run.stderr,
+    "obs-utils telemetry forward: --reclaim-unit goes with --to and --unit, not --status. " +
+      "Run 'obs-utils telemetry forward --help' for usage.\n",
+  );
+});
