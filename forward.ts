@@ -6,7 +6,7 @@
  * `spawnServer()` does for the service.
  *
  * This entry point is the only one that loads the NATS and PostgreSQL clients (npm
- * `@nats-io/transport-node`, `@nats-io/jetstream`, `postgres`); `./client` and `./event` stay
+ * `@nats-io/transport-node`, `@nats-io/jetstream`, `@nats-io/kv`, `postgres`); `./client` and `./event` stay
  * dependency-free.
  *
  * @example Forward to JetStream until SIGTERM
@@ -48,8 +48,12 @@ export {
   HEADER_STREAM,
   HEADER_UNIT,
   type SentBatch,
+  SiteIdentityMissingError,
   type SpawnedForwarder,
   spawnForwarder,
   type SpawnForwarderOptions,
   type StreamLag,
+  UnitHeldError,
+  UNITS_BUCKET,
+  UNITS_TABLE,
 } from "./fleet/forward.ts";

@@ -25,7 +25,13 @@ import { forward, spawnForwarder } from "../forward.ts";
 import { toRow } from "../fleet/item.ts";
 import { NatsSink } from "../fleet/sinks/nats.ts";
 import { PostgresSink } from "../fleet/sinks/postgres.ts";
-import { natsMissing, NatsServer, postgresMissing, PostgresServer } from "../tests/_fleet_util.ts";
+import {
+  giveSiteIdentity,
+  natsMissing,
+  NatsServer,
+  postgresMissing,
+  PostgresServer,
+} from "../tests/_fleet_util.ts";
 import { freePort, luaString, runWrk, serviceArgs, waitReady } from "./_util.ts";
 
 const { values } = parseArgs({
@@ -65,6 +71,7 @@ async function makeSite(lines: number): Promise<{ dir: string; lines: string[] }
   const dir = await Deno.makeTempDir({ prefix: "obs-fleet-bench-" });
   const all = Array.from({ length: lines }, (_, i) => storedLine(i + 1));
   await Deno.writeTextFile(join(dir, "site_20261101.ndjson"), all.join("\n") + "\n");
+  await giveSiteIdentity(dir); // the forwarder claims its unit for this site id
   return { dir, lines: all };
 }
 

@@ -87,6 +87,7 @@ export async function forwardCommand(args: string[]): Promise<number> {
     "subject-prefix": { type: "string" },
     "nats-stream": { type: "string" },
     batch: { type: "string" },
+    "reclaim-unit": { type: "boolean" },
     status: { type: "boolean" },
     json: { type: "boolean" },
     ...HELP_OPTION,
@@ -95,6 +96,9 @@ export async function forwardCommand(args: string[]): Promise<number> {
   const siteDir = resolve(
     values["site-dir"] ?? readEnv("OBS_TELEMETRY_SITE_DIR") ?? DEFAULT_SITE_DIR,
   );
+  if (values.status && values["reclaim-unit"]) {
+    throw new UsageError("--reclaim-unit goes with --to and --unit, not --status", "forward");
+  }
   if (values.status) {
     let rows: StreamLag[];
     try {
@@ -132,6 +136,7 @@ export async function forwardCommand(args: string[]): Promise<number> {
     ...(values["subject-prefix"] !== undefined ? { subjectPrefix: values["subject-prefix"] } : {}),
     ...(values["nats-stream"] !== undefined ? { natsStream: values["nats-stream"] } : {}),
     ...(batch !== undefined ? { batch } : {}),
+    ...(values["reclaim-unit"] ? { reclaimUnit: true } : {}),
   };
   const problem = checkForwardOptions(options);
   if (problem) throw new UsageError(problem, "forward");

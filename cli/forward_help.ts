@@ -14,7 +14,9 @@ export const FORWARD_HELP: string =
 Send every stored line of the site stream and of every run, oldest first, to a
 fleet store, then follow new lines as the service writes them. Runs beside the
 service; a cursor in <site_dir>/.forward/<name>.json moves only after the
-destination acknowledged, so nothing is lost or stored twice.
+destination acknowledged, so nothing is lost or stored twice. The unit is
+claimed for the site id of <site_dir>/.site.json before anything is sent: one
+unit, one site.
 
 Options:
   --to URL               nats://host:port (JetStream) or postgres://user@host:port/db
@@ -24,6 +26,9 @@ Options:
   --subject-prefix P     NATS subjects are P.<unit>.<stream> [default ${DEFAULT_SUBJECT_PREFIX}]
   --nats-stream S        JetStream stream, created if missing [default ${DEFAULT_NATS_STREAM}]
   --batch N              Lines per send [default 1000]
+  --reclaim-unit         Take --unit over from the site holding it (a site moved
+                         to a new disk); otherwise a unit another site holds stops
+                         the forwarder
   --status               Print each cursor's lag and exit; sends nothing
   --json                 With --status: one JSON object per line
   -h, --help             Show this help

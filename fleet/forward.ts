@@ -18,7 +18,10 @@ export {
 export { archive, type ArchiveOptions, type ArchiveStats } from "./archive.ts";
 export { forwardStatus, type StreamLag } from "./status.ts";
 export type { FleetLog } from "./retry.ts";
-export { EVENTS_TABLE } from "./sinks/postgres.ts";
+export { EVENTS_TABLE, UNITS_TABLE } from "./sinks/postgres.ts";
+export { UNITS_BUCKET } from "./sinks/nats.ts";
+export { UnitHeldError } from "./sinks/sink.ts";
+export { SiteIdentityMissingError } from "./unit_claim.ts";
 export {
   DEFAULT_DURABLE,
   DEFAULT_NATS_STREAM,
@@ -95,6 +98,11 @@ export interface SpawnForwarderOptions {
   natsStream?: string;
   /** Lines per send. */
   batch?: number;
+  /**
+   * Takes the unit over from the site holding it (`--reclaim-unit`, docs/fleet.md "Units"): for
+   * one start after moving a site to a new disk, not for a command line kept in a service manager.
+   */
+  reclaimUnit?: boolean;
   /** Run directories placed outside the site directory (the service's `--allow-run-root`). */
   runRoots?: readonly string[];
   /**
@@ -157,6 +165,7 @@ export function forwarderArgs(options: SpawnForwarderOptions): string[] {
     ...(options.subjectPrefix !== undefined ? ["--subject-prefix", options.subjectPrefix] : []),
     ...(options.natsStream !== undefined ? ["--nats-stream", options.natsStream] : []),
     ...(options.batch !== undefined ? ["--batch", String(options.batch)] : []),
+    ...(options.reclaimUnit ? ["--reclaim-unit"] : []),
   ];
 }
 

@@ -19,6 +19,12 @@ export interface ForwardOptions {
   readonly to: string;
   /** This observatory's name in the fleet (`OBS_TELEMETRY_UNIT`). */
   readonly unit: string;
+  /**
+   * Takes the unit over from the site that holds it (`--reclaim-unit`, docs/fleet.md "Units"):
+   * for a site directory moved to a new disk, whose service made a new `site_id`. Default: a
+   * unit another site holds stops the forwarder.
+   */
+  readonly reclaimUnit?: boolean;
   /** The cursor's name (`<site_dir>/.forward/<name>.json`); default: the URL's scheme. */
   readonly name?: string;
   /** NATS subject prefix; default `telemetry`. */

@@ -44,6 +44,7 @@ import {
   type ForwardStats,
   sinkConnector,
 } from "./forward_options.ts";
+import { claimUnitForSite } from "./unit_claim.ts";
 import { type ForwardSource, listSources, positionOf, remaining, setPosition } from "./sources.ts";
 
 /**
@@ -85,6 +86,8 @@ export async function forward(options: ForwardOptions): Promise<ForwardStats> {
   const lock = await lockCursor(options.siteDir, name);
   try {
     const cursor = await readOrSetAside(options.siteDir, name, log);
+    // One unit, one site: nothing is sent before the unit is this site's (docs/fleet.md, "Units").
+    if (!await claimUnitForSite(options, log)) return { sent: 0, skipped: 0 };
     return await new Forwarder(options, name, cursor, log).run();
   } finally {
     lock.close();

@@ -7,8 +7,9 @@
 
 import { join } from "node:path";
 import assert from "node:assert/strict";
-import { freePort, postJson } from "./_util.ts";
+import { freePort, postJson, type TempDir, tempDir } from "./_util.ts";
 import { forward, type ForwardOptions, type ForwardStats } from "../forward.ts";
+import { establishSiteIdentity } from "../store/site_identity.ts";
 
 const PG_BIN_CANDIDATES = [
   "/usr/lib/postgresql/17/bin",
@@ -286,4 +287,20 @@ export async function postEvents(
     const r = await postJson(`${url}/event`, { type, data: { i } });
     assert.equal(r.status, 200);
   }
+}
+
+/**
+ * Gives a site directory made by hand its `.site.json`, as the service's first start does: the
+ * forwarder claims its unit for that site id and refuses a directory without one
+ * (docs/fleet.md, "Units").
+ */
+export async function giveSiteIdentity(siteDir: string): Promise<string> {
+  return (await establishSiteIdentity(siteDir, { zone: "UTC" })).site_id;
+}
+
+/** A temporary site directory with its `.site.json`, removed when disposed. */
+export async function tempSite(prefix?: string): Promise<TempDir> {
+  const dir = await tempDir(prefix);
+  await giveSiteIdentity(dir.path);
+  return dir;
 }

@@ -21,6 +21,7 @@ import {
   postgresMissing,
   PostgresServer,
   startForwarding,
+  tempSite,
   waitUntil,
 } from "./_fleet_util.ts";
 
@@ -46,7 +47,7 @@ Deno.test({
     "and the lines after it still reach PostgreSQL",
   ignore: skipPg !== undefined,
   async fn() {
-    await using dir = await tempDir();
+    await using dir = await tempSite();
     await using pg = await PostgresServer.start();
     const lines = [
       line(1),
@@ -83,7 +84,7 @@ Deno.test({
     "a run stopped and started again with the same id is forwarded again by a running forwarder",
   ignore: skipPg !== undefined,
   async fn() {
-    await using dir = await tempDir();
+    await using dir = await tempSite();
     await using pg = await PostgresServer.start();
     await using server = await testServer({ siteDir: dir.path });
     const post = (n: number) => postEvents(server.url, "status", 0, n);
@@ -114,7 +115,7 @@ Deno.test({
   name: "a run whose id is also a property of every JavaScript object (constructor) is forwarded",
   ignore: skipPg !== undefined,
   async fn() {
-    await using dir = await tempDir();
+    await using dir = await tempSite();
     await using pg = await PostgresServer.start();
     for (const runId of ["constructor", "toString"]) {
       await Deno.mkdir(`${dir.path}/${runId}`);
@@ -139,7 +140,7 @@ Deno.test({
     "a damaged cursor file is set aside with a warning and forwarding starts again from the start",
   ignore: skipPg !== undefined,
   async fn() {
-    await using dir = await tempDir();
+    await using dir = await tempSite();
     await using pg = await PostgresServer.start();
     await Deno.writeTextFile(
       `${dir.path}/site_20261101.ndjson`,
@@ -169,7 +170,7 @@ Deno.test({
   name: "a second forwarder with the same name on one site directory refuses to start, saying why",
   ignore: skipPg !== undefined,
   async fn() {
-    await using dir = await tempDir();
+    await using dir = await tempSite();
     await using pg = await PostgresServer.start();
     await Deno.writeTextFile(`${dir.path}/site_20261101.ndjson`, line(1) + "\n");
     const stop = new AbortController();
@@ -239,7 +240,7 @@ Deno.test({
     "and the lines after it are forwarded",
   ignore: (skipNats ?? skipPg) !== undefined,
   async fn() {
-    await using dir = await tempDir();
+    await using dir = await tempSite();
     await using nats = await NatsServer.start();
     await using pg = await PostgresServer.start();
     const big = line(2, { blob: "x".repeat(5 * 1024 * 1024) });
@@ -271,7 +272,7 @@ Deno.test({
     "table and what is missing, without the password",
   ignore: skipPg !== undefined,
   async fn() {
-    await using dir = await tempDir();
+    await using dir = await tempSite();
     await using pg = await PostgresServer.start();
     await pg.query("create table telemetry_events (unit text, seq integer, payload text)");
     await Deno.writeTextFile(`${dir.path}/site_20261101.ndjson`, line(1) + "\n");
@@ -320,7 +321,7 @@ Deno.test({
   name: "a nats:// URL with user and password authenticates, and the password is never printed",
   ignore: skipNats !== undefined,
   async fn() {
-    await using dir = await tempDir();
+    await using dir = await tempSite();
     await using store = await tempDir();
     const port = freePort();
     const server = new Deno.Command("nats-server", {
@@ -377,7 +378,7 @@ for (const kind of ["nats", "postgres"] as const) {
       "and the cursor where the destination left it",
     ignore: (kind === "nats" ? skipNats : skipPg) !== undefined,
     async fn() {
-      await using dir = await tempDir();
+      await using dir = await tempSite();
       await using nats = await NatsServer.start();
       await using pg = await PostgresServer.start();
       await Deno.writeTextFile(
@@ -423,7 +424,7 @@ Deno.test({
     "skips that run with a warning and forwards everything else",
   ignore: skipPg !== undefined,
   async fn() {
-    await using dir = await tempDir();
+    await using dir = await tempSite();
     await using outside = await tempDir();
     await using pg = await PostgresServer.start();
     await Deno.writeTextFile(`${outside.path}/telemetry.ndjson`, line(1) + "\n");
@@ -484,7 +485,7 @@ Deno.test({
     "a site file truncated under the cursor (a restored backup) is forwarded again from its start",
   ignore: skipPg !== undefined,
   async fn() {
-    await using dir = await tempDir();
+    await using dir = await tempSite();
     await using pg = await PostgresServer.start();
     const path = `${dir.path}/site_20261101.ndjson`;
     await Deno.writeTextFile(path, [1, 2, 3, 4].map((s) => line(s)).join("\n") + "\n");
@@ -513,7 +514,7 @@ Deno.test({
     "PostgreSQL as U+FFFD directly and through JetStream, and the events after it too",
   ignore: (skipNats ?? skipPg) !== undefined,
   async fn() {
-    await using dir = await tempDir();
+    await using dir = await tempSite();
     await using nats = await NatsServer.start();
     await using pg = await PostgresServer.start();
     await using server = await testServer({ siteDir: dir.path });
@@ -554,7 +555,7 @@ Deno.test({
   name: "a night of very large lines is sent in batches of bounded size, not 1000 lines at once",
   ignore: skipPg !== undefined,
   async fn() {
-    await using dir = await tempDir();
+    await using dir = await tempSite();
     await using pg = await PostgresServer.start();
     // 30 lines of 700 KB: 1000 of them would hold 700 MB in memory on a small unit.
     const lines = Array.from({ length: 30 }, (_, i) => line(i + 1, { blob: "y".repeat(700_000) }));
@@ -578,7 +579,7 @@ Deno.test({
     "forever, directly and through the archiver",
   ignore: (skipNats ?? skipPg) !== undefined,
   async fn() {
-    await using dir = await tempDir();
+    await using dir = await tempSite();
     await using nats = await NatsServer.start();
     await using pg = await PostgresServer.start();
     // An ISO time with a zone offset PostgreSQL finds out of range.
@@ -631,7 +632,7 @@ Deno.test({
     "not dropped as repeats in silence",
   ignore: skipPg !== undefined,
   async fn() {
-    await using dir = await tempDir();
+    await using dir = await tempSite();
     await using pg = await PostgresServer.start();
     await Deno.writeTextFile(
       `${dir.path}/site_20261101.ndjson`,
@@ -672,7 +673,7 @@ Deno.test({
   name: "a cursor naming a night later than every stored file says that nothing is sent",
   ignore: skipPg !== undefined,
   async fn() {
-    await using dir = await tempDir();
+    await using dir = await tempSite();
     await using pg = await PostgresServer.start();
     await Deno.writeTextFile(
       `${dir.path}/site_20261101.ndjson`,
@@ -734,7 +735,7 @@ Deno.test({
     "and the keys it repeats are reported",
   ignore: skipPg !== undefined,
   async fn() {
-    await using dir = await tempDir();
+    await using dir = await tempSite();
     await using pg = await PostgresServer.start();
     await using server = await testServer({ siteDir: dir.path });
     const post = (n: number) => postEvents(server.url, "status", 0, n);

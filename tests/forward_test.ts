@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { archive } from "../fleet/archive.ts";
 import { forward, FORWARD_ENV_VARS, forwarderPermissionFlags, forwardStatus } from "../forward.ts";
-import { CLI, postJson, readSiteLines, tempDir, testServer } from "./_util.ts";
+import { CLI, postJson, readSiteLines, testServer } from "./_util.ts";
 import {
   countRows,
   FORWARD_MAIN,
@@ -19,6 +19,7 @@ import {
   postgresMissing,
   PostgresServer,
   startForwarding,
+  tempSite,
   waitUntil,
 } from "./_fleet_util.ts";
 
@@ -33,7 +34,7 @@ Deno.test({
   name: "forward sends every stored site and run line to PostgreSQL once and follows new ones",
   ignore: skipPg !== undefined,
   async fn() {
-    await using dir = await tempDir();
+    await using dir = await tempSite();
     await using pg = await PostgresServer.start();
     await using server = await testServer({ siteDir: dir.path });
     await postEvents(server.url, "weather", 0, 20);
@@ -67,7 +68,7 @@ Deno.test({
   name: "a restarted forwarder resumes from its cursor and stores nothing twice",
   ignore: skipPg !== undefined,
   async fn() {
-    await using dir = await tempDir();
+    await using dir = await tempSite();
     await using pg = await PostgresServer.start();
     await using server = await testServer({ siteDir: dir.path });
     await postEvents(server.url, "weather", 0, 30);
@@ -98,7 +99,7 @@ Deno.test({
   name: "forward through JetStream and an archiver stores every line in PostgreSQL once",
   ignore: (skipNats ?? skipPg) !== undefined,
   async fn() {
-    await using dir = await tempDir();
+    await using dir = await tempSite();
     await using nats = await NatsServer.start();
     await using pg = await PostgresServer.start();
     await using server = await testServer({ siteDir: dir.path });
@@ -123,7 +124,7 @@ Deno.test({
   name: "forward --status prints each stream's lag without sending anything",
   ignore: skipPg !== undefined,
   async fn() {
-    await using dir = await tempDir();
+    await using dir = await tempSite();
     await using pg = await PostgresServer.start();
     await using server = await testServer({ siteDir: dir.path });
     await postEvents(server.url, "weather", 0, 4);
@@ -212,7 +213,7 @@ Deno.test({
   name: "a night compressed under the cursor and a new night after it are forwarded exactly once",
   ignore: skipPg !== undefined,
   async fn() {
-    await using dir = await tempDir();
+    await using dir = await tempSite();
     await using pg = await PostgresServer.start();
     const first = Array.from({ length: 500 }, (_, i) => line(i + 1, "20261101"));
     await Deno.writeTextFile(`${dir.path}/site_20261101.ndjson`, first.join("\n") + "\n");
@@ -247,8 +248,8 @@ Deno.test({
   name: "two units forwarding to one JetStream stream keep their events apart",
   ignore: (skipNats ?? skipPg) !== undefined,
   async fn() {
-    await using a = await tempDir();
-    await using b = await tempDir();
+    await using a = await tempSite();
+    await using b = await tempSite();
     await using nats = await NatsServer.start();
     await using pg = await PostgresServer.start();
     await Deno.writeTextFile(
@@ -308,7 +309,7 @@ Deno.test({
   name: "deno task forward's permission flags are enough to forward and to stop cleanly on SIGTERM",
   ignore: skipPg !== undefined,
   async fn() {
-    await using dir = await tempDir();
+    await using dir = await tempSite();
     await using pg = await PostgresServer.start();
     await Deno.writeTextFile(`${dir.path}/site_20261101.ndjson`, line(1, "20261101") + "\n");
     const config = JSON.parse(await Deno.readTextFile(new URL("../deno.json", import.meta.url)));
@@ -361,7 +362,7 @@ Deno.test({
   name: "retention keeps the nights a forwarder has not passed, and it sends them from their .gz",
   ignore: skipPg !== undefined,
   async fn() {
-    await using dir = await tempDir();
+    await using dir = await tempSite();
     await using pg = await PostgresServer.start();
     const nights = ["20261101", "20261102", "20261103", "20261104", "20261105"];
     // Recorded since: a night counts as passed only once later nights hold data (history.md).

@@ -3,7 +3,9 @@
  * published with their idempotency key as `Nats-Msg-Id` (JetStream drops a repeat within its
  * duplicate window), and the durable pull consumer the archivers share.
  *
- * Clients: the npm packages `@nats-io/transport-node`, `@nats-io/jetstream` and
+ * Also the claims of units (docs/fleet.md, "Units"), in the key-value bucket `TELEMETRY_UNITS`.
+ *
+ * Clients: the npm packages `@nats-io/transport-node`, `@nats-io/jetstream`, `@nats-io/kv` and
  * `@nats-io/nats-core` (the official NATS client, version 3); loaded only through `./forward`.
  *
  * @module
@@ -27,6 +29,7 @@ import {
   type NatsConnection,
   type Subscription,
 } from "npm:@nats-io/nats-core@^3.4.0";
+import { type KV, Kvm } from "npm:@nats-io/kv@^3.4.0";
 import {
   DEFAULT_NATS_STREAM,
   DEFAULT_SUBJECT_PREFIX,
@@ -36,7 +39,17 @@ import {
   HEADER_UNIT,
   idempotencyKey,
 } from "../item.ts";
-import type { FleetSendOptions, FleetSink, FleetSinkConnector } from "./sink.ts";
+import {
+  type FleetSendOptions,
+  type FleetSink,
+  type FleetSinkConnector,
+  type UnitClaim,
+  type UnitClaimOptions,
+  UnitHeldError,
+} from "./sink.ts";
+
+/** The JetStream key-value bucket of the units' claims: key = unit, value = site_id. */
+export const UNITS_BUCKET = "TELEMETRY_UNITS";
 
 const TOKEN = /^[A-Za-z0-9_-]+$/;
 const encoder = new TextEncoder();
@@ -143,6 +156,57 @@ class NatsBase {
   /** Closes the connection after flushing what is pending. */
   async close(): Promise<void> {
     await this.nc.drain().catch(() => this.nc.close());
+  }
+
+  /**
+   * Claims `unit` for `siteId` in the bucket {@linkcode UNITS_BUCKET} (created if missing):
+   * creating the key claims it; a key naming another site is that site's unless `reclaim`,
+   * which overwrites it (only if it still names that site).
+   */
+  static async claimUnit(
+    target: NatsTarget,
+    unit: string,
+    siteId: string,
+    options: UnitClaimOptions = {},
+  ): Promise<UnitClaim> {
+    const [nc, jsm] = await NatsBase.connectTo(target);
+    try {
+      const kv = await unitsBucket(nc, jsm);
+      try {
+        await kv.create(unit, siteId);
+        return { unit, siteId, outcome: "claimed" };
+      } catch (err) {
+        // Held already (the create's "wrong last sequence"): read whose it is below; any other
+        // failure, with the key still free, is the server's.
+        const entry = await kv.get(unit);
+        if (entry === null || entry.operation !== "PUT") throw err;
+        const holder = entry.string();
+        if (holder === siteId) return { unit, siteId, outcome: "kept" };
+        if (!options.reclaim) throw new UnitHeldError(unit, holder, siteId);
+        await kv.update(unit, siteId, entry.revision);
+        return { unit, siteId, outcome: "reclaimed", previousSiteId: holder };
+      }
+    } finally {
+      await nc.drain().catch(() => nc.close());
+    }
+  }
+}
+
+/**
+ * The units' bucket: opened when its stream exists (whatever its settings: a cluster may have made
+ * it with replicas), created with file storage and one value per key when not.
+ */
+async function unitsBucket(nc: NatsConnection, jsm: JetStreamManager): Promise<KV> {
+  const kvm = new Kvm(nc);
+  // `Kvm.open` checks nothing until the first read, so the stream is looked up first.
+  const exists = () => jsm.streams.info(`KV_${UNITS_BUCKET}`).then(() => true, () => false);
+  if (await exists()) return await kvm.open(UNITS_BUCKET);
+  try {
+    return await kvm.create(UNITS_BUCKET, { storage: StorageType.File, history: 1 });
+  } catch (err) {
+    // Another forwarder may have created it meanwhile.
+    if (await exists()) return await kvm.open(UNITS_BUCKET);
+    throw err;
   }
 }
 
@@ -361,7 +425,8 @@ export class NatsSink extends NatsBase implements FleetSink<ForwardItem> {
 
 /**
  * The forwarder's JetStream sink for one unit: connects with {@linkcode NatsSink.open}; no fault
- * of JetStream is permanent (a missing stream is created, a server down comes back).
+ * of JetStream is permanent (a missing stream is created, a server down comes back) but a unit
+ * another site holds.
  *
  * @example
  * ```ts ignore
@@ -373,7 +438,8 @@ export class NatsSink extends NatsBase implements FleetSink<ForwardItem> {
 export function natsConnector(target: NatsTarget, unit: string): FleetSinkConnector<ForwardItem> {
   return {
     connect: () => NatsSink.open(target, unit),
-    isPermanent: () => false,
+    claimUnit: (unit, siteId, options) => NatsBase.claimUnit(target, unit, siteId, options),
+    isPermanent: (err) => err instanceof UnitHeldError,
   };
 }
 

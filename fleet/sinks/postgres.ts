@@ -1,7 +1,8 @@
 /**
  * The PostgreSQL side of the fleet (docs/fleet.md): the `telemetry_events` table, created if
  * missing, and batches inserted in one transaction with `on conflict do nothing`, so a batch sent
- * twice (after a crash between the commit and the cursor) stores each event once.
+ * twice (after a crash between the commit and the cursor) stores each event once. Also the
+ * claims of units (docs/fleet.md, "Units"), in the table `telemetry_units`.
  *
  * Client: the npm package `postgres` (porsager/postgres), pure JavaScript, no native parts,
  * pipelining and typed arrays; loaded only through the `./forward` entry point.
@@ -10,10 +11,26 @@
  */
 import postgres from "npm:postgres@^3.4.9";
 import { type EventRow, type ForwardItem, toRow } from "../item.ts";
-import type { FleetSendOptions, FleetSink, FleetSinkConnector } from "./sink.ts";
+import {
+  type FleetSendOptions,
+  type FleetSink,
+  type FleetSinkConnector,
+  type UnitClaim,
+  type UnitClaimOptions,
+  UnitHeldError,
+} from "./sink.ts";
 
 /** The table every forwarder and archiver writes (docs/fleet.md). */
 export const EVENTS_TABLE = "telemetry_events";
+
+/** The table of the units' claims (docs/fleet.md, "Units"): one row per unit, naming its site. */
+export const UNITS_TABLE = "telemetry_units";
+
+const UNITS_SCHEMA = `create table if not exists ${UNITS_TABLE} (
+  unit text primary key,
+  site_id text not null,
+  claimed_at timestamptz not null default now()
+)`;
 
 const SCHEMA = [
   `create table if not exists ${EVENTS_TABLE} (
@@ -243,6 +260,63 @@ export class PostgresSink implements FleetSink<EventRow> {
   async close(timeoutS = 5): Promise<void> {
     await this.#sql.end({ timeout: timeoutS });
   }
+
+  /**
+   * Claims `unit` for `siteId` in {@linkcode UNITS_TABLE} (created if missing): the insert that
+   * finds the unit free claims it; a row naming another site is that site's unless `reclaim`,
+   * which overwrites it (only if it still names that site).
+   */
+  async claimUnit(
+    unit: string,
+    siteId: string,
+    options: UnitClaimOptions = {},
+  ): Promise<UnitClaim> {
+    try {
+      return await this.#sql.begin(async (tx) => {
+        await tx`select pg_advisory_xact_lock(hashtext(${UNITS_TABLE}))`;
+        await tx.unsafe(UNITS_SCHEMA);
+        const claimed = await tx`
+          insert into telemetry_units (unit, site_id) values (${unit}, ${siteId})
+          on conflict do nothing`;
+        if (claimed.count === 1) return { unit, siteId, outcome: "claimed" as const };
+        const [row] = await tx<{ site_id: string }[]>`
+          select site_id from telemetry_units where unit = ${unit}`;
+        const holder = row!.site_id;
+        if (holder === siteId) return { unit, siteId, outcome: "kept" as const };
+        if (!options.reclaim) throw new UnitHeldError(unit, holder, siteId);
+        await tx`
+          update telemetry_units set site_id = ${siteId}, claimed_at = now()
+          where unit = ${unit} and site_id = ${holder}`;
+        return { unit, siteId, outcome: "reclaimed" as const, previousSiteId: holder };
+      });
+    } catch (err) {
+      // A table of that name without these columns (SQLSTATE class 42): retrying cannot help.
+      const code = (err as { code?: unknown } | null)?.code;
+      if (typeof code === "string" && code.startsWith("42")) {
+        throw new TableShapeError(
+          `The table ${UNITS_TABLE} has another shape (${(err as Error).message}); rename or ` +
+            `drop it (it is created as docs/fleet.md says when missing), or point --to at ` +
+            `another database`,
+        );
+      }
+      throw err;
+    }
+  }
+}
+
+/** Connects, claims `unit` for `siteId`, and closes again. */
+async function claimUnitAt(
+  url: string,
+  unit: string,
+  siteId: string,
+  options?: UnitClaimOptions,
+): Promise<UnitClaim> {
+  const sink = await PostgresSink.open(url);
+  try {
+    return await sink.claimUnit(unit, siteId, options);
+  } finally {
+    await sink.close().catch(() => {});
+  }
 }
 
 /** The forwarder's view of PostgreSQL: the stored lines of one unit, inserted as their rows. */
@@ -268,9 +342,9 @@ class PostgresItemSink implements FleetSink<ForwardItem> {
   }
 }
 
-/** A table of another shape cannot be mended by retrying; every other fault can. */
+/** A table of another shape, or a unit another site holds, cannot be mended by retrying. */
 function isPermanent(err: unknown): boolean {
-  return err instanceof TableShapeError;
+  return err instanceof TableShapeError || err instanceof UnitHeldError;
 }
 
 /**
@@ -284,7 +358,11 @@ function isPermanent(err: unknown): boolean {
  * ```
  */
 export function postgresRowConnector(url: string): FleetSinkConnector<EventRow> {
-  return { connect: () => PostgresSink.open(url), isPermanent };
+  return {
+    connect: () => PostgresSink.open(url),
+    claimUnit: (unit, siteId, options) => claimUnitAt(url, unit, siteId, options),
+    isPermanent,
+  };
 }
 
 /**
@@ -300,6 +378,7 @@ export function postgresRowConnector(url: string): FleetSinkConnector<EventRow> 
 export function postgresItemConnector(url: string, unit: string): FleetSinkConnector<ForwardItem> {
   return {
     connect: async () => new PostgresItemSink(await PostgresSink.open(url), unit),
+    claimUnit: (unit, siteId, options) => claimUnitAt(url, unit, siteId, options),
     isPermanent,
   };
 }

@@ -23,6 +23,7 @@
  *       },
  *       close: () => Promise.resolve(),
  *     } satisfies FleetSink<string>),
+ *   claimUnit: (unit, siteId) => Promise.resolve({ unit, siteId, outcome: "claimed" }),
  *   isPermanent: () => false,
  * };
  * const sink = await memory.connect();
@@ -89,9 +90,88 @@ export interface FleetSinkConnector<T> {
   /** Connects and prepares the destination (a stream, a table) when it is missing. */
   connect(): Promise<FleetSink<T>>;
   /**
+   * Claims `unit` for the site `siteId` at the destination (docs/fleet.md, "Units"): the first
+   * site to claim a unit holds it, and the forwarder of any other site is refused, so the keys
+   * `<unit>/...` are one site's. Connects for the claim alone and closes again.
+   *
+   * @param unit The forwarder's `--unit`.
+   * @param siteId The `site_id` of the site directory's `.site.json`.
+   * @param options `reclaim: true` takes the unit over from the site holding it.
+   * @returns How the unit came to be this site's.
+   * @throws {UnitHeldError} when another site holds the unit and `reclaim` is not set; any other
+   * error is the destination's (retry later).
+   */
+  claimUnit(unit: string, siteId: string, options?: UnitClaimOptions): Promise<UnitClaim>;
+  /**
    * Whether an error of {@linkcode FleetSinkConnector.connect} or {@linkcode FleetSink.send} is
    * one no retry can mend (a table of another shape): the process stops with its message
    * instead of reporting the destination unavailable forever.
    */
   isPermanent(err: unknown): boolean;
+}
+
+/** Options of {@linkcode FleetSinkConnector.claimUnit}. */
+export interface UnitClaimOptions {
+  /**
+   * Takes the unit over from the site holding it (`forward --reclaim-unit`): for a site moved to
+   * a new disk, whose service made a new `site_id`.
+   */
+  readonly reclaim?: boolean;
+}
+
+/** A unit claimed for a site: how it came to be that site's. */
+export interface UnitClaim {
+  /** The unit. */
+  readonly unit: string;
+  /** The site holding it now. */
+  readonly siteId: string;
+  /**
+   * `claimed`: no site held it before; `kept`: this site held it already (a restart);
+   * `reclaimed`: taken over from {@linkcode UnitClaim.previousSiteId}.
+   */
+  readonly outcome: "claimed" | "kept" | "reclaimed";
+  /** With `reclaimed`: the site that held the unit before. */
+  readonly previousSiteId?: string;
+}
+
+/**
+ * The unit is held by another site (docs/fleet.md, "Units"): the forwarder stops with this one
+ * line, since sending would mix two sites' events under one unit, or drop this site's as
+ * duplicates of the other's.
+ *
+ * @example
+ * ```ts
+ * import { UnitHeldError } from "./sink.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const err = new UnitHeldError("pan012", "site-a", "site-b");
+ * assert.match(err.message, /held by site site-a/);
+ * ```
+ */
+export class UnitHeldError extends Error {
+  /** The unit. */
+  readonly unit: string;
+  /** The site holding it. */
+  readonly holder: string;
+  /** The site that asked for it. */
+  readonly siteId: string;
+
+  /**
+   * Creates the error.
+   *
+   * @param unit The unit.
+   * @param holder The `site_id` holding it.
+   * @param siteId The `site_id` of this forwarder's site directory.
+   */
+  constructor(unit: string, holder: string, siteId: string) {
+    super(
+      `unit ${unit} is held by site ${holder}, and this site directory is site ${siteId}: ` +
+        `forward it under another --unit, or, if it replaces site ${holder} (moved to a new ` +
+        `disk), take the unit over with forward --reclaim-unit`,
+    );
+    this.name = "UnitHeldError";
+    this.unit = unit;
+    this.holder = holder;
+    this.siteId = siteId;
+  }
 }
