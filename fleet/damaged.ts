@@ -65,24 +65,23 @@ export async function undamaged(
 /**
  * Records a damaged file in the cursor, replacing an older record of it.
  *
- * @param name The cursor's name of the file (for the site stream, its key in `site_files`).
  * @param offset How far it was read and sent, in uncompressed bytes.
  * @returns The warning to log, once.
  *
  * @example
  * ```ts ignore
- * log("warn", await recordDamaged(cursor, source, file, key, batch.end, err));
+ * log("warn", await recordDamaged(cursor, source, file, batch.end, err));
  * ```
  */
 export async function recordDamaged(
   cursor: ForwardCursor,
   source: ForwardSource,
   file: StoredFile,
-  name: string,
   offset: number,
   err: Error,
 ): Promise<string> {
   const bytes = (await Deno.lstat(file.path)).size;
+  const name = file.name;
   const damaged = (cursor.damaged ?? []).filter((d) =>
     !(d.stream === source.stream && d.run_id === source.runId && d.file === name)
   );

@@ -468,7 +468,7 @@ class Forwarder {
       }
       // A damaged .gz (docs/fleet.md#damaged-files): what it gave is sent, then it is passed over.
       await this.#flush(source, batch, read);
-      const message = await recordDamaged(this.#cursor, source, file, key, batch.end, err);
+      const message = await recordDamaged(this.#cursor, source, file, batch.end, err);
       await this.#save();
       this.#log("warn", message);
     }

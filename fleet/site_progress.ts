@@ -132,7 +132,7 @@ export class SiteProgress {
         const info = await Deno.lstat(file.path);
         const bytes = signature(info);
         if (this.#checked.get(key) === bytes) continue;
-        if (stillDamaged(this.#cursor.damaged, "site", "", key, info.size)) continue;
+        if (stillDamaged(this.#cursor.damaged, "site", "", file.name, info.size)) continue;
         if (!await holdsMore(file, from, info)) {
           this.#checked.set(key, bytes);
           continue;
@@ -164,7 +164,8 @@ export class SiteProgress {
     for (const key of Object.keys(this.#files)) {
       if (!keys.has(key)) delete this.#files[key];
     }
-    const damaged = this.#cursor.damaged?.filter((d) => d.stream !== "site" || keys.has(d.file));
+    const names = new Set(files.map((f) => f.name));
+    const damaged = this.#cursor.damaged?.filter((d) => d.stream !== "site" || names.has(d.file));
     if (damaged !== undefined) this.#cursor.damaged = damaged;
   }
 }

@@ -99,8 +99,7 @@ async function siteLag(files: StoredFile[], cursor: ForwardCursor): Promise<Tall
       if (plainName(key) < at.file) continue;
       from = at.offset;
     }
-    const damaged = cursor.damaged?.find((d) => d.stream === "site" && d.file === key);
-    if (damaged !== undefined) continue;
+    if (cursor.damaged?.some((d) => d.stream === "site" && d.file === file.name)) continue;
     if (from > 0 && !await holdsMore(file, from)) continue;
     await tallyFile(file, from, tally);
   }
