@@ -15,7 +15,7 @@
  */
 import { join } from "node:path";
 import { sleep } from "../wire/async.ts";
-import { type ForwardItem, storedSeq } from "./item.ts";
+import { type ForwardItem, idempotencyKey, storedSeq } from "./item.ts";
 import { Backoff, type FleetLog, isPermissionFault, PeerState } from "./retry.ts";
 import {
   cursorLockPath,
@@ -310,7 +310,10 @@ class Forwarder {
 
   #skip(item: ForwardItem, why: string): void {
     this.#stats.skipped++;
-    this.#log("warn", `skipping ${describe(item)}: ${why}`);
+    this.#log(
+      "warn",
+      `skipping ${describe(item)}: ${why} (key ${idempotencyKey(this.#options.unit, item)})`,
+    );
   }
 
   /** One pass over the site stream and every run: how many lines it sent. */
