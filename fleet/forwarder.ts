@@ -226,6 +226,8 @@ class Forwarder {
   // every site file for growth (docs/fleet.md#idle-cost); the polls between cost a few stats.
   #fullAt = 0;
   #fullNext = true;
+  #listed: ForwardSource[] = [];
+  #live: ForwardSource[] = [];
 
   constructor(options: ForwardOptions, name: string, cursor: ForwardCursor, log: FleetLog) {
     this.#options = options;
@@ -323,8 +325,18 @@ class Forwarder {
       this.#fullAt = Date.now();
       this.#fullNext = false;
     }
+    const sources = await this.#sources.sources(full);
+    // The cache hands out the same list while nothing changed: then only the sources not yet
+    // finished are visited, so thousands of stopped runs cost nothing per poll.
+    if (sources !== this.#listed) {
+      this.#listed = sources;
+      this.#live = sources;
+    }
+    const finished = (s: ForwardSource) =>
+      s.stopped && this.#finished.get(s.runId) === s.generation;
+    this.#live = this.#live.filter((s) => !finished(s));
     let sent = 0;
-    for (const source of await this.#sources.sources(full)) {
+    for (const source of this.#live) {
       if (this.#aborted) break;
       sent += await this.#forwardSource(source, full);
     }

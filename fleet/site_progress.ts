@@ -4,8 +4,9 @@
  * back across local noon new lines land in an earlier night's file than the one the forwarder
  * reads. The cursor therefore keeps the offset sent through in every site file
  * (`site_files`), and a pass reads every file that holds more than its entry: new files at once,
- * the newest file on every poll, and every other file on a full check, which compares its size
- * (for a `.gz`, the size its trailer records) with the entry and reads only a file that grew.
+ * the three newest on every poll, and every other file in turn, a few per poll (all of them after
+ * a failed pass). A check compares the file's size (for a `.gz`, the size its trailer records)
+ * with the entry, and reads only a file that grew.
  *
  * @module
  */
@@ -14,6 +15,15 @@ import type { ForwardCursor, StreamPosition } from "../store/forward_cursor.ts";
 import { stillDamaged } from "./damaged.ts";
 import { plainName, type StoredFile } from "../store/site_files.ts";
 import { signature } from "./source_cache.ts";
+
+/**
+ * The newest nights checked on every poll besides the newest (a clock stepped back across noon
+ * writes into the night before): one stat each.
+ */
+const RECENT = 2;
+
+/** Older nights checked per poll, in turn (one stat each): a sweep of 400 nights takes 10 s. */
+const SWEEP_PER_POLL = 4;
 
 /** One site file a pass reads, from where, under which cursor key. */
 export interface DueFile {
@@ -90,6 +100,11 @@ export class SiteProgress {
   readonly #legacyBefore: string | undefined;
   /** The signature of each file when it was last read to its end, by key. */
   readonly #checked = new Map<string, string>();
+  #listed: readonly StoredFile[] = [];
+  #keys: string[] = [];
+  /** Indexes of listed files without an entry yet. */
+  #unread: number[] = [];
+  #sweepAt = 0;
 
   constructor(cursor: ForwardCursor) {
     this.#cursor = cursor;
@@ -111,38 +126,60 @@ export class SiteProgress {
    * @param full Check every file for growth, not only the newest and the new ones.
    */
   async due(files: readonly StoredFile[], full: boolean): Promise<DueFile[]> {
-    const keys = siteKeys(files);
+    if (files !== this.#listed) {
+      this.#listed = files;
+      this.#keys = siteKeys(files);
+      this.#unread = files.map((_, i) => i);
+    }
+    const keys = this.#keys;
+    const last = files.length - 1;
+    // The files without an entry (found once per listing), the newest ones, and a few others
+    // per poll in turn: a cost per poll that does not grow with the nights stored
+    // (docs/fleet.md#idle-cost).
+    this.#unread = this.#unread.filter((i) => !Object.hasOwn(this.#files, keys[i]!));
+    const visit = new Set<number>(this.#unread);
+    for (let i = Math.max(0, last - RECENT); i <= last; i++) visit.add(i);
+    for (let n = 0; n < SWEEP_PER_POLL && last - RECENT > 0; n++) {
+      visit.add(this.#sweepAt++ % (last - RECENT));
+    }
     const out: DueFile[] = [];
-    for (let i = 0; i < files.length; i++) {
+    for (const i of full ? files.keys() : [...visit].sort((a, b) => a - b)) {
       const file = files[i]!;
       const key = keys[i]!;
       const fresh = !Object.hasOwn(this.#files, key);
-      if (fresh && this.#legacyBefore !== undefined && plainName(key) < this.#legacyBefore) {
-        // Passed by the cursor's old rule: its end is recorded as sent.
-        const size = file.compressed ? await gzSize(file.path) : (await Deno.lstat(file.path)).size;
-        if (size !== undefined) {
-          this.#files[key] = size;
-          continue;
-        }
-      }
-      const from = fresh ? 0 : this.#files[key]!;
-      if (!fresh) {
-        // The newest file on every poll, the others on a full check, and only when it grew.
-        if (i < files.length - 1 && !full) continue;
-        const info = await Deno.lstat(file.path);
-        const bytes = signature(info);
-        if (this.#checked.get(key) === bytes) continue;
-        if (stillDamaged(this.#cursor.damaged, "site", "", file.name, info.size)) continue;
-        if (!await holdsMore(file, from, info)) {
-          this.#checked.set(key, bytes);
-          continue;
-        }
-      }
-      const site = this.#cursor.site;
-      const seqBefore = site !== null && site.file === key && site.offset === from ? site.seq : 0;
-      out.push({ file, key, from, seqBefore, fresh });
+      const due = fresh ? await this.#fresh(file, key) : await this.#grown(file, key);
+      if (due) out.push(due);
     }
     return out;
+  }
+
+  /** A file without an entry: read from its start, unless an older cursor passed it. */
+  async #fresh(file: StoredFile, key: string): Promise<DueFile | undefined> {
+    if (this.#legacyBefore !== undefined && plainName(key) < this.#legacyBefore) {
+      // Passed by the cursor's old rule: its end is recorded as sent.
+      const size = file.compressed ? await gzSize(file.path) : (await Deno.lstat(file.path)).size;
+      if (size !== undefined) {
+        this.#files[key] = size;
+        return undefined;
+      }
+    }
+    return { file, key, from: 0, seqBefore: 0, fresh: true };
+  }
+
+  /** A file with an entry, when it holds more than the entry (and is not passed over). */
+  async #grown(file: StoredFile, key: string): Promise<DueFile | undefined> {
+    const from = this.#files[key]!;
+    const info = await Deno.lstat(file.path);
+    const bytes = signature(info);
+    if (this.#checked.get(key) === bytes) return undefined;
+    if (stillDamaged(this.#cursor.damaged, "site", "", file.name, info.size)) return undefined;
+    if (!await holdsMore(file, from, info)) {
+      this.#checked.set(key, bytes);
+      return undefined;
+    }
+    const site = this.#cursor.site;
+    const seqBefore = site !== null && site.file === key && site.offset === from ? site.seq : 0;
+    return { file, key, from, seqBefore, fresh: false };
   }
 
   /** Records a batch sent from the file `key`, up to `at.offset`. */

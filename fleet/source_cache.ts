@@ -3,8 +3,9 @@
  * forwarder polls every 100 ms, and re-reading the whole run log and listing the site directory
  * on every poll made its idle cost grow with the number of runs and nights. This cache tails the
  * run log from the offset it reached and lists the site directory again only when the
- * directory's modification time changed, or on a full check (every {@linkcode FULL_CHECK_MS}),
- * which also catches what a modification time within one millisecond could hide.
+ * directory's modification time changed or is less than two seconds old (a change within the
+ * millisecond of a listing leaves it as it was), or on a full check (every
+ * {@linkcode FULL_CHECK_MS}).
  *
  * @module
  */
@@ -15,8 +16,17 @@ import type { RunRecord } from "../wire/event.ts";
 import { listRunFiles, listSiteFiles, type StoredFile } from "../store/site_files.ts";
 import type { ForwardSource, RunDir } from "./sources.ts";
 
-/** How often a forwarder lists everything again, and checks every site file for growth. */
-export const FULL_CHECK_MS = 5000;
+/**
+ * How often a forwarder lists everything again even if nothing seems changed (a run directory
+ * found by its file rather than by the run log), and checks every site file for growth.
+ */
+export const FULL_CHECK_MS = 60_000;
+
+/**
+ * A directory modified this recently is listed again on every poll: a change within the same
+ * millisecond as the last listing leaves its modification time as it was.
+ */
+const SETTLE_MS = 2000;
 
 /** A file's identity and size, to tell whether it changed since it was last read. */
 export function signature(info: Deno.FileInfo): string {
@@ -103,6 +113,8 @@ export class SourceCache {
   #dirKey = "";
   #active = "";
   #siteFiles: StoredFile[] = [];
+  /** The names the site directory held at its last listing, and which held a run. */
+  #names = "";
   /** Directories of the site directory, by name: whether each holds a run stream file. */
   readonly #dirs = new Map<string, boolean>();
   #sources: ForwardSource[] = [];
@@ -118,11 +130,18 @@ export class SourceCache {
    * @param full List the site directory again even if its modification time did not change.
    */
   async sources(full: boolean): Promise<ForwardSource[]> {
-    const dirKey = signature(await Deno.stat(this.#siteDir));
-    const listed = full || dirKey !== this.#dirKey;
-    if (listed) {
-      this.#siteFiles = await listSiteFiles(this.#siteDir);
-      await this.#listDirs(full);
+    const dir = await Deno.stat(this.#siteDir);
+    const dirKey = signature(dir);
+    const recent = Date.now() - (dir.mtime?.getTime() ?? 0) < SETTLE_MS;
+    let listed = false;
+    if (full || recent || dirKey !== this.#dirKey) {
+      // A full check costs one listing; the rest only when the listing changed.
+      const names = await this.#listDirs(full);
+      if (names !== this.#names || this.#siteFiles.length === 0) {
+        this.#siteFiles = await listSiteFiles(this.#siteDir);
+        this.#names = names;
+        listed = true;
+      }
     }
     this.#dirKey = dirKey;
     const logChanged = await this.#log.update();
@@ -151,10 +170,14 @@ export class SourceCache {
   /**
    * Finds the directories holding a run stream file: new ones, and on a full check also those
    * that held none (a run's first line may come after its directory).
+   *
+   * @returns What the listing found, to compare with the previous one.
    */
-  async #listDirs(full: boolean): Promise<void> {
+  async #listDirs(full: boolean): Promise<string> {
     const seen = new Set<string>();
+    const names: string[] = [];
     for await (const entry of Deno.readDir(this.#siteDir)) {
+      names.push(entry.name);
       // Links are not followed out of the site directory; dot-directories are the service's own.
       if (!entry.isDirectory || entry.name.startsWith(".")) continue;
       seen.add(entry.name);
@@ -165,6 +188,8 @@ export class SourceCache {
       );
     }
     for (const name of this.#dirs.keys()) if (!seen.has(name)) this.#dirs.delete(name);
+    const runs = [...this.#dirs].filter(([, holds]) => holds).map(([name]) => name);
+    return `${names.sort().join("/")}\n${runs.sort().join("/")}`;
   }
 
   /** The runs as `listRunDirs()` (`sources.ts`) finds them, from the cached pieces. */
