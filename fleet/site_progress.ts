@@ -189,7 +189,7 @@ export class SiteProgress {
     const seq = Math.max(site?.seq ?? 0, at.seq);
     // `site` names the newest file sent from, as cursors always did (and `seq` the highest).
     if (site === null || plainName(key) >= plainName(site.file)) {
-      this.#cursor.site = { file: key, offset: at.offset, seq };
+      this.#cursor.site = { file: plainName(key), offset: at.offset, seq };
     } else site.seq = seq;
   }
 
