@@ -381,6 +381,8 @@ class Forwarder {
    */
   async #pumpSite(source: ForwardSource, full: boolean): Promise<Pumped> {
     const files = await source.files();
+    const gone = this.#site.legacyGone(files);
+    if (gone !== undefined) this.#warnGone(source, gone);
     let sent = 0;
     for (const due of await this.#site.due(files, full)) {
       if (this.#aborted) return { sent, complete: false };
@@ -408,15 +410,7 @@ class Forwarder {
       // Gone (retention deletes a passed file, but always leaves a later one): a cursor copied
       // from elsewhere or a night deleted by hand. Nothing of this stream is sent until a file
       // sorts after it; say so instead of sending nothing in silence.
-      const what = describeSource(source);
-      this.#warnOnce(
-        `${source.stream}\n${source.runId}\ngone\n${start.file}`,
-        `the cursor's file ${start.file} of ${what} is gone and every stored file sorts before ` +
-          `it: nothing of ${what} is sent until a later one appears (remove ${
-            source.stream === "site" ? "its site" : "this run's"
-          } ` +
-          `entry from the cursor to send them all again)`,
-      );
+      this.#warnGone(source, start.file);
     }
     const read: SourceRead = { sent: 0, lastSeq: start?.seq ?? 0 };
     for (let f = 0; f < files.length && !this.#aborted; f++) {
@@ -428,6 +422,17 @@ class Forwarder {
       }
     }
     return { sent: read.sent, complete: !this.#aborted };
+  }
+
+  #warnGone(source: ForwardSource, file: string): void {
+    const what = describeSource(source);
+    const entry = source.stream === "site" ? "its site" : "this run's";
+    this.#warnOnce(
+      `${source.stream}\n${source.runId}\ngone\n${file}`,
+      `the cursor's file ${file} of ${what} is gone and every stored file sorts before it: ` +
+        `nothing of ${what} is sent until a later one appears (remove ${entry} entry from the ` +
+        `cursor to send them all again)`,
+    );
   }
 
   /**

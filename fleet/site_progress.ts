@@ -72,7 +72,8 @@ export async function holdsMore(
   sent: number,
   info?: Deno.FileInfo,
 ): Promise<boolean> {
-  if (!file.compressed) return (info ?? await Deno.lstat(file.path)).size > sent;
+  // Shorter than sent: truncated or replaced, which reading from `sent` reports.
+  if (!file.compressed) return (info ?? await Deno.lstat(file.path)).size !== sent;
   return (await trailerSize(file)) !== sent % 2 ** 32;
 }
 
@@ -163,7 +164,11 @@ export class SiteProgress {
         return undefined;
       }
     }
-    return { file, key, from: 0, seqBefore: 0, fresh: true };
+    // A new night after the cursor's continues its seq: a lower one there is a stream that
+    // started over (reported as the lines are read); a new earlier night is a clock stepped back.
+    const site = this.#cursor.site;
+    const after = site !== null && plainName(key) > site.file;
+    return { file, key, from: 0, seqBefore: after ? site.seq : 0, fresh: true };
   }
 
   /** A file with an entry, when it holds more than the entry (and is not passed over). */
@@ -180,6 +185,17 @@ export class SiteProgress {
     const site = this.#cursor.site;
     const seqBefore = site !== null && site.file === key && site.offset === from ? site.seq : 0;
     return { file, key, from, seqBefore, fresh: false };
+  }
+
+  /**
+   * The file of a cursor written before `site_files` when it is gone and every stored file sorts
+   * before it (a cursor copied from elsewhere, a clock once years ahead): nothing is sent until a
+   * later file appears, which the forwarder says once.
+   */
+  legacyGone(files: readonly StoredFile[]): string | undefined {
+    const before = this.#legacyBefore;
+    if (before === undefined || files.length === 0) return undefined;
+    return files.every((f) => plainName(f.name) < before) ? before : undefined;
   }
 
   /** Records a batch sent from the file `key`, up to `at.offset`. */
