@@ -31,6 +31,7 @@ export {
   type ArchiveOptions,
   type ArchiveStats,
   checkForwardOptions,
+  type DamagedFile,
   DEFAULT_DURABLE,
   DEFAULT_NATS_STREAM,
   DEFAULT_SUBJECT_PREFIX,

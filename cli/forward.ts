@@ -68,8 +68,16 @@ function formatStatus(rows: StreamLag[]): string {
     ]);
   }
   const widths = table[0]!.map((_, c) => Math.max(...table.map((row) => row[c]!.length)));
+  // Damaged files passed over (docs/fleet.md#damaged-files), one line each under the table.
+  const damaged = rows.flatMap((r) =>
+    r.damaged.map((d) =>
+      `${r.name}: skipped the damaged file ${d.file}${
+        r.run_id ? ` of run ${r.run_id}` : ""
+      } after byte ${d.offset} (${d.reason})`
+    )
+  );
   return table.map((row) => row.map((cell, c) => cell.padEnd(widths[c]!)).join("  ").trimEnd())
-    .join("\n") + "\n";
+    .concat(damaged).join("\n") + "\n";
 }
 
 /**

@@ -17,6 +17,7 @@ export {
 } from "./forward_options.ts";
 export { archive, type ArchiveOptions, type ArchiveStats } from "./archive.ts";
 export { forwardStatus, type StreamLag } from "./status.ts";
+export type { DamagedFile } from "../store/forward_cursor.ts";
 export type { FleetLog } from "./retry.ts";
 export { EVENTS_TABLE, UNITS_TABLE } from "./sinks/postgres.ts";
 export { UNITS_BUCKET } from "./sinks/nats.ts";

@@ -15,7 +15,7 @@
  */
 import { join } from "node:path";
 import { sleep } from "../wire/async.ts";
-import { type ForwardItem, storedSeq } from "./item.ts";
+import { type ForwardItem, idempotencyKey, storedSeq } from "./item.ts";
 import { Backoff, type FleetLog, isPermissionFault, PeerState } from "./retry.ts";
 import {
   cursorLockPath,
@@ -28,6 +28,7 @@ import {
 } from "../store/forward_cursor.ts";
 import { FORWARD_DIR, RUN_ID_PATTERN } from "../store/layout.ts";
 import {
+  DamagedFileError,
   OffsetMismatchError,
   plainName,
   readLines,
@@ -45,7 +46,10 @@ import {
   sinkConnector,
 } from "./forward_options.ts";
 import { claimUnitForSite } from "./unit_claim.ts";
-import { type ForwardSource, listSources, positionOf, remaining, setPosition } from "./sources.ts";
+import { type ForwardSource, positionOf, remaining, setPosition } from "./sources.ts";
+import { FULL_CHECK_MS, SourceCache } from "./source_cache.ts";
+import { SiteProgress } from "./site_progress.ts";
+import { recordDamaged, undamaged } from "./damaged.ts";
 
 /**
  * A batch also ends at this many characters of lines: `--batch` lines of a megabyte each would
@@ -220,9 +224,19 @@ class Forwarder {
   // Runs passed over (a run id that is none, a directory this process may not read), warned once
   // per run and reason: one bad run must not stop the site stream and every other run.
   readonly #passedOver = new Set<string>();
+  readonly #sources: SourceCache;
+  readonly #site: SiteProgress;
+  // Every FULL_CHECK_MS, and after a pass that failed, a pass lists everything again and checks
+  // every site file for growth (docs/fleet.md#idle-cost); the polls between cost a few stats.
+  #fullAt = 0;
+  #fullNext = true;
+  #listed: ForwardSource[] = [];
+  #live: ForwardSource[] = [];
 
   constructor(options: ForwardOptions, name: string, cursor: ForwardCursor, log: FleetLog) {
     this.#options = options;
+    this.#sources = new SourceCache(options.siteDir);
+    this.#site = new SiteProgress(cursor);
     this.#name = name;
     this.#cursor = cursor;
     this.#log = log;
@@ -248,6 +262,7 @@ class Forwarder {
         } catch (err) {
           if (this.#aborted) break; // stopping: the batch in flight was not acknowledged
           if (this.#isFatal(err)) throw err;
+          this.#fullNext = true;
           this.#peer.failed(err, "retrying; nothing is lost, the files are the buffer");
           await this.#dropSink();
           await this.#backoff.wait(this.#options.signal);
@@ -301,21 +316,39 @@ class Forwarder {
 
   #skip(item: ForwardItem, why: string): void {
     this.#stats.skipped++;
-    this.#log("warn", `skipping ${describe(item)}: ${why}`);
+    this.#log(
+      "warn",
+      `skipping ${describe(item)}: ${why} (key ${idempotencyKey(this.#options.unit, item)})`,
+    );
   }
 
   /** One pass over the site stream and every run: how many lines it sent. */
   async #pass(): Promise<number> {
+    const full = this.#fullNext || Date.now() - this.#fullAt >= FULL_CHECK_MS;
+    if (full) {
+      this.#fullAt = Date.now();
+      this.#fullNext = false;
+    }
+    const sources = await this.#sources.sources(full);
+    // The cache hands out the same list while nothing changed: then only the sources not yet
+    // finished are visited, so thousands of stopped runs cost nothing per poll.
+    if (sources !== this.#listed) {
+      this.#listed = sources;
+      this.#live = sources;
+    }
+    const finished = (s: ForwardSource) =>
+      s.stopped && this.#finished.get(s.runId) === s.generation;
+    this.#live = this.#live.filter((s) => !finished(s));
     let sent = 0;
-    for (const source of await listSources(this.#options.siteDir)) {
+    for (const source of this.#live) {
       if (this.#aborted) break;
-      sent += await this.#forwardSource(source);
+      sent += await this.#forwardSource(source, full);
     }
     return sent;
   }
 
   /** Forwards one source unless it is finished or passed over: how many lines it sent. */
-  async #forwardSource(source: ForwardSource): Promise<number> {
+  async #forwardSource(source: ForwardSource, full: boolean): Promise<number> {
     if (source.stream === "run" && this.#finished.get(source.runId) === source.generation) {
       if (source.stopped) return 0;
       this.#finished.delete(source.runId);
@@ -330,7 +363,9 @@ class Forwarder {
     }
     let pumped: Pumped;
     try {
-      pumped = await this.#pump(source);
+      pumped = source.stream === "site"
+        ? await this.#pumpSite(source, full)
+        : await this.#pump(source);
     } catch (err) {
       if (source.stream !== "run" || !isPermissionFault(err)) throw err;
       this.#passOver(
@@ -344,10 +379,33 @@ class Forwarder {
     return pumped.sent;
   }
 
-  /** Forwards what one source holds after its cursor. */
+  /**
+   * Forwards what the site stream holds beyond the cursor, file by file (`site_progress.ts`): a
+   * clock stepped back writes into earlier nights (docs/fleet.md#a-clock-stepped-back).
+   */
+  async #pumpSite(source: ForwardSource, full: boolean): Promise<Pumped> {
+    const files = await source.files();
+    const gone = this.#site.legacyGone(files);
+    if (gone !== undefined) this.#warnGone(source, gone);
+    let sent = 0;
+    for (const due of await this.#site.due(files, full)) {
+      if (this.#aborted) return { sent, complete: false };
+      const read: SourceRead = { sent: 0, lastSeq: due.seqBefore };
+      const whole = await this.#pumpFile(source, due.file, due.from, due.fresh, read, due.key);
+      sent += read.sent;
+      if (!whole) {
+        this.#fullNext = true;
+        return { sent, complete: false };
+      }
+    }
+    if (full) this.#site.prune(files);
+    return { sent, complete: !this.#aborted };
+  }
+
+  /** Forwards what one run holds after its cursor. */
   async #pump(source: ForwardSource): Promise<Pumped> {
     const start = this.#startOf(source);
-    const stored = await source.files();
+    const stored = await undamaged(this.#cursor, source, await source.files());
     const { files, offset } = remaining(stored, start);
     if (
       start !== null && files.length === 0 && stored.length > 0 &&
@@ -356,23 +414,29 @@ class Forwarder {
       // Gone (retention deletes a passed file, but always leaves a later one): a cursor copied
       // from elsewhere or a night deleted by hand. Nothing of this stream is sent until a file
       // sorts after it; say so instead of sending nothing in silence.
-      const what = describeSource(source);
-      this.#warnOnce(
-        `${source.stream}\n${source.runId}\ngone\n${start.file}`,
-        `the cursor's file ${start.file} of ${what} is gone and every stored file sorts before ` +
-          `it: nothing of ${what} is sent until a later one appears (remove ${
-            source.stream === "site" ? "its site" : "this run's"
-          } ` +
-          `entry from the cursor to send them all again)`,
-      );
+      this.#warnGone(source, start.file);
     }
     const read: SourceRead = { sent: 0, lastSeq: start?.seq ?? 0 };
     for (let f = 0; f < files.length && !this.#aborted; f++) {
-      if (!await this.#pumpFile(source, files[f]!, f === 0 ? offset : 0, f > 0, read)) {
+      const file = files[f]!;
+      if (
+        !await this.#pumpFile(source, file, f === 0 ? offset : 0, f > 0, read, plainName(file.name))
+      ) {
         return { sent: read.sent, complete: false };
       }
     }
     return { sent: read.sent, complete: !this.#aborted };
+  }
+
+  #warnGone(source: ForwardSource, file: string): void {
+    const what = describeSource(source);
+    const entry = source.stream === "site" ? "its site" : "this run's";
+    this.#warnOnce(
+      `${source.stream}\n${source.runId}\ngone\n${file}`,
+      `the cursor's file ${file} of ${what} is gone and every stored file sorts before it: ` +
+        `nothing of ${what} is sent until a later one appears (remove ${entry} entry from the ` +
+        `cursor to send them all again)`,
+    );
   }
 
   /**
@@ -407,8 +471,9 @@ class Forwarder {
     from: number,
     later: boolean,
     read: SourceRead,
+    key: string,
   ): Promise<boolean> {
-    const batch = new LineBatch(plainName(file.name), from);
+    const batch = new LineBatch(key, from);
     try {
       for await (const lines of readLines(file, { offset: from })) {
         for (const line of lines) {
@@ -422,7 +487,14 @@ class Forwarder {
         if (this.#aborted) return false;
       }
     } catch (err) {
-      return await this.#readFailed(err, source, batch.file);
+      if (!(err instanceof DamagedFileError)) {
+        return await this.#readFailed(err, source, batch.file);
+      }
+      // A damaged .gz (docs/fleet.md#damaged-files): what it gave is sent, then it is passed over.
+      await this.#flush(source, batch, read);
+      const message = await recordDamaged(this.#cursor, source, file, batch.end, err);
+      await this.#save();
+      this.#log("warn", message);
     }
     if (batch.items.length > 0 || batch.end !== from || later) {
       await this.#flush(source, batch, read);
@@ -475,7 +547,8 @@ class Forwarder {
       "warn",
       `${err.message}; forwarding it again from its start (duplicates are dropped)`,
     );
-    setPosition(this.#cursor, source, { file, offset: 0, seq: 0 });
+    if (source.stream === "site") this.#cursor.site_files![file] = 0;
+    else setPosition(this.#cursor, source, { file, offset: 0, seq: 0 });
     await writeCursor(this.#options.siteDir, this.#name, this.#cursor);
     return false;
   }
@@ -522,7 +595,8 @@ class Forwarder {
         lastSeq: at.seq,
       });
     }
-    setPosition(this.#cursor, source, at);
+    if (source.stream === "site") this.#site.sent(at.file, at);
+    else setPosition(this.#cursor, source, at);
     this.#dirty = true;
     if (Date.now() - this.#savedAt >= CURSOR_SAVE_MS) await this.#save();
   }

@@ -4,10 +4,17 @@
  *
  * @module
  */
-import { type ForwardCursor, listCursors, type StreamPosition } from "../store/forward_cursor.ts";
+import {
+  type DamagedFile,
+  type ForwardCursor,
+  listCursors,
+  type StreamPosition,
+} from "../store/forward_cursor.ts";
+import { holdsMore, siteKeys } from "./site_progress.ts";
 import { listRunDirs } from "./sources.ts";
 import { storedSeq } from "./item.ts";
 import {
+  DamagedFileError,
   listRunFiles,
   listSiteFiles,
   OffsetMismatchError,
@@ -32,13 +39,76 @@ export interface StreamLag {
   oldest_unsent_ts: string | null;
   /** Seconds since that `ts` (by this machine's clock), or `null`. */
   oldest_unsent_age_s: number | null;
+  /**
+   * Files of this stream passed over as damaged (docs/fleet.md#damaged-files): each file's name,
+   * how far it was sent, and why it could not be read further.
+   */
+  damaged: DamagedFile[];
+}
+
+/** Lines and the first `ts` counted so far. */
+interface Tally {
+  count: number;
+  firstTs: string | null;
+}
+
+/**
+ * Counts the stored events of one file from `offset` (a damaged `.gz` to where it breaks), and
+ * finds the oldest `ts` among them.
+ */
+async function tallyFile(file: StoredFile, offset: number, tally: Tally): Promise<void> {
+  try {
+    for await (const lines of readLines(file, { offset })) {
+      for (const line of lines) {
+        if (typeof storedSeq(line.text) !== "number") continue; // skipped by the forwarder too
+        tally.count++;
+        // The oldest by time: after a clock step an earlier file may hold later events.
+        try {
+          const ts = JSON.parse(line.text).ts;
+          if (
+            typeof ts === "string" &&
+            (tally.firstTs === null || Date.parse(ts) < Date.parse(tally.firstTs))
+          ) tally.firstTs = ts;
+        } catch { /* counted, without a time */ }
+      }
+    }
+  } catch (err) {
+    if (
+      !(err instanceof OffsetMismatchError) && !(err instanceof Deno.errors.NotFound) &&
+      !(err instanceof DamagedFileError)
+    ) throw err;
+  }
+}
+
+/**
+ * Counts the site stream's unsent lines in every file, whatever night the cursor reads now: a
+ * clock stepped back writes into earlier nights (docs/fleet.md#a-clock-stepped-back). A file is
+ * read only from its entry in `site_files`, and only when it holds more than that.
+ */
+async function siteLag(files: StoredFile[], cursor: ForwardCursor): Promise<Tally> {
+  const tally: Tally = { count: 0, firstTs: null };
+  const keys = siteKeys(files);
+  const at = cursor.site;
+  for (let i = 0; i < files.length; i++) {
+    const file = files[i]!;
+    const key = keys[i]!;
+    let from = 0;
+    if (cursor.site_files !== undefined && Object.hasOwn(cursor.site_files, key)) {
+      from = cursor.site_files[key]!;
+    } else if (cursor.site_files === undefined && at !== null && plainName(key) <= at.file) {
+      // A cursor written before site_files: nights before its file count as passed.
+      if (plainName(key) < at.file) continue;
+      from = at.offset;
+    }
+    if (cursor.damaged?.some((d) => d.stream === "site" && d.file === file.name)) continue;
+    if (from > 0 && !await holdsMore(file, from)) continue;
+    await tallyFile(file, from, tally);
+  }
+  return tally;
 }
 
 /** Counts the lines after a position, and finds the first one's `ts`. */
-async function lagAfter(
-  files: StoredFile[],
-  at: StreamPosition | null,
-): Promise<{ count: number; firstTs: string | null }> {
+async function lagAfter(files: StoredFile[], at: StreamPosition | null): Promise<Tally> {
   let start = 0;
   let offset = 0;
   if (at !== null) {
@@ -51,29 +121,11 @@ async function lagAfter(
       if (start < 0) return { count: 0, firstTs: null };
     }
   }
-  let count = 0;
-  let firstTs: string | null = null;
+  const tally: Tally = { count: 0, firstTs: null };
   for (let f = start; f < files.length; f++) {
-    try {
-      for await (const lines of readLines(files[f]!, { offset: f === start ? offset : 0 })) {
-        for (const line of lines) {
-          if (typeof storedSeq(line.text) !== "number") continue; // skipped by the forwarder too
-          count++;
-          if (firstTs === null) {
-            try {
-              const ts = JSON.parse(line.text).ts;
-              if (typeof ts === "string") firstTs = ts;
-            } catch { /* counted, without a time */ }
-          }
-        }
-      }
-    } catch (err) {
-      if (!(err instanceof OffsetMismatchError) && !(err instanceof Deno.errors.NotFound)) {
-        throw err;
-      }
-    }
+    await tallyFile(files[f]!, f === start ? offset : 0, tally);
   }
-  return { count, firstTs };
+  return tally;
 }
 
 /**
@@ -108,7 +160,9 @@ export async function forwardStatus(
       files: StoredFile[],
       at: StreamPosition | null,
     ) => {
-      const { count, firstTs } = await lagAfter(files, at);
+      const { count, firstTs } = stream === "site"
+        ? await siteLag(files, cursor)
+        : await lagAfter(files, at);
       const age = firstTs === null ? null : Math.max(0, (now - Date.parse(firstTs)) / 1000);
       out.push({
         name: entry.name,
@@ -118,6 +172,7 @@ export async function forwardStatus(
         lag_events: count,
         oldest_unsent_ts: firstTs,
         oldest_unsent_age_s: age === null ? null : Math.round(age),
+        damaged: (cursor.damaged ?? []).filter((d) => d.stream === stream && d.run_id === runId),
       });
     };
     await row("site", "", siteFiles, cursor.site);

@@ -44,12 +44,38 @@ export interface RunPosition extends StreamPosition {
   run_dir: string;
 }
 
+/** A stored file the forwarder passed over because it cannot be read to its end. */
+export interface DamagedFile {
+  /** `site` or `run`. */
+  stream: "site" | "run";
+  /** The run's id, `""` for the site stream. */
+  run_id: string;
+  /** The file's name, for example `site_20260510.ndjson.gz`. */
+  file: string;
+  /** How far it was read and sent, in uncompressed bytes. */
+  offset: number;
+  /** Why it could not be read further. */
+  reason: string;
+  /** Its size on disk then: a file replaced since (mended) is read again. */
+  bytes?: number;
+}
+
 /** A forwarder's cursor: the site stream and each run by id. */
 export interface ForwardCursor {
   /** The format's version. */
   version: 1;
-  /** The site stream, or `null` before anything of it was sent. */
+  /** The site stream's latest position sent (`seq`: the highest seq sent), or `null`. */
   site: StreamPosition | null;
+  /**
+   * The offset sent through in every site file read so far, by plain name (a night written
+   * again after its `.gz` was made keeps the `.gz` under its own name). A clock stepped back
+   * writes new lines into an earlier night (docs/fleet.md): a file is passed only when its
+   * entry reaches its end. Absent in cursors written before 0.6: then every file before
+   * `site.file` counts as passed.
+   */
+  site_files?: Record<string, number>;
+  /** Files passed over because they are damaged (docs/fleet.md). */
+  damaged?: DamagedFile[];
   /** Each run by `run_id`. */
   runs: Record<string, RunPosition>;
 }
@@ -165,7 +191,79 @@ export function parseCursor(value: unknown): ForwardCursor {
     }
     runs[runId] = { run_dir: runDir, ...at };
   }
-  return { version: 1, site, runs };
+  const out: ForwardCursor = { version: 1, site, runs };
+  if (value.site_files !== undefined) {
+    const files = value.site_files;
+    if (
+      !isJsonObject(files) ||
+      Object.entries(files).some(([name, offset]) =>
+        name.includes("/") || !Number.isSafeInteger(offset) || (offset as number) < 0
+      )
+    ) throw new SyntaxError('its "site_files" is not an object of file names and offsets');
+    out.site_files = { ...files } as Record<string, number>;
+  }
+  if (value.damaged !== undefined) {
+    if (!Array.isArray(value.damaged) || !value.damaged.every(isDamaged)) {
+      throw new SyntaxError(
+        'its "damaged" is not a list of {stream, run_id, file, offset, reason}',
+      );
+    }
+    out.damaged = value.damaged as DamagedFile[];
+  }
+  return out;
+}
+
+function isDamaged(value: unknown): boolean {
+  if (!isJsonObject(value)) return false;
+  const { stream, run_id, file, offset, reason } = value;
+  return (stream === "site" || stream === "run") && typeof run_id === "string" &&
+    typeof file === "string" && Number.isSafeInteger(offset) && typeof reason === "string" &&
+    (value.bytes === undefined || Number.isSafeInteger(value.bytes));
+}
+
+/**
+ * Whether a forwarder's cursor has sent every byte of a site file: retention
+ * (`store/retention.ts`) deletes no file a cursor has not passed (docs/fleet.md). With
+ * `site_files`, only a file whose entry reaches its end is passed, whatever night the cursor
+ * reads now: a clock stepped back writes into earlier nights. An older cursor without it passes
+ * the files of nights before its file, and its own file once it stands at its end.
+ *
+ * @param cursor The cursor.
+ * @param name The file's name (plain or `.gz`).
+ * @param size The file's size in uncompressed bytes, or `undefined` when it cannot be known (a
+ *   damaged `.gz`: never passed).
+ * @returns Whether the file may be deleted as far as this cursor is concerned.
+ *
+ * @example Usage
+ * ```ts
+ * import { sitePassed } from "./forward_cursor.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const cursor = {
+ *   version: 1 as const,
+ *   site: { file: "site_20260512.ndjson", offset: 10, seq: 9 },
+ *   site_files: { "site_20260510.ndjson": 500, "site_20260512.ndjson": 10 },
+ *   runs: {},
+ * };
+ * assert.equal(sitePassed(cursor, "site_20260510.ndjson.gz", 500), true);
+ * assert.equal(sitePassed(cursor, "site_20260510.ndjson", 620), false); // grew after a clock step
+ * assert.equal(sitePassed(cursor, "site_20260511.ndjson", 80), false); // never read
+ * ```
+ */
+export function sitePassed(
+  cursor: ForwardCursor,
+  name: string,
+  size: number | undefined,
+): boolean {
+  if (size === undefined || cursor.site === null) return false;
+  if (cursor.site_files !== undefined) {
+    const files = cursor.site_files;
+    const sent = Object.hasOwn(files, name) ? files[name]! : files[plainName(name)];
+    return sent !== undefined && sent >= size;
+  }
+  const plain = plainName(name);
+  if (plain < cursor.site.file) return true;
+  return plain === cursor.site.file && cursor.site.offset >= size;
 }
 
 /**

@@ -29,7 +29,7 @@ import { dirname, join } from "node:path";
 import { dateOfKey, dayKey } from "./day_key.ts";
 import { errorText } from "../core/errors.ts";
 import { syncDirectory } from "./fs.ts";
-import { listCursors } from "./forward_cursor.ts";
+import { listCursors, sitePassed } from "./forward_cursor.ts";
 import { chooseForms, readLines, type StoredFile, storedFile } from "./site_files.ts";
 import { GZ_SUFFIX, RUN_FILE, RUN_LOG_FILE, STORED_SITE_FILE } from "./layout.ts";
 import { compressFile, gzSize, isCompressionTemp } from "./compress.ts";
@@ -268,20 +268,19 @@ async function stoppedRuns(
   return stopped;
 }
 
-/** Whether every cursor has passed a site file; `false` when one cannot be read. */
+/**
+ * Whether every cursor has passed a site file, every byte of it sent (`sitePassed()`: a clock
+ * stepped back writes into earlier nights, docs/fleet.md); `false` when one cannot be read.
+ */
 async function passedByCursors(
   file: StoredFile,
   cursors: Awaited<ReturnType<typeof listCursors>>,
 ): Promise<boolean> {
+  let size: number | undefined | null = null;
   for (const { cursor } of cursors) {
-    if (!cursor || !cursor.site) return false;
-    const at = STORED_SITE_FILE.exec(cursor.site.file)?.[1];
-    if (at === undefined) return false;
-    if (at > file.night!) continue;
-    if (at < file.night!) return false;
-    // The cursor is in this very file: passed only when it stands at its end.
-    const size = file.compressed ? await gzSize(file.path) : (await Deno.lstat(file.path)).size;
-    if (size === undefined || cursor.site.offset < size) return false;
+    if (!cursor) return false;
+    size ??= file.compressed ? await gzSize(file.path) : (await Deno.lstat(file.path)).size;
+    if (!sitePassed(cursor, file.name, size)) return false;
   }
   return true;
 }

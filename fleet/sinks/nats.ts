@@ -214,12 +214,26 @@ async function unitsBucket(nc: NatsConnection, jsm: JetStreamManager): Promise<K
 const PUBACK_TIMEOUT_MS = 10_000;
 
 /** The PubAcks of one batch, collected by the sink's single inbox subscription. */
+/**
+ * JetStream's error codes for a message no retry can store (docs/fleet.md): larger than the
+ * stream's `max_msg_size` (10054, "message size exceeds maximum allowed").
+ */
+const REFUSED_FOR_GOOD = new Set([10054]);
+
+/** Whether a PubAck's error refuses this one message for good (its size), not the batch. */
+function isRefusedForGood(error: { err_code?: unknown; description?: unknown }): boolean {
+  return REFUSED_FOR_GOOD.has(error.err_code as number) ||
+    /message size exceeds maximum/i.test(String(error.description ?? ""));
+}
+
 class AckBatch {
   readonly id: number;
   readonly #expected: number;
   #received = 0;
   #duplicates = 0;
   #failure: Error | undefined;
+  /** Messages the stream refused for good, by index in the batch, with JetStream's words. */
+  readonly refused = new Map<number, string>();
   readonly done: Promise<void>;
   #resolve: () => void = () => {};
 
@@ -230,7 +244,7 @@ class AckBatch {
   }
 
   /** One reply: a PubAck (`{"stream","seq"}`), a JetStream error, or a "no responders" status. */
-  receive(msg: Msg): void {
+  receive(msg: Msg, index: number): void {
     if (msg.headers?.hasError) {
       this.#failure ??= new Error(
         msg.headers.code === 503
@@ -240,7 +254,9 @@ class AckBatch {
     } else {
       try {
         const ack = JSON.parse(msg.string());
-        if (ack.error) {
+        if (ack.error && isRefusedForGood(ack.error)) {
+          this.refused.set(index, `JetStream refused it: ${ack.error.description}`);
+        } else if (ack.error) {
           this.#failure ??= new Error(`JetStream refused a message: ${ack.error.description}`);
         } else if (ack.duplicate === true) {
           this.#duplicates++;
@@ -301,8 +317,8 @@ export class NatsSink extends NatsBase implements FleetSink<ForwardItem> {
         if (err) return;
         // Reply subjects are <inbox>.<batch>.<index>: a late ack of an abandoned batch is ignored.
         const batch = this.#batch;
-        const id = Number(msg.subject.slice(this.#inbox.length + 1).split(".")[0]);
-        if (batch && batch.id === id) batch.receive(msg);
+        const [id, index] = msg.subject.slice(this.#inbox.length + 1).split(".").map(Number);
+        if (batch && batch.id === id) batch.receive(msg, index!);
       },
     });
   }
@@ -413,7 +429,14 @@ export class NatsSink extends NatsBase implements FleetSink<ForwardItem> {
     }
     const failure = batch.outcome();
     if (failure) throw failure;
-    return items.length - batch.duplicates;
+    if (batch.refused.size > 0) {
+      // Stored are all the others: resending the batch would meet the same refusal forever.
+      if (options?.onRejected === undefined) {
+        throw new Error([...batch.refused.values()][0]!);
+      }
+      for (const [index, why] of batch.refused) options.onRejected(index, why);
+    }
+    return items.length - batch.duplicates - batch.refused.size;
   }
 
   /** Closes the connection after flushing what is pending. */

@@ -124,10 +124,14 @@ async function checkShape(tx: postgres.TransactionSql): Promise<void> {
   );
 }
 
-/** An error PostgreSQL raised for a value (SQLSTATE class 22), which no retry can mend. */
+/**
+ * An error PostgreSQL raised for a value, which no retry can mend (docs/fleet.md): a data
+ * exception (SQLSTATE class 22: `\u0000` in `jsonb`, a number out of range, a bad time) or a
+ * limit the value exceeds (class 54: `jsonb` nested deeper than the server's stack allows).
+ */
 function isDataError(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === "string" && code.startsWith("22");
+  return typeof code === "string" && (code.startsWith("22") || code.startsWith("54"));
 }
 
 /** A connection to the fleet's PostgreSQL, writing `telemetry_events`. */
@@ -200,16 +204,43 @@ export class PostgresSink implements FleetSink<EventRow> {
       // retry: find it row by row, hand it to onRejected, and store the others.
       if (onRejected === undefined || !isDataError(err)) throw err;
     }
-    let inserted = 0;
-    for (let i = 0; i < rows.length; i++) {
-      try {
-        inserted += await this.#insert([rows[i]!]);
-      } catch (err) {
-        if (!isDataError(err)) throw err;
-        onRejected(rows[i]!, i, `PostgreSQL refused it: ${(err as Error).message}`);
+    return await this.#isolate(rows, 0, onRejected);
+  }
+
+  /**
+   * Inserts `rows` (starting at `first` in the batch) in halves until the rows PostgreSQL refuses
+   * stand alone: a few refused rows cost a few transactions each, not one per row of the batch.
+   */
+  async #isolate(
+    rows: readonly EventRow[],
+    first: number,
+    onRejected: (row: EventRow, index: number, reason: string) => void,
+  ): Promise<number> {
+    if (rows.length > 1) {
+      const half = Math.ceil(rows.length / 2);
+      let inserted = 0;
+      for (
+        const [part, at] of [[rows.slice(0, half), first], [
+          rows.slice(half),
+          first + half,
+        ]] as const
+      ) {
+        try {
+          inserted += await this.#insert(part);
+        } catch (err) {
+          if (!isDataError(err)) throw err;
+          inserted += await this.#isolate(part, at, onRejected);
+        }
       }
+      return inserted;
     }
-    return inserted;
+    try {
+      return await this.#insert(rows);
+    } catch (err) {
+      if (!isDataError(err)) throw err;
+      onRejected(rows[0]!, first, `PostgreSQL refused it: ${(err as Error).message}`);
+      return 0;
+    }
   }
 
   /** PostgreSQL takes rows of any size; a value it refuses is reported by {@linkcode send}. */
@@ -334,7 +365,25 @@ class PostgresItemSink implements FleetSink<ForwardItem> {
   }
 
   async send(items: readonly ForwardItem[], options?: FleetSendOptions): Promise<number> {
-    return await this.#rows.send(items.map((item) => toRow(this.#unit, item)), options);
+    // A line that cannot become a row (a value too deep to re-serialise) is refused like a row
+    // PostgreSQL refuses; indexes handed to onRejected stay those of `items`.
+    const rows: EventRow[] = [];
+    const at: number[] = [];
+    for (let i = 0; i < items.length; i++) {
+      try {
+        rows.push(toRow(this.#unit, items[i]!));
+        at.push(i);
+      } catch (err) {
+        if (options?.onRejected === undefined) throw err;
+        options.onRejected(i, `it cannot be made a row: ${(err as Error).message}`);
+      }
+    }
+    const onRejected = options?.onRejected;
+    return await this.#rows.send(rows, {
+      signal: options?.signal,
+      ...(onRejected &&
+        { onRejected: (index: number, why: string) => onRejected(at[index]!, why) }),
+    });
   }
 
   async close(timeoutS?: number): Promise<void> {
