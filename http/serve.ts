@@ -11,10 +11,12 @@ import { errorText } from "../core/errors.ts";
 import { recordLockHolder } from "../store/lock.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl } from "../wire/address.ts";
 import { raceDeadline } from "../wire/async.ts";
-import { InFlight, keepListening, type ListenerError, Relistener } from "./listener.ts";
+import { InFlight, keepListening, ListenerError, Relistener } from "./listener.ts";
+import { ConnectionGuard, INTERNAL_HOST } from "./conn_guard.ts";
 import { loadTypes } from "../core/types_registry.ts";
 import { DiskWatch } from "../store/disk_watch.ts";
 import { createHandler } from "./handler.ts";
+import { isLoopback } from "./guards.ts";
 import { ShutdownLifecycle } from "./shutdown.ts";
 import {
   checkExposure,
@@ -106,13 +108,33 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   // Requests being answered; shutdown waits for them before it closes the files.
   const inFlight = new InFlight();
   const counted = inFlight.wrap(handler);
+  // Deno.serve has no head or idle timeout and no bound per peer: with the guard, it listens on
+  // an internal loopback port behind our own accept layer (docs/operations.md).
+  const guarded = options.connectionGuard ?? !isLoopback(hostname);
+  let guard: ConnectionGuard | undefined;
+  const serve = guarded
+    ? (req: Request, info: Deno.ServeHandlerInfo<Deno.NetAddr>) => counted(req, guard!.info(info))
+    : counted;
   const listen = (at: number) =>
-    Deno.serve({ hostname, port: at, onListen: () => {}, ...(tls ?? {}) }, counted);
+    Deno.serve({
+      hostname: guarded ? INTERNAL_HOST : hostname,
+      port: at,
+      onListen: () => {},
+      ...(tls ?? {}),
+    }, serve);
   let server = await listenOrClose(
-    () => listen(port),
+    () => listen(guarded ? 0 : port),
     service,
     (err) => listenFailure(err, tls !== undefined, options),
   );
+  if (guarded) {
+    guard = await openGuard(hostname, port, () => server.addr, tls !== undefined, options, warn)
+      .catch(async (err) => {
+        await server.shutdown();
+        await service.close();
+        throw listenFailure(err, tls !== undefined, options);
+      });
+  }
   const graceMs = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
   // Settles when shutdown() has closed the service, however the shutdown was started.
   const done = Promise.withResolvers<void>();
@@ -131,16 +153,19 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
       try {
         await service.close();
       } finally {
+        guard?.close();
         // A peer that stopped reading holds its connection (and so server.shutdown()) forever;
         // past the grace period the caller may exit anyway: the files are already closed.
         await raceDeadline(server.shutdown(), deadline);
+        guard?.closeAll();
       }
     })();
     stopping.then(() => failure ? done.reject(failure) : done.resolve(), done.reject);
     return stopping;
   }
   const port0 = server.addr.port;
-  const relisten = new Relistener(options.relisten ?? {}, warn, `${hostForUrl(hostname)}:${port0}`);
+  const where = `${hostForUrl(hostname)}:${guard ? guard.addr.port : port0}`;
+  const relisten = new Relistener(options.relisten ?? {}, warn, where);
   keepListening(server, {
     relisten,
     stopped: () => stopping !== undefined,
@@ -153,16 +178,45 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   });
   // Callers that never await `finished` must not crash on a failed close; those who do see it.
   done.promise.catch(() => {});
+  guard?.run().catch((err) => {
+    if (stopping) return;
+    failure = new ListenerError(`Cannot accept connections on ${where}: ${errorText(err)}`, {
+      cause: err,
+    });
+    void shutdown();
+  });
   disk.start();
-  const url = await announce(server.addr, hostname, tls !== undefined, service, warn);
+  const addr = guard ? guard.addr : server.addr;
+  const url = await announce(addr, hostname, tls !== undefined, service, warn);
   return {
-    addr: server.addr,
+    addr,
     url,
     service,
     shutdown,
     finished: done.promise,
     [Symbol.asyncDispose]: shutdown,
   };
+}
+
+/** Opens the public listener of the connection guard. */
+async function openGuard(
+  hostname: string,
+  port: number,
+  upstream: () => Deno.NetAddr,
+  tls: boolean,
+  options: ServerOptions,
+  warn: (message: string) => void,
+): Promise<ConnectionGuard> {
+  await Promise.resolve();
+  const listener = Deno.listen({ hostname, port });
+  return new ConnectionGuard({
+    listener,
+    upstream,
+    plain: !tls,
+    warn,
+    where: `${hostForUrl(hostname)}:${listener.addr.port}`,
+    ...(options.connectionLimits ? { limits: options.connectionLimits } : {}),
+  });
 }
 
 /** Listens for the first time; when that fails, closes the service and throws `explain(err)`. */
