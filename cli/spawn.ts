@@ -11,6 +11,8 @@ import type { FsyncMode } from "../store/writer.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl } from "../wire/address.ts";
 import { sleep } from "../wire/async.ts";
 import { runFlagArgs, SERVER_ENV_VARS } from "./flags.ts";
+import { isLoopback } from "../http/guards.ts";
+import { INTERNAL_HOST } from "../http/conn_guard.ts";
 import type { LogFormat } from "../core/log.ts";
 
 export { SERVER_ENV_VARS };
@@ -24,7 +26,8 @@ export const SERVICE_V8_FLAGS: readonly string[] = ["--v8-flags=--max-semi-space
 
 /**
  * The scoped Deno permission flags for a server on `host:port` over `siteDir` (docs/cli.md):
- * net for that one address, read and write for the site directory (and any run roots), and the
+ * net for that one address (and, on a non-loopback `host`, for 127.0.0.1, where the service
+ * listens behind its connection guard), read and write for the site directory (and any run roots), and the
  * `OBS_TELEMETRY_*` variables. Nothing more.
  *
  * @param options Where the server listens and stores.
@@ -53,7 +56,9 @@ export function permissionFlags(
   const readable = [dirs, ...(options.readFiles ?? [])].join(",");
   const host = hostForUrl(options.host);
   return [
-    `--allow-net=${host}:${options.port}`,
+    // Bound to the network, the service's Deno.serve listens on an internal 127.0.0.1 port
+    // behind the connection guard (docs/operations.md), picked at start: any port of 127.0.0.1.
+    `--allow-net=${host}:${options.port}${isLoopback(options.host) ? "" : `,${INTERNAL_HOST}`}`,
     `--allow-read=${readable}`,
     `--allow-write=${dirs}`,
     `--allow-env=${SERVER_ENV_VARS.join(",")}`,
@@ -119,6 +124,12 @@ export interface SpawnOptions {
   compressAfter?: number;
   /** Nights after which site files are deleted, 0 never (`--retain`). */
   retain?: number;
+  /** Seconds a connection may take to send a whole request head (`--head-timeout`). */
+  headTimeout?: number;
+  /** Seconds a kept-alive connection may stay idle between requests (`--idle-timeout`). */
+  idleTimeout?: number;
+  /** Most connections one peer address may hold (`--max-conns-per-peer`). */
+  maxConnsPerPeer?: number;
   /**
    * Where the child's output goes.
    * @default {"inherit"}
