@@ -367,7 +367,7 @@ export const RUN_FLAGS: readonly RunFlag[] = [
   },
   {
     name: "head-timeout",
-    arg: "SECONDS",
+    arg: "SECS",
     help: "Close a connection whose request head takes longer",
     shownDefault: String(DEFAULT_HEAD_TIMEOUT_MS / 1000),
     parse: seconds("--head-timeout"),
@@ -375,7 +375,7 @@ export const RUN_FLAGS: readonly RunFlag[] = [
   },
   {
     name: "idle-timeout",
-    arg: "SECONDS",
+    arg: "SECS",
     help: "Close a kept-alive connection idle for longer",
     shownDefault: String(DEFAULT_IDLE_TIMEOUT_MS / 1000),
     parse: seconds("--idle-timeout"),
