@@ -14,6 +14,7 @@
  */
 
 import { errorText } from "../core/errors.ts";
+import { ListenerError } from "./listener.ts";
 
 /** The limits of the connection guard (docs/operations.md). */
 export interface ConnectionLimits {
@@ -50,6 +51,8 @@ export const DEFAULT_MAX_CONNS_PER_PEER = 64;
 export const INTERNAL_HOST = "127.0.0.1";
 
 const CHUNK = 64 * 1024;
+/** The peer of a request whose connection the guard no longer knows. */
+const UNKNOWN_PEER: Deno.NetAddr = { transport: "tcp", hostname: "unknown", port: 0 };
 const encoder = new TextEncoder();
 
 /** One accepted connection and its internal twin. */
@@ -249,7 +252,7 @@ export class ConnectionGuard {
   /**
    * Accepts connections until {@linkcode ConnectionGuard.close}. A failed accept (EMFILE) closes
    * the oldest connection without a request in flight and tries again; only an error that is
-   * not transient, five times in a row, ends it with that error.
+   * not transient, five times in a row, ends it, rejecting with a {@linkcode ListenerError}.
    */
   async run(): Promise<void> {
     const every = Math.max(20, Math.min(1000, Math.min(this.#headMs, this.#idleMs) / 5));
@@ -264,7 +267,11 @@ export class ConnectionGuard {
         } catch (err) {
           if (this.#closing) return;
           const text = errorText(err);
-          if (!TRANSIENT.test(text) && ++fatal >= 5) throw err;
+          if (!TRANSIENT.test(text) && ++fatal >= 5) {
+            throw new ListenerError(`Cannot accept connections on ${this.#where}: ${text}`, {
+              cause: err,
+            });
+          }
           this.#log(
             "accept",
             `Could not accept a connection on ${this.#where} (${text}); ` +
@@ -372,10 +379,12 @@ export class ConnectionGuard {
    * @returns The info with the client's address.
    */
   info(info: Deno.ServeHandlerInfo<Deno.NetAddr>): Deno.ServeHandlerInfo<Deno.NetAddr> {
+    if (info.remoteAddr.hostname !== this.#upstream().hostname) return info;
     const guarded = this.#byPort.get(info.remoteAddr.port);
-    if (guarded === undefined || info.remoteAddr.hostname !== this.#upstream().hostname) {
-      return info;
-    }
+    // A request read just before its connection was closed and forgotten, or one sent to the
+    // internal port directly: its peer is unknown, and never taken for loopback (which
+    // --trust-loopback and POST /shutdown would trust).
+    if (guarded === undefined) return { ...info, remoteAddr: { ...UNKNOWN_PEER } };
     guarded.active++;
     guarded.requests++;
     info.completed.then(() => this.#ended(guarded), () => this.#ended(guarded));

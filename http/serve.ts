@@ -11,11 +11,11 @@ import { errorText } from "../core/errors.ts";
 import { recordLockHolder } from "../store/lock.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl } from "../wire/address.ts";
 import { raceDeadline } from "../wire/async.ts";
-import { InFlight, keepListening, ListenerError, Relistener } from "./listener.ts";
+import { InFlight, keepListening, type ListenerError, Relistener } from "./listener.ts";
 import { ConnectionGuard, INTERNAL_HOST } from "./conn_guard.ts";
-import { loadTypes } from "../core/types_registry.ts";
+import { loadTypes, type TypesRegistry } from "../core/types_registry.ts";
 import { DiskWatch } from "../store/disk_watch.ts";
-import { createHandler } from "./handler.ts";
+import { createHandler, type HandlerOptions } from "./handler.ts";
 import { isLoopback } from "./guards.ts";
 import { ShutdownLifecycle } from "./shutdown.ts";
 import {
@@ -92,19 +92,10 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   const disk = new DiskWatch(service.siteDir, options.minFreeBytes, { warn });
   let stopping: Promise<void> | undefined;
   const shutdownState = new ShutdownLifecycle(() => void shutdown());
-  const handler = createHandler(service, {
-    lifecycle: shutdownState,
-    hostname,
-    token: options.token,
-    ...(options.publicRead !== undefined ? { publicRead: options.publicRead } : {}),
-    ...(options.trustLoopback !== undefined ? { trustLoopback: options.trustLoopback } : {}),
-    ...(options.wrapCurrent !== undefined ? { wrapCurrent: options.wrapCurrent } : {}),
-    ...(options.maxBody !== undefined ? { maxBody: options.maxBody } : {}),
-    ...(options.onError ? { onError: options.onError } : {}),
-    ...(types ? { types } : {}),
-    disk,
-    ...(options.onRejected ? { onRejected: options.onRejected } : {}),
-  });
+  const handler = createHandler(
+    service,
+    handlerOptions(options, hostname, shutdownState, disk, types),
+  );
   // Requests being answered; shutdown waits for them before it closes the files.
   const inFlight = new InFlight();
   const counted = inFlight.wrap(handler);
@@ -120,30 +111,20 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
       hostname: guarded ? INTERNAL_HOST : hostname,
       port: at,
       onListen: () => {},
-      ...(tls ?? {}),
+      ...tls,
     }, serve);
-  let server = await listenOrClose(
-    () => listen(guarded ? 0 : port),
-    service,
-    (err) => listenFailure(err, tls !== undefined, options),
-  );
-  if (guarded) {
-    guard = await openGuard(hostname, port, () => server.addr, tls !== undefined, options, warn)
-      .catch(async (err) => {
-        await server.shutdown();
-        await service.close();
-        throw listenFailure(err, tls !== undefined, options);
-      });
-  }
-  const graceMs = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
+  const explain = (err: unknown) => listenFailure(err, tls !== undefined, options);
+  let server = await listenOrClose(() => listen(guarded ? 0 : port), service, explain);
+  if (guarded) guard = await openGuard(hostname, port, server, service, explain, options, warn);
   // Settles when shutdown() has closed the service, however the shutdown was started.
   const done = Promise.withResolvers<void>();
   // Set when the server ends without being asked: `finished` then rejects with it.
   let failure: ListenerError | undefined;
-  function shutdown(): Promise<void> {
+  function shutdown(why?: ListenerError): Promise<void> {
     if (stopping) return stopping;
+    failure ??= why;
     stopping = (async () => {
-      const deadline = Date.now() + graceMs;
+      const deadline = Date.now() + (options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS);
       // Open GET /stream responses never finish by themselves: beginning ends them first.
       shutdownState.begin();
       await disk.stop();
@@ -178,13 +159,8 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   });
   // Callers that never await `finished` must not crash on a failed close; those who do see it.
   done.promise.catch(() => {});
-  guard?.run().catch((err) => {
-    if (stopping) return;
-    failure = new ListenerError(`Cannot accept connections on ${where}: ${errorText(err)}`, {
-      cause: err,
-    });
-    void shutdown();
-  });
+  // Accepting failed for good: as when the listener cannot be opened again.
+  guard?.run().catch((err: ListenerError) => stopping ?? shutdown(err));
   disk.start();
   const addr = guard ? guard.addr : server.addr;
   const url = await announce(addr, hostname, tls !== undefined, service, warn);
@@ -198,21 +174,56 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   };
 }
 
-/** Opens the public listener of the connection guard. */
+/** What {@linkcode createHandler} is given by {@linkcode startServer}. */
+function handlerOptions(
+  options: ServerOptions,
+  hostname: string,
+  lifecycle: ShutdownLifecycle,
+  disk: DiskWatch,
+  types: TypesRegistry | undefined,
+): HandlerOptions {
+  return {
+    lifecycle,
+    hostname,
+    token: options.token,
+    ...(options.publicRead !== undefined ? { publicRead: options.publicRead } : {}),
+    ...(options.trustLoopback !== undefined ? { trustLoopback: options.trustLoopback } : {}),
+    ...(options.wrapCurrent !== undefined ? { wrapCurrent: options.wrapCurrent } : {}),
+    ...(options.maxBody !== undefined ? { maxBody: options.maxBody } : {}),
+    ...(options.onError ? { onError: options.onError } : {}),
+    ...(types ? { types } : {}),
+    disk,
+    ...(options.onRejected ? { onRejected: options.onRejected } : {}),
+  };
+}
+
+/**
+ * Opens the public listener of the connection guard in front of `server`; when that fails,
+ * closes the server and the service and throws `explain(err)`.
+ */
 async function openGuard(
   hostname: string,
   port: number,
-  upstream: () => Deno.NetAddr,
-  tls: boolean,
+  server: Deno.HttpServer<Deno.NetAddr>,
+  service: TelemetryService,
+  explain: (err: unknown) => unknown,
   options: ServerOptions,
   warn: (message: string) => void,
 ): Promise<ConnectionGuard> {
-  await Promise.resolve();
-  const listener = Deno.listen({ hostname, port });
+  let listener: Deno.TcpListener;
+  try {
+    listener = Deno.listen({ hostname, port });
+  } catch (err) {
+    await server.shutdown();
+    await service.close();
+    throw explain(err);
+  }
+  // The internal server is listened again on its own port when it fails (keepListening).
+  const upstream = server.addr;
   return new ConnectionGuard({
     listener,
-    upstream,
-    plain: !tls,
+    upstream: () => upstream,
+    plain: options.tlsCert === undefined,
     warn,
     where: `${hostForUrl(hostname)}:${listener.addr.port}`,
     ...(options.connectionLimits ? { limits: options.connectionLimits } : {}),
