@@ -61,6 +61,7 @@ export {
 export {
   type CommittedEvent,
   ConfigError,
+  type ConnectionLimits,
   type EventCommand,
   type FieldSpec,
   type FsyncMode,

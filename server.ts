@@ -77,6 +77,12 @@ export { toProblem } from "./http/problems.ts";
 export { isLoopback, PUBLIC_READ_PATHS } from "./http/guards.ts";
 export { DEFAULT_MAX_BODY } from "./http/body.ts";
 export { ListenerError, type RelistenOptions } from "./http/listener.ts";
+export {
+  type ConnectionLimits,
+  DEFAULT_HEAD_TIMEOUT_MS,
+  DEFAULT_IDLE_TIMEOUT_MS,
+  DEFAULT_MAX_CONNS_PER_PEER,
+} from "./http/conn_guard.ts";
 export { type RenderMetricsOptions, ServiceMetrics, type StreamCounts } from "./http/metrics.ts";
 export { Histogram } from "./http/prometheus.ts";
 export {

@@ -22,6 +22,11 @@ import { checkTimeZone } from "../store/day_key.ts";
 import { DEFAULT_FSYNC, FSYNC_MODES, type FsyncMode } from "../store/writer.ts";
 import { DEFAULT_MIN_FREE_BYTES } from "../store/disk.ts";
 import { DEFAULT_MAX_BODY } from "../http/body.ts";
+import {
+  DEFAULT_HEAD_TIMEOUT_MS,
+  DEFAULT_IDLE_TIMEOUT_MS,
+  DEFAULT_MAX_CONNS_PER_PEER,
+} from "../http/conn_guard.ts";
 import { type LogFormat, parseLogFormat } from "../core/log.ts";
 import {
   DEFAULT_COMPRESS_AFTER,
@@ -84,6 +89,12 @@ export interface RunFlagValues {
   compressAfter?: number;
   /** Nights after which site files are deleted, 0 never (`--retain`). */
   retain?: number;
+  /** Seconds a connection may take to send a whole request head (`--head-timeout`). */
+  headTimeout?: number;
+  /** Seconds a kept-alive connection may stay idle between requests (`--idle-timeout`). */
+  idleTimeout?: number;
+  /** Most connections one peer address may hold (`--max-conns-per-peer`). */
+  maxConnsPerPeer?: number;
 }
 
 /** One row of {@linkcode RUN_FLAGS}. */
@@ -153,6 +164,18 @@ function positiveInt(flag: string): (value: string) => number {
       throw new RangeError(`${flag} must be a positive whole number, not "${value}"`);
     }
     return Number(value);
+  };
+}
+
+function seconds(flag: string): (value: string) => number {
+  return (value) => {
+    const n = Number(value);
+    if (!/^\d+(\.\d+)?$/.test(value) || !(n > 0) || n > 86_400) {
+      throw new RangeError(
+        `${flag} must be a number of seconds above 0 and at most 86400 (such as 10 or 0.5), not "${value}"`,
+      );
+    }
+    return n;
   };
 }
 
@@ -352,6 +375,30 @@ export const RUN_FLAGS: readonly RunFlag[] = [
     shownDefault: "0, forever",
     parse: nights("--retain"),
     key: "retain",
+  },
+  {
+    name: "head-timeout",
+    arg: "SECS",
+    help: "Close a connection whose request head takes longer",
+    shownDefault: String(DEFAULT_HEAD_TIMEOUT_MS / 1000),
+    parse: seconds("--head-timeout"),
+    key: "headTimeout",
+  },
+  {
+    name: "idle-timeout",
+    arg: "SECS",
+    help: "Close a kept-alive connection idle for longer",
+    shownDefault: String(DEFAULT_IDLE_TIMEOUT_MS / 1000),
+    parse: seconds("--idle-timeout"),
+    key: "idleTimeout",
+  },
+  {
+    name: "max-conns-per-peer",
+    arg: "N",
+    help: "Most connections one address may hold open",
+    shownDefault: String(DEFAULT_MAX_CONNS_PER_PEER),
+    parse: positiveInt("--max-conns-per-peer"),
+    key: "maxConnsPerPeer",
   },
   { name: "insecure", help: "Allow a non-loopback --host without a token", key: "insecure" },
   { name: "verbose", help: "Log one line per incoming event", key: "verbose" },

@@ -18,6 +18,8 @@
  */
 
 import { hostForUrl, readEnv } from "../wire/address.ts";
+import { isLoopback } from "../http/guards.ts";
+import { INTERNAL_HOST } from "../http/conn_guard.ts";
 import { RUN_FLAGS, type RunFlag, type RunFlagValues, SERVER_ENV_VARS } from "./flags.ts";
 
 /** The values a permission derivation needs: where the service listens and stores, at least. */
@@ -76,9 +78,13 @@ export function runPermissionFlags(
 ): string[] {
   const stored = pathsOf(values, "read-write");
   const read = [...stored, ...pathsOf(values, "read")];
-  const host = hostForUrl(netPart(values, "net-host"));
+  const bind = netPart(values, "net-host");
+  const host = hostForUrl(bind);
+  // Bound to the network, the service's Deno.serve listens on an internal 127.0.0.1 port behind
+  // the connection guard (docs/operations.md, "Connections"), picked at start: any port there.
+  const internal = isLoopback(bind) ? "" : `,${INTERNAL_HOST}`;
   return [
-    `--allow-net=${host}:${netPart(values, "net-port")}`,
+    `--allow-net=${host}:${netPart(values, "net-port")}${internal}`,
     `--allow-read=${read.join(",")}`,
     `--allow-write=${stored.join(",")}`,
     `--allow-env=${[...SERVER_ENV_VARS, ...extraEnv].join(",")}`,

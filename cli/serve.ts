@@ -13,6 +13,7 @@
 
 import { ConfigError } from "../http/config.ts";
 import { ListenerError } from "../http/listener.ts";
+import type { ConnectionLimits } from "../http/conn_guard.ts";
 import { type ServerHandle, startServer } from "../http/serve.ts";
 import { errorText, SiteInUseError } from "../core/errors.ts";
 import { TypesFileError } from "../core/types_registry.ts";
@@ -175,6 +176,7 @@ async function start(
       onInfo: (message) => warnings.info(message),
       ...(flags.compressAfter !== undefined ? { compressAfter: flags.compressAfter } : {}),
       ...(flags.retain !== undefined ? { retain: flags.retain } : {}),
+      connectionLimits: connectionLimits(flags),
       onError: (err) => warnings.error(unexpectedErrorLine(err)),
       onRejected: (rejection) => log.rejection(rejection),
     });
@@ -182,6 +184,15 @@ async function start(
     if (err instanceof Deno.errors.AddrInUse) throw new Failure(await portInUse(hostname, port));
     throw new Failure(startupFailure(err, { siteDir, hostname, port }));
   }
+}
+
+/** The connection guard's limits of `--head-timeout`, `--idle-timeout`, `--max-conns-per-peer`. */
+function connectionLimits(flags: RunFlagValues): ConnectionLimits {
+  return {
+    ...(flags.headTimeout !== undefined ? { headTimeoutMs: flags.headTimeout * 1000 } : {}),
+    ...(flags.idleTimeout !== undefined ? { idleTimeoutMs: flags.idleTimeout * 1000 } : {}),
+    ...(flags.maxConnsPerPeer !== undefined ? { maxPerPeer: flags.maxConnsPerPeer } : {}),
+  };
 }
 
 function logEvents(server: ServerHandle, log: ServiceLog): void {

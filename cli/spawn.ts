@@ -25,9 +25,10 @@ export const SERVICE_V8_FLAGS: readonly string[] = ["--v8-flags=--max-semi-space
 
 /**
  * The scoped Deno permission flags for a server on `host:port` over `siteDir` (docs/cli.md):
- * net for that one address, read and write for the site directory (and any run roots), and the
- * `OBS_TELEMETRY_*` variables. Nothing more. The same derivation from the `run` flag table as
- * the launcher's and `spawnServer()`'s (docs/cli.md#permissions).
+ * net for that one address (and, on a non-loopback `host`, for 127.0.0.1, where the service
+ * listens behind its connection guard), read and write for the site directory (and any run
+ * roots), and the `OBS_TELEMETRY_*` variables. Nothing more. The same derivation from the `run`
+ * flag table as the launcher's and `spawnServer()`'s (docs/cli.md#permissions).
  *
  * @param options Where the server listens and stores.
  * @returns Flags for `deno run` or `deno compile`.
@@ -116,6 +117,12 @@ export interface SpawnOptions {
   compressAfter?: number;
   /** Nights after which site files are deleted, 0 never (`--retain`). */
   retain?: number;
+  /** Seconds a connection may take to send a whole request head (`--head-timeout`). */
+  headTimeout?: number;
+  /** Seconds a kept-alive connection may stay idle between requests (`--idle-timeout`). */
+  idleTimeout?: number;
+  /** Most connections one peer address may hold (`--max-conns-per-peer`). */
+  maxConnsPerPeer?: number;
   /**
    * Where the child's output goes.
    * @default {"inherit"}

@@ -10,6 +10,7 @@ import type { ServiceOptions } from "../core/service.ts";
 import type { TypesRegistry } from "../core/types_registry.ts";
 import { isLoopback } from "./guards.ts";
 import type { RelistenOptions } from "./listener.ts";
+import type { ConnectionLimits } from "./conn_guard.ts";
 import type { Rejection } from "./types.ts";
 
 /**
@@ -75,6 +76,17 @@ export interface ServerOptions extends ServiceOptions {
    * @default {{ attempts: 40, firstDelayMs: 50, maxDelayMs: 2000 }}
    */
   relisten?: RelistenOptions;
+  /**
+   * Head timeout, idle timeout and connections per peer of the connection guard
+   * (`--head-timeout`, `--idle-timeout`, `--max-conns-per-peer`; docs/operations.md).
+   * @default {{ headTimeoutMs: 10000, idleTimeoutMs: 60000, maxPerPeer: 64 }}
+   */
+  connectionLimits?: ConnectionLimits;
+  /**
+   * Whether the connection guard stands in front of `Deno.serve` (docs/operations.md).
+   * @default {true on a non-loopback hostname, false on loopback}
+   */
+  connectionGuard?: boolean;
   /** The types registry; when absent, `typesFile` is read, else the registry is empty. */
   types?: TypesRegistry;
   /** A types file (`--types`), read and checked before the site directory is opened. */

@@ -12,9 +12,11 @@ import { recordLockHolder } from "../store/lock.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl } from "../wire/address.ts";
 import { raceDeadline } from "../wire/async.ts";
 import { InFlight, keepListening, type ListenerError, Relistener } from "./listener.ts";
-import { loadTypes } from "../core/types_registry.ts";
+import { ConnectionGuard, INTERNAL_HOST } from "./conn_guard.ts";
+import { loadTypes, type TypesRegistry } from "../core/types_registry.ts";
 import { DiskWatch } from "../store/disk_watch.ts";
-import { createHandler } from "./handler.ts";
+import { createHandler, type HandlerOptions } from "./handler.ts";
+import { isLoopback } from "./guards.ts";
 import { ShutdownLifecycle } from "./shutdown.ts";
 import {
   checkExposure,
@@ -90,38 +92,39 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   const disk = new DiskWatch(service.siteDir, options.minFreeBytes, { warn });
   let stopping: Promise<void> | undefined;
   const shutdownState = new ShutdownLifecycle(() => void shutdown());
-  const handler = createHandler(service, {
-    lifecycle: shutdownState,
-    hostname,
-    token: options.token,
-    ...(options.publicRead !== undefined ? { publicRead: options.publicRead } : {}),
-    ...(options.trustLoopback !== undefined ? { trustLoopback: options.trustLoopback } : {}),
-    ...(options.wrapCurrent !== undefined ? { wrapCurrent: options.wrapCurrent } : {}),
-    ...(options.maxBody !== undefined ? { maxBody: options.maxBody } : {}),
-    ...(options.onError ? { onError: options.onError } : {}),
-    ...(types ? { types } : {}),
-    disk,
-    ...(options.onRejected ? { onRejected: options.onRejected } : {}),
-  });
+  const handler = createHandler(
+    service,
+    handlerOptions(options, hostname, shutdownState, disk, types),
+  );
   // Requests being answered; shutdown waits for them before it closes the files.
   const inFlight = new InFlight();
   const counted = inFlight.wrap(handler);
+  // Deno.serve has no head or idle timeout and no bound per peer: with the guard, it listens on
+  // an internal loopback port behind our own accept layer (docs/operations.md).
+  const guarded = options.connectionGuard ?? !isLoopback(hostname);
+  let guard: ConnectionGuard | undefined;
+  const serve = guarded
+    ? (req: Request, info: Deno.ServeHandlerInfo<Deno.NetAddr>) => counted(req, guard!.info(info))
+    : counted;
   const listen = (at: number) =>
-    Deno.serve({ hostname, port: at, onListen: () => {}, ...(tls ?? {}) }, counted);
-  let server = await listenOrClose(
-    () => listen(port),
-    service,
-    (err) => listenFailure(err, tls !== undefined, options),
-  );
-  const graceMs = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
+    Deno.serve({
+      hostname: guarded ? INTERNAL_HOST : hostname,
+      port: at,
+      onListen: () => {},
+      ...tls,
+    }, serve);
+  const explain = (err: unknown) => listenFailure(err, tls !== undefined, options);
+  let server = await listenOrClose(() => listen(guarded ? 0 : port), service, explain);
+  if (guarded) guard = await openGuard(hostname, port, server, service, explain, options, warn);
   // Settles when shutdown() has closed the service, however the shutdown was started.
   const done = Promise.withResolvers<void>();
   // Set when the server ends without being asked: `finished` then rejects with it.
   let failure: ListenerError | undefined;
-  function shutdown(): Promise<void> {
+  function shutdown(why?: ListenerError): Promise<void> {
     if (stopping) return stopping;
+    failure ??= why;
     stopping = (async () => {
-      const deadline = Date.now() + graceMs;
+      const deadline = Date.now() + (options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS);
       // Open GET /stream responses never finish by themselves: beginning ends them first.
       shutdownState.begin();
       await disk.stop();
@@ -131,16 +134,19 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
       try {
         await service.close();
       } finally {
+        guard?.close();
         // A peer that stopped reading holds its connection (and so server.shutdown()) forever;
         // past the grace period the caller may exit anyway: the files are already closed.
         await raceDeadline(server.shutdown(), deadline);
+        guard?.closeAll();
       }
     })();
     stopping.then(() => failure ? done.reject(failure) : done.resolve(), done.reject);
     return stopping;
   }
   const port0 = server.addr.port;
-  const relisten = new Relistener(options.relisten ?? {}, warn, `${hostForUrl(hostname)}:${port0}`);
+  const where = `${hostForUrl(hostname)}:${guard ? guard.addr.port : port0}`;
+  const relisten = new Relistener(options.relisten ?? {}, warn, where);
   keepListening(server, {
     relisten,
     stopped: () => stopping !== undefined,
@@ -153,16 +159,75 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   });
   // Callers that never await `finished` must not crash on a failed close; those who do see it.
   done.promise.catch(() => {});
+  // Accepting failed for good: as when the listener cannot be opened again.
+  guard?.run().catch((err: ListenerError) => stopping ?? shutdown(err));
   disk.start();
-  const url = await announce(server.addr, hostname, tls !== undefined, service, warn);
+  const addr = guard ? guard.addr : server.addr;
+  const url = await announce(addr, hostname, tls !== undefined, service, warn);
   return {
-    addr: server.addr,
+    addr,
     url,
     service,
     shutdown,
     finished: done.promise,
     [Symbol.asyncDispose]: shutdown,
   };
+}
+
+/** What {@linkcode createHandler} is given by {@linkcode startServer}. */
+function handlerOptions(
+  options: ServerOptions,
+  hostname: string,
+  lifecycle: ShutdownLifecycle,
+  disk: DiskWatch,
+  types: TypesRegistry | undefined,
+): HandlerOptions {
+  return {
+    lifecycle,
+    hostname,
+    token: options.token,
+    ...(options.publicRead !== undefined ? { publicRead: options.publicRead } : {}),
+    ...(options.trustLoopback !== undefined ? { trustLoopback: options.trustLoopback } : {}),
+    ...(options.wrapCurrent !== undefined ? { wrapCurrent: options.wrapCurrent } : {}),
+    ...(options.maxBody !== undefined ? { maxBody: options.maxBody } : {}),
+    ...(options.onError ? { onError: options.onError } : {}),
+    ...(types ? { types } : {}),
+    disk,
+    ...(options.onRejected ? { onRejected: options.onRejected } : {}),
+  };
+}
+
+/**
+ * Opens the public listener of the connection guard in front of `server`; when that fails,
+ * closes the server and the service and throws `explain(err)`.
+ */
+async function openGuard(
+  hostname: string,
+  port: number,
+  server: Deno.HttpServer<Deno.NetAddr>,
+  service: TelemetryService,
+  explain: (err: unknown) => unknown,
+  options: ServerOptions,
+  warn: (message: string) => void,
+): Promise<ConnectionGuard> {
+  let listener: Deno.TcpListener;
+  try {
+    listener = Deno.listen({ hostname, port });
+  } catch (err) {
+    await server.shutdown();
+    await service.close();
+    throw explain(err);
+  }
+  // The internal server is listened again on its own port when it fails (keepListening).
+  const upstream = server.addr;
+  return new ConnectionGuard({
+    listener,
+    upstream: () => upstream,
+    plain: options.tlsCert === undefined,
+    warn,
+    where: `${hostForUrl(hostname)}:${listener.addr.port}`,
+    ...(options.connectionLimits ? { limits: options.connectionLimits } : {}),
+  });
 }
 
 /** Listens for the first time; when that fails, closes the service and throws `explain(err)`. */

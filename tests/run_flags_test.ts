@@ -64,6 +64,9 @@ const EVERY_FLAG: RunFlagValues = {
   logFormat: "json",
   compressAfter: 3,
   retain: 30,
+  headTimeout: 2.5,
+  idleTimeout: 90,
+  maxConnsPerPeer: 8,
 };
 
 Deno.test("RUN_FLAGS names each environment variable OBS_TELEMETRY_ and the flag in capitals", () => {
@@ -227,6 +230,9 @@ Deno.test("spawnServer() takes an option for every run flag and no other but out
     logFormat: "flag",
     compressAfter: "flag",
     retain: "flag",
+    headTimeout: "flag",
+    idleTimeout: "flag",
+    maxConnsPerPeer: "flag",
     output: "spawn",
     readyTimeoutMs: "spawn",
   };

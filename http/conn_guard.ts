@@ -1,0 +1,431 @@
+/**
+ * The connection guard: the service's own accept layer in front of `Deno.serve`, which has no
+ * header-read timeout, no idle timeout and no bound on connections (docs/operations.md). It
+ * accepts every TCP connection itself, pipes its bytes to the `Deno.serve` bound to an internal
+ * loopback port, and closes a connection whose first request head does not complete within the
+ * head timeout, one idle between requests for longer than the idle timeout, and, past the bound
+ * of connections of one peer, that peer's oldest connection without a request in flight.
+ *
+ * The handler learns the real peer from the internal connection's port
+ * ({@linkcode ConnectionGuard.info}), and tells the guard when a request starts and when its
+ * answer is sent, so a long answer (`GET /stream`) is never idle.
+ *
+ * @module
+ */
+
+import { errorText } from "../core/errors.ts";
+import { ListenerError } from "./listener.ts";
+
+/** The limits of the connection guard (docs/operations.md). */
+export interface ConnectionLimits {
+  /**
+   * Longest wait for a complete request head: from the connection's start, or from the first
+   * byte of the next request on a kept-alive connection.
+   * @default {10000}
+   */
+  headTimeoutMs?: number;
+  /** Longest wait, between requests, for the first byte of the next one. @default {60000} */
+  idleTimeoutMs?: number;
+  /** Most connections one peer address may hold open. @default {64} */
+  maxPerPeer?: number;
+}
+
+/** Default of {@linkcode ConnectionLimits.headTimeoutMs} (`--head-timeout`). */
+export const DEFAULT_HEAD_TIMEOUT_MS = 10_000;
+/** Default of {@linkcode ConnectionLimits.idleTimeoutMs} (`--idle-timeout`). */
+export const DEFAULT_IDLE_TIMEOUT_MS = 60_000;
+/** Default of {@linkcode ConnectionLimits.maxPerPeer} (`--max-conns-per-peer`). */
+export const DEFAULT_MAX_CONNS_PER_PEER = 64;
+
+/**
+ * Where the service's `Deno.serve` listens behind the guard, on a port picked at start.
+ *
+ * @example Usage
+ * ```ts
+ * import { INTERNAL_HOST } from "./conn_guard.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(INTERNAL_HOST, "127.0.0.1");
+ * ```
+ */
+export const INTERNAL_HOST = "127.0.0.1";
+
+const CHUNK = 64 * 1024;
+/** The peer of a request whose connection the guard no longer knows. */
+const UNKNOWN_PEER: Deno.NetAddr = { transport: "tcp", hostname: "unknown", port: 0 };
+const encoder = new TextEncoder();
+
+/** One accepted connection and its internal twin. */
+class Guarded {
+  readonly peer: Deno.NetAddr;
+  readonly key: string;
+  /** Requests whose answer is not sent yet. */
+  active = 0;
+  /** Requests seen on this connection. */
+  requests = 0;
+  /** When the current wait began: the start, the end of the last answer, or the next head. */
+  since: number;
+  /** Whether the current wait is for a head (bytes came) rather than an idle gap. */
+  inHead = true;
+  closed = false;
+  #conn: Deno.TcpConn;
+  #upstream: Deno.TcpConn | undefined;
+
+  constructor(conn: Deno.TcpConn, now: number) {
+    this.#conn = conn;
+    this.peer = conn.remoteAddr;
+    this.key = conn.remoteAddr.hostname;
+    this.since = now;
+  }
+
+  /** Pipes the connection both ways through `upstream` until either side ends. */
+  async pipe(upstream: Deno.TcpConn, clock: () => number): Promise<void> {
+    this.#upstream = upstream;
+    if (this.closed) return this.close();
+    await Promise.all([this.#inbound(upstream, clock), pump(upstream, this.#conn)]);
+    this.close();
+  }
+
+  /** Client to service; a byte that comes between requests starts the wait for a head. */
+  async #inbound(upstream: Deno.TcpConn, clock: () => number): Promise<void> {
+    const buf = new Uint8Array(CHUNK);
+    try {
+      for (;;) {
+        const n = await this.#conn.read(buf);
+        if (n === null) break;
+        if (this.active === 0 && !this.inHead) {
+          this.inHead = true;
+          this.since = clock();
+        }
+        await writeAll(upstream, buf.subarray(0, n));
+      }
+    } catch {
+      // A reset or a closed peer ends the pipe like an end of stream.
+    }
+    try {
+      await upstream.closeWrite();
+    } catch {
+      // Already closed.
+    }
+  }
+
+  /** Refuses the connection: a 503 problem+json when it speaks plain HTTP, then closes it. */
+  async refuse(detail: string, plain: boolean): Promise<void> {
+    if (plain) {
+      const body = JSON.stringify({
+        type: "about:blank",
+        title: "Service Unavailable",
+        status: 503,
+        detail,
+      });
+      const head = "HTTP/1.1 503 Service Unavailable\r\n" +
+        "content-type: application/problem+json; charset=utf-8\r\ncache-control: no-store\r\n" +
+        `connection: close\r\ncontent-length: ${encoder.encode(body).length}\r\n\r\n`;
+      await raceTimeout(writeAll(this.#conn, encoder.encode(head + body)), 1000).catch(() => {});
+    }
+    this.close();
+  }
+
+  close(): void {
+    if (this.closed && this.#upstream === undefined) return;
+    this.closed = true;
+    for (const c of [this.#conn, this.#upstream]) {
+      try {
+        c?.close();
+      } catch {
+        // Already closed.
+      }
+    }
+    this.#upstream = undefined;
+  }
+}
+
+async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
+  let off = 0;
+  while (off < bytes.length) off += await conn.write(bytes.subarray(off));
+}
+
+async function pump(from: Deno.Conn, to: Deno.Conn): Promise<void> {
+  const buf = new Uint8Array(CHUNK);
+  try {
+    for (;;) {
+      const n = await from.read(buf);
+      if (n === null) break;
+      await writeAll(to, buf.subarray(0, n));
+    }
+  } catch {
+    // A reset or a closed peer ends the pipe like an end of stream.
+  }
+  try {
+    await to.closeWrite();
+  } catch {
+    // Already closed.
+  }
+}
+
+function raceTimeout<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  return Promise.race([
+    p,
+    new Promise<undefined>((r) => timer = setTimeout(() => r(undefined), ms)),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/** Errors of `accept` that pass once descriptors or memory are back. */
+const TRANSIENT =
+  /os error (24|23|12|103|105|11)\b|too many open files|EMFILE|ENFILE|ENOMEM|ENOBUFS|ECONNABORTED/i;
+
+/** What {@linkcode ConnectionGuard} is given. */
+export interface GuardOptions {
+  /** The public listener; the guard accepts from it. */
+  listener: Deno.TcpListener;
+  /** Where the service's `Deno.serve` listens now (it may be opened again on another port). */
+  upstream: () => Deno.NetAddr;
+  /** The limits. */
+  limits?: ConnectionLimits;
+  /** Whether the service speaks plain HTTP (a refusal can then be a 503). */
+  plain: boolean;
+  /** Receives the warn lines (at most one every 10 s per kind). */
+  warn: (message: string) => void;
+  /** Where the public listener is, for the log. */
+  where: string;
+}
+
+/**
+ * The accept layer in front of `Deno.serve` (module documentation). Create it with the public
+ * listener, then {@linkcode ConnectionGuard.run} accepts until {@linkcode ConnectionGuard.close}.
+ *
+ * @example Usage
+ * ```ts ignore
+ * const inner = Deno.serve({ hostname: "127.0.0.1", port: 0 }, handler);
+ * const guard = new ConnectionGuard({
+ *   listener: Deno.listen({ hostname: "0.0.0.0", port: 6562 }),
+ *   upstream: () => inner.addr,
+ *   plain: true,
+ *   warn: console.warn,
+ *   where: "0.0.0.0:6562",
+ * });
+ * void guard.run();
+ * ```
+ */
+export class ConnectionGuard {
+  #listener: Deno.TcpListener;
+  #upstream: () => Deno.NetAddr;
+  #headMs: number;
+  #idleMs: number;
+  #perPeer: number;
+  #plain: boolean;
+  #warn: (message: string) => void;
+  #where: string;
+  /** Open connections by the local port of their internal twin. */
+  #byPort = new Map<number, Guarded>();
+  /** Open connections by peer address, oldest first. */
+  #byPeer = new Map<string, Set<Guarded>>();
+  #all = new Set<Guarded>();
+  #sweep: ReturnType<typeof setInterval> | undefined;
+  #now = Date.now();
+  #closing = false;
+  #lastLine = new Map<string, { at: number; more: number }>();
+
+  constructor(options: GuardOptions) {
+    this.#listener = options.listener;
+    this.#upstream = options.upstream;
+    const limits = options.limits ?? {};
+    this.#headMs = limits.headTimeoutMs ?? DEFAULT_HEAD_TIMEOUT_MS;
+    this.#idleMs = limits.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
+    this.#perPeer = limits.maxPerPeer ?? DEFAULT_MAX_CONNS_PER_PEER;
+    this.#plain = options.plain;
+    this.#warn = options.warn;
+    this.#where = options.where;
+  }
+
+  /** The public address. */
+  get addr(): Deno.NetAddr {
+    return this.#listener.addr;
+  }
+
+  /** Open connections (for tests and metrics). */
+  get size(): number {
+    return this.#all.size;
+  }
+
+  /**
+   * Accepts connections until {@linkcode ConnectionGuard.close}. A failed accept (EMFILE) closes
+   * the oldest connection without a request in flight and tries again; only an error that is
+   * not transient, five times in a row, ends it, rejecting with a {@linkcode ListenerError}.
+   */
+  async run(): Promise<void> {
+    const every = Math.max(20, Math.min(1000, Math.min(this.#headMs, this.#idleMs) / 5));
+    this.#sweep = setInterval(() => this.#expire(), every);
+    let delay = 10;
+    let fatal = 0;
+    try {
+      while (!this.#closing) {
+        let conn: Deno.TcpConn;
+        try {
+          conn = await this.#listener.accept();
+        } catch (err) {
+          if (this.#closing) return;
+          const text = errorText(err);
+          if (!TRANSIENT.test(text) && ++fatal >= 5) {
+            throw new ListenerError(`Cannot accept connections on ${this.#where}: ${text}`, {
+              cause: err,
+            });
+          }
+          this.#log(
+            "accept",
+            `Could not accept a connection on ${this.#where} (${text}); ` +
+              `closing the oldest connection without a request and trying again.`,
+          );
+          this.#evict(undefined);
+          await new Promise((r) => setTimeout(r, delay));
+          delay = Math.min(2000, delay * 2);
+          continue;
+        }
+        delay = 10;
+        fatal = 0;
+        this.#admit(conn);
+      }
+    } finally {
+      clearInterval(this.#sweep);
+    }
+  }
+
+  #admit(conn: Deno.TcpConn): void {
+    const guarded = new Guarded(conn, this.#now = Date.now());
+    let peers = this.#byPeer.get(guarded.key);
+    if (!peers) this.#byPeer.set(guarded.key, peers = new Set());
+    if (peers.size >= this.#perPeer && !this.#evict(peers)) {
+      this.#log(
+        "peer",
+        `Refused a connection from ${guarded.key}: it holds ${peers.size} connections, all busy (--max-conns-per-peer ${this.#perPeer}).`,
+      );
+      void guarded.refuse(
+        `This address holds ${peers.size} connections already; close some, or ask the operator to raise --max-conns-per-peer.`,
+        this.#plain,
+      );
+      if (peers.size === 0) this.#byPeer.delete(guarded.key);
+      return;
+    }
+    peers.add(guarded);
+    this.#all.add(guarded);
+    void this.#connect(guarded, conn);
+  }
+
+  async #connect(guarded: Guarded, conn: Deno.TcpConn): Promise<void> {
+    let port = -1;
+    try {
+      conn.setNoDelay(true);
+      const to = this.#upstream();
+      const upstream = await Deno.connect({ hostname: to.hostname, port: to.port });
+      upstream.setNoDelay(true);
+      port = upstream.localAddr.port;
+      this.#byPort.set(port, guarded);
+      await guarded.pipe(upstream, () => this.#now);
+    } catch {
+      // The service is gone or out of descriptors: the client sees the connection end.
+    } finally {
+      guarded.close();
+      if (this.#byPort.get(port) === guarded) this.#byPort.delete(port);
+      this.#forget(guarded);
+    }
+  }
+
+  #forget(guarded: Guarded): void {
+    this.#all.delete(guarded);
+    const peers = this.#byPeer.get(guarded.key);
+    peers?.delete(guarded);
+    if (peers?.size === 0) this.#byPeer.delete(guarded.key);
+  }
+
+  /**
+   * Closes the oldest connection without a request in flight, of one peer or of all: first one
+   * that never sent a whole request head, else an idle kept-alive one (a client's pool, which has
+   * proved itself); `false` when every one has a request in flight.
+   */
+  #evict(among: Set<Guarded> | undefined): boolean {
+    for (const neverServed of [true, false]) {
+      for (const guarded of among ?? this.#all) {
+        if (guarded.active > 0 || guarded.closed || (neverServed && guarded.requests > 0)) {
+          continue;
+        }
+        guarded.close();
+        this.#forget(guarded);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** Closes the connections whose head or idle time ran out. */
+  #expire(): void {
+    const now = this.#now = Date.now();
+    for (const guarded of this.#all) {
+      if (guarded.active > 0 || guarded.closed) continue;
+      const limit = guarded.inHead ? this.#headMs : this.#idleMs;
+      if (now - guarded.since >= limit) {
+        guarded.close();
+        this.#forget(guarded);
+      }
+    }
+  }
+
+  /**
+   * The handler's view of a request's connection: the real peer instead of the internal one,
+   * and the request counted until its answer is sent. Outside the guard (a request that did
+   * not come through it) the info is returned as it is.
+   *
+   * @param info What `Deno.serve` gave the handler.
+   * @returns The info with the client's address.
+   */
+  info(info: Deno.ServeHandlerInfo<Deno.NetAddr>): Deno.ServeHandlerInfo<Deno.NetAddr> {
+    if (info.remoteAddr.hostname !== this.#upstream().hostname) return info;
+    const guarded = this.#byPort.get(info.remoteAddr.port);
+    // A request read just before its connection was closed and forgotten, or one sent to the
+    // internal port directly: its peer is unknown, and never taken for loopback (which
+    // --trust-loopback and POST /shutdown would trust).
+    if (guarded === undefined) return { ...info, remoteAddr: { ...UNKNOWN_PEER } };
+    guarded.active++;
+    guarded.requests++;
+    info.completed.then(() => this.#ended(guarded), () => this.#ended(guarded));
+    return { remoteAddr: guarded.peer, completed: info.completed };
+  }
+
+  #ended(guarded: Guarded): void {
+    if (--guarded.active > 0) return;
+    guarded.inHead = false;
+    guarded.since = this.#now = Date.now();
+  }
+
+  /** Stops accepting; the open connections stay until {@linkcode ConnectionGuard.closeAll}. */
+  close(): void {
+    if (this.#closing) return;
+    this.#closing = true;
+    try {
+      this.#listener.close();
+    } catch {
+      // Already closed.
+    }
+  }
+
+  /** Closes every connection still open (after the shutdown's grace period). */
+  closeAll(): void {
+    for (const guarded of this.#all) guarded.close();
+    this.#all.clear();
+    this.#byPeer.clear();
+    clearInterval(this.#sweep);
+  }
+
+  /** One warn line per kind every 10 s at most; the rest are counted into the next. */
+  #log(kind: string, line: string): void {
+    const now = Date.now();
+    const last = this.#lastLine.get(kind);
+    if (last && now - last.at < 10_000) {
+      last.more++;
+      return;
+    }
+    const more = last && last.more > 0 ? ` (${last.more} similar since the last line)` : "";
+    this.#lastLine.set(kind, { at: now, more: 0 });
+    this.#warn(line + more);
+  }
+}
