@@ -8,7 +8,7 @@ import { isAbsolute, join, resolve } from "node:path";
 import { formatTimestamp, isJsonObject, TelemetryEvent } from "../wire/event.ts";
 import { dateOfKey, dayKey, keyOfDate } from "./day_key.ts";
 import {
-  DamagedFileError,
+  type DamagedFileError,
   listRunFiles,
   listSiteFiles,
   readLines,
