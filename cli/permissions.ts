@@ -66,7 +66,7 @@ function netPart(values: PermissionValues, kind: "net-host" | "net-port"): strin
  *   typesFile: "/etc/obs/types.json",
  * });
  * assert.deepEqual(flags.slice(0, 3), [
- *   "--allow-net=0.0.0.0:6562",
+ *   "--allow-net=0.0.0.0:6562,127.0.0.1",
  *   "--allow-read=/srv/t,/etc/obs/types.json",
  *   "--allow-write=/srv/t",
  * ]);

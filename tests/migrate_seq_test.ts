@@ -99,12 +99,13 @@ Deno.test("migrate continues after the highest seq the destination holds, compre
 });
 
 /**
- * A live site (one event, seq 1) that 3 migrated nights went into, started once (which
- * compresses them) and stopped, then started again without its checkpoint (as after a crash).
+ * A live site (one event, seq 1) that 5 migrated nights went into, started once (which
+ * compresses the 3 oldest: retention keeps the newest `--compress-after` + 1 nights that hold data
+ * plain, docs/history.md) and stopped, then started again without its checkpoint (as after a crash).
  */
 async function migratedLiveSite(tmp: string): Promise<string> {
   const src = join(tmp, "legacy"), site = join(tmp, "site");
-  await legacyStore(src, 3, 2);
+  await legacyStore(src, 5, 2);
   {
     await using server = await testServer({ siteDir: site });
     const live = await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 9 } });
@@ -113,11 +114,15 @@ async function migratedLiveSite(tmp: string): Promise<string> {
   await migrate(src, site);
   assert.deepEqual((await seqsByFile(site)).slice(0, 3), [[2, 3], [4, 5], [6, 7]]);
   {
-    // This start compresses the migrated nights (--compress-after 2).
+    // This start compresses the oldest migrated nights (--compress-after 2).
     await using _server = await testServer({ siteDir: site });
+    const oldest = ["20240301", "20240302", "20240303"].map((d) => `site_${d}.ndjson`);
     await waitFor(
-      "the migrated nights to be compressed",
-      async () => (await siteFiles(site)).every((name) => !name.startsWith("site_2024")),
+      "the oldest migrated nights to be compressed",
+      async () => {
+        const plain = await siteFiles(site);
+        return oldest.every((name) => !plain.includes(name));
+      },
     );
   }
   // Without a checkpoint, compressed older nights count as seq 0 at the resume: only the seq
@@ -131,7 +136,7 @@ Deno.test("a service on a site migrated into resumes above the migrated seqs aft
   const site = await migratedLiveSite(tmp.path);
   await using server = await testServer({ siteDir: site });
   const next = await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 3 } });
-  assert.equal((next.body as { seq: number }).seq, 8);
+  assert.equal((next.body as { seq: number }).seq, 12);
 });
 
 Deno.test("a service on a site migrated into keeps its own current values, not the migrated ones of higher seq", async () => {
