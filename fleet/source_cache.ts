@@ -14,7 +14,7 @@ import { ACTIVE_RUN_FILE, RUN_LOG_FILE } from "../store/layout.ts";
 import { parseRunRecord } from "../store/run_log.ts";
 import type { RunRecord } from "../wire/event.ts";
 import { listRunFiles, listSiteFiles, type StoredFile } from "../store/site_files.ts";
-import type { ForwardSource, RunDir } from "./sources.ts";
+import { type ForwardSource, type RunDir, runSources } from "./sources.ts";
 
 /**
  * How often a forwarder lists everything again even if nothing seems changed (a run directory
@@ -231,17 +231,6 @@ export class SourceCache {
       generation: "",
       files: () => Promise.resolve(this.#siteFiles),
     }];
-    const runs = [...this.#runDirs().entries()].sort(([a], [b]) => a.localeCompare(b));
-    for (const [runId, { dir, stopped, startedAt }] of runs) {
-      out.push({
-        stream: "run",
-        runId,
-        runDir: dir,
-        stopped,
-        generation: `${dir}\n${startedAt ?? ""}`,
-        files: () => listRunFiles(dir),
-      });
-    }
-    return out;
+    return [...out, ...runSources(this.#runDirs())];
   }
 }

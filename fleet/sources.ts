@@ -96,18 +96,32 @@ export async function listSources(siteDir: string): Promise<ForwardSource[]> {
     generation: "",
     files: () => listSiteFiles(siteDir),
   }];
-  const runs = [...(await listRunDirs(siteDir)).entries()].sort(([a], [b]) => a.localeCompare(b));
-  for (const [runId, { dir, stopped, startedAt }] of runs) {
-    out.push({
-      stream: "run",
-      runId,
-      runDir: dir,
-      stopped,
-      generation: `${dir}\n${startedAt ?? ""}`,
-      files: () => listRunFiles(dir),
-    });
-  }
-  return out;
+  return [...out, ...runSources(await listRunDirs(siteDir))];
+}
+
+/**
+ * The sources of the runs of a site directory, by run id.
+ *
+ * @param runs The runs, as {@linkcode listRunDirs} finds them.
+ * @returns One run source each, sorted by run id.
+ *
+ * @example
+ * ```ts ignore
+ * const sources = runSources(await listRunDirs("./telemetry"));
+ * ```
+ */
+export function runSources(runs: ReadonlyMap<string, RunDir>): ForwardSource[] {
+  return [...runs.entries()].sort(([a], [b]) => a.localeCompare(b)).map((
+    [runId, { dir, stopped, startedAt }],
+  ) => ({
+    stream: "run",
+    runId,
+    runDir: dir,
+    stopped,
+    // A run id started again in another directory, or anew, is another generation.
+    generation: `${dir}\n${startedAt ?? ""}`,
+    files: () => listRunFiles(dir),
+  }));
 }
 
 /**
