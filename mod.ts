@@ -111,6 +111,7 @@ export {
   type MigrateSummary,
 } from "./migrate.ts";
 export {
+  DamagedFileError,
   findRunDir,
   parseTimeBound,
   readHistory,
