@@ -13,7 +13,17 @@ import { dirname, join, normalize, relative } from "node:path";
 const ROOT = normalize(join(import.meta.dirname!, ".."));
 
 /** The folders of the package, bottom layer first (docs/architecture.md, "The folders"). */
-const FOLDERS = ["wire", "client", "store", "core", "http", "cli", "fleet", "migrate"] as const;
+const FOLDERS = [
+  "wire",
+  "client",
+  "store",
+  "core",
+  "http",
+  "cli",
+  "fleet",
+  "migrate",
+  "collect",
+] as const;
 type Folder = (typeof FOLDERS)[number] | "(root)";
 
 /** The published entry points: the root holds these and nothing else. */
@@ -35,9 +45,10 @@ const MAY_IMPORT: Record<Exclude<Folder, "(root)">, readonly Folder[]> = {
   store: ["wire"],
   core: ["wire", "store"],
   http: ["wire", "core", "store"],
-  cli: ["wire", "client", "core", "store", "http", "fleet", "migrate", "(root)"],
+  cli: ["wire", "client", "core", "store", "http", "fleet", "migrate", "collect", "(root)"],
   fleet: ["wire", "store", "cli", "(root)"],
   migrate: ["wire", "store"],
+  collect: ["wire", "client", "cli", "(root)"],
 };
 
 /** The files of another folder a folder may use beyond its layer, and why. */
