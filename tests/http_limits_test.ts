@@ -202,7 +202,8 @@ Deno.test({
       const t0 = performance.now();
       assert.equal(await postEvent(url).catch((err) => String(err)), 200);
       const ms = performance.now() - t0;
-      assert.ok(ms < 3000, `the POST took ${ms} ms`);
+      // Under the 10 s head timeout: the client got through while the attackers still hold on.
+      assert.ok(ms < 8000, `the POST took ${ms} ms`);
     } finally {
       for (const conn of heads) conn.close();
       child.kill("SIGTERM");
