@@ -81,7 +81,7 @@ export async function collectCommand(args: string[]): Promise<number> {
       "info",
       `collecting ${config.inputs.length} input(s) from ${file} into ${conn.baseUrl}`,
     );
-    const outbox = new Outbox(client(conn, 10_000), printLog);
+    const outbox = new Outbox(client(conn, 5_000), printLog);
     await collector.run(outbox, stop.signal);
     printLog("info", "stopped");
     return 0;

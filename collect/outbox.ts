@@ -24,6 +24,16 @@ const MAX_BACKOFF_MS = 10_000;
 const REFUSED = new Set([400, 413, 422]);
 
 /**
+ * Whether an error refuses the events themselves: the service's answer to a bad event, or the
+ * client's own check of one (a `TypeError` or `RangeError` before sending). Anything else (no
+ * answer, 5xx, 401, 429) is transient: the events stay queued.
+ */
+function refusal(err: unknown): boolean {
+  if (err instanceof TelemetryHttpError) return REFUSED.has(err.status);
+  return err instanceof TypeError || err instanceof RangeError;
+}
+
+/**
  * The queue and its sender.
  *
  * @example Usage
@@ -110,14 +120,21 @@ export class Outbox {
     let backoff = 500;
     while (!signal.aborted) {
       if (this.size === 0) {
+        // One listener at a time: a night of empty spells must not pile listeners on `signal`.
         await new Promise<void>((resolve) => {
-          this.#wake = resolve;
-          signal.addEventListener("abort", () => resolve(), { once: true });
+          const done = (): void => {
+            signal.removeEventListener("abort", done);
+            this.#wake = undefined;
+            resolve();
+          };
+          this.#wake = done;
+          signal.addEventListener("abort", done, { once: true });
         });
-        this.#wake = undefined;
         continue;
       }
-      if (await this.#sendOne(signal)) {
+      // The batch in flight is not aborted with the loop: the service may have taken it, and a
+      // retry by drain() would post it twice. The client's own timeout bounds it.
+      if (await this.#sendOne(undefined)) {
         backoff = 500;
       } else {
         await sleep(backoff, signal);
@@ -141,14 +158,14 @@ export class Outbox {
   }
 
   /** Sends the oldest batch; true when it left the queue (posted, or refused as bad). */
-  async #sendOne(signal: AbortSignal): Promise<boolean> {
+  async #sendOne(signal: AbortSignal | undefined): Promise<boolean> {
     const batch = this.#items.slice(this.#head, this.#head + BATCH);
     try {
-      await this.#client.postEvents(batch, { signal });
+      await this.#client.postEvents(batch, signal ? { signal } : {});
       this.#taken(batch.length);
       return true;
     } catch (err) {
-      if (err instanceof TelemetryHttpError && REFUSED.has(err.status)) {
+      if (refusal(err)) {
         await this.#oneByOne(batch, signal);
         return true;
       }
@@ -158,17 +175,18 @@ export class Outbox {
   }
 
   /** A batch the service refused: each event alone, so one bad event costs only itself. */
-  async #oneByOne(batch: EventInput[], signal: AbortSignal): Promise<void> {
+  async #oneByOne(batch: EventInput[], signal: AbortSignal | undefined): Promise<void> {
     for (const event of batch) {
       try {
-        await this.#client.postEvents([event], { signal });
+        await this.#client.postEvents([event], signal ? { signal } : {});
       } catch (err) {
-        if (!(err instanceof TelemetryHttpError && REFUSED.has(err.status))) {
+        if (!refusal(err)) {
           this.#failed(err);
           return; // the rest stays queued, in order
         }
         this.#refused++;
-        this.#log("error", `the service refused an event of type "${event.type}": ${err.detail}`);
+        const why = err instanceof TelemetryHttpError ? err.detail : (err as Error).message;
+        this.#log("error", `the service refused an event of type "${event.type}": ${why}`);
       }
       this.#taken(1);
     }
