@@ -19,13 +19,18 @@ import { COLLECT_HELP } from "./collect_help.ts";
 /** How long `--once` listens to push inputs. */
 const ONCE_LISTEN_MS = 5_000;
 
-/** The collector's log lines: UTC time, level, message (docs/operations.md's shape). */
-const printLog: CollectLog = (level, message) => {
-  // A message may quote a source's answer or a file's text: printable only (docs/cli.md).
-  const line = `${new Date().toISOString()} ${level} ${printable(message)}`;
-  if (level === "info") console.log(line);
-  else console.error(line);
-};
+/**
+ * The collector's log lines: UTC time, level, message (docs/operations.md's shape); info on
+ * stdout, except with `--once`, whose stdout is the events' NDJSON alone.
+ */
+function printLog(toStderr: boolean): CollectLog {
+  return (level, message) => {
+    // A message may quote a source's answer or a file's text: printable only (docs/cli.md).
+    const line = `${new Date().toISOString()} ${level} ${printable(message)}`;
+    if (level === "info" && !toStderr) console.log(line);
+    else console.error(line);
+  };
+}
 
 /**
  * Runs `obs-utils telemetry collect`.
@@ -57,7 +62,8 @@ export async function collectCommand(args: string[]): Promise<number> {
     console.error(printable(err.message));
     return 2;
   }
-  const collector = new Collector({ config, log: printLog });
+  const log = printLog(values.once === true);
+  const collector = new Collector({ config, log });
   if (values.once) {
     for (const event of await collector.once(ONCE_LISTEN_MS)) {
       console.log(JSON.stringify({
@@ -77,13 +83,13 @@ export async function collectCommand(args: string[]): Promise<number> {
   const onSignal = () => stop.abort();
   for (const s of signals) Deno.addSignalListener(s, onSignal);
   try {
-    printLog(
+    log(
       "info",
       `collecting ${config.inputs.length} input(s) from ${file} into ${conn.baseUrl}`,
     );
-    const outbox = new Outbox(client(conn, 5_000), printLog);
+    const outbox = new Outbox(client(conn, 5_000), log);
     await collector.run(outbox, stop.signal);
-    printLog("info", "stopped");
+    log("info", "stopped");
     return 0;
   } finally {
     for (const s of signals) Deno.removeSignalListener(s, onSignal);
