@@ -57,6 +57,8 @@ export class Collector {
   readonly #config: CollectConfig;
   readonly #log: CollectLog;
   #deliver: (event: EventInput) => void = () => {};
+  /** Whether failed inputs are tried again (not with `--once`). */
+  #retrying = true;
 
   /**
    * Creates the collector; nothing runs until {@linkcode Collector.run} or {@linkcode Collector.once}.
@@ -107,6 +109,7 @@ export class Collector {
   async once(listenMs: number): Promise<EventInput[]> {
     const events: EventInput[] = [];
     this.#deliver = (event) => events.push(event);
+    this.#retrying = false;
     const running = this.#start();
     const stop = new AbortController();
     try {
@@ -256,11 +259,10 @@ export class Collector {
     if (r.state === "down") return;
     r.state = "down";
     r.warned.clear();
+    const retry = this.#retrying ? "; retrying with back-off" : "";
     this.#log(
       "warn",
-      `input ${r.entry.settings.name} (${r.entry.settings.kind}) down: ${
-        reason(err)
-      }; retrying with back-off`,
+      `input ${r.entry.settings.name} (${r.entry.settings.kind}) down: ${reason(err)}${retry}`,
     );
   }
 
