@@ -17,6 +17,8 @@ import type { CollectLog, Outbox } from "./outbox.ts";
 
 /** Longest wait before a failed input is tried again. */
 const MAX_BACKOFF_MS = 60_000;
+/** The least time a poll may take before it is given up (twice `every_s` when longer). */
+const POLL_LIMIT_MS = 30_000;
 /** How long a stopping collector tries to post what it holds. */
 export const STOP_FLUSH_MS = 5_000;
 
@@ -180,13 +182,27 @@ export class Collector {
 
   /** Polls once; true when the source answered. */
   async #pollOnce(r: Running, signal: AbortSignal): Promise<boolean> {
+    // A poll that never settles (an open that blocks, a source that stalls) must not hold this
+    // input's loop, nor the collector's stop: it is given up after the limit, or at the stop.
+    const limitMs = Math.max(2 * r.entry.settings.everyMs, POLL_LIMIT_MS);
+    const limit = AbortSignal.any([signal, AbortSignal.timeout(limitMs)]);
+    let onAbort: (() => void) | undefined;
+    const given = new Promise<never>((_, reject) => {
+      onAbort = () =>
+        reject(new Error(`the read did not end within ${Math.round(limitMs / 1000)} s`));
+      limit.addEventListener("abort", onAbort, { once: true });
+    });
     try {
-      await r.input.poll!(this.#sink(r), signal);
+      const polling = r.input.poll!(this.#sink(r), limit);
+      polling.catch(() => {}); // given up on: its late failure is nobody's
+      await Promise.race([polling, given]);
       this.#up(r);
       return true;
     } catch (err) {
       if (!signal.aborted) this.#down(r, err);
       return false;
+    } finally {
+      limit.removeEventListener("abort", onAbort!);
     }
   }
 

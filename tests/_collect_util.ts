@@ -9,6 +9,7 @@ import { TelemetryClient } from "../client.ts";
 import { Collector } from "../collect/collector.ts";
 import { parseCollectConfig } from "../collect/config.ts";
 import { INPUT_KINDS } from "../collect/inputs/mod.ts";
+import type { InputKind } from "../collect/inputs/input.ts";
 import { Outbox } from "../collect/outbox.ts";
 import { readSiteLines } from "./_util.ts";
 export { waitUntil } from "./_fleet_util.ts";
@@ -35,13 +36,19 @@ export interface RunningCollector extends AsyncDisposable {
  * @param inputs The config's inputs.
  * @param baseUrl The service.
  * @param capacity The queue's bound.
+ * @param kinds Input kinds besides the shipped ones (a test's own push kind).
  */
 export function startCollector(
   inputs: unknown[],
   baseUrl: string,
   capacity?: number,
+  // deno-lint-ignore no-explicit-any
+  kinds: readonly InputKind<any>[] = [],
 ): RunningCollector {
-  const config = parseCollectConfig(JSON.stringify({ inputs }), "test.json", INPUT_KINDS);
+  const config = parseCollectConfig(JSON.stringify({ inputs }), "test.json", [
+    ...INPUT_KINDS,
+    ...kinds,
+  ]);
   const log: LogLine[] = [];
   const collector = new Collector({
     config,

@@ -9,6 +9,7 @@
 import assert from "node:assert/strict";
 import { TelemetryClient } from "../client.ts";
 import { Outbox } from "../collect/outbox.ts";
+import type { InputKind } from "../collect/inputs/input.ts";
 import { freePort, tempDir, testServer } from "./_util.ts";
 import {
   linesWith,
@@ -105,4 +106,32 @@ Deno.test("a stopping collector posts what it holds before it ends", async () =>
   const left = await collector.stop();
   assert.equal(left, 0);
   assert.equal((await storedEvents(site.path)).length, 1);
+});
+
+Deno.test("a stopping collector does not wait for a read that never ends", async () => {
+  await using site = await tempDir();
+  await using service = await testServer({ siteDir: site.path });
+  let reads = 0;
+  const stuck: InputKind<null> = {
+    kind: "stuck",
+    polled: true,
+    keys: [],
+    parse: () => null,
+    create: () => ({
+      poll: () => {
+        reads++;
+        return new Promise<void>(() => {}); // an open that blocks forever
+      },
+    }),
+  };
+  const collector = startCollector(
+    [{ name: "stuck", kind: "stuck", type: "s", every_s: 1 }],
+    service.url,
+    undefined,
+    [stuck],
+  );
+  await waitUntil(() => reads === 1, 10_000, "the read");
+  const started = Date.now();
+  assert.equal(await collector.stop(), 0);
+  assert.ok(Date.now() - started < 2000, `${Date.now() - started} ms to stop`);
 });
