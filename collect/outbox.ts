@@ -17,6 +17,11 @@ export type CollectLog = (level: "info" | "warn" | "error", message: string) => 
 export const DEFAULT_QUEUE_CAPACITY = 10_000;
 /** Events in one `POST /events`. */
 const BATCH = 500;
+/**
+ * Bytes of event data in one `POST /events`, roughly: well under the service's default
+ * `--max-body` (1 MiB), so a backlog of large records drains in batches too.
+ */
+const BATCH_BYTES = 512 * 1024;
 /** Longest wait between two tries while the service is down. */
 const MAX_BACKOFF_MS = 10_000;
 
@@ -159,7 +164,7 @@ export class Outbox {
 
   /** Sends the oldest batch; true when it left the queue (posted, or refused as bad). */
   async #sendOne(signal: AbortSignal | undefined): Promise<boolean> {
-    const batch = this.#items.slice(this.#head, this.#head + BATCH);
+    const batch = this.#batch();
     try {
       await this.#client.postEvents(batch, signal ? { signal } : {});
       this.#taken(batch.length);
@@ -172,6 +177,19 @@ export class Outbox {
       this.#failed(err);
       return false;
     }
+  }
+
+  /** The oldest events, up to {@linkcode BATCH} of them and about {@linkcode BATCH_BYTES}. */
+  #batch(): EventInput[] {
+    const end = Math.min(this.#items.length, this.#head + BATCH);
+    let bytes = 0;
+    let i = this.#head;
+    while (i < end) {
+      bytes += JSON.stringify(this.#items[i]!.data)?.length ?? 0;
+      if (bytes > BATCH_BYTES && i > this.#head) break;
+      i++;
+    }
+    return this.#items.slice(this.#head, i);
   }
 
   /** A batch the service refused: each event alone, so one bad event costs only itself. */

@@ -135,3 +135,27 @@ Deno.test("a stopping collector does not wait for a read that never ends", async
   assert.equal(await collector.stop(), 0);
   assert.ok(Date.now() - started < 2000, `${Date.now() - started} ms to stop`);
 });
+
+Deno.test("a backlog of large records is posted in batches the service's body limit takes", async () => {
+  await using site = await tempDir();
+  await using service = await testServer({ siteDir: site.path });
+  const log: LogLine[] = [];
+  const outbox = outboxTo(service.addr.port, log);
+  const big = "x".repeat(100_000);
+  for (let i = 0; i < 20; i++) outbox.push({ type: "big", data: { i, big } });
+  const stop = new AbortController();
+  const sending = outbox.run(stop.signal);
+  try {
+    await waitUntil(() => outbox.size === 0, 20_000, "drained");
+  } finally {
+    stop.abort();
+    await sending;
+  }
+  assert.deepEqual(
+    (await storedEvents(site.path)).map((e) => e.data.i),
+    Array.from({ length: 20 }, (_, i) => i),
+  );
+  const metrics = await (await fetch(`${service.url}/metrics`)).text();
+  assert.doesNotMatch(metrics, /telemetry_http_responses_total\{[^}]*code="413"[^}]*\}/, "no 413");
+  assert.deepEqual(log, []);
+});
