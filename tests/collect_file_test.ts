@@ -163,6 +163,7 @@ Deno.test("a FIFO in place of the file is refused with one warning, never blocks
     { name: "other", kind: "file", type: "b", path: other, format: "keyvalue", every_s: 0.1 },
   ], service.url);
   await waitUntil(() => linesWith(collector.log, "input fifo").length === 1, 10_000, "warning");
+  await waitUntil(async () => (await eventsOf(site.path, "b")).length === 1, 10_000, "other read");
   await rewrite(other, "n=2\n", 1001);
   await waitUntil(async () => (await storedEvents(site.path)).length === 2, 10_000, "other on");
   const lines = linesWith(collector.log, "input fifo");
