@@ -38,7 +38,7 @@ Deno.test("obs-utils telemetry safety exits 1 with the reasons while unsafe, 0 o
   const at = ["--host", "127.0.0.1", "--port", String(server.addr.port)];
   const never = await runSafety(at);
   assert.equal(never.code, 1, never.stderr);
-  assert.match(never.stdout, /^UNSAFE since \S+Z\n  weather: stale, never seen\n$/);
+  assert.match(never.stdout, /^UNSAFE since \S+Z\n {2}weather: stale, never seen\n$/);
   await postJson(`${server.url}/event`, { type: "weather", data: { "wind\u001b[2J": 20 } });
   const alarm = await runSafety(at);
   assert.equal(alarm.code, 1);
