@@ -9,6 +9,8 @@ import { join } from "node:path";
 import type { SafetyChange, SafetyVerdict, ServerHandle } from "../server.ts";
 import { parseTypes, TypesFileError } from "../core/types_registry.ts";
 import { migrate, REJECTS_FILE } from "../migrate.ts";
+import { quickState } from "../core/safety.ts";
+import { judgeType } from "../core/freshness.ts";
 import {
   getJson,
   postJson,
@@ -298,4 +300,36 @@ Deno.test("migrate sends a legacy record of a telemetry.* type to the rejects fi
     rejects[0].reason,
     /"telemetry\.safety" is reserved: types starting with "telemetry\."/,
   );
+});
+
+Deno.test("the ingest path's quick judge agrees with judgeType on 5,000 seeded events", () => {
+  let seed = 0x27_2026;
+  const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  const spec = {
+    critical: true,
+    stale_after_s: 60,
+    fields: {
+      wind_mps: { unit: "m/s", warn_above: 10, alarm_above: 15 },
+      "sky.temp_c": { unit: "°C", warn_below: -10, alarm_below: -20 },
+      rain: { alarm_if: true },
+      mode: { warn_if: "manual" },
+    },
+  };
+  const now = Date.parse("2026-11-27T03:00:00Z");
+  for (let i = 0; i < 5_000; i++) {
+    const tsMs = now - Math.floor(rand() * 200_000) + 100_000;
+    const pick = <T>(xs: T[]): T => xs[Math.floor(rand() * xs.length)]!;
+    const data = {
+      wind_mps: pick([3, 12, 16, "16 m/s", "3 km/h", undefined]),
+      sky: pick([{ temp_c: -5 }, { temp_c: -15 }, { temp_c: "-25 °C" }, {}]),
+      rain: pick([true, false, undefined]),
+      mode: pick(["manual", "auto"]),
+    };
+    const ts = new Date(tsMs).toISOString();
+    assert.equal(
+      quickState(spec, tsMs, data, now),
+      judgeType(spec, { ts, data }, now).state,
+      `${ts} ${JSON.stringify(data)}`,
+    );
+  }
 });
