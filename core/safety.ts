@@ -258,7 +258,7 @@ export class SafetyJudge {
       if (latched) {
         const offset = wallMs - monoMs;
         if (latch.untilWall === undefined || Math.abs(offset - latch.offset) > STEP_MS) {
-          latch.untilWall = endMono! + offset;
+          latch.untilWall = Math.ceil(endMono! + offset);
           latch.offset = offset;
           dirty = true;
         }
