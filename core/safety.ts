@@ -141,6 +141,11 @@ interface TypeLatch {
   untilWall: number | undefined;
   /** Wall minus monotonic when `untilWall` was fixed: a wall clock step shows as a change. */
   offset: number;
+  /**
+   * Wall ms at which the latest event judged goes stale (none: never). Past it at the next
+   * judgement, the type was stale in between even if no judgement saw it (a late timer).
+   */
+  staleAtWall: number | undefined;
 }
 
 /** A wall clock that moved more than this against the monotonic one has stepped. */
@@ -209,6 +214,7 @@ export class SafetyJudge {
         state: undefined,
         untilWall: undefined,
         offset: wallMs - monoMs,
+        staleAtWall: undefined,
       });
     }
   }
@@ -240,6 +246,8 @@ export class SafetyJudge {
     for (const [type, spec] of this.#critical) {
       const latch = this.#latches.get(type)!;
       const seen = latest(type);
+      if (wentStale(latch, wallMs)) latch.wasUnsafe = true;
+      latch.staleAtWall = staleAt(spec, seen ? Date.parse(seen.ts) : NaN);
       const status = judgeType(spec, seen, wallMs);
       const own = typeReasons(type, spec, seen, status.state, status.reasons);
       const unsafe = own.length > 0;
@@ -339,9 +347,12 @@ export class SafetyJudge {
     const latch = this.#latches.get(type);
     const spec = this.#specs.get(type);
     if (!latch || !spec || latch.state === undefined) return latch !== undefined;
+    // Stale since the event before, unseen by any judgement: judge everything, which latches it.
+    if (wentStale(latch, wallMs)) return true;
     const state = quickState(spec, tsMs, data, wallMs);
     const unsafe = state === "stale" || state === "alarm";
     if (state !== latch.state || unsafe !== latch.wasUnsafe) return true;
+    latch.staleAtWall = staleAt(spec, tsMs);
     if (unsafe) latch.lastUnsafeMono = monoMs;
     return false;
   }
@@ -402,6 +413,17 @@ export class SafetyJudge {
       types,
     };
   }
+}
+
+/** When an event of `ts` `tsMs` goes stale, by the wall clock; undefined when never. */
+function staleAt(spec: TypeSpec, tsMs: number): number | undefined {
+  if (spec.stale_after_s === undefined || Number.isNaN(tsMs)) return undefined;
+  return tsMs + spec.stale_after_s * 1000;
+}
+
+/** Whether the latest event judged before went stale without a judgement seeing the type unsafe. */
+function wentStale(latch: TypeLatch, wallMs: number): boolean {
+  return !latch.wasUnsafe && latch.staleAtWall !== undefined && wallMs > latch.staleAtWall;
 }
 
 /**
