@@ -351,9 +351,17 @@ export class SafetyJudge {
     if (wentStale(latch, wallMs)) return true;
     const state = quickState(spec, tsMs, data, wallMs);
     const unsafe = state === "stale" || state === "alarm";
-    if (state !== latch.state || unsafe !== latch.wasUnsafe) return true;
-    latch.staleAtWall = staleAt(spec, tsMs);
+    if (unsafe && !latch.wasUnsafe) {
+      // Kept even when a later event of the same group is fine: the judgement after the group
+      // sees only the last one, and must still latch the type.
+      latch.wasUnsafe = true;
+      latch.lastUnsafeMono = monoMs;
+      latch.untilWall = undefined;
+      return true;
+    }
+    if (state !== latch.state) return true;
     if (unsafe) latch.lastUnsafeMono = monoMs;
+    latch.staleAtWall = staleAt(spec, tsMs);
     return false;
   }
 

@@ -371,3 +371,29 @@ Deno.test("a type that went stale between two events, unnoticed by any judgement
     await service.close();
   }
 });
+
+Deno.test("an alarm and its all-clear committed in one group still latch the type", async () => {
+  await using dir = await tempDir();
+  const mono = { ms: 0 };
+  const server = await testServer({
+    siteDir: join(dir.path, "site"),
+    types: weatherTypes(30),
+    monotonicClock: () => mono.ms,
+  });
+  try {
+    await weather(server, 3);
+    mono.ms += 31_000; // past the count its first event started
+    assert.equal((await safety(server)).safe, true);
+    const batch = await postJson(`${server.url}/events`, [
+      { type: "weather", data: { wind_mps: 25 } },
+      { type: "weather", data: { wind_mps: 2 } },
+    ]);
+    assert.equal(batch.status, 200);
+    const verdict = await safety(server);
+    assert.equal(verdict.safe, false);
+    assert.equal(verdict.types.weather?.state, "ok");
+    assert.ok(verdict.types.weather?.latched_until);
+  } finally {
+    await server.shutdown();
+  }
+});
