@@ -28,6 +28,7 @@ import {
 } from "./runs.ts";
 import { FORGET_HELP, forgetCommand } from "./forget.ts";
 import { CHECK_HELP, checkCommand } from "./check.ts";
+import { SAFETY_HELP, safetyCommand } from "./safety.ts";
 
 export { UsageError } from "./common.ts";
 export { formatAge, renderTable, type TableOptions, type TableTypeInfo } from "./current.ts";
@@ -59,6 +60,7 @@ Commands:
   telemetry archive   Move events from NATS JetStream into PostgreSQL
   telemetry collect   Read devices (HTTP, MQTT, INDI, Alpaca, files) into the service
   telemetry check     Exit 0 when critical types are fresh and the disk has room
+  telemetry safety    Exit 0 when the site is safe (the latched verdict), else 1
   telemetry help      Show the commands, or one command's options
 
 Options:
@@ -82,6 +84,7 @@ Commands:
   archive   Move events from NATS JetStream into PostgreSQL
   collect   Read devices (HTTP, MQTT, INDI, Alpaca, files) and post their events
   check     Exit 0 when critical types are fresh and the disk has room, else 1
+  safety    Exit 0 when the site is safe (latched verdict of the critical types), else 1
   help      Show this help, or 'help <command>' for a command's options
 
 Run 'obs-utils telemetry <command> --help' for a command's options.
@@ -100,6 +103,7 @@ Run 'obs-utils telemetry <command> --help' for a command's options.
   archive: ARCHIVE_HELP,
   collect: COLLECT_HELP,
   check: CHECK_HELP,
+  safety: SAFETY_HELP,
 };
 
 const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
@@ -120,6 +124,7 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   collect: async (args) =>
     asksHelp(args) ? printHelp(COLLECT_HELP) : (await collectCommands()).collectCommand(args),
   check: checkCommand,
+  safety: safetyCommand,
 };
 
 /**
