@@ -17,6 +17,7 @@
 
 import type { JsonObject } from "../wire/event.ts";
 import type { TelemetryService, WriteReport } from "../core/service.ts";
+import type { NotificationCounts } from "../core/notify.ts";
 import { NO_TYPES, type TypesRegistry } from "../core/types_registry.ts";
 import { judgeType, numericValue, TYPE_STATES, valueAt } from "../core/freshness.ts";
 import { readTs } from "../wire/ndjson.ts";
@@ -92,6 +93,12 @@ export interface ServiceMetricsOptions {
    * @default {Date.now}
    */
   now?: () => number;
+  /**
+   * The safety notifications' counters: `telemetry_notifications_total{result}`
+   * (docs/safety.md#notifications).
+   * @default {no such family}
+   */
+  notifications?: () => NotificationCounts;
 }
 
 const encoder = new TextEncoder();
@@ -183,6 +190,7 @@ export class ServiceMetrics {
   #maxOtherEventSeries: number;
   #types: TypesRegistry;
   #now: () => number;
+  #notifications: (() => NotificationCounts) | undefined;
   /** Events per `"<stream>\u0000<type>"`, in the order first seen. */
   #events = new Map<string, EventSeries>();
   /** The same series by stream, then type, for the per-event count (no key string built). */
@@ -211,6 +219,7 @@ export class ServiceMetrics {
     this.#maxOtherEventSeries = options.maxOtherEventSeries ?? DEFAULT_MAX_OTHER_EVENT_SERIES;
     this.#types = options.types ?? NO_TYPES;
     this.#now = options.now ?? Date.now;
+    this.#notifications = options.notifications;
     service.watchWrites((report) => this.#count(report));
   }
 
@@ -478,6 +487,7 @@ export class ServiceMetrics {
         ) +
         sample("telemetry_stream_dropped_total", options.streams.dropped);
     }
+    if (this.#notifications) out += notificationLines(this.#notifications());
     return out + family(
       "telemetry_value",
       "gauge",
@@ -579,4 +589,17 @@ export class ServiceMetrics {
       : sample("telemetry_last_event_timestamp_seconds", ms / 1000, { type });
     return { text, stamp, series, omitted };
   }
+}
+
+/** `telemetry_notifications_total{result}` (docs/safety.md#notifications). */
+function notificationLines(counts: NotificationCounts): string {
+  let out = family(
+    "telemetry_notifications_total",
+    "counter",
+    "Safety notifications sent, tries that failed, and messages dropped.",
+  );
+  for (const result of ["sent", "failed", "dropped"] as const) {
+    out += sample("telemetry_notifications_total", counts[result], { result });
+  }
+  return out;
 }

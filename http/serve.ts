@@ -18,6 +18,7 @@ import { DiskWatch } from "../store/disk_watch.ts";
 import { createHandler, type HandlerOptions } from "./handler.ts";
 import { isLoopback } from "./guards.ts";
 import { ShutdownLifecycle } from "./shutdown.ts";
+import { NOTIFY_DRAIN_MS, startNotifications } from "./notifications.ts";
 import {
   checkExposure,
   listenFailure,
@@ -89,12 +90,19 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   const warn = options.onWarning ?? (() => {});
   warnIneffective(options, warn);
   const service = await TelemetryService.open(options);
+  const notifier = await startNotifications(service, {
+    ...options,
+    log: { info: options.onInfo ?? (() => {}), warn },
+  });
   const disk = new DiskWatch(service.siteDir, options.minFreeBytes, { warn });
   let stopping: Promise<void> | undefined;
   const shutdownState = new ShutdownLifecycle(() => void shutdown());
   const handler = createHandler(
     service,
-    handlerOptions(options, hostname, shutdownState, disk, types),
+    {
+      ...handlerOptions(options, hostname, shutdownState, disk, types),
+      notifications: () => notifier.counts,
+    },
   );
   // Requests being answered; shutdown waits for them before it closes the files.
   const inFlight = new InFlight();
@@ -134,6 +142,8 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
       try {
         await service.close();
       } finally {
+        // A receiver that never answers holds the shutdown no longer than the drain (bounded).
+        await notifier.close(Math.min(NOTIFY_DRAIN_MS, Math.max(0, deadline - Date.now())));
         guard?.close();
         // A peer that stopped reading holds its connection (and so server.shutdown()) forever;
         // past the grace period the caller may exit anyway: the files are already closed.

@@ -1,0 +1,71 @@
+/**
+ * The safety notifications of a running server (docs/safety.md#notifications): every change the
+ * service's verdict reports is queued, with the site's `site_id`, for each `--notify` receiver,
+ * and POSTed in the `--notify-format` by `notify_post.ts`; the queue, the retries and the log
+ * lines are `core/notify.ts`'s. Nothing here runs on the ingest path.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { startNotifications } from "./notifications.ts";
+ * const notifier = await startNotifications(service, { notify: ["https://ntfy.sh/obs"], notifyFormat: "ntfy" });
+ * await notifier.close(2000);
+ * ```
+ *
+ * @module
+ */
+
+import type { TelemetryService } from "../core/service.ts";
+import { Notifier, type NotifyLog, type SafetyChangeMessage } from "../core/notify.ts";
+import { readSiteIdentity } from "../store/site_identity.ts";
+import { type NotifyFormat, postNotification } from "./notify_post.ts";
+
+/** Longest wait, at shutdown, for receivers that are up to take what is queued. */
+export const NOTIFY_DRAIN_MS = 2000;
+
+/** What {@linkcode startNotifications} is told. */
+export interface NotificationsOptions {
+  /** The receivers (`--notify`). */
+  notify?: readonly string[];
+  /**
+   * How each message is written (`--notify-format`).
+   * @default {"json"}
+   */
+  notifyFormat?: NotifyFormat;
+  /** Where the notifier's lines go: the service log. */
+  log?: NotifyLog;
+}
+
+/**
+ * The service's safety changes, as `TelemetryService.onSafetyChange()` reports them.
+ * (Declared here until the verdict is part of the service's declared interface.)
+ */
+interface SafetySource {
+  onSafetyChange?(listener: (change: SafetyChangeMessage) => void): () => void;
+}
+
+/**
+ * Starts sending the service's safety changes to the receivers: a notifier with none only
+ * counts zeros.
+ *
+ * @param service The running service.
+ * @param options The receivers, the format and the log.
+ * @returns The notifier; close it after the service, with a bounded drain.
+ */
+export async function startNotifications(
+  service: TelemetryService,
+  options: NotificationsOptions,
+): Promise<Notifier> {
+  const format = options.notifyFormat ?? "json";
+  const notifier = new Notifier({
+    receivers: options.notify ?? [],
+    send: (url, message, signal) => postNotification(url, message, format, signal),
+    ...(options.log ? { log: options.log } : {}),
+  });
+  if ((options.notify ?? []).length === 0) return notifier;
+  // The service has made `.site.json` by now (docs/storage.md).
+  const site = (await readSiteIdentity(service.siteDir))?.site_id ?? "";
+  (service as unknown as SafetySource).onSafetyChange?.((change) =>
+    notifier.notify({ ...change, site })
+  );
+  return notifier;
+}
