@@ -28,30 +28,10 @@
  */
 
 import type { LogFields } from "./log.ts";
-
-/**
- * One change the safety verdict reports: of the verdict itself (`kind: "safety"`) or of a
- * critical type's state (`kind: "type"`). The service's `onSafetyChange()` hands these out.
- */
-export interface SafetyChangeMessage {
-  /** What changed: the verdict, or one critical type's state. */
-  kind: "safety" | "type";
-  /** The verdict after the change (or the type's own, when it has one). */
-  safe?: boolean;
-  /** The critical type whose state changed (`kind: "type"`). */
-  type?: string;
-  /** The type's state after the change: `ok`, `warn`, `alarm` or `stale`. */
-  state?: string;
-  /** The type's state before the change. */
-  previous?: string;
-  /** Why the site is unsafe, as `GET /safety` says it; empty when safe. */
-  reasons: string[];
-  /** When the change happened, as an envelope `ts`. */
-  ts: string;
-}
+import type { SafetyChange } from "./safety.ts";
 
 /** A notification as it is sent: the change and the site it is about. */
-export interface Notification extends SafetyChangeMessage {
+export interface Notification extends SafetyChange {
   /** The site directory's `site_id` (docs/storage.md). */
   site: string;
 }

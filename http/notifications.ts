@@ -15,7 +15,7 @@
  */
 
 import type { TelemetryService } from "../core/service.ts";
-import { Notifier, type NotifyLog, type SafetyChangeMessage } from "../core/notify.ts";
+import { Notifier, type NotifyLog } from "../core/notify.ts";
 import { readSiteIdentity } from "../store/site_identity.ts";
 import { type NotifyFormat, postNotification } from "./notify_post.ts";
 
@@ -33,14 +33,6 @@ export interface NotificationsOptions {
   notifyFormat?: NotifyFormat;
   /** Where the notifier's lines go: the service log. */
   log?: NotifyLog;
-}
-
-/**
- * The service's safety changes, as `TelemetryService.onSafetyChange()` reports them.
- * (Declared here until the verdict is part of the service's declared interface.)
- */
-interface SafetySource {
-  onSafetyChange?(listener: (change: SafetyChangeMessage) => void): () => void;
 }
 
 /**
@@ -64,8 +56,6 @@ export async function startNotifications(
   if ((options.notify ?? []).length === 0) return notifier;
   // The service has made `.site.json` by now (docs/storage.md).
   const site = (await readSiteIdentity(service.siteDir))?.site_id ?? "";
-  (service as unknown as SafetySource).onSafetyChange?.((change) =>
-    notifier.notify({ ...change, site })
-  );
+  service.onSafetyChange((change) => notifier.notify({ ...change, site }));
   return notifier;
 }

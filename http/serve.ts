@@ -89,7 +89,7 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   const tls = await readTls(options);
   const warn = options.onWarning ?? (() => {});
   warnIneffective(options, warn);
-  const service = await TelemetryService.open(options);
+  const service = await TelemetryService.open(types ? { ...options, types } : options);
   const notifier = await startNotifications(service, {
     ...options,
     log: { info: options.onInfo ?? (() => {}), warn },
