@@ -11,7 +11,17 @@ import { type NotifyFormat, postNotification } from "../http/notify_post.ts";
 import { ServiceMetrics } from "../http/metrics.ts";
 import { resolveRunFlags, runFlagArgs } from "../cli/flags.ts";
 import { runPermissionFlags } from "../cli/permissions.ts";
-import { openService, promtoolCheck, promtoolMissing, tempDir } from "./_util.ts";
+import {
+  openService,
+  postJson,
+  promtoolCheck,
+  promtoolMissing,
+  tempDir,
+  testServer,
+} from "./_util.ts";
+import { join } from "node:path";
+import { parseTypes } from "../core/types_registry.ts";
+import { spawnServer } from "../server.ts";
 import { closedPort, silentReceiver, startReceiver, waitFor } from "./_notify_util.ts";
 
 const SITE = "0b6f9c1e-7a54-4d0e-9a51-3f1c8f1b2d3a";
@@ -464,4 +474,95 @@ Deno.test("obs-utils telemetry run refuses a bad --notify URL with one line and 
     );
     assert.equal(decoder.decode(out.stdout), "");
   }
+});
+
+// --- End to end: the service's verdict ---------------------------------------------------------
+
+/** A critical weather type with a wind alarm, cleared at once. */
+const WEATHER_TYPES = {
+  weather: {
+    critical: true,
+    stale_after_s: 600,
+    clear_after_s: 0,
+    fields: { wind_mps: { unit: "m/s", alarm_above: 15 } },
+  },
+};
+
+Deno.test("a critical type going to alarm and back is notified to a json receiver with the site's id", async () => {
+  await using tmp = await tempDir();
+  await using receiver = startReceiver();
+  const server = await testServer({
+    siteDir: join(tmp.path, "site"),
+    types: parseTypes(JSON.stringify(WEATHER_TYPES), "types.json"),
+    notify: [receiver.url],
+  });
+  try {
+    const siteId = JSON.parse(await Deno.readTextFile(join(server.service.siteDir, ".site.json")))
+      .site_id;
+    assert.equal(
+      (await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 20 } })).status,
+      200,
+    );
+    await waitFor(() => receiver.received.length >= 1, "the alarm's notification");
+    assert.equal(
+      (await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 3 } })).status,
+      200,
+    );
+    await waitFor(
+      () => receiver.received.some((r) => JSON.parse(r.body).safe === true),
+      "safe again",
+    );
+    const bodies = receiver.received.map((r) => JSON.parse(r.body));
+    const alarm = bodies.find((b) => b.kind === "type" && b.state === "alarm");
+    assert.ok(alarm, JSON.stringify(bodies));
+    assert.equal(alarm.type, "weather");
+    assert.equal(alarm.previous, "stale");
+    assert.deepEqual(alarm.reasons, ["wind_mps 20 m/s above alarm 15"]);
+    assert.equal(alarm.site, siteId);
+    assert.ok(!Number.isNaN(Date.parse(alarm.ts)), alarm.ts);
+    const safe = bodies.find((b) => b.kind === "safety" && b.safe === true);
+    assert.deepEqual(safe.reasons, []);
+    assert.equal(safe.site, siteId);
+    // Counted once the receiver's answer is in.
+    let metrics = "";
+    await waitFor(async () => {
+      metrics = await (await fetch(`${server.url}/metrics`)).text();
+      const sent = /^telemetry_notifications_total\{result="sent"\} (\d+)$/m.exec(metrics)?.[1];
+      return Number(sent) === receiver.received.length;
+    }, "the sent count in /metrics");
+    assert.match(metrics, /^telemetry_notifications_total\{result="failed"\} 0$/m);
+  } finally {
+    await server.shutdown();
+  }
+});
+
+Deno.test("spawnServer() with --notify and --notify-format ntfy may reach the receiver under its scoped permissions", async () => {
+  await using tmp = await tempDir();
+  await using receiver = startReceiver();
+  const typesFile = join(tmp.path, "types.json");
+  await Deno.writeTextFile(typesFile, JSON.stringify(WEATHER_TYPES));
+  await using server = await spawnServer({
+    siteDir: join(tmp.path, "site"),
+    host: "127.0.0.1",
+    port: 0,
+    timeZone: "UTC",
+    typesFile,
+    notify: [receiver.url],
+    notifyFormat: "ntfy",
+    output: "null",
+  });
+  const cmdline = (await Deno.readTextFile(`/proc/${server.pid}/cmdline`)).split("\0");
+  assert.ok(
+    cmdline.some((a) => a.startsWith("--allow-net=") && a.endsWith(`,127.0.0.1:${receiver.port}`)),
+    cmdline.join(" "),
+  );
+  assert.equal(
+    (await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 20 } })).status,
+    200,
+  );
+  await waitFor(() => receiver.received.length >= 1, "the alarm's notification");
+  const alarm = receiver.received[0]!;
+  assert.equal(alarm.headers["title"], "weather: alarm (was stale)");
+  assert.equal(alarm.headers["priority"], "high");
+  assert.equal(alarm.body, "wind_mps 20 m/s above alarm 15");
 });
