@@ -170,6 +170,16 @@ export function notificationRequest(
 }
 
 /**
+ * What failed, for the log line of a receiver that is down: the innermost part of the error
+ * ("Connection refused (os error 111)"), without the URL, whose query may hold a token.
+ */
+function connectFailure(err: unknown): string {
+  const outer = err instanceof Error ? err : new Error(String(err));
+  const text = outer.cause instanceof Error ? outer.cause.message : outer.message;
+  return text.split(": ").at(-1) || outer.message;
+}
+
+/**
  * POSTs one notification; resolves when the receiver answered 2xx.
  *
  * Needs `--allow-net` for the receiver's host and port (docs/cli.md#permissions).
@@ -193,7 +203,13 @@ export async function postNotification(
   signal: AbortSignal,
 ): Promise<void> {
   const { headers, body } = notificationRequest(message, format);
-  const res = await fetch(url, { method: "POST", headers, body, signal, redirect: "manual" });
+  let res: Response;
+  try {
+    res = await fetch(url, { method: "POST", headers, body, signal, redirect: "manual" });
+  } catch (err) {
+    if (signal.aborted) throw err;
+    throw new Error(connectFailure(err));
+  }
   // The answer's body is not needed; reading it frees the connection for the next message.
   await res.body?.cancel().catch(() => {});
   if (!res.ok) throw new Error(`answered HTTP ${res.status}`);

@@ -566,3 +566,22 @@ Deno.test("spawnServer() with --notify and --notify-format ntfy may reach the re
   assert.equal(alarm.headers["priority"], "high");
   assert.equal(alarm.body, "wind_mps 20 m/s above alarm 15");
 });
+
+Deno.test("the log line of a receiver that is down says what failed and never shows the URL's query", async () => {
+  const port = closedPort();
+  const log = memoryLog();
+  const n = notifier([`http://127.0.0.1:${port}/hook?auth=s3cret`], { log });
+  try {
+    n.notify(numbered(1));
+    await waitFor(() => n.counts.failed >= 1, "a failed try");
+  } finally {
+    await n.close(0);
+  }
+  assert.match(
+    log.lines[0]!,
+    new RegExp(
+      `^warn notification receiver http://127\\.0\\.0\\.1:${port}/hook is down \\(Connection refused \\(os error 111\\)\\); `,
+    ),
+  );
+  assert.ok(!log.lines.some((l) => l.includes("s3cret")), log.lines.join("\n"));
+});
