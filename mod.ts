@@ -49,6 +49,8 @@ export {
   type RequestOptions,
   type RunInfo,
   type RunMessage,
+  type SafetyInfo,
+  type SafetyTypeInfo,
   type SnapshotMessage,
   type StartRunOptions,
   TelemetryClient,

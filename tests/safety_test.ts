@@ -8,11 +8,13 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import type { SafetyChange, SafetyVerdict, ServerHandle } from "../server.ts";
 import { parseTypes, TypesFileError } from "../core/types_registry.ts";
+import { migrate, REJECTS_FILE } from "../migrate.ts";
 import {
   getJson,
   postJson,
   promtoolCheck,
   promtoolMissing,
+  readLines,
   readSiteLines,
   tempDir,
   testServer,
@@ -273,5 +275,27 @@ Deno.test("a types file with a bad clear_after_s is refused with one line naming
   assert.equal(
     parseTypes('{"weather": {"clear_after_s": 0}}', "t.json").get("weather")?.clear_after_s,
     0,
+  );
+});
+
+Deno.test("migrate sends a legacy record of a telemetry.* type to the rejects file, naming the rule", async () => {
+  await using tmp = await tempDir();
+  const src = join(tmp.path, "legacy"), dst = join(tmp.path, "site");
+  await Deno.mkdir(src);
+  await Deno.writeTextFile(
+    join(src, "weather.json"),
+    [
+      `{"_id": "a", "type": "weather", "date": "2026-03-05T09:00:00", "data": {"wind_mps": 2}}`,
+      `{"_id": "b", "type": "telemetry.safety", "date": "2026-03-05T10:00:00", "data": {"safe": true}}`,
+    ].join("\n") + "\n",
+  );
+  const summary = await migrate(src, dst);
+  assert.equal(summary.records, 1);
+  assert.equal(summary.rejects, 1);
+  const rejects = (await readLines(join(dst, REJECTS_FILE))).map((l) => JSON.parse(l));
+  assert.equal(rejects[0].line, 2);
+  assert.match(
+    rejects[0].reason,
+    /"telemetry\.safety" is reserved: types starting with "telemetry\."/,
   );
 });
