@@ -462,7 +462,7 @@ export const RUN_FLAGS: readonly RunFlag[] = [
     name: "notify-format",
     arg: "FORMAT",
     env: "OBS_TELEMETRY_NOTIFY_FORMAT",
-    help: "json | ntfy (text with ntfy's headers)",
+    help: "json | ntfy (text with the headers an ntfy server reads)",
     shownDefault: "json",
     parse: parseNotifyFormat,
     key: "notifyFormat",
