@@ -17,7 +17,8 @@
 import type { TelemetryService } from "../core/service.ts";
 import { Notifier, type NotifyLog } from "../core/notify.ts";
 import { readSiteIdentity } from "../store/site_identity.ts";
-import { type NotifyFormat, postNotification } from "./notify_post.ts";
+import { type NotifyFormat, parseNotifyUrl, postNotification } from "./notify_post.ts";
+import { ConfigError } from "./config.ts";
 
 /** Longest wait, at shutdown, for receivers that are up to take what is queued. */
 export const NOTIFY_DRAIN_MS = 2000;
@@ -33,6 +34,39 @@ export interface NotificationsOptions {
   notifyFormat?: NotifyFormat;
   /** Where the notifier's lines go: the service log. */
   log?: NotifyLog;
+}
+
+/**
+ * Checks the receivers before anything is opened: each URL as `--notify` takes it, and the
+ * permission to connect to its host and port, so that a receiver the service may not reach is one
+ * line at start-up (docs/cli.md#permissions), not a receiver that is down all night.
+ *
+ * @param urls The receivers.
+ * @throws {ConfigError} For a URL that is not http(s) or holds credentials.
+ * @throws {Deno.errors.NotCapable} For a host and port the service may not connect to.
+ *
+ * @example Usage
+ * ```ts
+ * import { checkReceivers } from "./notifications.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.throws(() => checkReceivers(["ftp://example.org/x"]), /--notify must be an http/);
+ * ```
+ */
+export function checkReceivers(urls: readonly string[]): void {
+  for (const text of urls) {
+    try {
+      parseNotifyUrl(text);
+    } catch (err) {
+      throw new ConfigError((err as Error).message);
+    }
+    const url = new URL(text);
+    const host = `${url.hostname}:${url.port || (url.protocol === "https:" ? "443" : "80")}`;
+    if (Deno.permissions.querySync({ name: "net", host }).state !== "granted") {
+      // The wording Deno uses, which the permission advice of `run` reads (cli/permissions.ts).
+      throw new Deno.errors.NotCapable(`Requires net access to "${host}", a --notify receiver`);
+    }
+  }
 }
 
 /**

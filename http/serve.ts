@@ -18,7 +18,7 @@ import { DiskWatch } from "../store/disk_watch.ts";
 import { createHandler, type HandlerOptions } from "./handler.ts";
 import { isLoopback } from "./guards.ts";
 import { ShutdownLifecycle } from "./shutdown.ts";
-import { NOTIFY_DRAIN_MS, startNotifications } from "./notifications.ts";
+import { checkReceivers, NOTIFY_DRAIN_MS, startNotifications } from "./notifications.ts";
 import {
   checkExposure,
   listenFailure,
@@ -66,7 +66,8 @@ export interface ServerHandle extends AsyncDisposable {
  *
  * @param options Site directory, address and behaviour.
  * @returns A handle with the address, `shutdown()` and `finished`.
- * @throws {ConfigError} If binding to a non-loopback address without a token or `insecure`.
+ * @throws {ConfigError} If binding to a non-loopback address without a token or `insecure`, or for
+ *   a `notify` URL that is not http(s) or holds a user name or password.
  * @throws {SiteInUseError} If another server holds the site directory.
  * @throws {Deno.errors.AddrInUse} If the port is taken.
  * @throws {Deno.errors.NotCapable} If a permission is missing.
@@ -87,6 +88,7 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   const types = options.types ??
     (options.typesFile !== undefined ? await loadTypes(options.typesFile) : undefined);
   const tls = await readTls(options);
+  checkReceivers(options.notify ?? []);
   const warn = options.onWarning ?? (() => {});
   warnIneffective(options, warn);
   const service = await TelemetryService.open(types ? { ...options, types } : options);

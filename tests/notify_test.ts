@@ -585,3 +585,57 @@ Deno.test("the log line of a receiver that is down says what failed and never sh
   );
   assert.ok(!log.lines.some((l) => l.includes("s3cret")), log.lines.join("\n"));
 });
+
+Deno.test("run refuses to start, in one line naming the permission, when it may not connect to a --notify host", async () => {
+  await using tmp = await tempDir();
+  const port = closedPort();
+  const stopAfter = new AbortController();
+  const timer = setTimeout(() => stopAfter.abort(), 20_000);
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      `--allow-net=127.0.0.1:${port}`,
+      `--allow-read=${tmp.path}`,
+      `--allow-write=${tmp.path}`,
+      "--allow-env",
+      new URL("../cli.ts", import.meta.url).pathname,
+      "telemetry",
+      "run",
+      "--host",
+      "127.0.0.1",
+      "--port",
+      String(port),
+      "--tz",
+      "UTC",
+      "--site-dir",
+      tmp.path,
+      "--notify",
+      "http://127.0.0.2:9/hook?auth=s3cret",
+    ],
+    env: { NO_COLOR: "1" },
+    stdout: "piped",
+    stderr: "piped",
+    // A service that started anyway is stopped: bounded.
+    signal: stopAfter.signal,
+  }).output().finally(() => clearTimeout(timer));
+  const stderr = decoder.decode(out.stderr);
+  assert.equal(out.code, 1, stderr);
+  assert.equal(
+    stderr,
+    "error: Permission denied: requires net access to 127.0.0.2:9; add --allow-net=127.0.0.2:9\n",
+  );
+  assert.equal(decoder.decode(out.stdout), "");
+});
+
+Deno.test("startServer() refuses a notify URL that is not http(s) before opening the site directory", async () => {
+  await using tmp = await tempDir();
+  await assert.rejects(
+    () => testServer({ siteDir: join(tmp.path, "site"), notify: ["mailto:ops@example.org"] }),
+    {
+      name: "ConfigError",
+      message:
+        '--notify must be an http:// or https:// URL such as https://ntfy.sh/my-topic, not "mailto:ops@example.org"',
+    },
+  );
+  await assert.rejects(() => Deno.stat(join(tmp.path, "site")), Deno.errors.NotFound);
+});
