@@ -18,6 +18,7 @@
 import type { JsonObject } from "../wire/event.ts";
 import type { TelemetryService, WriteReport } from "../core/service.ts";
 import type { NotificationCounts } from "../core/notify.ts";
+import { notificationLines } from "./notifications.ts";
 import { NO_TYPES, type TypesRegistry } from "../core/types_registry.ts";
 import { judgeType, numericValue, TYPE_STATES, valueAt } from "../core/freshness.ts";
 import { readTs } from "../wire/ndjson.ts";
@@ -93,11 +94,7 @@ export interface ServiceMetricsOptions {
    * @default {Date.now}
    */
   now?: () => number;
-  /**
-   * The safety notifications' counters: `telemetry_notifications_total{result}`
-   * (docs/safety.md#notifications).
-   * @default {no such family}
-   */
+  /** Counters of `telemetry_notifications_total` (docs/safety.md#notifications); none: no family. */
   notifications?: () => NotificationCounts;
 }
 
@@ -597,17 +594,4 @@ export class ServiceMetrics {
       : sample("telemetry_last_event_timestamp_seconds", ms / 1000, { type });
     return { text, stamp, series, omitted };
   }
-}
-
-/** `telemetry_notifications_total{result}` (docs/safety.md#notifications). */
-function notificationLines(counts: NotificationCounts): string {
-  let out = family(
-    "telemetry_notifications_total",
-    "counter",
-    "Safety notifications sent, tries that failed, and messages dropped.",
-  );
-  for (const result of ["sent", "failed", "dropped"] as const) {
-    out += sample("telemetry_notifications_total", counts[result], { result });
-  }
-  return out;
 }

@@ -15,10 +15,11 @@
  */
 
 import type { TelemetryService } from "../core/service.ts";
-import { Notifier, type NotifyLog } from "../core/notify.ts";
+import { type NotificationCounts, Notifier, type NotifyLog } from "../core/notify.ts";
 import { readSiteIdentity } from "../store/site_identity.ts";
 import { type NotifyFormat, parseNotifyUrl, postNotification } from "./notify_post.ts";
 import { ConfigError } from "./config.ts";
+import { family, sample } from "./prometheus.ts";
 
 /** Longest wait, at shutdown, for receivers that are up to take what is queued. */
 export const NOTIFY_DRAIN_MS = 2000;
@@ -92,4 +93,30 @@ export async function startNotifications(
   const site = (await readSiteIdentity(service.siteDir))?.site_id ?? "";
   service.onSafetyChange((change) => notifier.notify({ ...change, site }));
   return notifier;
+}
+
+/**
+ * The `telemetry_notifications_total{result}` family of `/metrics` (docs/safety.md#notifications).
+ *
+ * @param counts The notifier's counters.
+ * @returns The family's lines in the Prometheus text format.
+ *
+ * @example Usage
+ * ```ts
+ * import { notificationLines } from "./notifications.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.match(notificationLines({ sent: 2, failed: 0, dropped: 0 }), /result="sent"} 2/);
+ * ```
+ */
+export function notificationLines(counts: NotificationCounts): string {
+  let out = family(
+    "telemetry_notifications_total",
+    "counter",
+    "Safety notifications sent, tries that failed, and messages dropped.",
+  );
+  for (const result of ["sent", "failed", "dropped"] as const) {
+    out += sample("telemetry_notifications_total", counts[result], { result });
+  }
+  return out;
 }
