@@ -28,7 +28,15 @@
  * @module
  */
 
-import { fieldLevel, judgeType, type LatestEvent, type TypeState, valueAt } from "./freshness.ts";
+import {
+  fieldLevel,
+  FUTURE_TOLERANCE_MS,
+  judgeType,
+  type LatestEvent,
+  numericValue,
+  type TypeState,
+  valueAt,
+} from "./freshness.ts";
 import type { TypeSpec, TypesRegistry } from "./types_registry.ts";
 
 /** The verdict of one critical type, as `GET /safety` lists it. */
@@ -133,6 +141,11 @@ interface TypeLatch {
   untilWall: number | undefined;
   /** Wall minus monotonic when `untilWall` was fixed: a wall clock step shows as a change. */
   offset: number;
+  /**
+   * Wall ms at which the latest event judged goes stale (none: never). Past it at the next
+   * judgement, the type was stale in between even if no judgement saw it (a late timer).
+   */
+  staleAtWall: number | undefined;
 }
 
 /** A wall clock that moved more than this against the monotonic one has stepped. */
@@ -164,6 +177,7 @@ function isoSeconds(ms: number): string {
  */
 export class SafetyJudge {
   #critical: [string, TypeSpec][];
+  #specs: Map<string, TypeSpec>;
   #latches = new Map<string, TypeLatch>();
   #verdict: SafetyVerdict | undefined;
   #restoredSafe: boolean | undefined;
@@ -177,6 +191,7 @@ export class SafetyJudge {
    */
   constructor(registry: TypesRegistry, start: JudgeStart) {
     this.#critical = [...registry].filter(([, spec]) => spec.critical);
+    this.#specs = new Map(this.#critical);
     const { wallMs, monoMs, restored } = start;
     this.#since = restored?.since ?? iso(wallMs);
     this.#restoredSafe = restored?.safe;
@@ -199,6 +214,7 @@ export class SafetyJudge {
         state: undefined,
         untilWall: undefined,
         offset: wallMs - monoMs,
+        staleAtWall: undefined,
       });
     }
   }
@@ -230,6 +246,8 @@ export class SafetyJudge {
     for (const [type, spec] of this.#critical) {
       const latch = this.#latches.get(type)!;
       const seen = latest(type);
+      if (wentStale(latch, wallMs)) latch.wasUnsafe = true;
+      latch.staleAtWall = staleAt(spec, seen ? Date.parse(seen.ts) : NaN);
       const status = judgeType(spec, seen, wallMs);
       const own = typeReasons(type, spec, seen, status.state, status.reasons);
       const unsafe = own.length > 0;
@@ -248,7 +266,7 @@ export class SafetyJudge {
       if (latched) {
         const offset = wallMs - monoMs;
         if (latch.untilWall === undefined || Math.abs(offset - latch.offset) > STEP_MS) {
-          latch.untilWall = endMono! + offset;
+          latch.untilWall = Math.ceil(endMono! + offset);
           latch.offset = offset;
           dirty = true;
         }
@@ -308,6 +326,46 @@ export class SafetyJudge {
   }
 
   /**
+   * Judges one critical type after a new event of it, cheaply: moves its latch while nothing
+   * changes, and says when something did, so the caller judges everything
+   * ({@linkcode SafetyJudge.judge}) only then.
+   *
+   * @param type The type.
+   * @param tsMs Its new latest event's `ts`, epoch ms (NaN when it cannot be read).
+   * @param data That event's `data`.
+   * @param wallMs Wall time, epoch ms.
+   * @param monoMs Monotonic time, ms.
+   * @returns True when its state or its being unsafe changed (or it is not judged yet).
+   */
+  observe(
+    type: string,
+    tsMs: number,
+    data: Readonly<Record<string, unknown>>,
+    wallMs: number,
+    monoMs: number,
+  ): boolean {
+    const latch = this.#latches.get(type);
+    const spec = this.#specs.get(type);
+    if (!latch || !spec || latch.state === undefined) return latch !== undefined;
+    // Stale since the event before, unseen by any judgement: judge everything, which latches it.
+    if (wentStale(latch, wallMs)) return true;
+    const state = quickState(spec, tsMs, data, wallMs);
+    const unsafe = state === "stale" || state === "alarm";
+    if (unsafe && !latch.wasUnsafe) {
+      // Kept even when a later event of the same group is fine: the judgement after the group
+      // sees only the last one, and must still latch the type.
+      latch.wasUnsafe = true;
+      latch.lastUnsafeMono = monoMs;
+      latch.untilWall = undefined;
+      return true;
+    }
+    if (state !== latch.state) return true;
+    if (unsafe) latch.lastUnsafeMono = monoMs;
+    latch.staleAtWall = staleAt(spec, tsMs);
+    return false;
+  }
+
+  /**
    * How long until the verdict can next change by the passing of time alone: a latch ending,
    * a type going stale, or a `ts` from the future coming within the tolerance.
    *
@@ -363,6 +421,70 @@ export class SafetyJudge {
       types,
     };
   }
+}
+
+/** When an event of `ts` `tsMs` goes stale, by the wall clock; undefined when never. */
+function staleAt(spec: TypeSpec, tsMs: number): number | undefined {
+  if (spec.stale_after_s === undefined || Number.isNaN(tsMs)) return undefined;
+  return tsMs + spec.stale_after_s * 1000;
+}
+
+/** Whether the latest event judged before went stale without a judgement seeing the type unsafe. */
+function wentStale(latch: TypeLatch, wallMs: number): boolean {
+  return !latch.wasUnsafe && latch.staleAtWall !== undefined && wallMs > latch.staleAtWall;
+}
+
+/**
+ * The state `judgeType()` gives a critical type, without its reasons: the ingest path's judge
+ * (docs/safety.md). `tests/safety_test.ts` checks that both agree.
+ *
+ * @param spec The critical type's registry entry.
+ * @param tsMs The latest event's `ts`, epoch ms (NaN: unreadable, counted as fresh as judgeType does).
+ * @param data Its `data`.
+ * @param nowMs The time to judge at.
+ * @returns Its state.
+ *
+ * @example Usage
+ * ```ts
+ * import { quickState } from "./safety.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const spec = { critical: true, fields: { wind_mps: { alarm_above: 15 } } };
+ * assert.equal(quickState(spec, 0, { wind_mps: 16 }, 0), "alarm");
+ * ```
+ */
+export function quickState(
+  spec: TypeSpec,
+  tsMs: number,
+  data: Readonly<Record<string, unknown>>,
+  nowMs: number,
+): TypeState {
+  const ageMs = Number.isNaN(tsMs) ? 0 : nowMs - tsMs;
+  if (spec.stale_after_s !== undefined && ageMs > spec.stale_after_s * 1000) return "stale";
+  if (ageMs < -FUTURE_TOLERANCE_MS) return "stale";
+  let state: TypeState = "ok";
+  for (const path in spec.fields) {
+    const field = spec.fields[path]!;
+    const raw = valueAt(data, path);
+    if (raw === undefined) continue;
+    if (field.warn_if !== undefined || field.alarm_if !== undefined) {
+      const level = fieldLevel(path, field, raw)?.level;
+      if (level === "alarm") return "alarm";
+      if (level === "warn") state = "warn";
+      continue;
+    }
+    const n = numericValue(raw, field.unit);
+    if (n === undefined) continue;
+    if (
+      (field.alarm_above !== undefined && n > field.alarm_above) ||
+      (field.alarm_below !== undefined && n < field.alarm_below)
+    ) return "alarm";
+    if (
+      (field.warn_above !== undefined && n > field.warn_above) ||
+      (field.warn_below !== undefined && n < field.warn_below)
+    ) state = "warn";
+  }
+  return state;
 }
 
 /**

@@ -6,9 +6,16 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import type { SafetyChange, SafetyVerdict, ServerHandle } from "../server.ts";
+import {
+  type SafetyChange,
+  type SafetyVerdict,
+  type ServerHandle,
+  TelemetryService,
+} from "../server.ts";
 import { parseTypes, TypesFileError } from "../core/types_registry.ts";
 import { migrate, REJECTS_FILE } from "../migrate.ts";
+import { quickState } from "../core/safety.ts";
+import { judgeType } from "../core/freshness.ts";
 import {
   getJson,
   postJson,
@@ -156,11 +163,14 @@ Deno.test("a wall clock stepping forward an hour does not end a latch early", as
     const stepped = server.service.safety();
     assert.equal(stepped.safe, false, stepped.reasons.join("; "));
     assert.equal(stepped.types.weather?.state, "ok");
-    // The end moved with the wall clock: still 50 s ahead on it.
+    // The end moved with the wall clock: at least the 50 s of real time left are still ahead on it
+    // (the stepped clock also made the event before look stale, which restarts the count: 60 s).
     const left = Date.parse(stepped.types.weather!.latched_until!) - (Date.now() + wall.offset);
-    assert.ok(left > 45_000 && left <= 50_500, `${left} ms left`);
+    assert.ok(left > 45_000 && left <= 60_500, `${left} ms left`);
     assert.ok(Date.parse(stepped.types.weather!.latched_until!) > until);
-    mono.ms += 50_001;
+    mono.ms += 49_000;
+    assert.equal(server.service.safety().safe, false);
+    mono.ms += 11_001;
     assert.equal(server.service.safety().safe, true);
   } finally {
     await server.shutdown();
@@ -298,4 +308,92 @@ Deno.test("migrate sends a legacy record of a telemetry.* type to the rejects fi
     rejects[0].reason,
     /"telemetry\.safety" is reserved: types starting with "telemetry\."/,
   );
+});
+
+Deno.test("the ingest path's quick judge agrees with judgeType on 5,000 seeded events", () => {
+  let seed = 0x27_2026;
+  const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  const spec = {
+    critical: true,
+    stale_after_s: 60,
+    fields: {
+      wind_mps: { unit: "m/s", warn_above: 10, alarm_above: 15 },
+      "sky.temp_c": { unit: "°C", warn_below: -10, alarm_below: -20 },
+      rain: { alarm_if: true },
+      mode: { warn_if: "manual" },
+    },
+  };
+  const now = Date.parse("2026-11-27T03:00:00Z");
+  for (let i = 0; i < 5_000; i++) {
+    const tsMs = now - Math.floor(rand() * 200_000) + 100_000;
+    const pick = <T>(xs: T[]): T => xs[Math.floor(rand() * xs.length)]!;
+    const data = {
+      wind_mps: pick([3, 12, 16, "16 m/s", "3 km/h", undefined]),
+      sky: pick([{ temp_c: -5 }, { temp_c: -15 }, { temp_c: "-25 °C" }, {}]),
+      rain: pick([true, false, undefined]),
+      mode: pick(["manual", "auto"]),
+    };
+    const ts = new Date(tsMs).toISOString();
+    assert.equal(
+      quickState(spec, tsMs, data, now),
+      judgeType(spec, { ts, data }, now).state,
+      `${ts} ${JSON.stringify(data)}`,
+    );
+  }
+});
+
+Deno.test("a type that went stale between two events, unnoticed by any judgement, is latched by the event that ends it", async () => {
+  await using dir = await tempDir();
+  const now = { wall: Date.parse("2026-11-27T03:00:00Z"), mono: 0 };
+  const service = await TelemetryService.open({
+    siteDir: join(dir.path, "site"),
+    timeZone: "UTC",
+    clock: () => now.wall,
+    monotonicClock: () => now.mono,
+    types: parseTypes(
+      JSON.stringify({ weather: { critical: true, stale_after_s: 60, clear_after_s: 30 } }),
+      "types.json",
+    ),
+  });
+  try {
+    await service.record([{ type: "weather", data: {} }]);
+    now.wall += 31_000;
+    now.mono += 31_000;
+    assert.equal(service.safety().safe, true, service.safety().reasons.join("; "));
+    // Stale from 60 s after the event on; nothing judges until the next event at 131 s.
+    now.wall += 100_000;
+    now.mono += 100_000;
+    await service.record([{ type: "weather", data: {} }]);
+    const verdict = service.safety();
+    assert.equal(verdict.safe, false);
+    assert.match(verdict.reasons[0]!, /^weather: clearing, safe at \S+Z \(clear_after_s 30\)$/);
+  } finally {
+    await service.close();
+  }
+});
+
+Deno.test("an alarm and its all-clear committed in one group still latch the type", async () => {
+  await using dir = await tempDir();
+  const mono = { ms: 0 };
+  const server = await testServer({
+    siteDir: join(dir.path, "site"),
+    types: weatherTypes(30),
+    monotonicClock: () => mono.ms,
+  });
+  try {
+    await weather(server, 3);
+    mono.ms += 31_000; // past the count its first event started
+    assert.equal((await safety(server)).safe, true);
+    const batch = await postJson(`${server.url}/events`, [
+      { type: "weather", data: { wind_mps: 25 } },
+      { type: "weather", data: { wind_mps: 2 } },
+    ]);
+    assert.equal(batch.status, 200);
+    const verdict = await safety(server);
+    assert.equal(verdict.safe, false);
+    assert.equal(verdict.types.weather?.state, "ok");
+    assert.ok(verdict.types.weather?.latched_until);
+  } finally {
+    await server.shutdown();
+  }
 });
