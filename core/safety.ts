@@ -302,9 +302,11 @@ export class SafetyJudge {
     }
     if (this.#critical.length === 0) reasons.push(NO_CRITICAL_REASON);
     const safe = reasons.length === 0;
+    // The first verdict of a site directory is where it starts, not a change; after a restart the
+    // saved verdict is the one before.
     const previous = this.#verdict?.safe ?? this.#restoredSafe;
     const changes: SafetyChange[] = [];
-    if (previous !== safe) {
+    if (previous !== undefined && previous !== safe) {
       this.#since = iso(wallMs);
       changes.push({ kind: "safety", safe, reasons, ts: this.#since });
       dirty = true;
