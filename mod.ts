@@ -72,6 +72,7 @@ export {
   ListenerError,
   type LogFormat,
   NoActiveRunError,
+  type NotifyFormat,
   type Rejection,
   type RelistenOptions,
   RunConflictError,

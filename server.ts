@@ -62,6 +62,8 @@ export {
   type TypeStatus,
 } from "./core/freshness.ts";
 export type { LogFormat } from "./core/log.ts";
+export type { NotificationCounts } from "./core/notify.ts";
+export type { NotifyFormat } from "./http/notify_post.ts";
 export type { SafetyChange, SafetyTypeVerdict, SafetyVerdict } from "./core/safety.ts";
 export type { JsonObject, RunRecord } from "./wire/event.ts";
 export { DEFAULT_HOST, DEFAULT_PORT } from "./wire/address.ts";

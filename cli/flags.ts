@@ -28,6 +28,7 @@ import {
   DEFAULT_MAX_CONNS_PER_PEER,
 } from "../http/conn_guard.ts";
 import { type LogFormat, parseLogFormat } from "../core/log.ts";
+import { type NotifyFormat, parseNotifyFormat, parseNotifyUrl } from "../http/notify_post.ts";
 import {
   DEFAULT_COMPRESS_AFTER,
   DEFAULT_MAX_SNAPSHOT_BYTES,
@@ -95,6 +96,10 @@ export interface RunFlagValues {
   idleTimeout?: number;
   /** Most connections one peer address may hold (`--max-conns-per-peer`). */
   maxConnsPerPeer?: number;
+  /** Receivers of the safety notifications (`--notify`, repeatable). */
+  notify: readonly string[];
+  /** How the notifications are written (`--notify-format`). */
+  notifyFormat?: NotifyFormat;
 }
 
 /** One row of {@linkcode RUN_FLAGS}. */
@@ -128,10 +133,11 @@ export interface RunFlag {
   readonly parse?: (text: string) => unknown;
   /**
    * What the flag's value needs the service to be allowed (docs/cli.md#permissions): the host
-   * or port it listens on, or a path it reads (`read`) or reads and writes (`read-write`).
-   * `runPermissionFlags()` (`cli/permissions.ts`) derives the `--allow-*` flags from these alone.
+   * or port it listens on, the URLs it sends to (`net-connect`), or a path it reads (`read`) or
+   * reads and writes (`read-write`). `runPermissionFlags()` (`cli/permissions.ts`) derives the
+   * `--allow-*` flags from these alone.
    */
-  readonly grants?: "net-host" | "net-port" | "read" | "read-write";
+  readonly grants?: "net-host" | "net-port" | "net-connect" | "read" | "read-write";
 }
 
 /**
@@ -442,6 +448,25 @@ export const RUN_FLAGS: readonly RunFlag[] = [
     parse: parseLogFormat,
     key: "logFormat",
   },
+  {
+    name: "notify",
+    arg: "URL",
+    env: "OBS_TELEMETRY_NOTIFY",
+    help: "POST each safety change to URL (repeatable; the variable takes A,B)",
+    multiple: true,
+    parse: parseNotifyUrl,
+    grants: "net-connect",
+    key: "notify",
+  },
+  {
+    name: "notify-format",
+    arg: "FORMAT",
+    env: "OBS_TELEMETRY_NOTIFY_FORMAT",
+    help: "json | ntfy (text with the headers an ntfy server reads)",
+    shownDefault: "json",
+    parse: parseNotifyFormat,
+    key: "notifyFormat",
+  },
 ];
 
 /**
@@ -556,17 +581,27 @@ function resolveFlag(
   if (flag.arg === undefined) {
     return given === true || (flag.env !== undefined && parseSwitchEnv(flag.env, env(flag.env)));
   }
-  if (flag.multiple) return given ?? [];
   const fromEnv = given === undefined && flag.env !== undefined ? env(flag.env) : undefined;
+  if (flag.multiple) {
+    // A repeatable flag's variable holds its values separated by commas (docs/cli.md).
+    const texts = (given as string[] | undefined) ??
+      (fromEnv === undefined ? [] : parseList(fromEnv));
+    return texts.map((text) => parseValue(flag, text, fromEnv !== undefined));
+  }
   const text = (given as string | undefined) ?? fromEnv ??
     (typeof flag.default === "function" ? flag.default() : flag.default);
   if (text === undefined) return undefined;
+  return parseValue(flag, text, fromEnv !== undefined);
+}
+
+/** Parses one text of a flag; a bad one from the variable is named as the variable. */
+function parseValue(flag: RunFlag, text: string, fromEnv: boolean): unknown {
   if (!flag.parse) return text;
   try {
     return flag.parse(text);
   } catch (err) {
     // Name what the operator set: the variable, not a flag they never typed (docs/cli.md).
-    if (fromEnv === undefined || !(err instanceof RangeError)) throw err;
+    if (!fromEnv || !(err instanceof RangeError)) throw err;
     const named = err.message.includes(`--${flag.name}`)
       ? err.message.replace(`--${flag.name}`, `${flag.env}`)
       : `${flag.env}: ${err.message}`;

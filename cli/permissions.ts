@@ -45,7 +45,7 @@ function netPart(values: PermissionValues, kind: "net-host" | "net-port"): strin
 
 /**
  * The scoped Deno permission flags of a service run with these flag values: net for its one
- * address, read and write for the directories it stores in, read for the files it reads once,
+ * address and the hosts it notifies (`--notify`), read and write for the directories it stores in, read for the files it reads once,
  * the `OBS_TELEMETRY_*` variables of the table and the free space of its file system. Nothing
  * more.
  *
@@ -83,8 +83,9 @@ export function runPermissionFlags(
   // Bound to the network, the service's Deno.serve listens on an internal 127.0.0.1 port behind
   // the connection guard (docs/operations.md, "Connections"), picked at start: any port there.
   const internal = isLoopback(bind) ? "" : `,${INTERNAL_HOST}`;
+  const receivers = connectTargets(pathsOf(values, "net-connect")).map((target) => `,${target}`);
   return [
-    `--allow-net=${host}:${netPart(values, "net-port")}${internal}`,
+    `--allow-net=${host}:${netPart(values, "net-port")}${internal}${receivers.join("")}`,
     `--allow-read=${read.join(",")}`,
     `--allow-write=${stored.join(",")}`,
     `--allow-env=${[...SERVER_ENV_VARS, ...extraEnv].join(",")}`,
@@ -94,23 +95,37 @@ export function runPermissionFlags(
 }
 
 /**
+ * The `host:port` each URL connects to, as `--allow-net` names it (the scheme's port when the URL
+ * has none), without repeats: the notification receivers (docs/safety.md#notifications).
+ */
+function connectTargets(urls: readonly string[]): string[] {
+  return [
+    ...new Set(urls.map((text) => {
+      const url = new URL(text);
+      return `${url.hostname}:${url.port || (url.protocol === "https:" ? "443" : "80")}`;
+    })),
+  ];
+}
+
+/**
  * The `run` flags whose values grant a permission of this kind, for advice that names a flag
  * the operator can set (docs/cli.md#permissions).
  *
  * @param kind The kind of a denied access as Deno names it: `net`, `read` or `write`.
- * @returns The flags, such as `["--host", "--port"]`; empty for a kind no flag grants.
+ * @returns The flags, such as `["--host", "--port", "--notify"]`; empty for a kind no flag
+ *   grants.
  *
  * @example Usage
  * ```ts
  * import { flagsGranting } from "./permissions.ts";
  * import assert from "node:assert/strict";
  *
- * assert.deepEqual(flagsGranting("net"), ["--host", "--port"]);
+ * assert.deepEqual(flagsGranting("net"), ["--host", "--port", "--notify"]);
  * ```
  */
 export function flagsGranting(kind: string): string[] {
   const kinds: Record<string, readonly string[]> = {
-    net: ["net-host", "net-port"],
+    net: ["net-host", "net-port", "net-connect"],
     read: ["read", "read-write"],
     write: ["read-write"],
   };

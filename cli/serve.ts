@@ -176,6 +176,8 @@ async function start(
       onInfo: (message) => warnings.info(message),
       ...(flags.compressAfter !== undefined ? { compressAfter: flags.compressAfter } : {}),
       ...(flags.retain !== undefined ? { retain: flags.retain } : {}),
+      notify: flags.notify,
+      ...(flags.notifyFormat !== undefined ? { notifyFormat: flags.notifyFormat } : {}),
       connectionLimits: connectionLimits(flags),
       onError: (err) => warnings.error(unexpectedErrorLine(err)),
       onRejected: (rejection) => log.rejection(rejection),

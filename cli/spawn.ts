@@ -13,6 +13,7 @@ import { sleep } from "../wire/async.ts";
 import { runFlagArgs, SERVER_ENV_VARS } from "./flags.ts";
 import { runPermissionFlags } from "./permissions.ts";
 import type { LogFormat } from "../core/log.ts";
+import type { NotifyFormat } from "../http/notify_post.ts";
 
 export { SERVER_ENV_VARS };
 
@@ -123,6 +124,10 @@ export interface SpawnOptions {
   idleTimeout?: number;
   /** Most connections one peer address may hold (`--max-conns-per-peer`). */
   maxConnsPerPeer?: number;
+  /** Receivers of the safety notifications (`--notify`); the child may connect to their hosts. */
+  notify?: readonly string[];
+  /** How the notifications are written (`--notify-format`). */
+  notifyFormat?: NotifyFormat;
   /**
    * Where the child's output goes.
    * @default {"inherit"}

@@ -12,6 +12,7 @@ import { isLoopback } from "./guards.ts";
 import type { RelistenOptions } from "./listener.ts";
 import type { ConnectionLimits } from "./conn_guard.ts";
 import type { Rejection } from "./types.ts";
+import type { NotifyFormat } from "./notify_post.ts";
 
 /**
  * Options of {@linkcode startServer}: the service's, the handler's, and where to listen.
@@ -97,6 +98,17 @@ export interface ServerOptions extends ServiceOptions {
    * @default {1073741824}
    */
   minFreeBytes?: number;
+  /**
+   * Receivers of the safety notifications: each change of the verdict and of a critical type's
+   * state is POSTed to every one, off the ingest path (`--notify`, docs/safety.md#notifications).
+   */
+  notify?: readonly string[];
+  /**
+   * How the notifications are written: the change as JSON, or text with ntfy's headers
+   * (`--notify-format`).
+   * @default {"json"}
+   */
+  notifyFormat?: NotifyFormat;
 }
 
 /**

@@ -31,6 +31,7 @@ import { DEFAULT_MAX_BODY, drainSmallBody } from "./body.ts";
 import { type Route, type RouteContext, type RouteHandler, routeLabel, Router } from "./router.ts";
 import { DEFAULT_HOST } from "../wire/address.ts";
 import { ServiceMetrics } from "./metrics.ts";
+import type { NotificationCounts } from "../core/notify.ts";
 import { StreamHub } from "./stream_hub.ts";
 import { apiRoutes } from "./routes.ts";
 import type { TypesRegistry } from "../core/types_registry.ts";
@@ -108,6 +109,12 @@ export interface HandlerOptions {
    * @default {a watch with the default `--min-free` of 1 GiB that reads on each request}
    */
   disk?: DiskWatch;
+  /**
+   * The safety notifications' counters, for `telemetry_notifications_total` in `/metrics`
+   * (docs/safety.md#notifications); `startServer` passes its notifier's.
+   * @default {no such family}
+   */
+  notifications?: () => NotificationCounts;
 }
 
 /**
@@ -183,7 +190,10 @@ class Dispatcher {
     });
     const types = options.types ?? service.types;
     const disk = options.disk ?? new DiskWatch(service.siteDir);
-    const metrics = this.#metrics = new ServiceMetrics(service, { types });
+    const metrics = this.#metrics = new ServiceMetrics(service, {
+      types,
+      ...(options.notifications ? { notifications: options.notifications } : {}),
+    });
     const maxBody = options.maxBody ?? DEFAULT_MAX_BODY;
     const wrapCurrent = options.wrapCurrent ?? false;
     this.#router = new Router(

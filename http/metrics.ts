@@ -17,6 +17,8 @@
 
 import type { JsonObject } from "../wire/event.ts";
 import type { TelemetryService, WriteReport } from "../core/service.ts";
+import type { NotificationCounts } from "../core/notify.ts";
+import { notificationLines } from "./notifications.ts";
 import { NO_TYPES, type TypesRegistry } from "../core/types_registry.ts";
 import { judgeType, numericValue, TYPE_STATES, valueAt } from "../core/freshness.ts";
 import { readTs } from "../wire/ndjson.ts";
@@ -92,6 +94,8 @@ export interface ServiceMetricsOptions {
    * @default {Date.now}
    */
   now?: () => number;
+  /** Counters of `telemetry_notifications_total` (docs/safety.md#notifications); none: no family. */
+  notifications?: () => NotificationCounts;
 }
 
 const encoder = new TextEncoder();
@@ -183,6 +187,7 @@ export class ServiceMetrics {
   #maxOtherEventSeries: number;
   #types: TypesRegistry;
   #now: () => number;
+  #notifications: (() => NotificationCounts) | undefined;
   /** Events per `"<stream>\u0000<type>"`, in the order first seen. */
   #events = new Map<string, EventSeries>();
   /** The same series by stream, then type, for the per-event count (no key string built). */
@@ -211,6 +216,7 @@ export class ServiceMetrics {
     this.#maxOtherEventSeries = options.maxOtherEventSeries ?? DEFAULT_MAX_OTHER_EVENT_SERIES;
     this.#types = options.types ?? NO_TYPES;
     this.#now = options.now ?? Date.now;
+    this.#notifications = options.notifications;
     service.watchWrites((report) => this.#count(report));
   }
 
@@ -486,6 +492,7 @@ export class ServiceMetrics {
         ) +
         sample("telemetry_stream_dropped_total", options.streams.dropped);
     }
+    if (this.#notifications) out += notificationLines(this.#notifications());
     return out + family(
       "telemetry_value",
       "gauge",

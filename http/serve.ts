@@ -18,6 +18,7 @@ import { DiskWatch } from "../store/disk_watch.ts";
 import { createHandler, type HandlerOptions } from "./handler.ts";
 import { isLoopback } from "./guards.ts";
 import { ShutdownLifecycle } from "./shutdown.ts";
+import { checkReceivers, NOTIFY_DRAIN_MS, startNotifications } from "./notifications.ts";
 import {
   checkExposure,
   listenFailure,
@@ -65,7 +66,8 @@ export interface ServerHandle extends AsyncDisposable {
  *
  * @param options Site directory, address and behaviour.
  * @returns A handle with the address, `shutdown()` and `finished`.
- * @throws {ConfigError} If binding to a non-loopback address without a token or `insecure`.
+ * @throws {ConfigError} If binding to a non-loopback address without a token or `insecure`, or for
+ *   a `notify` URL that is not http(s) or holds a user name or password.
  * @throws {SiteInUseError} If another server holds the site directory.
  * @throws {Deno.errors.AddrInUse} If the port is taken.
  * @throws {Deno.errors.NotCapable} If a permission is missing.
@@ -86,15 +88,23 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   const types = options.types ??
     (options.typesFile !== undefined ? await loadTypes(options.typesFile) : undefined);
   const tls = await readTls(options);
+  checkReceivers(options.notify ?? []);
   const warn = options.onWarning ?? (() => {});
   warnIneffective(options, warn);
   const service = await TelemetryService.open(types ? { ...options, types } : options);
+  const notifier = await startNotifications(service, {
+    ...options,
+    log: { info: options.onInfo ?? (() => {}), warn },
+  });
   const disk = new DiskWatch(service.siteDir, options.minFreeBytes, { warn });
   let stopping: Promise<void> | undefined;
   const shutdownState = new ShutdownLifecycle(() => void shutdown());
   const handler = createHandler(
     service,
-    handlerOptions(options, hostname, shutdownState, disk, types),
+    {
+      ...handlerOptions(options, hostname, shutdownState, disk, types),
+      notifications: () => notifier.counts,
+    },
   );
   // Requests being answered; shutdown waits for them before it closes the files.
   const inFlight = new InFlight();
@@ -134,6 +144,8 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
       try {
         await service.close();
       } finally {
+        // A receiver that never answers holds the shutdown no longer than the drain (bounded).
+        await notifier.close(Math.min(NOTIFY_DRAIN_MS, Math.max(0, deadline - Date.now())));
         guard?.close();
         // A peer that stopped reading holds its connection (and so server.shutdown()) forever;
         // past the grace period the caller may exit anyway: the files are already closed.

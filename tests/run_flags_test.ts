@@ -67,6 +67,8 @@ const EVERY_FLAG: RunFlagValues = {
   headTimeout: 2.5,
   idleTimeout: 90,
   maxConnsPerPeer: 8,
+  notify: ["http://127.0.0.1:9/hook", "https://ntfy.sh/obs-site"],
+  notifyFormat: "ntfy",
 };
 
 Deno.test("RUN_FLAGS names each environment variable OBS_TELEMETRY_ and the flag in capitals", () => {
@@ -186,6 +188,7 @@ Deno.test("resolveRunFlags() leaves out what the server defaults itself", () => 
     publicRead: false,
     trustLoopback: false,
     wrapCurrent: false,
+    notify: [],
   });
 });
 
@@ -233,6 +236,8 @@ Deno.test("spawnServer() takes an option for every run flag and no other but out
     headTimeout: "flag",
     idleTimeout: "flag",
     maxConnsPerPeer: "flag",
+    notify: "flag",
+    notifyFormat: "flag",
     output: "spawn",
     readyTimeoutMs: "spawn",
   };
