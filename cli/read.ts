@@ -25,7 +25,10 @@ import {
 import { RUN_ID_PATTERN } from "../store/layout.ts";
 import { readSiteIdentity } from "../store/site_identity.ts";
 import { StorageError } from "../core/errors.ts";
-import { csvRow, type CsvValue } from "../wire/csv.ts";
+import { csvRow, type CsvValue, eventCells } from "../wire/csv.ts";
+
+// The cells of a data field, here since `read` had it first; wire/csv.ts owns it now.
+export { dataValue } from "../wire/csv.ts";
 import { printable, terminalJson } from "../wire/terminal_text.ts";
 import { DEFAULT_SITE_DIR } from "./flags.ts";
 import { Failure, HELP_OPTION, parse, printHelp, UsageError } from "./common.ts";
@@ -53,39 +56,6 @@ that date's local noon in the zone above) or a duration back from now (90m, 12h,
 
 const FORMATS = ["ndjson", "csv", "table"] as const;
 type Format = typeof FORMATS[number];
-
-/**
- * One field of `data`: a dotted path walks into nested objects; a string, number, boolean or
- * null as it is, an object or array as JSON text, a missing one as the empty text. CSV writes a
- * number as the number it is, never as text (docs/history.md, "CSV").
- *
- * @param data The event's `data`.
- * @param path For example `"wind.mps"`.
- * @returns The field's value.
- *
- * @example Usage
- * ```ts
- * import { dataValue } from "./read.ts";
- * import assert from "node:assert/strict";
- *
- * assert.equal(dataValue({ a: { b: [1, 2] } }, "a.b"), "[1,2]");
- * assert.equal(dataValue({ a: -3.5 }, "a"), -3.5);
- * assert.equal(dataValue({ a: 1 }, "a.b"), "");
- * ```
- */
-export function dataValue(data: unknown, path: string): CsvValue {
-  let value: unknown = data;
-  for (const key of path.split(".")) {
-    if (typeof value !== "object" || value === null || Array.isArray(value)) return "";
-    if (!Object.hasOwn(value, key)) return "";
-    value = (value as Record<string, unknown>)[key];
-  }
-  if (value === undefined || value === null) return "";
-  if (typeof value === "string" || typeof value === "number" || typeof value === "boolean") {
-    return value;
-  }
-  return JSON.stringify(value);
-}
 
 /**
  * Buffers text for stdout as bytes and writes it in large pieces; a closed pipe ends the output.
@@ -124,22 +94,6 @@ class Output {
       this.closed = true;
     }
   }
-}
-
-/** A stored line as the cells of a csv or table row: seq, ts, type, then the data fields. */
-function toCells(line: string, fields: readonly string[] | undefined): CsvValue[] | undefined {
-  let value: { seq?: unknown; ts?: unknown; type?: unknown; data?: unknown };
-  try {
-    value = JSON.parse(line);
-  } catch {
-    return undefined;
-  }
-  return [
-    typeof value.seq === "number" ? value.seq : String(value.seq ?? ""),
-    String(value.ts ?? ""),
-    String(value.type ?? ""),
-    ...(fields ? fields.map((f) => dataValue(value.data, f)) : [JSON.stringify(value.data)]),
-  ];
 }
 
 /** A table streamed in blocks: the first rows set the column widths. */
@@ -372,7 +326,7 @@ async function printEvents(
     for await (const line of lines) {
       if (format === "ndjson") await out.write(asLine(line) + "\n");
       else {
-        const cells = toCells(line, fields);
+        const cells = eventCells(line, fields);
         if (!cells) continue;
         if (table) await table.row(cells);
         else await out.write(csvRow(asCells(cells)));

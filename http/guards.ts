@@ -233,6 +233,7 @@ export const PUBLIC_READ_PATHS: readonly string[] = [
   "/check",
   "/stream",
   "/metrics",
+  "/history",
 ];
 
 /**
