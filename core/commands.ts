@@ -152,6 +152,21 @@ function optionalBoolean(body: JsonObject, key: string): boolean {
 
 const NO_META: JsonObject = Object.freeze({});
 
+/** Event types starting with this are the service's own, such as `telemetry.safety` (docs/safety.md). */
+export const RESERVED_TYPE_PREFIX = "telemetry.";
+
+/**
+ * Why a client may not post an event of a reserved type (docs/safety.md).
+ *
+ * @param type The type posted.
+ * @returns The sentence for the problem's `detail`.
+ */
+export function reservedTypeProblem(type: string): string {
+  return `"type" ${
+    JSON.stringify(type.slice(0, 140))
+  } is reserved: types starting with "${RESERVED_TYPE_PREFIX}" are written by the service itself (such as telemetry.safety); choose another type name.`;
+}
+
 /**
  * Validates one event request (docs/http-api.md) and serialises what does not depend on the seq.
  *
@@ -183,6 +198,9 @@ function checkEvent(raw: unknown, index: number | undefined): EventCommand {
   const typeProblem = checkEventType(raw.type);
   if (typeProblem) throw new InvalidRequestError(typeProblem);
   const type = raw.type as string;
+  if (type.startsWith(RESERVED_TYPE_PREFIX)) {
+    throw new InvalidRequestError(reservedTypeProblem(type));
+  }
   if (!isJsonObject(raw.data)) {
     throw new InvalidRequestError(
       `"data" must be a JSON object such as {"wind_mps": 2.1}, not ${describe(raw.data)}.`,

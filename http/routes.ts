@@ -22,6 +22,7 @@ import { readTs } from "../wire/ndjson.ts";
 import type { ShutdownLifecycle } from "./shutdown.ts";
 import { VERSION } from "./version.ts";
 import { historyResponse } from "./history.ts";
+import type { SafetyVerdict } from "../core/safety.ts";
 
 /** What the API routes need besides the service. */
 export interface RouteDeps {
@@ -104,6 +105,8 @@ export function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
         return res;
       },
     }),
+    route("/safety", { GET: () => noStore(json(200, JSON.stringify(service.safety()))) }),
+    route("/safety/indi", { GET: () => noStore(json(200, indiBody(service.safety()))) }),
     route("/shutdown", {
       POST: async ({ req, info }) => {
         const peer = info?.remoteAddr;
@@ -127,6 +130,20 @@ const JSON_HEADERS = { "content-type": "application/json; charset=utf-8" };
 
 function json(status: number, body: string): Response {
   return new Response(body, { status, headers: JSON_HEADERS });
+}
+
+/** An answer of this instant: no proxy or browser may answer it from a cache. */
+function noStore(res: Response): Response {
+  res.headers.set("cache-control", "no-store");
+  return res;
+}
+
+/** `GET /safety/indi` (docs/safety.md): what INDI's `indi_weather_safety_proxy` reads. */
+function indiBody(verdict: SafetyVerdict): string {
+  return JSON.stringify({
+    timestamp_utc: new Date().toISOString().replace(/\.\d{3}Z$/, "Z"),
+    roof_status: { open_ok: verdict.safe ? 1 : 0, reasons: verdict.reasons.join("; ") },
+  });
 }
 
 function jsonStream(body: ReadableStream<Uint8Array>): Response {
