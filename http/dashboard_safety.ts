@@ -35,9 +35,15 @@ function safetyClock(ms) {
   }
 }
 
+let safetyAgain = false;
 async function loadSafety() {
-  if (safetyBusy) return;
+  // One question at a time; one asked meanwhile is asked again after it (its answer may be newer).
+  if (safetyBusy) {
+    safetyAgain = true;
+    return;
+  }
   safetyBusy = true;
+  safetyAgain = false;
   safetyAsked = Date.now();
   try {
     const res = await fetch("safety", { cache: "no-store" });
@@ -56,6 +62,7 @@ async function loadSafety() {
   } finally {
     safetyBusy = false;
     drawSafety();
+    if (safetyAgain) loadSafety();
   }
 }
 
