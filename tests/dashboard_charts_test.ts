@@ -283,6 +283,51 @@ Deno.test({
 });
 
 Deno.test({
+  name: "the charts mark safety changes from the stream, and from GET /history after a reload",
+  ignore: browserMissing !== undefined,
+  async fn() {
+    await using tmp = await tempDir();
+    await using server = await testServer({ siteDir: tmp.path, types: TYPES });
+    await seedWeather(server.url, 6, () => false);
+    await using browser = await launch();
+    const { page, errors } = await openPage(browser, `${server.url}/`);
+    await waitForVertices(page, WIND, 6);
+    const marks = () =>
+      page.evaluate(
+        (sel) =>
+          Array.from(
+            (globalThis as unknown as { document: PageDocument }).document
+              .querySelectorAll(sel + " line.mark.safety"),
+            (l) => l.getAttribute("class"),
+          ),
+        WIND,
+      );
+    const before = (await marks()).length;
+    // Wind past its alarm makes the critical type unsafe: one telemetry.safety event.
+    await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 16 } });
+    await waitFor(
+      page,
+      ([sel, n]) =>
+        (globalThis as unknown as { document: PageDocument }).document
+          .querySelectorAll(sel + " line.mark.safety").length > n,
+      [WIND, before] as const,
+    );
+    const live = await marks();
+    assert.equal(live.at(-1), "mark safety unsafe");
+    await page.reload();
+    await waitFor(
+      page,
+      ([sel, n]) =>
+        (globalThis as unknown as { document: PageDocument }).document
+          .querySelectorAll(sel + " line.mark.safety").length === n,
+      [WIND, live.length] as const,
+    );
+    assert.deepEqual(await marks(), live);
+    assert.deepEqual(errors, []);
+  },
+});
+
+Deno.test({
   name: "hovering or touching a chart shows the site-zone time and the value of the nearest point",
   ignore: browserMissing !== undefined,
   async fn() {
