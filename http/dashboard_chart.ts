@@ -334,7 +334,10 @@ function chartHover(fig, e) {
     (best.n > 1 && best.hi > best.lo ? " (" + fmt(best.lo) + "\\u2013" + fmt(best.hi) + ")" : "");
   tip.hidden = false;
   const x = chartX(view, best.t);
-  tip.style.left = Math.min(70, Math.max(0, (x / CHART_W) * 100 - 15)) + "%";
+  // Anchored on the side with room, so the card never clips it (CSSOM, allowed by the CSP).
+  const left = x < CHART_W / 2;
+  tip.style.left = left ? (x / CHART_W) * 100 + "%" : "auto";
+  tip.style.right = left ? "auto" : (1 - x / CHART_W) * 100 + "%";
   const cursor = fig.querySelector(".cursor");
   cursor.setAttribute("x1", x.toFixed(1));
   cursor.setAttribute("x2", x.toFixed(1));

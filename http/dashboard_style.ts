@@ -138,7 +138,8 @@ dd.json { font: .8rem/1.3 ui-monospace, "SFMono-Regular", Menlo, Consolas, monos
 #safety .clear { color: var(--warn); font-weight: 600; font-variant-numeric: tabular-nums; }
 #safety .since { color: var(--muted); font-size: .85rem; }
 #safety .reasons { flex: 1 0 100%; margin: 0; padding: 0 0 0 1.1rem; font-size: .88rem; }
-.charts { display: grid; gap: .35rem; padding: .2rem .8rem .6rem; }
+.charts { display: grid; flex: 1; align-content: start; gap: .35rem; padding: .2rem .8rem .6rem; }
+.card:has(> .charts:not([hidden])) > dl { flex: 0 0 auto; }
 .chart { margin: 0; }
 .chart figcaption { display: flex; justify-content: space-between; color: var(--muted); font-size: .75rem; }
 .chart .plot { position: relative; height: 64px; touch-action: pan-y; }
