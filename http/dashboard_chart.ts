@@ -282,7 +282,7 @@ function chartMarkDirty(type) {
     chartFlush = 0;
     for (const t of chartDirty) drawCharts(t);
     chartDirty.clear();
-  }, 50);
+  }, 200);
 }
 function chartRedrawAll() {
   for (const type of cards.keys()) chartMarkDirty(type);
