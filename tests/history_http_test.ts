@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { CLI, tempDir, testServer } from "./_util.ts";
 import { compressFile } from "../store/compress.ts";
+import { TelemetryClient } from "../client.ts";
 
 const ZONE = "America/Santiago";
 
@@ -286,4 +287,39 @@ Deno.test("GET /history with a limit, continued from next_since, loses no line (
     }
     assert.deepEqual([...want].filter((l) => !got.has(l)), [], `limit ${limit}`);
   }
+});
+
+Deno.test("TelemetryClient.history follows next_since by itself and gives each stored event once", async () => {
+  await using tmp = await tempDir();
+  const rnd = random(99);
+  const lines: string[] = [];
+  let ms = Date.parse("2026-05-10T16:00:00Z");
+  for (let seq = 1; seq <= 1500; seq++) {
+    const r = rnd();
+    ms += r < 0.3 ? 0 : r < 0.98 ? Math.floor(rnd() * 20_000) : -Math.floor(rnd() * 300_000);
+    lines.push(line(seq, ms, "weather", { v: seq % 17 }));
+  }
+  await Deno.writeTextFile(join(tmp.path, "site_20260510.ndjson"), lines.join("\n") + "\n");
+  await using server = await testServer({ siteDir: tmp.path });
+  const client = new TelemetryClient({ baseUrl: server.url });
+  const since = "2026-05-10T12:00:00Z", until = "2026-05-11T12:00:00Z";
+  const got: string[] = [];
+  for await (const event of client.history({ since, until, limit: 40 })) {
+    got.push(JSON.stringify(event));
+  }
+  const want = inRange(lines, Date.parse(since), Date.parse(until));
+  assert.equal(got.length, want.length, "no event lost, none repeated");
+  assert.deepEqual(new Set(got), new Set(want));
+  const buckets = [];
+  for await (const b of client.history({ since, until, every: "1h", agg: ["count"], limit: 3 })) {
+    buckets.push(b);
+  }
+  assert.equal(buckets.reduce((n, b) => n + b.count, 0), want.length);
+  assert.equal(new Set(buckets.map((b) => b.t)).size, buckets.length);
+  await assert.rejects(
+    async () => {
+      for await (const _ of client.history({ every: "1s" })) break;
+    },
+    (err: Error) => err.name === "TelemetryHttpError" && /every/.test(err.message),
+  );
 });

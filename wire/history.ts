@@ -15,11 +15,11 @@
  * @module
  */
 
-/** The aggregates a bucket can carry per field, in the order a bucket line writes them. */
-export const AGGREGATES = ["mean", "min", "max", "last", "count"] as const;
-
 /** One aggregate name: `mean`, `min`, `max`, `last` or `count`. */
-export type Aggregate = typeof AGGREGATES[number];
+export type Aggregate = "mean" | "min" | "max" | "last" | "count";
+
+/** The aggregates a bucket can carry per field. */
+export const AGGREGATES: readonly Aggregate[] = ["mean", "min", "max", "last", "count"];
 
 /** The aggregates of a bucket when none are asked for. */
 export const DEFAULT_AGGREGATES: readonly Aggregate[] = ["mean", "min", "max", "last"];
