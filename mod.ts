@@ -55,6 +55,8 @@ export {
   type RequestOptions,
   type RunInfo,
   type RunMessage,
+  type SafetyInfo,
+  type SafetyTypeInfo,
   type SnapshotMessage,
   type StartRunOptions,
   TelemetryClient,

@@ -12,6 +12,8 @@ import {
   isJsonObject,
   type JsonObject,
   parseTimestamp,
+  RESERVED_TYPE_PREFIX,
+  reservedTypeProblem,
 } from "../wire/event.ts";
 import { valueProblem } from "../wire/event_value.ts";
 import { errorText, InvalidRequestError, itemPrefix } from "./errors.ts";
@@ -151,21 +153,6 @@ function optionalBoolean(body: JsonObject, key: string): boolean {
 }
 
 const NO_META: JsonObject = Object.freeze({});
-
-/** Event types starting with this are the service's own, such as `telemetry.safety` (docs/safety.md). */
-export const RESERVED_TYPE_PREFIX = "telemetry.";
-
-/**
- * Why a client may not post an event of a reserved type (docs/safety.md).
- *
- * @param type The type posted.
- * @returns The sentence for the problem's `detail`.
- */
-export function reservedTypeProblem(type: string): string {
-  return `"type" ${
-    JSON.stringify(type.slice(0, 140))
-  } is reserved: types starting with "${RESERVED_TYPE_PREFIX}" are written by the service itself (such as telemetry.safety); choose another type name.`;
-}
 
 /**
  * Validates one event request (docs/http-api.md) and serialises what does not depend on the seq.

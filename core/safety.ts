@@ -28,7 +28,15 @@
  * @module
  */
 
-import { fieldLevel, judgeType, type LatestEvent, type TypeState, valueAt } from "./freshness.ts";
+import {
+  fieldLevel,
+  FUTURE_TOLERANCE_MS,
+  judgeType,
+  type LatestEvent,
+  numericValue,
+  type TypeState,
+  valueAt,
+} from "./freshness.ts";
 import type { TypeSpec, TypesRegistry } from "./types_registry.ts";
 
 /** The verdict of one critical type, as `GET /safety` lists it. */
@@ -164,6 +172,7 @@ function isoSeconds(ms: number): string {
  */
 export class SafetyJudge {
   #critical: [string, TypeSpec][];
+  #specs: Map<string, TypeSpec>;
   #latches = new Map<string, TypeLatch>();
   #verdict: SafetyVerdict | undefined;
   #restoredSafe: boolean | undefined;
@@ -177,6 +186,7 @@ export class SafetyJudge {
    */
   constructor(registry: TypesRegistry, start: JudgeStart) {
     this.#critical = [...registry].filter(([, spec]) => spec.critical);
+    this.#specs = new Map(this.#critical);
     const { wallMs, monoMs, restored } = start;
     this.#since = restored?.since ?? iso(wallMs);
     this.#restoredSafe = restored?.safe;
@@ -308,6 +318,35 @@ export class SafetyJudge {
   }
 
   /**
+   * Judges one critical type after a new event of it, cheaply: moves its latch while nothing
+   * changes, and says when something did, so the caller judges everything
+   * ({@linkcode SafetyJudge.judge}) only then.
+   *
+   * @param type The type.
+   * @param tsMs Its new latest event's `ts`, epoch ms (NaN when it cannot be read).
+   * @param data That event's `data`.
+   * @param wallMs Wall time, epoch ms.
+   * @param monoMs Monotonic time, ms.
+   * @returns True when its state or its being unsafe changed (or it is not judged yet).
+   */
+  observe(
+    type: string,
+    tsMs: number,
+    data: Readonly<Record<string, unknown>>,
+    wallMs: number,
+    monoMs: number,
+  ): boolean {
+    const latch = this.#latches.get(type);
+    const spec = this.#specs.get(type);
+    if (!latch || !spec || latch.state === undefined) return latch !== undefined;
+    const state = quickState(spec, tsMs, data, wallMs);
+    const unsafe = state === "stale" || state === "alarm";
+    if (state !== latch.state || unsafe !== latch.wasUnsafe) return true;
+    if (unsafe) latch.lastUnsafeMono = monoMs;
+    return false;
+  }
+
+  /**
    * How long until the verdict can next change by the passing of time alone: a latch ending,
    * a type going stale, or a `ts` from the future coming within the tolerance.
    *
@@ -363,6 +402,59 @@ export class SafetyJudge {
       types,
     };
   }
+}
+
+/**
+ * The state `judgeType()` gives a critical type, without its reasons: the ingest path's judge
+ * (docs/safety.md). `tests/safety_test.ts` checks that both agree.
+ *
+ * @param spec The critical type's registry entry.
+ * @param tsMs The latest event's `ts`, epoch ms (NaN: unreadable, counted as fresh as judgeType does).
+ * @param data Its `data`.
+ * @param nowMs The time to judge at.
+ * @returns Its state.
+ *
+ * @example Usage
+ * ```ts
+ * import { quickState } from "./safety.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const spec = { critical: true, fields: { wind_mps: { alarm_above: 15 } } };
+ * assert.equal(quickState(spec, 0, { wind_mps: 16 }, 0), "alarm");
+ * ```
+ */
+export function quickState(
+  spec: TypeSpec,
+  tsMs: number,
+  data: Readonly<Record<string, unknown>>,
+  nowMs: number,
+): TypeState {
+  const ageMs = Number.isNaN(tsMs) ? 0 : nowMs - tsMs;
+  if (spec.stale_after_s !== undefined && ageMs > spec.stale_after_s * 1000) return "stale";
+  if (ageMs < -FUTURE_TOLERANCE_MS) return "stale";
+  let state: TypeState = "ok";
+  for (const path in spec.fields) {
+    const field = spec.fields[path]!;
+    const raw = valueAt(data, path);
+    if (raw === undefined) continue;
+    if (field.warn_if !== undefined || field.alarm_if !== undefined) {
+      const level = fieldLevel(path, field, raw)?.level;
+      if (level === "alarm") return "alarm";
+      if (level === "warn") state = "warn";
+      continue;
+    }
+    const n = numericValue(raw, field.unit);
+    if (n === undefined) continue;
+    if (
+      (field.alarm_above !== undefined && n > field.alarm_above) ||
+      (field.alarm_below !== undefined && n < field.alarm_below)
+    ) return "alarm";
+    if (
+      (field.warn_above !== undefined && n > field.warn_above) ||
+      (field.warn_below !== undefined && n < field.warn_below)
+    ) state = "warn";
+  }
+  return state;
 }
 
 /**

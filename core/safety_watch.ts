@@ -25,6 +25,7 @@ import {
 import type { TypesRegistry } from "./types_registry.ts";
 import type { SafetyLatchFile } from "../store/safety_latch.ts";
 import type { EventOp } from "./assign.ts";
+import type { CommittedEvent } from "./service_types.ts";
 
 /** The type of the events that record each change of the verdict (docs/safety.md). */
 export const SAFETY_EVENT_TYPE = "telemetry.safety";
@@ -74,7 +75,7 @@ export class SafetyWatch {
   #timer: ReturnType<typeof setTimeout> | undefined;
   #dueMono = Infinity;
   #dirty = false;
-  #saving = false;
+  #saving: Promise<void> = Promise.resolve();
   #failing = false;
   #closed = false;
   /** Changes of the verdict since start (`telemetry_safety_changes_total`). */
@@ -119,19 +120,31 @@ export class SafetyWatch {
   }
 
   /**
-   * Whether a commit group changed the snapshot of a critical type.
+   * Judges the critical types a commit group made current, one by one and cheaply (the
+   * ingest path, docs/safety.md): the whole verdict is judged again only when one changed.
    *
    * @param ops The accepted requests of the group.
-   * @returns True when the verdict must be judged again.
+   * @param results Their committed events, per request and item.
+   * @returns True when the verdict must be judged again ({@linkcode SafetyWatch.afterCommit}).
    */
-  touchedBy(ops: readonly EventOp[]): boolean {
+  changedBy(
+    ops: readonly EventOp[],
+    results: readonly (readonly CommittedEvent[])[],
+  ): boolean {
     if (this.#critical.size === 0) return false;
-    for (const op of ops) {
-      for (const item of op.items) {
-        if (item.makeCurrent && this.#critical.has(item.type)) return true;
+    let changed = false, wall = 0, mono = 0;
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i]!;
+      for (let j = 0; j < op.items.length; j++) {
+        const item = op.items[j]!;
+        if (!item.makeCurrent || !this.#critical.has(item.type)) continue;
+        if (wall === 0) [wall, mono] = [this.#options.wall(), this.#options.mono()];
+        // Without a ts the event was stamped with its receive time: no date to parse.
+        const tsMs = item.ts === undefined ? op.receivedAt : Date.parse(item.ts);
+        if (this.#judge.observe(item.type, tsMs, results[i]![j]!.data, wall, mono)) changed = true;
       }
     }
-    return false;
+    return changed;
   }
 
   /** The critical types of the registry. */
@@ -173,10 +186,17 @@ export class SafetyWatch {
     return () => void this.#listeners.delete(listener);
   }
 
-  /** Writes the latch file when something changed since it was last written. */
-  async save(): Promise<void> {
-    if (!this.#dirty || this.#saving) return;
-    this.#saving = true;
+  /**
+   * Writes the latch file when something changed since it was last written; after a write in
+   * progress, so what it resolves on includes every change made before the call.
+   */
+  save(): Promise<void> {
+    this.#saving = this.#saving.then(() => this.#write());
+    return this.#saving;
+  }
+
+  async #write(): Promise<void> {
+    if (!this.#dirty) return;
     this.#dirty = false;
     try {
       await this.#options.file.write(this.#judge.saved(this.#options.wall()));
@@ -191,8 +211,6 @@ export class SafetyWatch {
         );
       }
       this.#failing = true;
-    } finally {
-      this.#saving = false;
     }
   }
 

@@ -614,6 +614,9 @@ export class TelemetryService implements AsyncDisposable {
       run.record.events += group.pending.get(run.writer)?.length ?? 0;
     }
     this.#committed(group, bytes);
+    // A group that changes the safety verdict is answered once the latch is saved: an answered
+    // event is never older than the latch a restart finds (docs/safety.md).
+    const safetyChanged = this.#safety.changedBy(accepted, group.results);
     for (let i = 0; i < accepted.length; i++) {
       const op = accepted[i]!;
       const out = group.results[i]!;
@@ -630,12 +633,14 @@ export class TelemetryService implements AsyncDisposable {
         }
         this.#listeners.emit({ kind: "telemetry", event });
       }
-      op.resolve(out);
+      if (!safetyChanged) op.resolve(out);
     }
     // After the snapshot took the group: metrics tell current types from the rest (docs/http-api.md).
     this.#writeListeners.emit({ ok: true, seconds, bytes, copies: group.copies });
-    // Before the next group is written, so a crash never finds a latch older than the stream.
-    if (this.#safety.touchedBy(accepted)) await this.#safety.afterCommit();
+    if (!safetyChanged) return;
+    // Before the next group is written too, so a crash never finds a latch older than the stream.
+    await this.#safety.afterCommit();
+    for (let i = 0; i < accepted.length; i++) accepted[i]!.resolve(group.results[i]!);
   }
 
   /**

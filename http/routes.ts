@@ -89,7 +89,15 @@ export function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
     route("/types", {
       GET: () => {
         const snapshotTypes = [...service.currentData()].map(([type]) => type);
-        return json(200, JSON.stringify(typesReport(types, latest, snapshotTypes, Date.now())));
+        const report = typesReport(types, latest, snapshotTypes, Date.now());
+        // A latched type keeps its state; `latched_until` says the rest (docs/safety.md).
+        const verdicts = service.safety().types;
+        const withLatch = Object.fromEntries(
+          Object.entries(report).map((
+            [type, status],
+          ) => [type, { ...status, latched_until: verdicts[type]?.latched_until ?? null }]),
+        );
+        return json(200, JSON.stringify(withLatch));
       },
     }),
     route("/check", {
@@ -99,6 +107,14 @@ export function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
           freeBytes,
           minFreeBytes: disk.minFreeBytes,
         });
+        // A latched critical type fails the check too, saying when it clears (docs/safety.md).
+        const verdict = service.safety();
+        const clearing = Object.entries(verdict.types).filter(([, t]) => t.latched_until !== null)
+          .flatMap(([type]) => verdict.reasons.filter((r) => r.startsWith(`${type}: clearing, `)));
+        if (clearing.length > 0) {
+          result.failing.push(...clearing);
+          result.ok = false;
+        }
         // A health verdict of this instant: no proxy or browser may answer it from a cache.
         const res = json(result.ok ? 200 : 503, JSON.stringify(result));
         res.headers.set("cache-control", "no-store");
