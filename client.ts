@@ -64,6 +64,13 @@ export {
   type TelemetryMessage,
 } from "./client/follow.ts";
 export type { FetchFunction } from "./client/transport.ts";
+export type { HistoryBucketOptions, HistoryOptions } from "./client/history.ts";
+export type {
+  Aggregate,
+  FieldAggregates,
+  HistoryBucket,
+  HistoryTruncated,
+} from "./wire/history.ts";
 // What the methods take and return, so that one import serves (docs/client.md).
 export {
   type Envelope,

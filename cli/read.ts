@@ -25,7 +25,17 @@ import {
 import { RUN_ID_PATTERN } from "../store/layout.ts";
 import { readSiteIdentity } from "../store/site_identity.ts";
 import { StorageError } from "../core/errors.ts";
-import { csvRow, type CsvValue } from "../wire/csv.ts";
+import { csvRow, type CsvValue, eventCells } from "../wire/csv.ts";
+import {
+  type Aggregate,
+  type HistoryBucket,
+  parseAggregates,
+  parseEvery,
+} from "../wire/history.ts";
+import { BucketSet } from "../core/buckets.ts";
+
+// The cells of a data field, here since `read` had it first; wire/csv.ts owns it now.
+export { dataValue } from "../wire/csv.ts";
 import { printable, terminalJson } from "../wire/terminal_text.ts";
 import { DEFAULT_SITE_DIR } from "./flags.ts";
 import { Failure, HELP_OPTION, parse, printHelp, UsageError } from "./common.ts";
@@ -42,7 +52,12 @@ Options:
   --until T            Up to T (exclusive)
   --run RUN_ID         Read that run's stream instead of the site stream
   --format F           ndjson | csv | table [default ndjson]
-  --fields A,B.C       Data fields for csv and table (dotted for nested) [default: all data]
+  --fields A,B.C       Data fields for csv and table, or of buckets (dotted for nested)
+                       [default: all data]
+  --every D            Print buckets of width D (10s to 7d, aligned to the Unix epoch) per
+                       type instead of events: count, and per numeric field the aggregates
+  --agg A,B            Aggregates of --every buckets: mean, min, max, last, count
+                       [default mean,min,max,last]
   --tz ZONE            IANA zone of night dates [env OBS_TELEMETRY_TZ, default the zone
                        the site records in (its .site.json), else the system zone]
   -h, --help           Show this help
@@ -53,39 +68,6 @@ that date's local noon in the zone above) or a duration back from now (90m, 12h,
 
 const FORMATS = ["ndjson", "csv", "table"] as const;
 type Format = typeof FORMATS[number];
-
-/**
- * One field of `data`: a dotted path walks into nested objects; a string, number, boolean or
- * null as it is, an object or array as JSON text, a missing one as the empty text. CSV writes a
- * number as the number it is, never as text (docs/history.md, "CSV").
- *
- * @param data The event's `data`.
- * @param path For example `"wind.mps"`.
- * @returns The field's value.
- *
- * @example Usage
- * ```ts
- * import { dataValue } from "./read.ts";
- * import assert from "node:assert/strict";
- *
- * assert.equal(dataValue({ a: { b: [1, 2] } }, "a.b"), "[1,2]");
- * assert.equal(dataValue({ a: -3.5 }, "a"), -3.5);
- * assert.equal(dataValue({ a: 1 }, "a.b"), "");
- * ```
- */
-export function dataValue(data: unknown, path: string): CsvValue {
-  let value: unknown = data;
-  for (const key of path.split(".")) {
-    if (typeof value !== "object" || value === null || Array.isArray(value)) return "";
-    if (!Object.hasOwn(value, key)) return "";
-    value = (value as Record<string, unknown>)[key];
-  }
-  if (value === undefined || value === null) return "";
-  if (typeof value === "string" || typeof value === "number" || typeof value === "boolean") {
-    return value;
-  }
-  return JSON.stringify(value);
-}
 
 /**
  * Buffers text for stdout as bytes and writes it in large pieces; a closed pipe ends the output.
@@ -124,22 +106,6 @@ class Output {
       this.closed = true;
     }
   }
-}
-
-/** A stored line as the cells of a csv or table row: seq, ts, type, then the data fields. */
-function toCells(line: string, fields: readonly string[] | undefined): CsvValue[] | undefined {
-  let value: { seq?: unknown; ts?: unknown; type?: unknown; data?: unknown };
-  try {
-    value = JSON.parse(line);
-  } catch {
-    return undefined;
-  }
-  return [
-    typeof value.seq === "number" ? value.seq : String(value.seq ?? ""),
-    String(value.ts ?? ""),
-    String(value.type ?? ""),
-    ...(fields ? fields.map((f) => dataValue(value.data, f)) : [JSON.stringify(value.data)]),
-  ];
 }
 
 /** A table streamed in blocks: the first rows set the column widths. */
@@ -203,11 +169,14 @@ export async function readCommand(args: string[]): Promise<number> {
     format: { type: "string" },
     fields: { type: "string" },
     tz: { type: "string" },
+    every: { type: "string" },
+    agg: { type: "string" },
   }, true);
   if (values.help) return printHelp(READ_HELP);
   checkTypes(positionals);
   const format = formatOf(values.format);
-  const fields = fieldsOf(values.fields, format);
+  const buckets = bucketsOf(values.every, values.agg);
+  const fields = fieldsOf(values.fields, buckets ? "csv" : format);
   const siteDir = values["site-dir"] ?? readEnv("OBS_TELEMETRY_SITE_DIR") ?? DEFAULT_SITE_DIR;
   const chosenZone = chosenTimeZone(values.tz);
   if (values.run !== undefined && !RUN_ID_PATTERN.test(values.run)) {
@@ -220,7 +189,32 @@ export async function readCommand(args: string[]): Promise<number> {
   const timeZone = chosenZone ?? await recordedTimeZone(siteDir);
   const { since, until } = timeBounds(values.since, values.until, timeZone);
   const options = { types: positionals, since, until, run: values.run, timeZone };
+  if (buckets) {
+    return await printBuckets(siteDir, options, format, new BucketSet({ ...buckets, fields }));
+  }
   return await printEvents(siteDir, options, format, fields);
+}
+
+/** `--every` and `--agg`, checked; `undefined` without `--every`. */
+function bucketsOf(
+  every: string | undefined,
+  agg: string | undefined,
+): { everyMs: number; aggregates: Aggregate[] } | undefined {
+  if (every === undefined) {
+    if (agg !== undefined) throw new UsageError("--agg applies only with --every", "read");
+    return undefined;
+  }
+  let everyMs: number;
+  try {
+    everyMs = parseEvery(every);
+  } catch (err) {
+    throw new UsageError(`--${(err as Error).message}`, "read");
+  }
+  try {
+    return { everyMs, aggregates: parseAggregates(agg) };
+  } catch (err) {
+    throw new UsageError(`--${(err as Error).message}`, "read");
+  }
 }
 
 function checkTypes(types: readonly string[]): void {
@@ -351,14 +345,10 @@ async function printEvents(
     ? new TableWriter(out, headers.map((h) => h.toUpperCase()))
     : undefined;
   try {
-    // Damage is named on stderr and passed over: the other nights are still printed
-    // (docs/history.md, "Damaged files").
+    // Damage is named on stderr and passed over: the other nights are still printed.
     const lines = readHistoryLines(siteDir, {
       ...options,
-      onDamage: (damage) => {
-        // deno-lint-ignore no-console
-        console.error(printable(`warning: ${damage.message}; what can be read of it is printed.`));
-      },
+      onDamage: warnDamage,
     });
     if (format === "csv") await out.write(csvRow(headers));
     // The lines exactly as stored, except on a terminal: there the same JSON values, with C1
@@ -372,7 +362,7 @@ async function printEvents(
     for await (const line of lines) {
       if (format === "ndjson") await out.write(asLine(line) + "\n");
       else {
-        const cells = toCells(line, fields);
+        const cells = eventCells(line, fields);
         if (!cells) continue;
         if (table) await table.row(cells);
         else await out.write(csvRow(asCells(cells)));
@@ -385,5 +375,87 @@ async function printEvents(
     if (err instanceof RunNotFoundError) throw new Failure(err.message);
     throw err;
   }
+  return 0;
+}
+
+/** Damage is named on stderr and passed over (docs/history.md, "Damaged files"). */
+function warnDamage(damage: Error): void {
+  // deno-lint-ignore no-console
+  console.error(printable(`warning: ${damage.message}; what can be read of it is printed.`));
+}
+
+/**
+ * The columns of buckets in csv and table: `t,type,count`, then `<field>.<agg>` for each field
+ * the buckets have (in the order first met) and each aggregate asked for.
+ */
+function bucketColumns(buckets: readonly HistoryBucket[]): string[][] {
+  const fields = new Map<string, string[]>();
+  for (const b of buckets) {
+    for (const [field, aggs] of Object.entries(b.fields)) {
+      if (!fields.has(field)) fields.set(field, Object.keys(aggs));
+    }
+  }
+  return [...fields].flatMap(([field, aggs]) => aggs.map((a) => [field, a]));
+}
+
+/** Counts the matching events into `set`, then prints its buckets in `format` (docs/history.md). */
+async function printBuckets(
+  siteDir: string,
+  options: ReadHistoryOptions,
+  format: Format,
+  set: BucketSet,
+): Promise<number> {
+  try {
+    for await (const line of readHistoryLines(siteDir, { ...options, onDamage: warnDamage })) {
+      let event: { ts?: unknown; type?: unknown; data?: unknown };
+      try {
+        event = JSON.parse(line);
+      } catch {
+        continue; // a hand-damaged line: not an event
+      }
+      if (typeof event?.ts !== "string" || typeof event.type !== "string") continue;
+      set.add(Date.parse(event.ts), event.type, event.data);
+    }
+  } catch (err) {
+    if (err instanceof RunNotFoundError) throw new Failure(err.message);
+    throw err;
+  }
+  const out = new Output();
+  const tty = Deno.stdout.isTerminal();
+  if (format === "ndjson") {
+    for (const bucket of set.drain()) {
+      const text = JSON.stringify(bucket);
+      await out.write((tty ? terminalJson(text) : text) + "\n");
+      if (out.closed) return 0;
+    }
+    await out.flush();
+    return 0;
+  }
+  // csv and table need every column before the first row: the buckets are few (one per
+  // width and type), so they are held here, never the events.
+  const buckets = [...set.drain()];
+  const columns = bucketColumns(buckets);
+  const headers = ["t", "type", "count", ...columns.map(([f, a]) => `${f}.${a}`)];
+  const rowOf = (b: HistoryBucket): CsvValue[] => [
+    b.t,
+    b.type,
+    b.count,
+    ...columns.map(([f, a]) => b.fields[f!]?.[a as Aggregate] ?? ""),
+  ];
+  if (format === "table") {
+    const table = new TableWriter(out, headers.map((h) => h.toUpperCase()));
+    for (const b of buckets) await table.row(rowOf(b));
+    await table.end();
+  } else {
+    await out.write(csvRow(headers));
+    for (const b of buckets) {
+      const cells = rowOf(b);
+      await out.write(
+        csvRow(tty ? cells.map((c) => typeof c === "string" ? printable(c) : c) : cells),
+      );
+      if (out.closed) return 0;
+    }
+  }
+  await out.flush();
   return 0;
 }

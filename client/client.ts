@@ -9,6 +9,8 @@ import { DEFAULT_HOST, DEFAULT_PORT, resolveBaseUrl, resolveToken } from "../wir
 import { Transport } from "./transport.ts";
 import { checkOf, healthOf, readyOf, safetyOf, typesOf } from "./answers.ts";
 import { type FollowMessage, type FollowOptions, followStream } from "./follow.ts";
+import { type HistoryBucketOptions, type HistoryOptions, historyPages } from "./history.ts";
+import type { HistoryBucket } from "../wire/history.ts";
 import {
   checkDelay,
   checkFetch,
@@ -582,6 +584,60 @@ export class TelemetryClient {
     const idleTimeoutMs = checkDelay(options.idleTimeoutMs, "idleTimeoutMs", 45_000);
     const path = streamPath(options.types, action);
     yield* followStream(this.#transport, { path, signal, retryMs, maxRetryMs, idleTimeoutMs });
+  }
+
+  /**
+   * Reads stored events (or, with `every`, buckets of them) from `GET /history`
+   * (docs/client.md, docs/history.md), as they arrive: memory stays small for any range. When
+   * an answer reaches its `limit` the client continues from its `next_since` by itself and
+   * passes over the lines it repeats, so the loop sees every event once, in file order
+   * (buckets: in time order).
+   *
+   * @param options Types, `since` (default 24 hours ago), `until`, `run`, `fields`, `every`,
+   *   `agg`, `limit` per request and an abort `signal`.
+   * @returns The events, or the buckets when `every` is given.
+   * @throws {TelemetryHttpError} For a bad parameter (400 naming it) or an unknown run (404).
+   * @throws {TelemetryConnectionError} If no server answers.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   *
+   * const client = new TelemetryClient();
+   * for await (const event of client.history({ types: ["weather"], since: "12h" })) {
+   *   console.log(event.ts, event.data);
+   * }
+   * for await (const b of client.history({ types: ["weather"], every: "5m", agg: ["mean", "max"] })) {
+   *   console.log(b.t, b.fields["wind_mps"]?.max);
+   * }
+   * ```
+   */
+  history(options: HistoryBucketOptions): AsyncGenerator<HistoryBucket, void, undefined>;
+  /**
+   * Reads stored events from `GET /history`; see the overload with `every` for buckets.
+   *
+   * @param options Types, `since`, `until`, `run`, `limit` per request and an abort `signal`.
+   * @returns The events, in file order.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   *
+   * for await (const event of new TelemetryClient().history({ since: "2026-05-10" })) {
+   *   console.log(event.seq);
+   * }
+   * ```
+   */
+  history(
+    options?: HistoryOptions & { every?: undefined },
+  ): AsyncGenerator<TelemetryEvent, void, undefined>;
+  history(
+    options: HistoryOptions = {},
+  ): AsyncGenerator<TelemetryEvent | HistoryBucket, void, undefined> {
+    const action = "Cannot read the history";
+    checkOptionsObject(options, action);
+    checkSignal(options.signal, action);
+    return historyPages(this.#transport, options);
   }
 
   #requestSignal(options: RequestOptions, action: string): AbortSignal | undefined {

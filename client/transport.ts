@@ -330,6 +330,34 @@ export class Transport {
    * @throws {TelemetryConnectionError} If no server answers within the timeout.
    * @throws {TelemetryHttpError} If the answer is an error or not an event stream.
    */
+  /**
+   * Sends a `GET` whose answer is read as it comes (`GET /history`); resolves with the 2xx
+   * response, body unread.
+   *
+   * @param path The path with its query.
+   * @param exchange The exchange, which the caller keeps to abort the answer later.
+   * @returns The response, body unread.
+   * @throws {TelemetryConnectionError} If no server answers within the timeout.
+   * @throws {TelemetryHttpError} If the answer is an error.
+   */
+  async openLines(path: string, exchange: Exchange): Promise<Response> {
+    const url = this.url(path);
+    const what = `GET ${path}`;
+    const doFetch = this.#fetch ?? globalThis.fetch;
+    let res: Response;
+    try {
+      res = await doFetch(url, {
+        headers: this.#headers("application/x-ndjson", false),
+        signal: exchange.controller.signal,
+      });
+      if (res.ok && res.body) return res;
+      const text = await res.text();
+      throw httpError(res, text, what, url);
+    } catch (err) {
+      throw exchange.translate(err, what, url, this.baseUrl, this.timeoutMs);
+    }
+  }
+
   async open(path: string, exchange: Exchange, lastEventId: string): Promise<Response> {
     const url = this.url(path);
     const what = `GET ${path}`;

@@ -4,7 +4,9 @@
  * shows one card per event type and follows `GET /stream` with `EventSource`. With a types
  * registry (`GET /types`, docs/types.md) the cards follow its order, show labels and units, colour
  * values past a limit amber or red, and turn `STALE` when their `ts` is older than
- * `stale_after_s`; numeric fields get a sparkline of the values seen since the page opened.
+ * `stale_after_s`; numeric fields get a sparkline of the values seen since the page opened and a
+ * chart of the last hours (`GET /history`), and a SAFE / UNSAFE banner shows `GET /safety`
+ * (docs/dashboard.md).
  *
  * @example Usage
  * ```ts
@@ -19,6 +21,8 @@
 
 import { DASHBOARD_STYLE } from "./dashboard_style.ts";
 import { DASHBOARD_SCRIPT } from "./dashboard_script.ts";
+import { DASHBOARD_CHART_SCRIPT } from "./dashboard_chart.ts";
+import { DASHBOARD_SAFETY_SCRIPT } from "./dashboard_safety.ts";
 
 const NONCE_PATTERN = /^[A-Za-z0-9+/_-]{8,}={0,2}$/;
 
@@ -62,16 +66,18 @@ export function renderDashboard(nonce: string): string {
   <span class="pill" id="run" data-active="false"><span class="label">no run</span></span>
   <span class="pill" id="alerts" data-bad="false" title="types in alarm, and stale types">0 alarm &middot; 0 stale</span>
   <span class="spacer"></span>
+  <span id="range" role="group" aria-label="chart range" title="hours shown in the charts"><button type="button" data-hours="1">1 h</button><button type="button" data-hours="6">6 h</button><button type="button" data-hours="12">12 h</button><button type="button" data-hours="24">24 h</button><button type="button" data-hours="48">48 h</button></span>
   <span class="meta" id="zone" title="times are shown in the site zone"></span>
   <span class="meta" id="types">0 types</span>
   <span class="meta" id="last">no events yet</span>
   <button id="night" type="button" aria-pressed="false" title="Dim red theme for dark-adapted eyes">Night</button>
 </header>
 <p id="banner" role="alert" hidden>disconnected - values may be out of date</p>
+<section id="safety" role="status" aria-live="polite" hidden><span class="verdict"></span><span class="clear" hidden></span><span class="since"></span><ul class="reasons" hidden></ul></section>
 <main id="cards" aria-live="polite">
   <p id="empty">No events yet. Post one: <code>curl -d '{"type":"weather","data":{"wind_mps":2.1}}' -H 'content-type: application/json' localhost:6562/event</code></p>
 </main>
-<script nonce="${nonce}">${DASHBOARD_SCRIPT}</script>
+<script nonce="${nonce}">"use strict";${DASHBOARD_CHART_SCRIPT}${DASHBOARD_SAFETY_SCRIPT}${DASHBOARD_SCRIPT}</script>
 </body>
 </html>
 `;

@@ -20,7 +20,6 @@ import { FUTURE_TOLERANCE_MS } from "../core/freshness.ts";
  * ```
  */
 export const DASHBOARD_SCRIPT: string = `
-"use strict";
 const FUTURE_TOLERANCE_MS = ${FUTURE_TOLERANCE_MS};
 const grid = document.getElementById("cards");
 const empty = document.getElementById("empty");
@@ -165,6 +164,7 @@ function makeCard(type) {
   const entry = { card, ts: 0, env: null, state: "ok" };
   cards.set(type, entry);
   place(entry, type);
+  if (chartConnects > 0) chartLoad(type);
   return entry;
 }
 
@@ -283,6 +283,13 @@ function formatTime(ms) {
 
 function upsert(env, flash) {
   if (!env || typeof env.type !== "string") return;
+  // The service's own types (docs/http-api.md) are not cards: telemetry.safety is the banner.
+  if (env.type.startsWith("telemetry.")) {
+    chartEvent(env, flash);
+    if (flash && env.type === "telemetry.safety") safetyEvent(env);
+    return;
+  }
+  chartEvent(env, flash);
   const entry = cards.get(env.type) || makeCard(env.type);
   entry.env = env;
   const t = Date.parse(env.ts);
@@ -352,6 +359,7 @@ function setConn(state, label) {
 }
 
 function setRun(run) {
+  chartRun(run);
   const active = !!run && run.stopped_at === null;
   runPill.dataset.active = String(active);
   const target = active && run.meta && typeof run.meta.target === "string" ? run.meta.target : "";
@@ -373,6 +381,8 @@ async function loadReady() {
       zone = ready.zone;
       timeFormat = null;
       document.getElementById("zone").textContent = zone;
+      drawSafety();
+      chartRedrawAll();
     }
     if (!ready.run_active) return setRun(null);
     setRun(await getJson("run"));
@@ -386,7 +396,9 @@ async function loadTypes() {
     const types = await getJson("types");
     if (!types || typeof types !== "object") return;
     registry = types;
-    for (const type of Object.keys(types)) if (!cards.has(type)) makeCard(type);
+    for (const type of Object.keys(types)) {
+      if (!cards.has(type) && !type.startsWith("telemetry.")) makeCard(type);
+    }
     for (const [type, entry] of cards) { place(entry, type); render(type); }
     tick();
   } catch {
@@ -435,6 +447,8 @@ function connect() {
     tick();
     loadReady();
     loadTypes();
+    chartsConnected();
+    loadSafety();
   });
   source.addEventListener("telemetry", (e) => upsert(JSON.parse(e.data), true));
   source.addEventListener("run", (e) => setRun(JSON.parse(e.data)));
@@ -457,6 +471,10 @@ function connect() {
     for (const key of [...history.keys()]) {
       if (key.startsWith(sparkKey(type, ""))) history.delete(key);
     }
+    for (const key of [...chartSeries.keys()]) {
+      if (key.startsWith(chartKey(type, ""))) chartSeries.delete(key);
+    }
+    if (cards.has(type)) chartMarkDirty(type);
     tick();
   });
 }
@@ -470,6 +488,8 @@ function setNight(on) {
 night.addEventListener("click", () => setNight(!document.documentElement.classList.contains("night")));
 try { setNight(localStorage.getItem("telemetry-night") === "1"); } catch { /* private mode */ }
 
+chartsInit();
+safetyInit();
 setInterval(tick, 1000);
 // Registry states and the run can change without an event (a restart with a new --types).
 setInterval(() => { loadTypes(); loadReady(); }, 30000);

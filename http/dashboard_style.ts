@@ -120,5 +120,51 @@ dd.json { font: .8rem/1.3 ui-monospace, "SFMono-Regular", Menlo, Consolas, monos
 .card > footer b { color: var(--text); font-weight: 500; font-variant-numeric: tabular-nums; }
 #empty { grid-column: 1 / -1; color: var(--muted); text-align: center; padding: 3rem 1rem; }
 #empty code { color: var(--text); }
+#range { display: inline-flex; }
+#range button { border-radius: 0; margin-left: -1px; padding: .2rem .5rem; }
+#range button:first-child { border-radius: 6px 0 0 6px; }
+#range button:last-child { border-radius: 0 6px 6px 0; }
+#range button[aria-pressed="true"] { border-color: var(--accent); color: var(--accent); position: relative; }
+#safety {
+  display: flex; flex-wrap: wrap; align-items: baseline; gap: .3rem 1rem; margin: .9rem 1rem 0;
+  padding: .6rem 1rem; border: 1px solid var(--line); border-left: 6px solid var(--ok);
+  border-radius: 8px; background: var(--panel);
+}
+#safety[hidden] { display: none; }
+#safety .verdict { font-size: 1.25rem; font-weight: 800; letter-spacing: .08em; color: var(--ok); }
+#safety[data-safe="false"] { border-left-color: var(--bad); }
+#safety[data-safe="false"] .verdict { color: var(--bad); }
+#safety[data-clearing="true"] { border-left-color: var(--warn); }
+#safety .clear { color: var(--warn); font-weight: 600; font-variant-numeric: tabular-nums; }
+#safety .since { color: var(--muted); font-size: .85rem; }
+#safety .reasons { flex: 1 0 100%; margin: 0; padding: 0 0 0 1.1rem; font-size: .88rem; }
+.charts { display: grid; flex: 1; align-content: start; gap: .35rem; padding: .2rem .8rem .6rem; }
+.card:has(> .charts:not([hidden])) > dl { flex: 0 0 auto; }
+.chart { margin: 0; }
+.chart figcaption { display: flex; justify-content: space-between; color: var(--muted); font-size: .75rem; }
+.chart .plot { position: relative; height: 64px; touch-action: pan-y; }
+.chart-svg {
+  display: block; width: 100%; height: 100%; background: var(--panel-2); border-radius: 4px;
+}
+.chart-svg .series { fill: none; stroke: var(--accent); stroke-width: 1.5; stroke-linejoin: round; stroke-linecap: round; vector-effect: non-scaling-stroke; }
+.chart-svg line { vector-effect: non-scaling-stroke; stroke-width: 1; }
+.chart-svg .limit.warn { stroke: var(--warn); stroke-dasharray: 5 3; }
+.chart-svg .limit.alarm { stroke: var(--bad); stroke-dasharray: 5 3; }
+.chart-svg .run-span { fill: var(--accent); fill-opacity: .08; }
+.chart-svg .mark.run { stroke: var(--accent); stroke-opacity: .6; }
+.chart-svg .mark.safety.unsafe { stroke: var(--bad); stroke-width: 2; }
+.chart-svg .mark.safety.safe { stroke: var(--ok); stroke-width: 2; }
+.chart-svg .cursor { stroke: var(--text); stroke-opacity: .7; }
+.chart .hi, .chart .lo {
+  position: absolute; left: .25rem; color: var(--muted); font-size: .65rem; pointer-events: none;
+  font-variant-numeric: tabular-nums;
+}
+.chart .hi { top: .1rem; }
+.chart .lo { bottom: .1rem; }
+.chart .tip {
+  position: absolute; top: -1.6rem; padding: .1rem .4rem; border: 1px solid var(--line); border-radius: 4px;
+  background: var(--bg); color: var(--value); font-size: .72rem; white-space: nowrap; pointer-events: none; z-index: 1;
+}
+.chart .axis { display: flex; justify-content: space-between; color: var(--muted); font-size: .65rem; }
 @media (max-width: 480px) { .top { padding: .6rem .75rem; } main { padding: .75rem; gap: .7rem; } }
 `;

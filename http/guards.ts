@@ -235,6 +235,7 @@ export const PUBLIC_READ_PATHS: readonly string[] = [
   "/safety/indi",
   "/stream",
   "/metrics",
+  "/history",
 ];
 
 /**

@@ -21,6 +21,7 @@ import type { DiskWatch } from "../store/disk_watch.ts";
 import { readTs } from "../wire/ndjson.ts";
 import type { ShutdownLifecycle } from "./shutdown.ts";
 import { VERSION } from "./version.ts";
+import { historyResponse } from "./history.ts";
 import type { SafetyVerdict } from "../core/safety.ts";
 
 /** What the API routes need besides the service. */
@@ -77,6 +78,10 @@ export function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
     }),
     route("/stream", {
       GET: ({ req, url }) => streams.response(url, req.headers.get("accept-encoding")),
+    }),
+    // The stored files, streamed in slices that give the loop back (docs/history.md).
+    route("/history", {
+      GET: ({ url }) => historyResponse(url, service.siteDir, service.timeZone, types),
     }),
     route("/metrics", {
       GET: async () => metrics.response({ streams, diskFreeBytes: await disk.sample() }),

@@ -1,0 +1,210 @@
+/**
+ * Stored events summed up into time buckets (docs/history.md, "Buckets"): per bucket of
+ * `every` milliseconds (aligned to multiples of `every` since the Unix epoch) and per type, the
+ * number of events and, for each numeric field (dotted paths; a `"<number> <unit>"` string of a
+ * field whose registered unit it names counts as that number), its mean, min, max, last value in
+ * file order and count of values. Pure: `GET /history?every=` and `read --every` both feed it.
+ *
+ * @example Usage
+ * ```ts
+ * import { BucketSet } from "./buckets.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const set = new BucketSet({ everyMs: 60_000, aggregates: ["mean", "max"] });
+ * set.add(Date.parse("2026-05-10T03:00:10Z"), "weather", { wind: { mps: 2 } });
+ * set.add(Date.parse("2026-05-10T03:00:50Z"), "weather", { wind: { mps: 4 } });
+ * assert.deepEqual([...set.drain()], [{
+ *   t: "2026-05-10T03:00:00.000Z",
+ *   type: "weather",
+ *   count: 2,
+ *   fields: { "wind.mps": { mean: 3, max: 4 } },
+ * }]);
+ * ```
+ *
+ * @module
+ */
+
+import { formatTimestamp } from "../wire/event.ts";
+import type { Aggregate, FieldAggregates, HistoryBucket } from "../wire/history.ts";
+import { numericValue } from "./freshness.ts";
+
+/** Options of a {@linkcode BucketSet}. */
+export interface BucketOptions {
+  /** The bucket width in milliseconds. */
+  everyMs: number;
+  /** The aggregates each field gets, in this order. */
+  aggregates: readonly Aggregate[];
+  /** Only these fields (dotted paths; a path also covers the fields below it); all when absent. */
+  fields?: readonly string[] | undefined;
+  /** The registered unit of a type's field, which makes `"<number> <unit>"` strings count. */
+  unitOf?: ((type: string, path: string) => string | undefined) | undefined;
+  /**
+   * The most buckets (one per start and type) held; past it the latest starts are given up and
+   * {@linkcode BucketSet.truncatedAt} says where to continue.
+   * @default {Infinity}
+   */
+  maxBuckets?: number | undefined;
+}
+
+interface FieldAcc {
+  n: number;
+  sum: number;
+  min: number;
+  max: number;
+  last: number;
+}
+
+interface TypeAcc {
+  count: number;
+  fields: Map<string, FieldAcc>;
+}
+
+/** Deeper than the service ever stores (docs/http-api.md): no walk goes further. */
+const MAX_DEPTH = 32;
+
+/**
+ * The buckets of a scan, held as running sums (never the events), handed out in time order.
+ *
+ * @example Usage
+ * ```ts
+ * import { BucketSet } from "./buckets.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const set = new BucketSet({ everyMs: 10_000, aggregates: ["count"], maxBuckets: 1 });
+ * set.add(0, "a", { x: 1 });
+ * set.add(10_000, "a", { x: 2 });
+ * assert.equal(set.truncatedAt, 10_000);
+ * assert.equal([...set.drain()].length, 1);
+ * ```
+ */
+export class BucketSet {
+  #every: number;
+  #aggregates: readonly Aggregate[];
+  #fields: readonly string[] | undefined;
+  #unitOf: ((type: string, path: string) => string | undefined) | undefined;
+  #max: number;
+  #starts = new Map<number, Map<string, TypeAcc>>();
+  #held = 0;
+  #cutoff = Infinity;
+
+  /**
+   * Creates an empty set.
+   *
+   * @param options Width, aggregates, fields, units and the most buckets held.
+   */
+  constructor(options: BucketOptions) {
+    this.#every = options.everyMs;
+    this.#aggregates = options.aggregates;
+    this.#fields = options.fields && options.fields.length > 0 ? options.fields : undefined;
+    this.#unitOf = options.unitOf;
+    this.#max = options.maxBuckets ?? Infinity;
+  }
+
+  /**
+   * The start (epoch milliseconds) of the earliest bucket given up to stay within `maxBuckets`:
+   * a scan continued from there loses nothing. `undefined` while nothing was given up.
+   */
+  get truncatedAt(): number | undefined {
+    return Number.isFinite(this.#cutoff) ? this.#cutoff : undefined;
+  }
+
+  /**
+   * Counts one event into its bucket.
+   *
+   * @param tsMs The event's `ts` in epoch milliseconds.
+   * @param type The event's type.
+   * @param data The event's `data`.
+   */
+  add(tsMs: number, type: string, data: unknown): void {
+    const start = Math.floor(tsMs / this.#every) * this.#every;
+    if (start >= this.#cutoff || !Number.isFinite(start)) return;
+    let types = this.#starts.get(start);
+    if (!types) this.#starts.set(start, types = new Map());
+    let acc = types.get(type);
+    if (!acc) {
+      types.set(type, acc = { count: 0, fields: new Map() });
+      if (++this.#held > this.#max) {
+        this.#giveUpLatest();
+        if (start >= this.#cutoff) return;
+      }
+    }
+    acc.count++;
+    this.#walk(acc.fields, type, data, "", 0);
+  }
+
+  /**
+   * Hands out the buckets in time order (types by name within a start), forgetting each as it
+   * goes; empty buckets do not exist.
+   *
+   * @returns The buckets, each as its line of `GET /history?every=`.
+   */
+  *drain(): Generator<HistoryBucket> {
+    const starts = [...this.#starts.keys()].sort((a, b) => a - b);
+    for (const start of starts) {
+      const types = this.#starts.get(start)!;
+      this.#starts.delete(start);
+      const t = formatTimestamp(start);
+      for (const type of [...types.keys()].sort()) {
+        const acc = types.get(type)!;
+        const fields: Record<string, FieldAggregates> = {};
+        for (const [path, f] of acc.fields) fields[path] = this.#aggregatesOf(f);
+        yield { t, type, count: acc.count, fields };
+      }
+    }
+    this.#held = 0;
+  }
+
+  #aggregatesOf(f: FieldAcc): FieldAggregates {
+    const out: FieldAggregates = {};
+    for (const a of this.#aggregates) {
+      out[a] = a === "mean" ? f.sum / f.n : a === "count" ? f.n : f[a];
+    }
+    return out;
+  }
+
+  /** Gives up the latest starts, whole, until the set holds no more than `maxBuckets`. */
+  #giveUpLatest(): void {
+    const starts = [...this.#starts.keys()].sort((a, b) => b - a);
+    for (const start of starts) {
+      if (this.#held <= this.#max) break;
+      this.#held -= this.#starts.get(start)!.size;
+      this.#starts.delete(start);
+      this.#cutoff = Math.min(this.#cutoff, start);
+    }
+  }
+
+  #walk(fields: Map<string, FieldAcc>, type: string, value: unknown, path: string, depth: number) {
+    if (typeof value === "object" && value !== null && !Array.isArray(value)) {
+      if (depth >= MAX_DEPTH) return;
+      for (const key in value) {
+        const sub = path === "" ? key : `${path}.${key}`;
+        if (this.#fields && !this.#fields.some((f) => related(f, sub))) continue;
+        this.#walk(fields, type, (value as Record<string, unknown>)[key], sub, depth + 1);
+      }
+      return;
+    }
+    if (path === "") return;
+    const n = typeof value === "number"
+      ? (Number.isFinite(value) ? value : undefined)
+      : typeof value === "string" && this.#unitOf
+      ? numericValue(value, this.#unitOf(type, path))
+      : undefined;
+    if (n === undefined) return;
+    const f = fields.get(path);
+    if (!f) fields.set(path, { n: 1, sum: n, min: n, max: n, last: n });
+    else {
+      f.n++;
+      f.sum += n;
+      if (n < f.min) f.min = n;
+      if (n > f.max) f.max = n;
+      f.last = n;
+    }
+  }
+}
+
+/** Whether `path` is the asked `field`, below it, or above it (on the way down to it). */
+function related(field: string, path: string): boolean {
+  if (field === path) return true;
+  if (path.length > field.length) return path.startsWith(field) && path[field.length] === ".";
+  return field.startsWith(path) && field[path.length] === ".";
+}
