@@ -33,6 +33,7 @@ import {
   parseEvery,
 } from "../wire/history.ts";
 import { BucketSet } from "../core/buckets.ts";
+import { loadTypes, NO_TYPES, TypesFileError, type TypesRegistry } from "../core/types_registry.ts";
 
 // The cells of a data field, here since `read` had it first; wire/csv.ts owns it now.
 export { dataValue } from "../wire/csv.ts";
@@ -58,6 +59,8 @@ Options:
                        type instead of events: count, and per numeric field the aggregates
   --agg A,B            Aggregates of --every buckets: mean, min, max, last, count
                        [default mean,min,max,last]
+  --types FILE         Types registry of the service: with --every, "12.5 m/s" strings of
+                       fields with that unit count as numbers [env OBS_TELEMETRY_TYPES]
   --tz ZONE            IANA zone of night dates [env OBS_TELEMETRY_TZ, default the zone
                        the site records in (its .site.json), else the system zone]
   -h, --help           Show this help
@@ -171,6 +174,7 @@ export async function readCommand(args: string[]): Promise<number> {
     tz: { type: "string" },
     every: { type: "string" },
     agg: { type: "string" },
+    types: { type: "string" },
   }, true);
   if (values.help) return printHelp(READ_HELP);
   checkTypes(positionals);
@@ -190,9 +194,27 @@ export async function readCommand(args: string[]): Promise<number> {
   const { since, until } = timeBounds(values.since, values.until, timeZone);
   const options = { types: positionals, since, until, run: values.run, timeZone };
   if (buckets) {
-    return await printBuckets(siteDir, options, format, new BucketSet({ ...buckets, fields }));
+    const registry = await registryOf(values.types ?? readEnv("OBS_TELEMETRY_TYPES"));
+    const unitOf = (type: string, path: string) => registry.get(type)?.fields[path]?.unit;
+    return await printBuckets(
+      siteDir,
+      options,
+      format,
+      new BucketSet({ ...buckets, fields, unitOf }),
+    );
   }
   return await printEvents(siteDir, options, format, fields);
+}
+
+/** The types registry of `--types` (docs/types.md), whose units make `"12.5 m/s"` a number. */
+async function registryOf(file: string | undefined): Promise<TypesRegistry> {
+  if (file === undefined) return NO_TYPES;
+  try {
+    return await loadTypes(file);
+  } catch (err) {
+    if (err instanceof TypesFileError) throw new Failure(err.message);
+    throw err;
+  }
 }
 
 /** `--every` and `--agg`, checked; `undefined` without `--every`. */

@@ -119,7 +119,8 @@ export async function* historyPages(
   for (;;) {
     const path = pathOf(options, since, limit);
     const exchange = new Exchange(transport.timeoutMs, options.signal);
-    const page: Item[] = [];
+    // Keys and times only: the events themselves are the caller's once yielded.
+    const page: { key: string; ms: number }[] = [];
     let nextSince: string | undefined;
     try {
       const res = await transport.openLines(path, exchange);
@@ -133,7 +134,7 @@ export async function* historyPages(
           nextSince = item;
           continue;
         }
-        page.push({ value: item.value, key: item.key, ms: item.ms });
+        page.push({ key: item.key, ms: item.ms });
         if (seen.has(item.key)) continue;
         yield item.value;
       }

@@ -54,9 +54,20 @@ interface FieldAcc {
   last: number;
 }
 
+/**
+ * A field path as a tree of keys: a walk looks each key up in its parent's map instead of
+ * building the dotted path per event (that string, hashed anew for every value, was most of
+ * the cost of a bucket); the path is written once, when the node is made.
+ */
+interface Node {
+  path: string;
+  children: Map<string, Node> | undefined;
+  acc: FieldAcc | undefined;
+}
+
 interface TypeAcc {
   count: number;
-  fields: Map<string, FieldAcc>;
+  root: Node;
 }
 
 /** Deeper than the service ever stores (docs/http-api.md): no walk goes further. */
@@ -122,14 +133,14 @@ export class BucketSet {
     if (!types) this.#starts.set(start, types = new Map());
     let acc = types.get(type);
     if (!acc) {
-      types.set(type, acc = { count: 0, fields: new Map() });
+      types.set(type, acc = { count: 0, root: { path: "", children: undefined, acc: undefined } });
       if (++this.#held > this.#max) {
         this.#giveUpLatest();
         if (start >= this.#cutoff) return;
       }
     }
     acc.count++;
-    this.#walk(acc.fields, type, data, "", 0);
+    this.#walk(acc.root, type, data, 0);
   }
 
   /**
@@ -147,7 +158,7 @@ export class BucketSet {
       for (const type of [...types.keys()].sort()) {
         const acc = types.get(type)!;
         const fields: Record<string, FieldAggregates> = {};
-        for (const [path, f] of acc.fields) fields[path] = this.#aggregatesOf(f);
+        this.#collect(acc.root, fields);
         yield { t, type, count: acc.count, fields };
       }
     }
@@ -173,25 +184,36 @@ export class BucketSet {
     }
   }
 
-  #walk(fields: Map<string, FieldAcc>, type: string, value: unknown, path: string, depth: number) {
+  /** The fields of a tree, depth first in the order first met. */
+  #collect(node: Node, out: Record<string, FieldAggregates>): void {
+    if (node.acc) out[node.path] = this.#aggregatesOf(node.acc);
+    if (node.children) { for (const child of node.children.values()) this.#collect(child, out); }
+  }
+
+  #walk(node: Node, type: string, value: unknown, depth: number): void {
     if (typeof value === "object" && value !== null && !Array.isArray(value)) {
       if (depth >= MAX_DEPTH) return;
       for (const key in value) {
-        const sub = path === "" ? key : `${path}.${key}`;
-        if (this.#fields && !this.#fields.some((f) => related(f, sub))) continue;
-        this.#walk(fields, type, (value as Record<string, unknown>)[key], sub, depth + 1);
+        let child = node.children?.get(key);
+        if (!child) {
+          const path = node.path === "" ? key : `${node.path}.${key}`;
+          if (this.#fields && !this.#fields.some((f) => related(f, path))) continue;
+          child = { path, children: undefined, acc: undefined };
+          (node.children ??= new Map()).set(key, child);
+        }
+        this.#walk(child, type, (value as Record<string, unknown>)[key], depth + 1);
       }
       return;
     }
-    if (path === "") return;
+    if (depth === 0) return;
     const n = typeof value === "number"
       ? (Number.isFinite(value) ? value : undefined)
       : typeof value === "string" && this.#unitOf
-      ? numericValue(value, this.#unitOf(type, path))
+      ? numericValue(value, this.#unitOf(type, node.path))
       : undefined;
     if (n === undefined) return;
-    const f = fields.get(path);
-    if (!f) fields.set(path, { n: 1, sum: n, min: n, max: n, last: n });
+    const f = node.acc;
+    if (!f) node.acc = { n: 1, sum: n, min: n, max: n, last: n };
     else {
       f.n++;
       f.sum += n;

@@ -286,6 +286,34 @@ export async function* readHistoryLines(
   siteDir: string,
   options: ReadHistoryOptions = {},
 ): AsyncGenerator<string> {
+  for await (const batch of readHistoryBatches(siteDir, options)) yield* batch;
+}
+
+/**
+ * Reads the stored lines that match, exactly as stored, a batch (the matching lines of one read
+ * of a file) at a time: {@linkcode readHistoryLines} without a step of the generator per line,
+ * for a reader that does its own work per batch (`GET /history`, docs/history.md).
+ *
+ * @param siteDir The site directory.
+ * @param options Types, time range, run, zone and clock.
+ * @returns The matching lines in file order, in batches (never empty ones).
+ * @throws {RangeError} If a bound is not a time or `since` is not before `until`.
+ * @throws {RunNotFoundError} If `run` names no recorded run.
+ * @throws {Deno.errors.NotFound} If the site directory does not exist.
+ * @throws {DamagedFileError} If a file is damaged and `onDamage` is not given.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { readHistoryBatches } from "./history.ts";
+ * for await (const lines of readHistoryBatches("./telemetry", { since: "12h" })) {
+ *   console.log(lines.length);
+ * }
+ * ```
+ */
+export async function* readHistoryBatches(
+  siteDir: string,
+  options: ReadHistoryOptions = {},
+): AsyncGenerator<string[]> {
   const timeZone = options.timeZone ?? Temporal.Now.timeZoneId();
   const opts = { ...options, timeZone };
   const sinceMs = options.since === undefined ? -Infinity : toEpoch(options.since, opts);
@@ -310,9 +338,11 @@ export async function* readHistoryLines(
   );
   for (const file of files) {
     for await (const batch of readLines(file, { onDamage: options.onDamage })) {
+      const lines: string[] = [];
       for (const { text } of batch) {
-        if (text.length > 0 && keep(text)) yield text;
+        if (text.length > 0 && keep(text)) lines.push(text);
       }
+      if (lines.length > 0) yield lines;
     }
   }
 }

@@ -105,3 +105,27 @@ Deno.test("read explains a bad --every or --agg in one line and exits 2", async 
     assert.ok(out.stderr.includes(message), out.stderr);
   }
 });
+
+Deno.test("read --every --types counts the unit strings of registered fields as numbers", async () => {
+  await using tmp = await tempDir();
+  await Deno.writeTextFile(
+    join(tmp.path, "site_20260510.ndjson"),
+    [
+      '{"seq":1,"ts":"2026-05-10T13:00:00.000Z","type":"weather","data":{"wind":"12.5 m/s","gust":"3 m/s"},"meta":{}}',
+      '{"seq":2,"ts":"2026-05-10T13:00:10.000Z","type":"weather","data":{"wind":"7.5 m/s","gust":"4 m/s"},"meta":{}}',
+    ].join("\n") + "\n",
+  );
+  const types = join(tmp.path, "types.json");
+  await Deno.writeTextFile(
+    types,
+    JSON.stringify({ weather: { fields: { wind: { unit: "m/s" } } } }),
+  );
+  const args = ["--since", "2026-05-10", "--every", "1m", "--agg", "mean,count"];
+  const without = await read(tmp.path, args);
+  assert.equal(without.code, 0, without.stderr);
+  assert.deepEqual(JSON.parse(without.stdout).fields, {});
+  const out = await read(tmp.path, [...args, "--types", types]);
+  assert.equal(out.code, 0, out.stderr);
+  // "gust" has no registered unit: its strings stay strings.
+  assert.deepEqual(JSON.parse(out.stdout).fields, { wind: { mean: 10, count: 2 } });
+});
