@@ -122,12 +122,20 @@ export async function* historyPages(
     // Keys and times only: the events themselves are the caller's once yielded.
     const page: { key: string; ms: number }[] = [];
     let nextSince: string | undefined;
+    let reader: ReadableStreamDefaultReader<string> | undefined;
+    let finished = false;
     try {
       const res = await transport.openLines(path, exchange);
       // The scan may take long; what ends it now is the caller's signal.
       exchange.stopClock();
-      const lines = res.body!.pipeThrough(new LineSplitStream());
-      for await (const line of lines) {
+      // A reader, not `for await`: not every runtime's ReadableStream is async-iterable.
+      reader = res.body!.pipeThrough(new LineSplitStream()).getReader();
+      for (;;) {
+        const { done, value: line } = await reader.read();
+        if (done) {
+          finished = true;
+          break;
+        }
         if (line === "") continue;
         const item = itemOf(line, buckets, path);
         if (typeof item === "string") {
@@ -147,6 +155,8 @@ export async function* historyPages(
         Infinity,
       );
     } finally {
+      // A caller that stops early (`break`) lets go of the answer, and so of the connection.
+      if (reader && !finished) await reader.cancel().catch(() => {});
       exchange.dispose();
     }
     if (nextSince === undefined) return;
