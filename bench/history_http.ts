@@ -9,6 +9,8 @@
  * @module
  */
 
+// deno-lint-ignore-file no-console
+
 import { join } from "node:path";
 import { startServer } from "../server.ts";
 

@@ -1,6 +1,7 @@
 /**
  * A whole night's `GET /history` never holds the event loop (docs/history.md): while it streams,
- * the p99 of `POST /event` stays within 2x of the p99 measured just before, plus 35 ms for a
+ * the p99 of `POST /event` stays within 2x of the p99 measured around it (the worse of just before
+ * and just after), plus 35 ms for a
  * busy 2-core machine. Real service on port 0, a real night file.
  */
 
@@ -84,19 +85,27 @@ for (const [what, query] of [["lines", ""], ["buckets", "&every=1m"]] as const) 
       during.push(await postOnce(server.url, i));
     }
     await reading;
-    const ratio = p99(during) / p99(before);
+    // The machine's own load moves under a parallel suite: the reference is the worse of the
+    // p99s measured just before and just after the query, both without it.
+    const after: number[] = [];
+    for (let i = 0; i < 300; i++) after.push(await postOnce(server.url, i));
+    const reference = Math.max(p99(before), p99(after));
+    const ratio = p99(during) / reference;
+    // deno-lint-ignore no-console
     console.log(
       `${what}: ${lines} lines, ${received} bytes in ${
         (performance.now() - t0).toFixed(0)
       } ms; POST /event p99 ${p99(before).toFixed(1)} ms before, ${
-        p99(during).toFixed(1)
-      } ms during (${during.length} posts, ratio ${ratio.toFixed(2)})`,
+        p99(after).toFixed(1)
+      } ms after, ${p99(during).toFixed(1)} ms during (${during.length} posts, ratio ${
+        ratio.toFixed(2)
+      })`,
     );
     assert.ok(received > 0);
     assert.ok(during.length >= 20, `only ${during.length} posts during the query`);
     assert.ok(
-      p99(during) <= 2 * p99(before) + 35,
-      `p99 ${p99(during).toFixed(1)} ms during vs ${p99(before).toFixed(1)} ms before`,
+      p99(during) <= 2 * reference + 35,
+      `p99 ${p99(during).toFixed(1)} ms during vs ${reference.toFixed(1)} ms around it`,
     );
   });
 }
