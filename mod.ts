@@ -59,6 +59,9 @@ export {
   type TypeStateName,
 } from "./client.ts";
 export {
+  ALPACA_PROPERTIES,
+  type AlpacaHandle,
+  type AlpacaProperty,
   type CommittedEvent,
   ConfigError,
   type ConnectionLimits,

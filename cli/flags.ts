@@ -95,6 +95,10 @@ export interface RunFlagValues {
   idleTimeout?: number;
   /** Most connections one peer address may hold (`--max-conns-per-peer`). */
   maxConnsPerPeer?: number;
+  /** Port of the ASCOM Alpaca listener on `--host`; absent: none (`--alpaca-port`). */
+  alpacaPort?: number;
+  /** UDP port of Alpaca discovery, 0 off (`--alpaca-discovery-port`). */
+  alpacaDiscoveryPort?: number;
 }
 
 /** One row of {@linkcode RUN_FLAGS}. */
@@ -131,7 +135,13 @@ export interface RunFlag {
    * or port it listens on, or a path it reads (`read`) or reads and writes (`read-write`).
    * `runPermissionFlags()` (`cli/permissions.ts`) derives the `--allow-*` flags from these alone.
    */
-  readonly grants?: "net-host" | "net-port" | "read" | "read-write";
+  readonly grants?:
+    | "net-host"
+    | "net-port"
+    | "net-alpaca"
+    | "net-discovery"
+    | "read"
+    | "read-write";
 }
 
 /**
@@ -433,6 +443,26 @@ export const RUN_FLAGS: readonly RunFlag[] = [
     help: "PEM private key of --tls-cert",
     grants: "read",
     key: "tlsKey",
+  },
+  {
+    name: "alpaca-port",
+    arg: "PORT",
+    env: "OBS_TELEMETRY_ALPACA_PORT",
+    help: "Also serve ASCOM Alpaca devices",
+    shownDefault: "off",
+    parse: (text) => parsePort(text, "--alpaca-port"),
+    grants: "net-alpaca",
+    key: "alpacaPort",
+  },
+  {
+    name: "alpaca-discovery-port",
+    arg: "PORT",
+    help: "UDP port answering Alpaca discovery",
+    shownDefault: "32227, 0 off",
+    noteColumn: 16,
+    parse: (text) => parsePort(text, "--alpaca-discovery-port"),
+    grants: "net-discovery",
+    key: "alpacaDiscoveryPort",
   },
   {
     name: "log-format",

@@ -123,6 +123,10 @@ export interface SpawnOptions {
   idleTimeout?: number;
   /** Most connections one peer address may hold (`--max-conns-per-peer`). */
   maxConnsPerPeer?: number;
+  /** Port of the ASCOM Alpaca listener on `host` (`--alpaca-port`); absent: none. */
+  alpacaPort?: number;
+  /** UDP port of Alpaca discovery, 0 off (`--alpaca-discovery-port`). @default {32227} */
+  alpacaDiscoveryPort?: number;
   /**
    * Where the child's output goes.
    * @default {"inherit"}

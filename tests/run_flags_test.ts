@@ -233,6 +233,8 @@ Deno.test("spawnServer() takes an option for every run flag and no other but out
     headTimeout: "flag",
     idleTimeout: "flag",
     maxConnsPerPeer: "flag",
+    alpacaPort: "flag",
+    alpacaDiscoveryPort: "flag",
     output: "spawn",
     readyTimeoutMs: "spawn",
   };
