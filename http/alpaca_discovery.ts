@@ -93,9 +93,14 @@ export function startDiscovery(options: DiscoveryOptions): Promise<DiscoveryHand
     });
   });
   return new Promise((resolve, reject) => {
-    const failed = (err: Error) => {
+    const failed = (err: Error & { code?: string }) => {
       socket.close();
-      reject(err);
+      // node:dgram reports a taken port as EADDRINUSE; the callers know Deno's class.
+      reject(
+        err.code === "EADDRINUSE"
+          ? new Deno.errors.AddrInUse(`UDP ${address}:${options.port} is in use`, { cause: err })
+          : err,
+      );
     };
     socket.once("error", failed);
     socket.bind(options.port, address, () => {

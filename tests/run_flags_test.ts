@@ -67,6 +67,8 @@ const EVERY_FLAG: RunFlagValues = {
   headTimeout: 2.5,
   idleTimeout: 90,
   maxConnsPerPeer: 8,
+  alpacaPort: 11111,
+  alpacaDiscoveryPort: 32228,
 };
 
 Deno.test("RUN_FLAGS names each environment variable OBS_TELEMETRY_ and the flag in capitals", () => {
