@@ -43,6 +43,8 @@ export type {
   ReadyInfo,
   RequestOptions,
   RunInfo,
+  SafetyInfo,
+  SafetyTypeInfo,
   StartRunOptions,
   TypeInfo,
   TypeStateName,

@@ -62,6 +62,7 @@ export {
   type TypeStatus,
 } from "./core/freshness.ts";
 export type { LogFormat } from "./core/log.ts";
+export type { SafetyChange, SafetyTypeVerdict, SafetyVerdict } from "./core/safety.ts";
 export type { JsonObject, RunRecord } from "./wire/event.ts";
 export { DEFAULT_HOST, DEFAULT_PORT } from "./wire/address.ts";
 export type { FsyncMode } from "./store/writer.ts";

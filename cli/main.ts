@@ -27,6 +27,7 @@ import {
 } from "./runs.ts";
 import { FORGET_HELP, forgetCommand } from "./forget.ts";
 import { CHECK_HELP, checkCommand } from "./check.ts";
+import { SAFETY_HELP, safetyCommand } from "./safety.ts";
 
 export { UsageError } from "./common.ts";
 export { formatAge, renderTable, type TableOptions, type TableTypeInfo } from "./current.ts";
@@ -57,6 +58,7 @@ Commands:
   telemetry forward   Send stored events to a fleet store (NATS, PostgreSQL)
   telemetry archive   Move events from NATS JetStream into PostgreSQL
   telemetry check     Exit 0 when critical types are fresh and the disk has room
+  telemetry safety    Exit 0 when the site is safe (the latched verdict), else 1
   telemetry help      Show the commands, or one command's options
 
 Options:
@@ -79,6 +81,7 @@ Commands:
   forward   Send stored events to NATS JetStream or PostgreSQL, and follow
   archive   Move events from NATS JetStream into PostgreSQL
   check     Exit 0 when critical types are fresh and the disk has room, else 1
+  safety    Exit 0 when the site is safe (latched verdict of the critical types), else 1
   help      Show this help, or 'help <command>' for a command's options
 
 Run 'obs-utils telemetry <command> --help' for a command's options.
@@ -96,6 +99,7 @@ Run 'obs-utils telemetry <command> --help' for a command's options.
   forward: FORWARD_HELP,
   archive: ARCHIVE_HELP,
   check: CHECK_HELP,
+  safety: SAFETY_HELP,
 };
 
 const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
@@ -114,6 +118,7 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   archive: async (args) =>
     asksHelp(args) ? printHelp(ARCHIVE_HELP) : (await fleetCommands()).archiveCommand(args),
   check: checkCommand,
+  safety: safetyCommand,
 };
 
 /**

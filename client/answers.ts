@@ -10,7 +10,7 @@
 import { isJsonObject } from "../wire/event.ts";
 import { httpError } from "./errors.ts";
 import type { Answer, Transport } from "./transport.ts";
-import type { CheckInfo, HealthInfo, ReadyInfo, TypeInfo } from "./types.ts";
+import type { CheckInfo, HealthInfo, ReadyInfo, SafetyInfo, TypeInfo } from "./types.ts";
 
 /**
  * Reads the answer of `GET /health`.
@@ -119,6 +119,47 @@ export function typesOf(transport: Transport, { value, res }: Answer): Record<st
     throw transport.shapeError(res, value, "/types", "an object of type entries");
   }
   return Object.fromEntries(entries) as unknown as Record<string, TypeInfo>;
+}
+
+/**
+ * Reads the answer of `GET /safety` (docs/safety.md).
+ *
+ * @param transport The client's transport, for the error.
+ * @param answer The answer.
+ * @returns The verdict.
+ * @throws {TelemetryHttpError} If it is not `{"safe", "since", "clear_at", "reasons", "types"}`.
+ *
+ * @example Usage
+ * ```ts
+ * import { safetyOf } from "./answers.ts";
+ * import { Transport } from "./transport.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const transport = new Transport({
+ *   baseUrl: "http://localhost:6562",
+ *   token: undefined,
+ *   timeoutMs: 5000,
+ *   fetch: undefined,
+ * });
+ * const value = { safe: true, since: "2026-11-27T03:00:00.000Z", clear_at: null, reasons: [], types: {} };
+ * assert.equal(safetyOf(transport, { value, res: new Response(null) }).safe, true);
+ * ```
+ */
+export function safetyOf(transport: Transport, { value, res }: Answer): SafetyInfo {
+  if (
+    !isJsonObject(value) || typeof value.safe !== "boolean" || typeof value.since !== "string" ||
+    !(value.clear_at === null || typeof value.clear_at === "string") ||
+    !Array.isArray(value.reasons) || !value.reasons.every((r) => typeof r === "string") ||
+    !isJsonObject(value.types)
+  ) {
+    throw transport.shapeError(
+      res,
+      value,
+      "/safety",
+      'an object {"safe", "since", "clear_at", "reasons", "types"}',
+    );
+  }
+  return value as unknown as SafetyInfo;
 }
 
 /**

@@ -7,7 +7,7 @@
 import { describe, isJsonObject, type JsonObject, type TelemetryEvent } from "../wire/event.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, resolveBaseUrl, resolveToken } from "../wire/address.ts";
 import { Transport } from "./transport.ts";
-import { checkOf, healthOf, readyOf, typesOf } from "./answers.ts";
+import { checkOf, healthOf, readyOf, safetyOf, typesOf } from "./answers.ts";
 import { type FollowMessage, type FollowOptions, followStream } from "./follow.ts";
 import {
   checkDelay,
@@ -32,6 +32,7 @@ import type {
   ReadyInfo,
   RequestOptions,
   RunInfo,
+  SafetyInfo,
   StartRunOptions,
   TypeInfo,
 } from "./types.ts";
@@ -171,6 +172,27 @@ export class TelemetryClient {
     const signal = this.#requestSignal(options, "Cannot run the check");
     const answer = await this.#transport.call("GET", "/check", { signal, okStatuses: [503] });
     return checkOf(this.#transport, answer);
+  }
+
+  /**
+   * Reads the latched safety verdict (`GET /safety`, docs/safety.md): whether the site may
+   * observe, why not, and when a latch ends. An unsafe site is an answer, not an error.
+   *
+   * @param options An optional abort signal.
+   * @returns The `GET /safety` document.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} If the answer is an error or has the wrong shape.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const verdict = await new TelemetryClient().safety();
+   * if (!verdict.safe) console.log(verdict.reasons.join("\n"));
+   * ```
+   */
+  async safety(options: RequestOptions = {}): Promise<SafetyInfo> {
+    const signal = this.#requestSignal(options, "Cannot read the safety verdict");
+    return safetyOf(this.#transport, await this.#transport.call("GET", "/safety", { signal }));
   }
 
   /**

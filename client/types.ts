@@ -188,6 +188,30 @@ export interface CheckInfo {
   min_free_bytes: number;
 }
 
+/** One critical type in the answer of `GET /safety` (docs/safety.md). */
+export interface SafetyTypeInfo {
+  /** Its usual state; a latched type keeps `ok` or `warn`. */
+  state: TypeStateName;
+  /** False while stale, never seen, in alarm or latched. */
+  safe: boolean;
+  /** While latched: when the latch ends if nothing changes (ISO 8601 UTC); else `null`. */
+  latched_until: string | null;
+}
+
+/** The answer of `GET /safety` (docs/safety.md): the latched safety verdict. */
+export interface SafetyInfo {
+  /** True when at least one critical type is registered and every one of them is safe. */
+  safe: boolean;
+  /** When `safe` last changed (ISO 8601 UTC). */
+  since: string;
+  /** When the latest latch ends if nothing else changes, or `null`. */
+  clear_at: string | null;
+  /** Why the site is unsafe, such as `"weather: stale for 412 s (limit 180 s)"`. */
+  reasons: string[];
+  /** Each critical type's verdict. */
+  types: Record<string, SafetyTypeInfo>;
+}
+
 /** The answer of `GET /health` (docs/http-api.md). */
 export interface HealthInfo {
   /** `true` when the server is alive. */

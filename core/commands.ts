@@ -12,6 +12,8 @@ import {
   isJsonObject,
   type JsonObject,
   parseTimestamp,
+  RESERVED_TYPE_PREFIX,
+  reservedTypeProblem,
 } from "../wire/event.ts";
 import { valueProblem } from "../wire/event_value.ts";
 import { errorText, InvalidRequestError, itemPrefix } from "./errors.ts";
@@ -183,6 +185,9 @@ function checkEvent(raw: unknown, index: number | undefined): EventCommand {
   const typeProblem = checkEventType(raw.type);
   if (typeProblem) throw new InvalidRequestError(typeProblem);
   const type = raw.type as string;
+  if (type.startsWith(RESERVED_TYPE_PREFIX)) {
+    throw new InvalidRequestError(reservedTypeProblem(type));
+  }
   if (!isJsonObject(raw.data)) {
     throw new InvalidRequestError(
       `"data" must be a JSON object such as {"wind_mps": 2.1}, not ${describe(raw.data)}.`,

@@ -36,6 +36,9 @@ import { Admission } from "./admission.ts";
 import { type AssignContext, type Assigned, assignGroup, type EventOp } from "./assign.ts";
 import { Fanout } from "./fanout.ts";
 import { reservedMark, settledMark } from "../store/seq_marks.ts";
+import { NO_TYPES, type TypesRegistry } from "./types_registry.ts";
+import type { SafetyChange, SafetyVerdict } from "./safety.ts";
+import { openSafetyWatch, SAFETY_EVENT_TYPE, type SafetyWatch } from "./safety_watch.ts";
 
 export { RUN_ID_PATTERN } from "../store/layout.ts";
 export type { EventCommand, RunStartCommand } from "./commands.ts";
@@ -106,6 +109,8 @@ export class TelemetryService implements AsyncDisposable {
   #assignContext: AssignContext;
   /** Compression and retention of old files (docs/history.md), in the background. */
   #retention: RetentionScheduler;
+  /** The safety verdict's judge, timer and latch file (docs/safety.md); set by `open`. */
+  #safety!: SafetyWatch;
   #checkpoints: Checkpointer = new Checkpointer({
     take: () => this.#takeCheckpoint(),
     write: (record) => this.#store.savedSnapshot.write(record),
@@ -123,7 +128,8 @@ export class TelemetryService implements AsyncDisposable {
     this.#clock = options.clock ?? Date.now;
     this.#warn = options.onWarning ?? (() => {});
     this.#assignContext = {
-      siteTypes: new Set(options.siteTypes ?? DEFAULT_SITE_TYPES),
+      // The verdict is the site's: its events go to the site stream, in a run too (docs/safety.md).
+      siteTypes: new Set([...(options.siteTypes ?? DEFAULT_SITE_TYPES), SAFETY_EVENT_TYPE]),
       nightOf: (epochMs) => store.nightOf(epochMs),
       receivedTs: (epochMs) => this.#receivedTs(epochMs),
     };
@@ -178,6 +184,7 @@ export class TelemetryService implements AsyncDisposable {
       if (await service.#resume()) {
         if (service.#checkpoints.dirty) service.#checkpoints.arm();
       } else await service.#checkpoints.now();
+      service.#safety = await openSafetyWatch(service.#safetyHost(options));
       // After the resume read the newest files: compressing them under it would only cost time.
       service.#retention.schedule();
       return service;
@@ -200,6 +207,62 @@ export class TelemetryService implements AsyncDisposable {
     if (resumed.readAfterCheckpoint === undefined) return false;
     this.#checkpoints.dirty = resumed.readAfterCheckpoint > 0;
     return true;
+  }
+
+  /** What the safety watch needs from the service (docs/safety.md). */
+  #safetyHost(options: ServiceOptions): Parameters<typeof openSafetyWatch>[0] {
+    return {
+      registry: options.types ?? NO_TYPES,
+      file: this.#store.safetyLatch,
+      wall: this.#clock,
+      mono: options.monotonicClock ?? (() => performance.now()),
+      line: (type) => this.#snapshot.line(type),
+      control: (fn) => this.#queue.control(fn),
+      push: (op) => this.#queue.push(op),
+      warn: this.#warn,
+    };
+  }
+
+  /** The types registry the service judges safety by (`--types`). */
+  get types(): TypesRegistry {
+    return this.#safety.registry;
+  }
+
+  /**
+   * The safety verdict judged now: the `GET /safety` document (docs/safety.md).
+   *
+   * @returns The verdict, its reasons and each critical type's latch.
+   *
+   * @example Usage
+   * ```ts ignore
+   * if (!service.safety().safe) console.log(service.safety().reasons.join("; "));
+   * ```
+   */
+  safety(): SafetyVerdict {
+    return this.#safety.verdict();
+  }
+
+  /**
+   * Registers a listener for each change of the safety verdict (`kind: "safety"`) and of a
+   * critical type's state (`kind: "type"`, with `previous`). It is called off the ingest path;
+   * an exception in it is ignored.
+   *
+   * @param listener Called with each change.
+   * @returns A function that unsubscribes.
+   *
+   * @example Usage
+   * ```ts ignore
+   * const stop = service.onSafetyChange((change) => console.log(change.kind, change.reasons));
+   * stop();
+   * ```
+   */
+  onSafetyChange(listener: (change: SafetyChange) => void): () => void {
+    return this.#safety.onChange(listener);
+  }
+
+  /** Changes of the safety verdict since start (`telemetry_safety_changes_total`). */
+  get safetyChanges(): number {
+    return this.#safety.changes;
   }
 
   /** The active run's record (with a live `events` count), or `undefined`. */
@@ -353,6 +416,7 @@ export class TelemetryService implements AsyncDisposable {
       }
       // Live viewers drop the type too (docs/http-api.md: it leaves the dashboard).
       this.#listeners.emit({ kind: "forget", type });
+      if (this.#safety.critical.has(type)) await this.#safety.afterCommit();
       return true;
     });
   }
@@ -440,6 +504,7 @@ export class TelemetryService implements AsyncDisposable {
     // A compression stops between two chunks; its temporary file is removed, the original stays.
     await this.#retention.close();
     await this.#queue.idle();
+    await this.#safety.close();
     let failure: unknown;
     const run = this.#runs.active;
     try {
@@ -549,6 +614,9 @@ export class TelemetryService implements AsyncDisposable {
       run.record.events += group.pending.get(run.writer)?.length ?? 0;
     }
     this.#committed(group, bytes);
+    // A group that changes the safety verdict is answered once the latch is saved: an answered
+    // event is never older than the latch a restart finds (docs/safety.md).
+    const safetyChanged = this.#safety.changedBy(accepted, group.results);
     for (let i = 0; i < accepted.length; i++) {
       const op = accepted[i]!;
       const out = group.results[i]!;
@@ -565,10 +633,14 @@ export class TelemetryService implements AsyncDisposable {
         }
         this.#listeners.emit({ kind: "telemetry", event });
       }
-      op.resolve(out);
+      if (!safetyChanged) op.resolve(out);
     }
     // After the snapshot took the group: metrics tell current types from the rest (docs/http-api.md).
     this.#writeListeners.emit({ ok: true, seconds, bytes, copies: group.copies });
+    if (!safetyChanged) return;
+    // Before the next group is written too, so a crash never finds a latch older than the stream.
+    await this.#safety.afterCommit();
+    for (let i = 0; i < accepted.length; i++) accepted[i]!.resolve(group.results[i]!);
   }
 
   /**

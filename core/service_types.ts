@@ -8,6 +8,7 @@
 import type { JsonObject, RunRecord } from "../wire/event.ts";
 import type { WriteError } from "./errors.ts";
 import type { FsyncMode } from "../store/writer.ts";
+import type { TypesRegistry } from "./types_registry.ts";
 
 /** Site-wide event types written to the site stream during a run too (docs/storage.md). */
 export const DEFAULT_SITE_TYPES: readonly string[] = ["weather", "environment"];
@@ -58,6 +59,17 @@ export interface ServiceOptions {
    * @default {Date.now}
    */
   clock?: () => number;
+  /**
+   * A monotonic clock in milliseconds; safety latches are counted on it, so a wall clock step
+   * never ends one early (docs/safety.md). Tests inject one.
+   * @default {performance.now}
+   */
+  monotonicClock?: () => number;
+  /**
+   * The types registry (`--types`): its critical types decide the safety verdict (docs/safety.md).
+   * @default {an empty registry: never safe}
+   */
+  types?: TypesRegistry;
   /** Receives warnings about recovered state (torn tails, a corrupt active-run file). */
   onWarning?: (message: string) => void;
   /**

@@ -67,6 +67,11 @@ export interface TypeSpec {
   readonly critical: boolean;
   /** Place of its card on the dashboard (ascending; absent: after those that have one). */
   readonly order?: number;
+  /**
+   * Seconds a critical type must stay continuously fine after it was last judged unsafe before
+   * the site is safe again (docs/safety.md); absent: 0.
+   */
+  readonly clear_after_s?: number;
   /** Fields by dotted path, in the order of the file. */
   readonly fields: Readonly<Record<string, FieldSpec>>;
 }
@@ -103,7 +108,14 @@ export class TypesFileError extends Error {
   }
 }
 
-const TYPE_KEYS = ["description", "stale_after_s", "critical", "order", "fields"];
+const TYPE_KEYS = [
+  "description",
+  "stale_after_s",
+  "critical",
+  "order",
+  "clear_after_s",
+  "fields",
+];
 const FIELD_KEYS = [
   "label",
   "unit",
@@ -221,6 +233,7 @@ export function parseTypes(text: string, file: string): TypesRegistry {
       stale_after_s?: number;
       critical: boolean;
       order?: number;
+      clear_after_s?: number;
       fields: Record<string, FieldSpec>;
     } = { critical: false, fields: {} };
     if (spec.description !== undefined) {
@@ -247,6 +260,13 @@ export function parseTypes(text: string, file: string): TypesRegistry {
         fail([...at, "order"], `expected a number, not ${kind(spec.order)}`);
       }
       out.order = spec.order as number;
+    }
+    if (spec.clear_after_s !== undefined) {
+      const s = spec.clear_after_s;
+      if (typeof s !== "number" || !(s >= 0) || !Number.isFinite(s)) {
+        fail([...at, "clear_after_s"], `expected a number of seconds, 0 or more, not ${kind(s)}`);
+      }
+      out.clear_after_s = s as number;
     }
     if (spec.fields !== undefined) {
       if (!isObject(spec.fields)) {

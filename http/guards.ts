@@ -231,6 +231,8 @@ export const PUBLIC_READ_PATHS: readonly string[] = [
   "/current/",
   "/types",
   "/check",
+  "/safety",
+  "/safety/indi",
   "/stream",
   "/metrics",
 ];

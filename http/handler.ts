@@ -33,7 +33,7 @@ import { DEFAULT_HOST } from "../wire/address.ts";
 import { ServiceMetrics } from "./metrics.ts";
 import { StreamHub } from "./stream_hub.ts";
 import { apiRoutes } from "./routes.ts";
-import { NO_TYPES, type TypesRegistry } from "../core/types_registry.ts";
+import type { TypesRegistry } from "../core/types_registry.ts";
 import { DiskWatch } from "../store/disk_watch.ts";
 import { ShutdownLifecycle } from "./shutdown.ts";
 import type { Rejection, TelemetryHandler } from "./types.ts";
@@ -181,7 +181,7 @@ class Dispatcher {
         : {}),
       signal: shutdown.signal,
     });
-    const types = options.types ?? NO_TYPES;
+    const types = options.types ?? service.types;
     const disk = options.disk ?? new DiskWatch(service.siteDir);
     const metrics = this.#metrics = new ServiceMetrics(service, { types });
     const maxBody = options.maxBody ?? DEFAULT_MAX_BODY;

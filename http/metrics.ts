@@ -420,6 +420,14 @@ export class ServiceMetrics {
         }
       }
     }
+    // The safety verdict (docs/safety.md), judged at the scrape like /safety.
+    out += family("telemetry_safe", "gauge", "1 when the site is safe (GET /safety), else 0.") +
+      sample("telemetry_safe", this.#service.safety().safe ? 1 : 0) +
+      family(
+        "telemetry_safety_changes_total",
+        "counter",
+        "Changes of the safety verdict since the service started.",
+      ) + sample("telemetry_safety_changes_total", this.#service.safetyChanges);
     if (typeof options.diskFreeBytes === "number") {
       out += family(
         "telemetry_disk_free_bytes",

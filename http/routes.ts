@@ -21,6 +21,7 @@ import type { DiskWatch } from "../store/disk_watch.ts";
 import { readTs } from "../wire/ndjson.ts";
 import type { ShutdownLifecycle } from "./shutdown.ts";
 import { VERSION } from "./version.ts";
+import type { SafetyVerdict } from "../core/safety.ts";
 
 /** What the API routes need besides the service. */
 export interface RouteDeps {
@@ -83,7 +84,15 @@ export function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
     route("/types", {
       GET: () => {
         const snapshotTypes = [...service.currentData()].map(([type]) => type);
-        return json(200, JSON.stringify(typesReport(types, latest, snapshotTypes, Date.now())));
+        const report = typesReport(types, latest, snapshotTypes, Date.now());
+        // A latched type keeps its state; `latched_until` says the rest (docs/safety.md).
+        const verdicts = service.safety().types;
+        const withLatch = Object.fromEntries(
+          Object.entries(report).map((
+            [type, status],
+          ) => [type, { ...status, latched_until: verdicts[type]?.latched_until ?? null }]),
+        );
+        return json(200, JSON.stringify(withLatch));
       },
     }),
     route("/check", {
@@ -93,12 +102,22 @@ export function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
           freeBytes,
           minFreeBytes: disk.minFreeBytes,
         });
+        // A latched critical type fails the check too, saying when it clears (docs/safety.md).
+        const verdict = service.safety();
+        const clearing = Object.entries(verdict.types).filter(([, t]) => t.latched_until !== null)
+          .flatMap(([type]) => verdict.reasons.filter((r) => r.startsWith(`${type}: clearing, `)));
+        if (clearing.length > 0) {
+          result.failing.push(...clearing);
+          result.ok = false;
+        }
         // A health verdict of this instant: no proxy or browser may answer it from a cache.
         const res = json(result.ok ? 200 : 503, JSON.stringify(result));
         res.headers.set("cache-control", "no-store");
         return res;
       },
     }),
+    route("/safety", { GET: () => noStore(json(200, JSON.stringify(service.safety()))) }),
+    route("/safety/indi", { GET: () => noStore(json(200, indiBody(service.safety()))) }),
     route("/shutdown", {
       POST: async ({ req, info }) => {
         const peer = info?.remoteAddr;
@@ -122,6 +141,20 @@ const JSON_HEADERS = { "content-type": "application/json; charset=utf-8" };
 
 function json(status: number, body: string): Response {
   return new Response(body, { status, headers: JSON_HEADERS });
+}
+
+/** An answer of this instant: no proxy or browser may answer it from a cache. */
+function noStore(res: Response): Response {
+  res.headers.set("cache-control", "no-store");
+  return res;
+}
+
+/** `GET /safety/indi` (docs/safety.md): what INDI's `indi_weather_safety_proxy` reads. */
+function indiBody(verdict: SafetyVerdict): string {
+  return JSON.stringify({
+    timestamp_utc: new Date().toISOString().replace(/\.\d{3}Z$/, "Z"),
+    roof_status: { open_ok: verdict.safe ? 1 : 0, reasons: verdict.reasons.join("; ") },
+  });
 }
 
 function jsonStream(body: ReadableStream<Uint8Array>): Response {

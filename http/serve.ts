@@ -100,7 +100,7 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   const tls = await readTls(options);
   const warn = options.onWarning ?? (() => {});
   warnIneffective(options, warn);
-  const service = await TelemetryService.open(options);
+  const service = await TelemetryService.open(types ? { ...options, types } : options);
   const disk = new DiskWatch(service.siteDir, options.minFreeBytes, { warn });
   let stopping: Promise<void> | undefined;
   const shutdownState = new ShutdownLifecycle(() => void shutdown());

@@ -6,7 +6,12 @@
  */
 
 import { buildTail } from "../wire/ndjson.ts";
-import { checkEventType, describe } from "../wire/event.ts";
+import {
+  checkEventType,
+  describe,
+  RESERVED_TYPE_PREFIX,
+  reservedTypeProblem,
+} from "../wire/event.ts";
 import { DEFAULT_BODY_BYTES, valueProblem } from "../wire/event_value.ts";
 import { writeFull } from "../store/writer.ts";
 import type { DayKeyer } from "../store/day_key.ts";
@@ -93,7 +98,10 @@ export interface FileState {
  * ```
  */
 export function fileState(input: InputFile, rejects: PendingText): FileState {
-  const problem = checkEventType(input.collection);
+  const problem = checkEventType(input.collection) ??
+    (input.collection.startsWith(RESERVED_TYPE_PREFIX)
+      ? reservedTypeProblem(input.collection)
+      : undefined);
   return {
     rel: input.rel,
     collectionType: problem === undefined
@@ -250,7 +258,9 @@ export class Converter {
   }
 
   #checkType(type: string): TypeVerdict {
-    const problem = checkEventType(type);
+    // A legacy telemetry.* record would pass for the service's own (docs/migration.md).
+    const problem = checkEventType(type) ??
+      (type.startsWith(RESERVED_TYPE_PREFIX) ? reservedTypeProblem(type) : undefined);
     const verdict: TypeVerdict = problem === undefined
       ? JSON.stringify(type)
       : { reason: `"type" cannot be used: ${problem}` };

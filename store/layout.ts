@@ -75,6 +75,9 @@ export const SEQ_MARK_FILE = ".seq-mark.json";
 /** The site's identity: its id, the zone it records in and when it was made (docs/storage.md). */
 export const SITE_IDENTITY_FILE = ".site.json";
 
+/** The safety latch of each critical type, kept across restarts (docs/safety.md). */
+export const SAFETY_LATCH_FILE = ".safety.json";
+
 // --- reserved names and run directories ------------------------------------------------------
 
 /**
@@ -92,7 +95,7 @@ const RESERVED_NAMES: readonly { pattern: RegExp; what: string }[] = [
     // One dot, not two: `..2026` cannot be mistaken for a record, and docs/http-api.md allows it.
     pattern: /^\.(?!\.)/,
     what:
-      `names starting with one "." hold the service's records (${LOCK_FILE}, ${ACTIVE_RUN_FILE}, ${SNAPSHOT_FILE}, ${SEQ_MARK_FILE}, ${SITE_IDENTITY_FILE}, ${FORWARD_DIR}/, temporary files)`,
+      `names starting with one "." hold the service's records (${LOCK_FILE}, ${ACTIVE_RUN_FILE}, ${SNAPSHOT_FILE}, ${SEQ_MARK_FILE}, ${SITE_IDENTITY_FILE}, ${SAFETY_LATCH_FILE}, ${FORWARD_DIR}/, temporary files)`,
   },
   { pattern: /^site_\d{8}\.ndjson/i, what: "site_YYYYMMDD.ndjson names the site stream's files" },
   ...([
@@ -115,9 +118,9 @@ const STREAM_SUFFIXES = `(?:${RegExp.escape(TORN_SUFFIX)}|${RegExp.escape(GZ_SUF
  */
 const SERVICE_FILE = new RegExp(
   `^(?:${
-    [ACTIVE_RUN_FILE, SNAPSHOT_FILE, SEQ_MARK_FILE, SITE_IDENTITY_FILE].map((name) =>
-      RegExp.escape(name)
-    )
+    [ACTIVE_RUN_FILE, SNAPSHOT_FILE, SEQ_MARK_FILE, SITE_IDENTITY_FILE, SAFETY_LATCH_FILE].map((
+      name,
+    ) => RegExp.escape(name))
       .join("|")
   }` +
     `|${RegExp.escape(RUN_LOG_FILE)}${STREAM_SUFFIXES}|site_\\d{8}\\.ndjson${STREAM_SUFFIXES})$`,

@@ -50,6 +50,7 @@ import { refuseNonFile } from "./fs.ts";
 import { LockKeeper } from "./lock.ts";
 import { ProblemLog } from "./problem_log.ts";
 import { RunRecords } from "./run_records.ts";
+import { SafetyLatchFile } from "./safety_latch.ts";
 import { SavedSnapshotFile } from "./saved_snapshot.ts";
 import { readSeqMark, writeSeqMark } from "./seq_marks.ts";
 import { resumeSite, type SiteResume } from "./site_resume.ts";
@@ -108,6 +109,8 @@ export class SiteStore {
   readonly runRecords: RunRecords;
   /** The snapshot checkpoint a start restores from. */
   readonly savedSnapshot: SavedSnapshotFile;
+  /** The safety latch file `.safety.json` (docs/safety.md). */
+  readonly safetyLatch: SafetyLatchFile;
   /** The site's identity (`.site.json`), established when the store opened. */
   readonly identity: SiteIdentity;
   #lock: LockKeeper;
@@ -136,6 +139,7 @@ export class SiteStore {
     this.fsync = options.fsync;
     this.runRecords = new RunRecords(siteDir, options.warn);
     this.savedSnapshot = new SavedSnapshotFile(siteDir, options.warn);
+    this.safetyLatch = new SafetyLatchFile(siteDir, options.warn);
     this.#lock = lock;
     this.#warn = options.warn;
     this.#problems = problems;

@@ -120,6 +120,30 @@ export function checkEventType(type: unknown): string | undefined {
   return undefined;
 }
 
+/** Event types starting with this are the service's own, such as `telemetry.safety` (docs/safety.md). */
+export const RESERVED_TYPE_PREFIX = "telemetry.";
+
+/**
+ * Why a client may not post, and a migration may not write, an event of a reserved type
+ * (docs/safety.md): only the service writes them, so a reader can trust them.
+ *
+ * @param type The type.
+ * @returns The sentence for the problem's `detail`.
+ *
+ * @example Usage
+ * ```ts
+ * import { reservedTypeProblem } from "./event.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.match(reservedTypeProblem("telemetry.safety"), /is reserved/);
+ * ```
+ */
+export function reservedTypeProblem(type: string): string {
+  return `"type" ${
+    JSON.stringify(type.slice(0, 140))
+  } is reserved: types starting with "${RESERVED_TYPE_PREFIX}" are written by the service itself (such as telemetry.safety); choose another type name.`;
+}
+
 const TIMESTAMP =
   /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:(Z)|([+-])(\d{2}):(\d{2}))$/;
 

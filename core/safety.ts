@@ -1,0 +1,514 @@
+/**
+ * The safety verdict (docs/safety.md): one latched answer to "may the roof open?", judged from
+ * the critical types of the registry. A critical type that is stale, never seen or in alarm
+ * makes the site unsafe, and keeps it unsafe until it has been continuously fine for its
+ * `clear_after_s`, counted from the last moment it was judged unsafe.
+ *
+ * Pure: no clock, no timer, no I/O. The caller gives two clocks at each judgement: the wall
+ * clock (freshness is judged on events' own `ts`, and answers carry wall times) and a monotonic
+ * clock (latches are counted on it, so a wall clock stepping forward never ends one early).
+ * `core/safety_watch.ts` drives it: when to judge, persisting the latch, events and listeners.
+ *
+ * @example Usage
+ * ```ts
+ * import { SafetyJudge } from "./safety.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const registry = new Map([["weather", { critical: true, clear_after_s: 900, fields: {} }]]);
+ * const wall = Date.parse("2026-11-27T03:00:00Z");
+ * const judge = new SafetyJudge(registry, { wallMs: wall, monoMs: 0, restored: null });
+ * const seen = { ts: "2026-11-27T03:00:00.000Z", data: {} };
+ * const { verdict } = judge.judge((type) => type === "weather" ? seen : undefined, wall, 0);
+ * assert.equal(verdict.safe, false);
+ * assert.deepEqual(verdict.reasons, [
+ *   "weather: clearing, safe at 2026-11-27T03:15:00Z (clear_after_s 900)",
+ * ]);
+ * ```
+ *
+ * @module
+ */
+
+import {
+  fieldLevel,
+  FUTURE_TOLERANCE_MS,
+  judgeType,
+  type LatestEvent,
+  numericValue,
+  type TypeState,
+  valueAt,
+} from "./freshness.ts";
+import type { TypeSpec, TypesRegistry } from "./types_registry.ts";
+
+/** The verdict of one critical type, as `GET /safety` lists it. */
+export interface SafetyTypeVerdict {
+  /** The type's usual state (`GET /types`); a latched type keeps `ok` or `warn`. */
+  state: "ok" | "warn" | "alarm" | "stale";
+  /** False while the type is stale, never seen, in alarm or latched. */
+  safe: boolean;
+  /** While latched: when the latch ends if nothing changes (ISO 8601 UTC); else null. */
+  latched_until: string | null;
+}
+
+/** The `GET /safety` document. */
+export interface SafetyVerdict {
+  /** True when at least one critical type is registered and every one of them is safe. */
+  safe: boolean;
+  /** When `safe` last changed (ISO 8601 UTC). */
+  since: string;
+  /** When the latest latch ends if nothing else changes; null when safe or no latch decides. */
+  clear_at: string | null;
+  /** Why the site is unsafe, one line each, such as `weather: stale for 412 s (limit 180 s)`. */
+  reasons: string[];
+  /** Each critical type's verdict. */
+  types: Record<string, SafetyTypeVerdict>;
+}
+
+/** A change of the verdict (`kind: "safety"`) or of a critical type's state (`kind: "type"`). */
+export interface SafetyChange {
+  /** What changed. */
+  kind: "safety" | "type";
+  /** The new verdict (`kind: "safety"`). */
+  safe?: boolean;
+  /** The critical type (`kind: "type"`). */
+  type?: string;
+  /** Its new state (`kind: "type"`). */
+  state?: string;
+  /** Its state before (`kind: "type"`). */
+  previous?: string;
+  /** The verdict's reasons (`kind: "safety"`), or the type's (`kind: "type"`). */
+  reasons: string[];
+  /** The moment of the change (ISO 8601 UTC). */
+  ts: string;
+}
+
+/** The latch of one critical type as saved for the next start (docs/safety.md). */
+export interface SavedTypeLatch {
+  /** Judged unsafe when saved: the next start latches it for its whole `clear_after_s`. */
+  unsafe: boolean;
+  /** Wall time (epoch ms) its latch ended as seen when saved, or null when not latched. */
+  latched_until_ms: number | null;
+}
+
+/** The latch of every critical type, saved in the site directory (docs/safety.md). */
+export interface SavedLatch {
+  /** Format version. */
+  version: 1;
+  /** Wall time (epoch ms) when saved. */
+  saved_at_ms: number;
+  /** The verdict when saved. */
+  safe: boolean;
+  /** When the verdict last changed (ISO 8601 UTC). */
+  since: string;
+  /** Per critical type. */
+  types: Record<string, SavedTypeLatch>;
+}
+
+/** Where a judge starts. */
+export interface JudgeStart {
+  /** Wall time at start, epoch ms. */
+  wallMs: number;
+  /** Monotonic time at start, ms. */
+  monoMs: number;
+  /**
+   * The latch saved by the previous run, or null when there is none or it is damaged: then
+   * every critical type counts as judged unsafe at start (docs/safety.md).
+   */
+  restored: SavedLatch | null;
+}
+
+/** One judgement: the verdict, and what changed since the judgement before. */
+export interface Judgement {
+  /** The verdict now. */
+  verdict: SafetyVerdict;
+  /** Changes since the previous judgement, verdict first; empty for the first one. */
+  changes: SafetyChange[];
+  /** True when the saved latch must be rewritten (a verdict, state or latch changed). */
+  dirty: boolean;
+}
+
+/** The reason given when no critical type is registered. */
+export const NO_CRITICAL_REASON = "no critical types registered (--types)";
+
+/** Per critical type: what the judge remembers between judgements. */
+interface TypeLatch {
+  /** Monotonic ms of the last moment judged unsafe, or undefined when never. */
+  lastUnsafeMono: number | undefined;
+  /** Whether the previous judgement found it unsafe (stale, never seen, alarm). */
+  wasUnsafe: boolean;
+  /** Its state at the previous judgement. */
+  state: TypeState | undefined;
+  /** Wall ms its latch ends, fixed when the latch began; moved only by a clock step. */
+  untilWall: number | undefined;
+  /** Wall minus monotonic when `untilWall` was fixed: a wall clock step shows as a change. */
+  offset: number;
+}
+
+/** A wall clock that moved more than this against the monotonic one has stepped. */
+const STEP_MS = 1000;
+
+/** ISO 8601 UTC with milliseconds. */
+function iso(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+/** ISO 8601 UTC in whole seconds, rounded up: a latch is never said to end before it does. */
+function isoSeconds(ms: number): string {
+  return new Date(Math.ceil(ms / 1000) * 1000).toISOString().replace(".000Z", "Z");
+}
+
+/**
+ * The latched verdict over the critical types of a registry (docs/safety.md).
+ *
+ * @example Usage
+ * ```ts
+ * import { SafetyJudge } from "./safety.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const judge = new SafetyJudge(new Map(), { wallMs: 0, monoMs: 0, restored: null });
+ * assert.deepEqual(judge.judge(() => undefined, 0, 0).verdict.reasons, [
+ *   "no critical types registered (--types)",
+ * ]);
+ * ```
+ */
+export class SafetyJudge {
+  #critical: [string, TypeSpec][];
+  #specs: Map<string, TypeSpec>;
+  #latches = new Map<string, TypeLatch>();
+  #verdict: SafetyVerdict | undefined;
+  #restoredSafe: boolean | undefined;
+  #since: string;
+
+  /**
+   * Starts judging; the first {@linkcode SafetyJudge.judge} sets the baseline.
+   *
+   * @param registry The types registry; only its critical types count.
+   * @param start The clocks at start and the latch saved by the previous run.
+   */
+  constructor(registry: TypesRegistry, start: JudgeStart) {
+    this.#critical = [...registry].filter(([, spec]) => spec.critical);
+    this.#specs = new Map(this.#critical);
+    const { wallMs, monoMs, restored } = start;
+    this.#since = restored?.since ?? iso(wallMs);
+    this.#restoredSafe = restored?.safe;
+    for (const [type, spec] of this.#critical) {
+      const clearMs = (spec.clear_after_s ?? 0) * 1000;
+      const saved = restored?.types[type];
+      // Unknown (no file, a damaged one, a type it does not name) or unsafe when saved: unsafe
+      // at start, so the type is latched for its whole clear_after_s once it is fine.
+      let lastUnsafeMono: number | undefined = monoMs;
+      if (saved && !saved.unsafe) {
+        // Never longer than clear_after_s: a wall clock set back while stopped cannot stretch it.
+        const left = saved.latched_until_ms === null
+          ? 0
+          : Math.min(clearMs, saved.latched_until_ms - wallMs);
+        lastUnsafeMono = left > 0 ? monoMs + left - clearMs : undefined;
+      }
+      this.#latches.set(type, {
+        lastUnsafeMono,
+        wasUnsafe: false,
+        state: undefined,
+        untilWall: undefined,
+        offset: wallMs - monoMs,
+      });
+    }
+  }
+
+  /** The latest verdict, or undefined before the first judgement. */
+  get verdict(): SafetyVerdict | undefined {
+    return this.#verdict;
+  }
+
+  /**
+   * Judges now, moving each latch.
+   *
+   * @param latest The latest event of a type, or undefined when never seen.
+   * @param wallMs Wall time, epoch ms.
+   * @param monoMs Monotonic time, ms.
+   * @returns The verdict and the changes since the judgement before.
+   */
+  judge(
+    latest: (type: string) => LatestEvent | undefined,
+    wallMs: number,
+    monoMs: number,
+  ): Judgement {
+    const types: Record<string, SafetyTypeVerdict> = {};
+    const reasons: string[] = [];
+    const typeChanges: SafetyChange[] = [];
+    let dirty = this.#verdict === undefined;
+    let clearAt: number | undefined;
+    let onlyLatches = true;
+    for (const [type, spec] of this.#critical) {
+      const latch = this.#latches.get(type)!;
+      const seen = latest(type);
+      const status = judgeType(spec, seen, wallMs);
+      const own = typeReasons(type, spec, seen, status.state, status.reasons);
+      const unsafe = own.length > 0;
+      // The moment it turns fine counts as unsafe too: the count starts at the change.
+      if (unsafe !== latch.wasUnsafe) dirty = true;
+      if (unsafe || latch.wasUnsafe) {
+        latch.lastUnsafeMono = monoMs;
+        latch.untilWall = undefined;
+      }
+      const clearMs = (spec.clear_after_s ?? 0) * 1000;
+      const endMono = latch.lastUnsafeMono === undefined
+        ? undefined
+        : latch.lastUnsafeMono + clearMs;
+      const latched = !unsafe && endMono !== undefined && monoMs < endMono;
+      let until: number | undefined;
+      if (latched) {
+        const offset = wallMs - monoMs;
+        if (latch.untilWall === undefined || Math.abs(offset - latch.offset) > STEP_MS) {
+          latch.untilWall = endMono! + offset;
+          latch.offset = offset;
+          dirty = true;
+        }
+        until = latch.untilWall;
+        reasons.push(
+          `${type}: clearing, safe at ${isoSeconds(until)} (clear_after_s ${spec.clear_after_s})`,
+        );
+        clearAt = Math.max(clearAt ?? until, until);
+      } else if (latch.untilWall !== undefined) {
+        latch.untilWall = undefined;
+        dirty = true;
+      }
+      if (unsafe) onlyLatches = false;
+      reasons.push(...own);
+      if (latch.state !== undefined && latch.state !== status.state) {
+        typeChanges.push({
+          kind: "type",
+          type,
+          state: status.state,
+          previous: latch.state,
+          reasons: status.reasons,
+          ts: iso(wallMs),
+        });
+        dirty = true;
+      }
+      latch.state = status.state;
+      latch.wasUnsafe = unsafe;
+      types[type] = {
+        state: status.state,
+        safe: !unsafe && !latched,
+        latched_until: until === undefined ? null : iso(until),
+      };
+    }
+    if (this.#critical.length === 0) reasons.push(NO_CRITICAL_REASON);
+    const safe = reasons.length === 0;
+    const previous = this.#verdict?.safe ?? this.#restoredSafe;
+    const changes: SafetyChange[] = [];
+    if (previous !== safe) {
+      this.#since = iso(wallMs);
+      changes.push({ kind: "safety", safe, reasons, ts: this.#since });
+      dirty = true;
+    }
+    this.#restoredSafe = undefined;
+    const first = this.#verdict === undefined;
+    this.#verdict = {
+      safe,
+      since: this.#since,
+      clear_at: !safe && onlyLatches && clearAt !== undefined ? iso(clearAt) : null,
+      reasons,
+      types,
+    };
+    return {
+      verdict: this.#verdict,
+      changes: first ? changes : [...changes, ...typeChanges],
+      dirty,
+    };
+  }
+
+  /**
+   * Judges one critical type after a new event of it, cheaply: moves its latch while nothing
+   * changes, and says when something did, so the caller judges everything
+   * ({@linkcode SafetyJudge.judge}) only then.
+   *
+   * @param type The type.
+   * @param tsMs Its new latest event's `ts`, epoch ms (NaN when it cannot be read).
+   * @param data That event's `data`.
+   * @param wallMs Wall time, epoch ms.
+   * @param monoMs Monotonic time, ms.
+   * @returns True when its state or its being unsafe changed (or it is not judged yet).
+   */
+  observe(
+    type: string,
+    tsMs: number,
+    data: Readonly<Record<string, unknown>>,
+    wallMs: number,
+    monoMs: number,
+  ): boolean {
+    const latch = this.#latches.get(type);
+    const spec = this.#specs.get(type);
+    if (!latch || !spec || latch.state === undefined) return latch !== undefined;
+    const state = quickState(spec, tsMs, data, wallMs);
+    const unsafe = state === "stale" || state === "alarm";
+    if (state !== latch.state || unsafe !== latch.wasUnsafe) return true;
+    if (unsafe) latch.lastUnsafeMono = monoMs;
+    return false;
+  }
+
+  /**
+   * How long until the verdict can next change by the passing of time alone: a latch ending,
+   * a type going stale, or a `ts` from the future coming within the tolerance.
+   *
+   * @param latest The latest event of a type.
+   * @param wallMs Wall time, epoch ms.
+   * @param monoMs Monotonic time, ms.
+   * @returns Milliseconds (at least 0), or undefined when nothing changes by itself.
+   */
+  nextChangeIn(
+    latest: (type: string) => LatestEvent | undefined,
+    wallMs: number,
+    monoMs: number,
+  ): number | undefined {
+    let next: number | undefined;
+    const at = (ms: number) => void (next = Math.min(next ?? ms, Math.max(0, ms)));
+    for (const [type, spec] of this.#critical) {
+      const latch = this.#latches.get(type)!;
+      if (latch.lastUnsafeMono !== undefined && !latch.wasUnsafe) {
+        const end = latch.lastUnsafeMono + (spec.clear_after_s ?? 0) * 1000 - monoMs;
+        if (end > 0) at(end);
+      }
+      const seen = latest(type);
+      const ts = seen ? Date.parse(seen.ts) : NaN;
+      if (Number.isNaN(ts)) continue;
+      if (spec.stale_after_s !== undefined) {
+        const stale = ts + spec.stale_after_s * 1000 - wallMs + 1;
+        if (stale > 0) at(stale);
+      }
+      // A ts too far ahead is stale until the present comes within the tolerance.
+      const ahead = ts - 60_000 - wallMs;
+      if (ahead > 0) at(ahead);
+    }
+    return next;
+  }
+
+  /**
+   * The latch to save for the next start.
+   *
+   * @param wallMs Wall time, epoch ms.
+   * @returns The record (`store/safety_latch.ts` writes it).
+   */
+  saved(wallMs: number): SavedLatch {
+    const types: Record<string, SavedTypeLatch> = {};
+    for (const [type] of this.#critical) {
+      const latch = this.#latches.get(type)!;
+      types[type] = { unsafe: latch.wasUnsafe, latched_until_ms: latch.untilWall ?? null };
+    }
+    return {
+      version: 1,
+      saved_at_ms: wallMs,
+      safe: this.#verdict?.safe ?? false,
+      since: this.#since,
+      types,
+    };
+  }
+}
+
+/**
+ * The state `judgeType()` gives a critical type, without its reasons: the ingest path's judge
+ * (docs/safety.md). `tests/safety_test.ts` checks that both agree.
+ *
+ * @param spec The critical type's registry entry.
+ * @param tsMs The latest event's `ts`, epoch ms (NaN: unreadable, counted as fresh as judgeType does).
+ * @param data Its `data`.
+ * @param nowMs The time to judge at.
+ * @returns Its state.
+ *
+ * @example Usage
+ * ```ts
+ * import { quickState } from "./safety.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const spec = { critical: true, fields: { wind_mps: { alarm_above: 15 } } };
+ * assert.equal(quickState(spec, 0, { wind_mps: 16 }, 0), "alarm");
+ * ```
+ */
+export function quickState(
+  spec: TypeSpec,
+  tsMs: number,
+  data: Readonly<Record<string, unknown>>,
+  nowMs: number,
+): TypeState {
+  const ageMs = Number.isNaN(tsMs) ? 0 : nowMs - tsMs;
+  if (spec.stale_after_s !== undefined && ageMs > spec.stale_after_s * 1000) return "stale";
+  if (ageMs < -FUTURE_TOLERANCE_MS) return "stale";
+  let state: TypeState = "ok";
+  for (const path in spec.fields) {
+    const field = spec.fields[path]!;
+    const raw = valueAt(data, path);
+    if (raw === undefined) continue;
+    if (field.warn_if !== undefined || field.alarm_if !== undefined) {
+      const level = fieldLevel(path, field, raw)?.level;
+      if (level === "alarm") return "alarm";
+      if (level === "warn") state = "warn";
+      continue;
+    }
+    const n = numericValue(raw, field.unit);
+    if (n === undefined) continue;
+    if (
+      (field.alarm_above !== undefined && n > field.alarm_above) ||
+      (field.alarm_below !== undefined && n < field.alarm_below)
+    ) return "alarm";
+    if (
+      (field.warn_above !== undefined && n > field.warn_above) ||
+      (field.warn_below !== undefined && n < field.warn_below)
+    ) state = "warn";
+  }
+  return state;
+}
+
+/**
+ * Why one critical type is unsafe, in `GET /check`'s words; empty when it is fine.
+ */
+function typeReasons(
+  type: string,
+  spec: TypeSpec,
+  seen: LatestEvent | undefined,
+  state: TypeState,
+  reasons: readonly string[],
+): string[] {
+  if (!seen) return [`${type}: stale, never seen`];
+  const out: string[] = [];
+  if (state === "stale") out.push(`${type}: ${reasons[0]}`);
+  if (state === "stale" || state === "alarm") {
+    for (const [path, field] of Object.entries(spec.fields)) {
+      const past = fieldLevel(path, field, valueAt(seen.data, path));
+      if (past?.level === "alarm") out.push(`${type}: ${past.reason}`);
+    }
+  }
+  return out;
+}
+
+/**
+ * Reads a saved latch back, or null when it is not one this version wrote (then the judge
+ * treats every latch as unknown: unsafe, docs/safety.md).
+ *
+ * @param value The parsed file, or undefined when there is none.
+ * @returns The record, or null.
+ *
+ * @example Usage
+ * ```ts
+ * import { parseSavedLatch } from "./safety.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(parseSavedLatch({ version: 2 }), null);
+ * ```
+ */
+export function parseSavedLatch(value: unknown): SavedLatch | null {
+  if (typeof value !== "object" || value === null) return null;
+  const v = value as Record<string, unknown>;
+  if (
+    v.version !== 1 || typeof v.saved_at_ms !== "number" || typeof v.safe !== "boolean" ||
+    typeof v.since !== "string" || Number.isNaN(Date.parse(v.since)) ||
+    typeof v.types !== "object" || v.types === null || Array.isArray(v.types)
+  ) return null;
+  const types: Record<string, SavedTypeLatch> = {};
+  for (const [type, raw] of Object.entries(v.types as Record<string, unknown>)) {
+    const t = raw as Record<string, unknown> | null;
+    if (typeof t !== "object" || t === null || typeof t.unsafe !== "boolean") return null;
+    const until = t.latched_until_ms;
+    if (until !== null && (typeof until !== "number" || !Number.isFinite(until))) return null;
+    types[type] = { unsafe: t.unsafe, latched_until_ms: until as number | null };
+  }
+  return { version: 1, saved_at_ms: v.saved_at_ms, safe: v.safe, since: v.since, types };
+}

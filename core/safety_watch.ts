@@ -1,0 +1,318 @@
+/**
+ * The service's side of the safety verdict (docs/safety.md): when {@linkcode SafetyJudge} judges
+ * (after each commit that touched a critical type, on every question, and on a timer that wakes
+ * when the verdict can next change by time alone), saving the latch in the site directory,
+ * recording each change of the verdict as a `telemetry.safety` event, and telling listeners.
+ *
+ * @example Usage
+ * ```ts ignore
+ * const watch = await SafetyWatch.open(options);
+ * console.log(watch.verdict().safe);
+ * await watch.close();
+ * ```
+ *
+ * @module
+ */
+
+import type { LatestEvent } from "./freshness.ts";
+import {
+  type Judgement,
+  parseSavedLatch,
+  type SafetyChange,
+  SafetyJudge,
+  type SafetyVerdict,
+} from "./safety.ts";
+import type { TypesRegistry } from "./types_registry.ts";
+import type { SafetyLatchFile } from "../store/safety_latch.ts";
+import type { EventOp } from "./assign.ts";
+import type { CommittedEvent } from "./service_types.ts";
+
+/** The type of the events that record each change of the verdict (docs/safety.md). */
+export const SAFETY_EVENT_TYPE = "telemetry.safety";
+
+/**
+ * The longest the timer sleeps: a wall clock step can make a type stale sooner than the timer
+ * planned, and is noticed within this time.
+ */
+const MAX_SLEEP_MS = 5_000;
+
+/** What the watch needs from the service. */
+export interface SafetyWatchOptions {
+  /** The types registry; its critical types decide. */
+  registry: TypesRegistry;
+  /** The latch file of the site directory. */
+  file: SafetyLatchFile;
+  /** The service clock (wall time, epoch ms). */
+  wall: () => number;
+  /** A monotonic clock in ms: latches are counted on it. */
+  mono: () => number;
+  /** The snapshot's line of a type. */
+  line: (type: string) => string | undefined;
+  /** Runs work in the service's queue, between commit groups. */
+  control: (fn: () => Promise<void>) => Promise<void>;
+  /** Queues events for the next commit group (the `telemetry.safety` events). */
+  push: (op: EventOp) => void;
+  /** Told when the latch file cannot be written. */
+  warn: (message: string) => void;
+}
+
+/**
+ * Judges the safety verdict as time passes and events arrive, and keeps its latch on disk.
+ *
+ * @example Usage
+ * ```ts ignore
+ * const watch = await SafetyWatch.open(options);
+ * const stop = watch.onChange((change) => console.log(change.kind, change.reasons));
+ * stop();
+ * ```
+ */
+export class SafetyWatch {
+  #options: SafetyWatchOptions;
+  #latest: (type: string) => LatestEvent | undefined;
+  #judge: SafetyJudge;
+  #critical: ReadonlySet<string>;
+  #listeners = new Set<(change: SafetyChange) => void>();
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #dueMono = Infinity;
+  #dirty = false;
+  #saving: Promise<void> = Promise.resolve();
+  #failing = false;
+  #closed = false;
+  /** Changes of the verdict since start (`telemetry_safety_changes_total`). */
+  changes = 0;
+
+  private constructor(options: SafetyWatchOptions, judge: SafetyJudge) {
+    this.#options = options;
+    this.#judge = judge;
+    this.#latest = (type) => {
+      const line = options.line(type);
+      if (line === undefined) return undefined;
+      const { ts, data } = JSON.parse(line) as LatestEvent;
+      return { ts, data };
+    };
+    this.#critical = new Set(
+      [...options.registry].filter(([, spec]) => spec.critical).map(([type]) => type),
+    );
+  }
+
+  /**
+   * Reads the saved latch, judges once and saves the result.
+   *
+   * @param options What the watch needs.
+   * @returns The running watch; {@linkcode SafetyWatch.close} stops its timer.
+   */
+  static async open(options: SafetyWatchOptions): Promise<SafetyWatch> {
+    const restored = parseSavedLatch(await options.file.read());
+    const judge = new SafetyJudge(options.registry, {
+      wallMs: options.wall(),
+      monoMs: options.mono(),
+      restored,
+    });
+    const watch = new SafetyWatch(options, judge);
+    watch.#judgeNow();
+    await watch.save();
+    return watch;
+  }
+
+  /** The types registry judged by. */
+  get registry(): TypesRegistry {
+    return this.#options.registry;
+  }
+
+  /**
+   * Judges the critical types a commit group made current, one by one and cheaply (the
+   * ingest path, docs/safety.md): the whole verdict is judged again only when one changed.
+   *
+   * @param ops The accepted requests of the group.
+   * @param results Their committed events, per request and item.
+   * @returns True when the verdict must be judged again ({@linkcode SafetyWatch.afterCommit}).
+   */
+  changedBy(
+    ops: readonly EventOp[],
+    results: readonly (readonly CommittedEvent[])[],
+  ): boolean {
+    if (this.#critical.size === 0) return false;
+    let changed = false, wall = 0, mono = 0;
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i]!;
+      for (let j = 0; j < op.items.length; j++) {
+        const item = op.items[j]!;
+        if (!item.makeCurrent || !this.#critical.has(item.type)) continue;
+        if (wall === 0) [wall, mono] = [this.#options.wall(), this.#options.mono()];
+        // Without a ts the event was stamped with its receive time: no date to parse.
+        const tsMs = item.ts === undefined ? op.receivedAt : Date.parse(item.ts);
+        if (this.#judge.observe(item.type, tsMs, results[i]![j]!.data, wall, mono)) changed = true;
+      }
+    }
+    return changed;
+  }
+
+  /** The critical types of the registry. */
+  get critical(): ReadonlySet<string> {
+    return this.#critical;
+  }
+
+  /**
+   * The verdict judged now; a change found is recorded, told and saved (in the queue).
+   *
+   * @returns The `GET /safety` document.
+   */
+  verdict(): SafetyVerdict {
+    const judged = this.#judgeNow();
+    if (this.#dirty && !this.#closed) {
+      this.#options.control(() => this.save()).catch(() => {});
+    }
+    return judged.verdict;
+  }
+
+  /**
+   * Judges after a commit (or a forget) and saves the latch when it changed, before the next
+   * commit group is written: a crash never finds an older latch than the stream.
+   */
+  async afterCommit(): Promise<void> {
+    this.#judgeNow();
+    await this.save();
+  }
+
+  /**
+   * Registers a listener for changes; it is called off the caller's stack and its exceptions
+   * are ignored.
+   *
+   * @param listener Called with each change.
+   * @returns A function that unsubscribes.
+   */
+  onChange(listener: (change: SafetyChange) => void): () => void {
+    this.#listeners.add(listener);
+    return () => void this.#listeners.delete(listener);
+  }
+
+  /**
+   * Writes the latch file when something changed since it was last written; after a write in
+   * progress, so what it resolves on includes every change made before the call.
+   */
+  save(): Promise<void> {
+    this.#saving = this.#saving.then(() => this.#write());
+    return this.#saving;
+  }
+
+  async #write(): Promise<void> {
+    if (!this.#dirty) return;
+    this.#dirty = false;
+    try {
+      await this.#options.file.write(this.#judge.saved(this.#options.wall()));
+      this.#failing = false;
+    } catch (err) {
+      this.#dirty = true;
+      if (!this.#failing) {
+        this.#options.warn(
+          `Could not save the safety latch (docs/safety.md); a crash now could lose it: ${
+            err instanceof Error ? err.message : String(err)
+          }`,
+        );
+      }
+      this.#failing = true;
+    }
+  }
+
+  /** Stops the timer and saves the latch a last time. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#listeners.clear();
+    this.#judgeNow();
+    this.#dirty = true;
+    await this.save();
+  }
+
+  #judgeNow(): Judgement {
+    const { wall, mono } = this.#options;
+    const judged = this.#judge.judge(this.#latest, wall(), mono());
+    this.#apply(judged);
+    return judged;
+  }
+
+  #apply(judged: Judgement): void {
+    if (judged.dirty) this.#dirty = true;
+    for (const change of judged.changes) {
+      if (change.kind === "safety") {
+        this.changes++;
+        // On close the change is left to the next start, which finds the saved verdict differs.
+        if (!this.#closed) this.#record(change, judged.verdict);
+      }
+      for (const listener of this.#listeners) {
+        // Off the judging stack: a listener that throws or takes long never holds up a commit.
+        queueMicrotask(() => {
+          try {
+            listener(change);
+          } catch {
+            // a listener's failure is its own (docs/safety.md)
+          }
+        });
+      }
+    }
+    this.#arm();
+  }
+
+  /** Queues the `telemetry.safety` event of a change of the verdict, stamped with its moment. */
+  #record(change: SafetyChange, verdict: SafetyVerdict): void {
+    const data = { safe: verdict.safe, reasons: verdict.reasons, clear_at: verdict.clear_at };
+    this.#options.push({
+      items: [{
+        type: SAFETY_EVENT_TYPE,
+        data,
+        dataJson: JSON.stringify(data),
+        metaJson: "{}",
+        callerRunId: undefined,
+        ts: change.ts,
+        storePermanently: true,
+        makeCurrent: false,
+        item: undefined,
+      }],
+      receivedAt: this.#options.wall(),
+      resolve: () => {},
+      reject: (err) =>
+        this.#options.warn(
+          `Could not record the change of the safety verdict as ${SAFETY_EVENT_TYPE}: ${
+            err instanceof Error ? err.message : String(err)
+          }`,
+        ),
+    });
+  }
+
+  /** Sets the timer for the next moment the verdict can change by time alone. */
+  #arm(): void {
+    if (this.#closed) return;
+    const { wall, mono } = this.#options;
+    const now = mono();
+    const next = this.#judge.nextChangeIn(this.#latest, wall(), now);
+    const sleep = Math.min(next === undefined ? MAX_SLEEP_MS : next + 1, MAX_SLEEP_MS);
+    const due = now + sleep;
+    if (this.#timer !== undefined && this.#dueMono <= due + 1 && this.#dueMono > now) return;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#dueMono = due;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.#dueMono = Infinity;
+      if (this.#closed) return;
+      this.#options.control(() => this.afterCommit()).catch(() => {
+        // closing: the queue refuses work; close() judges and saves a last time
+      });
+    }, Math.max(0, Math.ceil(sleep)));
+  }
+}
+
+/**
+ * Opens the safety watch of a service (see {@linkcode SafetyWatch.open}).
+ *
+ * @param options What the watch needs from the service.
+ * @returns The running watch.
+ *
+ * @example Usage
+ * ```ts ignore
+ * const watch = await openSafetyWatch(options);
+ * ```
+ */
+export function openSafetyWatch(options: SafetyWatchOptions): Promise<SafetyWatch> {
+  return SafetyWatch.open(options);
+}

@@ -1,0 +1,75 @@
+/**
+ * The safety latch file `<site_dir>/.safety.json` (docs/safety.md): what the service's safety
+ * judge saves so a restart, clean or after a crash, never makes an unsafe site safe early. It is
+ * written atomically and fdatasynced (`fs.ts`) at every change of a latch, before the next
+ * commit group is written. What it holds is `core/safety.ts`'s business; this module only reads
+ * and writes the file.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { SafetyLatchFile } from "./safety_latch.ts";
+ * const file = new SafetyLatchFile("/srv/telemetry", console.warn);
+ * await file.write({ version: 1 });
+ * console.log(await file.read());
+ * ```
+ *
+ * @module
+ */
+
+import { join } from "node:path";
+import { readJsonFile, writeJsonAtomic } from "./fs.ts";
+import { SAFETY_LATCH_FILE } from "./layout.ts";
+
+/**
+ * The safety latch file of one site directory.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { SafetyLatchFile } from "./safety_latch.ts";
+ * const saved = await new SafetyLatchFile("/srv/telemetry", console.warn).read();
+ * ```
+ */
+export class SafetyLatchFile {
+  #path: string;
+  #warn: (message: string) => void;
+
+  /**
+   * Names the file; nothing is read yet.
+   *
+   * @param siteDir The site directory (its real path).
+   * @param warn Told when the file is damaged.
+   */
+  constructor(siteDir: string, warn: (message: string) => void) {
+    this.#path = join(siteDir, SAFETY_LATCH_FILE);
+    this.#warn = warn;
+  }
+
+  /**
+   * Reads the saved latch.
+   *
+   * @returns The parsed value; `undefined` when there is none, or when it cannot be read or is
+   *   not JSON (warned): the caller then treats every latch as unknown, that is unsafe.
+   */
+  async read(): Promise<unknown> {
+    try {
+      return await readJsonFile(this.#path);
+    } catch (err) {
+      if (err instanceof Deno.errors.NotCapable) throw err;
+      this.#warn(
+        `The safety latch ${SAFETY_LATCH_FILE} is unreadable (${
+          err instanceof Error ? err.message : String(err)
+        }); every critical type stays unsafe for its clear_after_s from now.`,
+      );
+      return undefined;
+    }
+  }
+
+  /**
+   * Saves the latch, atomically and fdatasynced.
+   *
+   * @param value The record.
+   */
+  write(value: unknown): Promise<void> {
+    return writeJsonAtomic(this.#path, value);
+  }
+}
