@@ -8,7 +8,7 @@
 
 import type { TelemetryService } from "../core/service.ts";
 import type { TypesRegistry } from "../core/types_registry.ts";
-import { judgeType, type LatestEvent } from "../core/freshness.ts";
+import type { LatestEvent } from "../core/freshness.ts";
 import type { AlpacaSource } from "./alpaca_devices.ts";
 
 /**
@@ -16,9 +16,7 @@ import type { AlpacaSource } from "./alpaca_devices.ts";
  *
  * @param service The service.
  * @param types The types registry.
- * @param isSafe The verdict's `safe`; by default judged from the critical types of `types`
- *   (safe when at least one is registered and none is stale, never seen or in alarm).
- * @returns The source.
+ * @returns The source: `issafe` is the latched verdict of `service.safety()`.
  *
  * @example Usage
  * ```ts ignore
@@ -26,11 +24,7 @@ import type { AlpacaSource } from "./alpaca_devices.ts";
  * console.log(source.isSafe());
  * ```
  */
-export function serviceSource(
-  service: TelemetryService,
-  types: TypesRegistry,
-  isSafe?: () => boolean,
-): AlpacaSource {
+export function serviceSource(service: TelemetryService, types: TypesRegistry): AlpacaSource {
   const parsed = new Map<string, { line: string; latest: LatestEvent }>();
   const latest = (type: string): LatestEvent | undefined => {
     const line = service.currentLine(type);
@@ -44,27 +38,8 @@ export function serviceSource(
     return event;
   };
   return {
-    isSafe: isSafe ?? (() => criticalTypesFine(types, latest, Date.now())),
+    isSafe: () => service.safety().safe,
     latest,
     now: Date.now,
   };
-}
-
-/**
- * Safe when at least one critical type is registered and every one is neither stale, never
- * seen, nor in alarm (docs/safety.md).
- */
-function criticalTypesFine(
-  types: TypesRegistry,
-  latest: (type: string) => LatestEvent | undefined,
-  now: number,
-): boolean {
-  let critical = 0;
-  for (const [type, spec] of types) {
-    if (!spec.critical) continue;
-    critical++;
-    const state = judgeType(spec, latest(type), now).state;
-    if (state === "stale" || state === "alarm") return false;
-  }
-  return critical > 0;
 }

@@ -128,7 +128,7 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   const explain = (err: unknown) => listenFailure(err, tls !== undefined, options);
   let server = await listenOrClose(() => listen(guarded ? 0 : port), service, explain);
   if (guarded) guard = await openGuard(hostname, port, server, service, explain, options, warn);
-  const alpaca = await openAlpaca(service, types, hostname, options, warn).catch(async (err) => {
+  const alpaca = await openAlpaca(service, hostname, options, warn).catch(async (err) => {
     guard?.close();
     await server.shutdown();
     await service.close();
@@ -200,14 +200,14 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
  */
 async function openAlpaca(
   service: TelemetryService,
-  types: TypesRegistry | undefined,
   hostname: string,
   options: ServerOptions,
   warn: (message: string) => void,
 ): Promise<AlpacaHandle | undefined> {
   if (options.alpacaPort === undefined) return undefined;
   const identity = await readSiteIdentity(service.siteDir);
-  const registry = types ?? new Map();
+  // The registry the service judges safety by: the devices read the same one.
+  const registry = service.types;
   const discoveryPort = options.alpacaDiscoveryPort ?? DEFAULT_ALPACA_DISCOVERY_PORT;
   try {
     return await startAlpaca({

@@ -542,3 +542,14 @@ Deno.test("spawnServer() with alpacaPort serves Alpaca under the scoped permissi
   ok(await get(base, "/api/v1/safetymonitor/0/issafe?ClientTransactionID=5"), true);
   ok(await get(base, "/api/v1/observingconditions/0/windspeed"), 10);
 });
+
+Deno.test("issafe is the latched verdict of GET /safety: false while a critical type is clearing", async () => {
+  await using site = await tempDir();
+  const types = { ...TYPES, weather: { ...TYPES.weather, clear_after_s: 3600 } };
+  await using alpaca = await alpacaServer(site.path, types);
+  await postWeather(alpaca.server);
+  const safety = await (await fetch(`${alpaca.server.url}/safety`)).json();
+  assert.equal(safety.safe, false);
+  assert.match(safety.reasons.join("; "), /clearing/);
+  ok(await get(alpaca.base, "/api/v1/safetymonitor/0/issafe"), false);
+});
