@@ -553,3 +553,36 @@ Deno.test("issafe is the latched verdict of GET /safety: false while a critical 
   assert.match(safety.reasons.join("; "), /clearing/);
   ok(await get(alpaca.base, "/api/v1/safetymonitor/0/issafe"), false);
 });
+
+Deno.test("behind the connection guard, the Alpaca port answers and closes a request head that never completes", async () => {
+  await using site = await tempDir();
+  const server = await testServer({
+    siteDir: site.path,
+    alpacaPort: 0,
+    alpacaDiscoveryPort: 0,
+    connectionGuard: true,
+    connectionLimits: { headTimeoutMs: 300 },
+  });
+  try {
+    const base = `http://127.0.0.1:${server.alpaca!.addr.port}`;
+    ok(await get(base, "/api/v1/safetymonitor/0/issafe"), false);
+    const conn = await Deno.connect({ hostname: "127.0.0.1", port: server.alpaca!.addr.port });
+    await conn.write(new TextEncoder().encode("GET /api/v1/safetymonitor/0/issafe HTTP/1.1\r\nHo"));
+    const started = performance.now();
+    // The guard closes it after 300 ms; without a guard this test's own timer closes it at 5 s.
+    const timer = setTimeout(() => conn.close(), 5_000);
+    const closed = await conn.read(new Uint8Array(1024)).catch(() => null);
+    clearTimeout(timer);
+    const waited = performance.now() - started;
+    try {
+      conn.close();
+    } catch {
+      // Closed by the timer already.
+    }
+    assert.equal(closed, null);
+    assert.ok(waited < 3_000, `the partial head stayed open ${waited.toFixed(0)} ms`);
+    ok(await get(base, "/api/v1/safetymonitor/0/issafe"), false);
+  } finally {
+    await server.shutdown();
+  }
+});
