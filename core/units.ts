@@ -75,7 +75,17 @@ const QUANTITY: Readonly<Record<AlpacaProperty, Quantity>> = {
   windspeed: "speed",
 };
 
-/** The property names as the ASCOM interface spells them (`devicestate` names, page labels). */
+/**
+ * The property names as the ASCOM interface spells them (`devicestate` names, page labels).
+ *
+ * @example Usage
+ * ```ts
+ * import { ALPACA_PROPERTY_NAMES } from "./units.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(ALPACA_PROPERTY_NAMES.starfwhm, "StarFWHM");
+ * ```
+ */
 export const ALPACA_PROPERTY_NAMES: Readonly<Record<AlpacaProperty, string>> = {
   cloudcover: "CloudCover",
   dewpoint: "DewPoint",

@@ -35,7 +35,17 @@ import { type DiscoveryHandle, startDiscovery } from "./alpaca_discovery.ts";
 
 export type { AlpacaSource } from "./alpaca_devices.ts";
 
-/** Largest `PUT` body the Alpaca listener reads, in bytes: its parameters are a few words. */
+/**
+ * Largest `PUT` body the Alpaca listener reads, in bytes: its parameters are a few words.
+ *
+ * @example Usage
+ * ```ts
+ * import { ALPACA_MAX_BODY } from "./alpaca.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(ALPACA_MAX_BODY, 16384);
+ * ```
+ */
 export const ALPACA_MAX_BODY = 16 * 1024;
 /** The largest value of `ClientID`, `ClientTransactionID` and `ServerTransactionID` (uint32). */
 const UINT32_MAX = 4_294_967_295;
@@ -83,7 +93,8 @@ class PlainAnswer extends Error {
  *   siteId: "0b6f9c1e-7a54-4d0e-9a51-3f1c8f1b2d3a",
  *   hostname: "127.0.0.1",
  * });
- * const res = await handler(new Request("http://localhost/api/v1/safetymonitor/0/issafe?ClientTransactionID=7"));
+ * const url = "http://localhost/api/v1/safetymonitor/0/issafe?ClientTransactionID=7";
+ * const res = await handler(new Request(url, { headers: { host: "localhost" } }));
  * const body = await res.json();
  * assert.equal(body.Value, false);
  * assert.equal(body.ClientTransactionID, 7);

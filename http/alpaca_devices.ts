@@ -20,11 +20,23 @@ import {
 } from "../core/units.ts";
 import { VERSION } from "./version.ts";
 
-/** ASCOM error number: the member is not implemented (docs/safety.md). */
+/**
+ * ASCOM error numbers the devices answer (docs/safety.md): the member is not implemented
+ * (`NOT_IMPLEMENTED`), a value given is not valid (`INVALID_VALUE`), the value is not set yet,
+ * no event having been recorded (`VALUE_NOT_SET`).
+ *
+ * @example Usage
+ * ```ts
+ * import { INVALID_VALUE, NOT_IMPLEMENTED, VALUE_NOT_SET } from "./alpaca_devices.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.deepEqual([NOT_IMPLEMENTED, INVALID_VALUE, VALUE_NOT_SET], [1024, 1025, 1026]);
+ * ```
+ */
 export const NOT_IMPLEMENTED = 0x400;
-/** ASCOM error number: a value given is not valid. */
+/** ASCOM error number: a value given is not valid (see {@linkcode NOT_IMPLEMENTED}). */
 export const INVALID_VALUE = 0x401;
-/** ASCOM error number: the value has not been set yet (no event recorded). */
+/** ASCOM error number: the value has not been set yet (see {@linkcode NOT_IMPLEMENTED}). */
 export const VALUE_NOT_SET = 0x402;
 
 /** Where the devices read the service's state. */
@@ -37,7 +49,18 @@ export interface AlpacaSource {
   now(): number;
 }
 
-/** A request the device cannot understand: answered HTTP 400 with a plain-text message. */
+/**
+ * A request the device cannot understand: answered HTTP 400 with a plain-text message.
+ *
+ * @example Usage
+ * ```ts
+ * import { AlpacaDevices, AlpacaRequestError } from "./alpaca_devices.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const devices = new AlpacaDevices(new Map(), { isSafe: () => true, latest: () => undefined, now: Date.now });
+ * assert.throws(() => devices.call("safetymonitor", "GET", "nothing", new Map()), AlpacaRequestError);
+ * ```
+ */
 export class AlpacaRequestError extends Error {
   /**
    * Creates the error.
@@ -68,19 +91,30 @@ interface Mapped {
   readonly convert: (value: number) => number;
 }
 
-/** The devices the service serves, as they appear in URLs. */
+/**
+ * The devices the service serves, as they appear in URLs (each is device number 0).
+ *
+ * @example Usage
+ * ```ts
+ * import { ALPACA_DEVICES, DEVICE_NAMES, DEVICE_TYPE_NAMES } from "./alpaca_devices.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.deepEqual(ALPACA_DEVICES.map((d) => DEVICE_TYPE_NAMES[d]), ["SafetyMonitor", "ObservingConditions"]);
+ * assert.equal(DEVICE_NAMES.safetymonitor, "obs-utils telemetry safety");
+ * ```
+ */
 export const ALPACA_DEVICES = ["safetymonitor", "observingconditions"] as const;
 
 /** One of {@linkcode ALPACA_DEVICES}. */
 export type AlpacaDevice = typeof ALPACA_DEVICES[number];
 
-/** The device names in ASCOM's spelling (`DeviceType` of the management API). */
+/** The device names in ASCOM's spelling (`DeviceType` of the management API; see {@linkcode ALPACA_DEVICES}). */
 export const DEVICE_TYPE_NAMES: Readonly<Record<AlpacaDevice, string>> = {
   safetymonitor: "SafetyMonitor",
   observingconditions: "ObservingConditions",
 };
 
-/** The `name` of each device. */
+/** The `name` of each device (see {@linkcode ALPACA_DEVICES}). */
 export const DEVICE_NAMES: Readonly<Record<AlpacaDevice, string>> = {
   safetymonitor: "obs-utils telemetry safety",
   observingconditions: "obs-utils telemetry conditions",
