@@ -586,3 +586,15 @@ Deno.test("behind the connection guard, the Alpaca port answers and closes a req
     await server.shutdown();
   }
 });
+
+Deno.test("an Alpaca port held by another program refuses start-up naming --alpaca-port, and the site is released", async () => {
+  await using site = await tempDir();
+  using holder = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  await assert.rejects(
+    testServer({ siteDir: site.path, alpacaPort: holder.addr.port, alpacaDiscoveryPort: 0 }),
+    /choose another --alpaca-port/,
+  );
+  // Nothing was left holding the site directory: it starts again at once.
+  const server = await testServer({ siteDir: site.path });
+  await server.shutdown();
+});
