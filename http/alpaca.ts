@@ -60,6 +60,8 @@ export interface AlpacaHandlerOptions {
   siteId: string;
   /** The address the listener is bound to: on loopback, the Host check applies. */
   hostname: string;
+  /** Receives an unexpected error of a request (answered 500), for the service log. */
+  onError?: (err: unknown) => void;
 }
 
 /** The Alpaca request handler. */
@@ -71,7 +73,13 @@ const JSON_TYPE = { "content-type": "application/json" };
 
 /** An answer that is not the Alpaca JSON: plain text (or HTML) with its status. */
 class PlainAnswer extends Error {
-  constructor(readonly status: number, message: string, readonly html = false) {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly html = false,
+    /** The methods a 405 names in its `Allow` header. */
+    readonly allow?: string,
+  ) {
     super(message);
   }
 }
@@ -127,7 +135,10 @@ export async function createAlpacaHandler(options: AlpacaHandlerOptions): Promis
           err.html ? `<!doctype html><p>${err.message}</p>\n` : `${err.message}\n`,
           {
             status: err.status,
-            headers: err.html ? HTML : TEXT,
+            headers: {
+              ...(err.html ? HTML : TEXT),
+              ...(err.allow ? { allow: err.allow } : {}),
+            },
           },
         );
       }
@@ -137,6 +148,7 @@ export async function createAlpacaHandler(options: AlpacaHandlerOptions): Promis
       if (err instanceof HttpError) {
         return new Response(`${err.message}\n`, { status: err.status, headers: TEXT });
       }
+      options.onError?.(err);
       return new Response("The Alpaca request failed unexpectedly; see the service log.\n", {
         status: 500,
         headers: TEXT,
@@ -160,7 +172,12 @@ async function respond(req: Request, url: URL, at: Answering): Promise<Response>
   const method = req.method;
   const path = url.pathname;
   if (method !== "GET" && method !== "PUT") {
-    throw new PlainAnswer(405, `The Alpaca API answers GET and PUT, not ${method.slice(0, 16)}.`);
+    throw new PlainAnswer(
+      405,
+      `The Alpaca API answers GET and PUT, not ${method.slice(0, 16)}.`,
+      false,
+      "GET, PUT",
+    );
   }
   const api = API_PATH.exec(path);
   if (api) {
@@ -171,7 +188,9 @@ async function respond(req: Request, url: URL, at: Answering): Promise<Response>
     const result = at.devices.call(device, method, member, params);
     return alpacaJson(result, client, at.nextTransaction());
   }
-  if (method !== "GET") throw new PlainAnswer(405, `${path.slice(0, 100)} answers GET only.`);
+  if (method !== "GET") {
+    throw new PlainAnswer(405, `${path.slice(0, 100)} answers GET only.`, false, "GET");
+  }
   if (path.startsWith("/management/")) {
     const params = await readParams(req, url);
     const client = clientTransaction(params);

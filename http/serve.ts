@@ -218,6 +218,7 @@ async function openAlpaca(
       source: serviceSource(service, registry),
       siteId: identity?.site_id ?? "unknown",
       warn,
+      ...(options.onError ? { onError: options.onError } : {}),
       ...(options.connectionGuard !== undefined
         ? { connectionGuard: options.connectionGuard }
         : {}),

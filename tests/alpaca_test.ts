@@ -11,6 +11,7 @@ import { CLI, freePort, postJson, rawHttp, tempDir, testServer } from "./_util.t
 import { AlpacaApi } from "./_alpaca_openapi.ts";
 import { permissionFlags, type ServerHandle, spawnServer, VERSION } from "../server.ts";
 import { alpacaConverter } from "../core/units.ts";
+import { createAlpacaHandler } from "../http/alpaca.ts";
 import { parseTypes, TypesFileError } from "../core/types_registry.ts";
 
 const api = await AlpacaApi.load();
@@ -376,6 +377,7 @@ Deno.test("the Alpaca listener needs no token and serves nothing else of the ser
   }
   const post = await fetch(`${alpaca.base}/event`, { method: "POST", body: "{}" });
   assert.equal(post.status, 405);
+  assert.equal(post.headers.get("allow"), "GET, PUT");
   await post.body?.cancel();
 });
 
@@ -597,4 +599,27 @@ Deno.test("an Alpaca port held by another program refuses start-up naming --alpa
   // Nothing was left holding the site directory: it starts again at once.
   const server = await testServer({ siteDir: site.path });
   await server.shutdown();
+});
+
+Deno.test("an unexpected failure of a device is HTTP 500 plain text and reaches the service log", async () => {
+  const logged: unknown[] = [];
+  const handler = await createAlpacaHandler({
+    types: new Map(),
+    source: {
+      isSafe: () => {
+        throw new Error("verdict unavailable");
+      },
+      latest: () => undefined,
+      now: Date.now,
+    },
+    siteId: "0b6f9c1e-7a54-4d0e-9a51-3f1c8f1b2d3a",
+    hostname: "127.0.0.1",
+    onError: (err) => logged.push(err),
+  });
+  const url = "http://localhost/api/v1/safetymonitor/0/issafe";
+  const res = await handler(new Request(url, { headers: { host: "localhost" } }));
+  assert.equal(res.status, 500);
+  assert.match(String(await api.check("GET", url, res)), /see the service log/);
+  assert.equal(logged.length, 1);
+  assert.match(String(logged[0]), /verdict unavailable/);
 });
