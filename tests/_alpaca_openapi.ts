@@ -69,6 +69,45 @@ export class AlpacaApi {
     );
   }
 
+  /**
+   * Every operation of the device document that applies to a device type: the common members
+   * (`/{device_type}/...`) and the device's own, each with a request built from what the
+   * document requires (required query parameters, required form fields by their type).
+   */
+  deviceRequests(device: string): { method: string; path: string; form?: string }[] {
+    const requests: { method: string; path: string; form?: string }[] = [];
+    let n = 0;
+    for (const [template, item] of Object.entries(this.#device.paths as Record<string, Schema>)) {
+      const [, type] = template.split("/");
+      if (type !== "{device_type}" && type !== device) continue;
+      const path = `/api/v1${
+        template.replace("{device_type}", device).replace("{device_number}", "0")
+      }`;
+      for (const [method, op] of Object.entries(item as Record<string, Schema>)) {
+        const query = new URLSearchParams({ ClientID: "1", ClientTransactionID: String(++n) });
+        for (const raw of op.parameters ?? []) {
+          const param = resolve(this.#device, raw);
+          if (param.in === "query" && param.required) query.set(param.name, sample(param.schema));
+        }
+        if (method === "get") {
+          requests.push({ method: "GET", path: `${path}?${query}` });
+          continue;
+        }
+        const form = new URLSearchParams({ ClientID: "1", ClientTransactionID: String(n) });
+        const body = op.requestBody && resolve(this.#device, op.requestBody);
+        const schema = body?.content?.["application/x-www-form-urlencoded"]?.schema;
+        for (const part of schema ? [schema, ...(schema.allOf ?? [])] : []) {
+          const resolved = resolve(this.#device, part);
+          for (const name of resolved.required ?? []) {
+            form.set(name, sample(resolve(this.#device, resolved.properties?.[name] ?? {})));
+          }
+        }
+        requests.push({ method: method.toUpperCase(), path, form: form.toString() });
+      }
+    }
+    return requests;
+  }
+
   /** The documented operation of a request path (with `/api/v1` for devices) and method. */
   operation(pathname: string, method: string): Operation {
     const [doc, path] = pathname.startsWith("/api/v1/")
@@ -122,6 +161,14 @@ export class AlpacaApi {
     }
     return body;
   }
+}
+
+/** A value the document's schema accepts, as a parameter's text. */
+function sample(schema: Schema | undefined): string {
+  if (schema?.example !== undefined) return schema.type === "number" ? "0" : String(schema.example);
+  if (schema?.type === "boolean") return "true";
+  if (schema?.type === "number" || schema?.type === "integer") return "0";
+  return "x";
 }
 
 function resolve(doc: Schema, node: Schema): Schema {

@@ -623,3 +623,31 @@ Deno.test("an unexpected failure of a device is HTTP 500 plain text and reaches 
   assert.equal(logged.length, 1);
   assert.match(String(logged[0]), /verdict unavailable/);
 });
+
+Deno.test("every operation the Alpaca document lists for both devices answers as it says", async () => {
+  await using site = await tempDir();
+  await using alpaca = await alpacaServer(site.path);
+  await postWeather(alpaca.server);
+  let count = 0;
+  for (const device of ["safetymonitor", "observingconditions"]) {
+    const requests = api.deviceRequests(device);
+    for (const { method, path, form } of requests) {
+      const url = `${alpaca.base}${path}`;
+      const res = await fetch(url, {
+        method,
+        ...(form === undefined
+          ? {}
+          : { body: form, headers: { "content-type": "application/x-www-form-urlencoded" } }),
+      });
+      assert.equal(res.status, 200, `${method} ${path}`);
+      const body = await api.check(method, url, res) as Record<string, unknown>;
+      assert.ok(
+        [0, 0x400, 0x402].includes(body.ErrorNumber as number),
+        `${method} ${path}: ${JSON.stringify(body)}`,
+      );
+      count++;
+    }
+  }
+  // The 16 common operations on each device, issafe, and ObservingConditions' own 18.
+  assert.equal(count, 16 * 2 + 1 + 18);
+});
