@@ -141,6 +141,11 @@ interface TypeLatch {
   untilWall: number | undefined;
   /** Wall minus monotonic when `untilWall` was fixed: a wall clock step shows as a change. */
   offset: number;
+  /**
+   * Wall ms at which the latest event judged goes stale (none: never). Past it at the next
+   * judgement, the type was stale in between even if no judgement saw it (a late timer).
+   */
+  staleAtWall: number | undefined;
 }
 
 /** A wall clock that moved more than this against the monotonic one has stepped. */
@@ -209,6 +214,7 @@ export class SafetyJudge {
         state: undefined,
         untilWall: undefined,
         offset: wallMs - monoMs,
+        staleAtWall: undefined,
       });
     }
   }
@@ -240,6 +246,8 @@ export class SafetyJudge {
     for (const [type, spec] of this.#critical) {
       const latch = this.#latches.get(type)!;
       const seen = latest(type);
+      if (wentStale(latch, wallMs)) latch.wasUnsafe = true;
+      latch.staleAtWall = staleAt(spec, seen ? Date.parse(seen.ts) : NaN);
       const status = judgeType(spec, seen, wallMs);
       const own = typeReasons(type, spec, seen, status.state, status.reasons);
       const unsafe = own.length > 0;
@@ -258,7 +266,7 @@ export class SafetyJudge {
       if (latched) {
         const offset = wallMs - monoMs;
         if (latch.untilWall === undefined || Math.abs(offset - latch.offset) > STEP_MS) {
-          latch.untilWall = endMono! + offset;
+          latch.untilWall = Math.ceil(endMono! + offset);
           latch.offset = offset;
           dirty = true;
         }
@@ -294,9 +302,11 @@ export class SafetyJudge {
     }
     if (this.#critical.length === 0) reasons.push(NO_CRITICAL_REASON);
     const safe = reasons.length === 0;
+    // The first verdict of a site directory is where it starts, not a change; after a restart the
+    // saved verdict is the one before.
     const previous = this.#verdict?.safe ?? this.#restoredSafe;
     const changes: SafetyChange[] = [];
-    if (previous !== safe) {
+    if (previous !== undefined && previous !== safe) {
       this.#since = iso(wallMs);
       changes.push({ kind: "safety", safe, reasons, ts: this.#since });
       dirty = true;
@@ -339,10 +349,21 @@ export class SafetyJudge {
     const latch = this.#latches.get(type);
     const spec = this.#specs.get(type);
     if (!latch || !spec || latch.state === undefined) return latch !== undefined;
+    // Stale since the event before, unseen by any judgement: judge everything, which latches it.
+    if (wentStale(latch, wallMs)) return true;
     const state = quickState(spec, tsMs, data, wallMs);
     const unsafe = state === "stale" || state === "alarm";
-    if (state !== latch.state || unsafe !== latch.wasUnsafe) return true;
+    if (unsafe && !latch.wasUnsafe) {
+      // Kept even when a later event of the same group is fine: the judgement after the group
+      // sees only the last one, and must still latch the type.
+      latch.wasUnsafe = true;
+      latch.lastUnsafeMono = monoMs;
+      latch.untilWall = undefined;
+      return true;
+    }
+    if (state !== latch.state) return true;
     if (unsafe) latch.lastUnsafeMono = monoMs;
+    latch.staleAtWall = staleAt(spec, tsMs);
     return false;
   }
 
@@ -402,6 +423,17 @@ export class SafetyJudge {
       types,
     };
   }
+}
+
+/** When an event of `ts` `tsMs` goes stale, by the wall clock; undefined when never. */
+function staleAt(spec: TypeSpec, tsMs: number): number | undefined {
+  if (spec.stale_after_s === undefined || Number.isNaN(tsMs)) return undefined;
+  return tsMs + spec.stale_after_s * 1000;
+}
+
+/** Whether the latest event judged before went stale without a judgement seeing the type unsafe. */
+function wentStale(latch: TypeLatch, wallMs: number): boolean {
+  return !latch.wasUnsafe && latch.staleAtWall !== undefined && wallMs > latch.staleAtWall;
 }
 
 /**

@@ -302,7 +302,7 @@ class Dispatcher {
 function notFound(url: URL): HttpError {
   return new HttpError(
     404,
-    `No endpoint at ${url.pathname}; the API has / (dashboard), /health, /ready, /run, /run/start, /run/stop, /event, /events, /current, /types, /check, /stream, /metrics and /shutdown.`,
+    `No endpoint at ${url.pathname}; the API has / (dashboard), /health, /ready, /run, /run/start, /run/stop, /event, /events, /current, /types, /check, /safety, /safety/indi, /stream, /metrics and /shutdown.`,
   );
 }
 

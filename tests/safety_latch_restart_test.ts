@@ -33,7 +33,12 @@ async function weather(url: string, wind: number): Promise<void> {
 }
 
 /** `cli.ts telemetry run --types FILE` as a child, ready when it says it listens. */
-async function spawnChild(siteDir: string, typesFile: string, port: number) {
+async function spawnChild(
+  siteDir: string,
+  typesFile: string,
+  port: number,
+  env: Record<string, string> = {},
+) {
   const child = new Deno.Command(Deno.execPath(), {
     args: cliRunArgs(
       siteDir,
@@ -44,6 +49,7 @@ async function spawnChild(siteDir: string, typesFile: string, port: number) {
     stdin: "null",
     stdout: "piped",
     stderr: "piped",
+    env,
   }).spawn();
   let out = "";
   let ready = () => {};
@@ -223,4 +229,67 @@ Deno.test("a latch that ended before a clean restart stays ended: the restarted 
   } finally {
     await server.shutdown();
   }
+});
+
+/** libfaketime's library, or why the clock-step test cannot run here. */
+function faketimeLib(): { lib?: string; missing?: string } {
+  const candidates = [
+    Deno.env.get("FAKETIME_LIB"),
+    "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+    "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+    "/usr/lib/faketime/libfaketime.so.1",
+  ];
+  for (const lib of candidates) {
+    if (lib === undefined) continue;
+    try {
+      if (Deno.statSync(lib).isFile) return { lib };
+    } catch {
+      // not there
+    }
+  }
+  return { missing: "libfaketime is not installed (apt-get install -y libfaketime)" };
+}
+
+const faketime = faketimeLib();
+if (faketime.missing) {
+  // deno-lint-ignore no-console
+  console.log(`safety_latch_restart_test.ts: skipping the clock-step test: ${faketime.missing}`);
+}
+
+Deno.test({
+  name:
+    "the wall clock of a real service stepping forward an hour (libfaketime) does not end its latch early",
+  ignore: faketime.lib === undefined,
+  async fn() {
+    await using dir = await tempDir();
+    const siteDir = join(dir.path, "site");
+    const typesFile = join(dir.path, "types.json");
+    await Deno.writeTextFile(typesFile, JSON.stringify(TYPES));
+    const clockFile = join(dir.path, "faketime");
+    await Deno.writeTextFile(clockFile, "+0");
+    const port = freePort();
+    const server = await spawnChild(siteDir, typesFile, port, {
+      LD_PRELOAD: faketime.lib!,
+      FAKETIME_TIMESTAMP_FILE: clockFile,
+      FAKETIME_NO_CACHE: "1",
+      FAKETIME_DONT_FAKE_MONOTONIC: "1",
+    });
+    try {
+      const until = await latch(server.url);
+      await Deno.writeTextFile(clockFile, "+1h");
+      // The service's clock stepped: an event it stamps now is an hour ahead of ours.
+      await weather(server.url, 3);
+      const stamped = (await getJson(`${server.url}/current/weather`)).body as { ts: string };
+      assert.ok(Date.parse(stamped.ts) > Date.now() + 3_500_000, stamped.ts);
+      const after = await verdict(server.url);
+      assert.equal(after.safe, false, after.reasons.join("; "));
+      assert.equal(after.types.weather?.state, "ok");
+      // Still about 60 s of real time to go, shown on the stepped clock.
+      const end = Date.parse(after.types.weather?.latched_until ?? "");
+      assert.ok(end > until + 3_500_000, `${after.types.weather?.latched_until}`);
+      assert.match(after.reasons[0]!, /^weather: clearing, safe at \S+Z \(clear_after_s 60\)$/);
+    } finally {
+      await server.kill("SIGKILL");
+    }
+  },
 });

@@ -6,7 +6,12 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import type { SafetyChange, SafetyVerdict, ServerHandle } from "../server.ts";
+import {
+  type SafetyChange,
+  type SafetyVerdict,
+  type ServerHandle,
+  TelemetryService,
+} from "../server.ts";
 import { parseTypes, TypesFileError } from "../core/types_registry.ts";
 import { migrate, REJECTS_FILE } from "../migrate.ts";
 import { quickState } from "../core/safety.ts";
@@ -128,8 +133,8 @@ Deno.test("every change of the verdict is a telemetry.safety event in the site s
   const events = (await readSiteLines(siteDir)).map((l) => JSON.parse(l)).filter((e) =>
     e.type === "telemetry.safety"
   );
+  // The first verdict of the directory is where it starts: recorded are the changes from it.
   assert.deepEqual(events.map((e) => e.data), [
-    { safe: false, reasons: ["weather: stale, never seen"], clear_at: null },
     { safe: true, reasons: [], clear_at: null },
     { safe: false, reasons: ["weather: wind_mps 30 m/s above alarm 15"], clear_at: null },
   ]);
@@ -158,11 +163,14 @@ Deno.test("a wall clock stepping forward an hour does not end a latch early", as
     const stepped = server.service.safety();
     assert.equal(stepped.safe, false, stepped.reasons.join("; "));
     assert.equal(stepped.types.weather?.state, "ok");
-    // The end moved with the wall clock: still 50 s ahead on it.
+    // The end moved with the wall clock: at least the 50 s of real time left are still ahead on it
+    // (the stepped clock also made the event before look stale, which restarts the count: 60 s).
     const left = Date.parse(stepped.types.weather!.latched_until!) - (Date.now() + wall.offset);
-    assert.ok(left > 45_000 && left <= 50_500, `${left} ms left`);
+    assert.ok(left > 45_000 && left <= 60_500, `${left} ms left`);
     assert.ok(Date.parse(stepped.types.weather!.latched_until!) > until);
-    mono.ms += 50_001;
+    mono.ms += 49_000;
+    assert.equal(server.service.safety().safe, false);
+    mono.ms += 11_001;
     assert.equal(server.service.safety().safe, true);
   } finally {
     await server.shutdown();
@@ -248,8 +256,8 @@ Deno.test("/metrics has telemetry_safe and telemetry_safety_changes_total, and p
     assert.ok(lines.includes("telemetry_safe 1"), text);
     assert.ok(lines.includes("# TYPE telemetry_safe gauge"));
     assert.ok(lines.includes("# TYPE telemetry_safety_changes_total counter"));
-    // Unsafe at start (a first verdict is a change), then safe.
-    assert.ok(lines.includes("telemetry_safety_changes_total 2"), text);
+    // Unsafe at start (where it starts, not a change), then safe: one change.
+    assert.ok(lines.includes("telemetry_safety_changes_total 1"), text);
     const promtool = promtoolMissing();
     if (promtool) {
       // deno-lint-ignore no-console
@@ -331,5 +339,61 @@ Deno.test("the ingest path's quick judge agrees with judgeType on 5,000 seeded e
       judgeType(spec, { ts, data }, now).state,
       `${ts} ${JSON.stringify(data)}`,
     );
+  }
+});
+
+Deno.test("a type that went stale between two events, unnoticed by any judgement, is latched by the event that ends it", async () => {
+  await using dir = await tempDir();
+  const now = { wall: Date.parse("2026-11-27T03:00:00Z"), mono: 0 };
+  const service = await TelemetryService.open({
+    siteDir: join(dir.path, "site"),
+    timeZone: "UTC",
+    clock: () => now.wall,
+    monotonicClock: () => now.mono,
+    types: parseTypes(
+      JSON.stringify({ weather: { critical: true, stale_after_s: 60, clear_after_s: 30 } }),
+      "types.json",
+    ),
+  });
+  try {
+    await service.record([{ type: "weather", data: {} }]);
+    now.wall += 31_000;
+    now.mono += 31_000;
+    assert.equal(service.safety().safe, true, service.safety().reasons.join("; "));
+    // Stale from 60 s after the event on; nothing judges until the next event at 131 s.
+    now.wall += 100_000;
+    now.mono += 100_000;
+    await service.record([{ type: "weather", data: {} }]);
+    const verdict = service.safety();
+    assert.equal(verdict.safe, false);
+    assert.match(verdict.reasons[0]!, /^weather: clearing, safe at \S+Z \(clear_after_s 30\)$/);
+  } finally {
+    await service.close();
+  }
+});
+
+Deno.test("an alarm and its all-clear committed in one group still latch the type", async () => {
+  await using dir = await tempDir();
+  const mono = { ms: 0 };
+  const server = await testServer({
+    siteDir: join(dir.path, "site"),
+    types: weatherTypes(30),
+    monotonicClock: () => mono.ms,
+  });
+  try {
+    await weather(server, 3);
+    mono.ms += 31_000; // past the count its first event started
+    assert.equal((await safety(server)).safe, true);
+    const batch = await postJson(`${server.url}/events`, [
+      { type: "weather", data: { wind_mps: 25 } },
+      { type: "weather", data: { wind_mps: 2 } },
+    ]);
+    assert.equal(batch.status, 200);
+    const verdict = await safety(server);
+    assert.equal(verdict.safe, false);
+    assert.equal(verdict.types.weather?.state, "ok");
+    assert.ok(verdict.types.weather?.latched_until);
+  } finally {
+    await server.shutdown();
   }
 });
