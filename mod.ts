@@ -67,6 +67,9 @@ export {
   type TypeStateName,
 } from "./client.ts";
 export {
+  ALPACA_PROPERTIES,
+  type AlpacaHandle,
+  type AlpacaProperty,
   type CommittedEvent,
   ConfigError,
   type ConnectionLimits,

@@ -80,6 +80,8 @@ export { toProblem } from "./http/problems.ts";
 export { isLoopback, PUBLIC_READ_PATHS } from "./http/guards.ts";
 export { DEFAULT_MAX_BODY } from "./http/body.ts";
 export { ListenerError, type RelistenOptions } from "./http/listener.ts";
+export type { AlpacaHandle } from "./http/alpaca.ts";
+export { ALPACA_PROPERTIES, type AlpacaProperty } from "./core/units.ts";
 export {
   type ConnectionLimits,
   DEFAULT_HEAD_TIMEOUT_MS,

@@ -100,6 +100,10 @@ export interface RunFlagValues {
   notify: readonly string[];
   /** How the notifications are written (`--notify-format`). */
   notifyFormat?: NotifyFormat;
+  /** Port of the ASCOM Alpaca listener on `--host`; absent: none (`--alpaca-port`). */
+  alpacaPort?: number;
+  /** UDP port of Alpaca discovery, 0 off (`--alpaca-discovery-port`). */
+  alpacaDiscoveryPort?: number;
 }
 
 /** One row of {@linkcode RUN_FLAGS}. */
@@ -137,7 +141,14 @@ export interface RunFlag {
    * reads and writes (`read-write`). `runPermissionFlags()` (`cli/permissions.ts`) derives the
    * `--allow-*` flags from these alone.
    */
-  readonly grants?: "net-host" | "net-port" | "net-connect" | "read" | "read-write";
+  readonly grants?:
+    | "net-host"
+    | "net-port"
+    | "net-connect"
+    | "net-alpaca"
+    | "net-discovery"
+    | "read"
+    | "read-write";
 }
 
 /**
@@ -439,6 +450,26 @@ export const RUN_FLAGS: readonly RunFlag[] = [
     help: "PEM private key of --tls-cert",
     grants: "read",
     key: "tlsKey",
+  },
+  {
+    name: "alpaca-port",
+    arg: "PORT",
+    env: "OBS_TELEMETRY_ALPACA_PORT",
+    help: "Also serve ASCOM Alpaca devices",
+    shownDefault: "off",
+    parse: (text) => parsePort(text, "--alpaca-port"),
+    grants: "net-alpaca",
+    key: "alpacaPort",
+  },
+  {
+    name: "alpaca-discovery-port",
+    arg: "PORT",
+    help: "UDP port answering Alpaca discovery",
+    shownDefault: "32227, 0 off",
+    noteColumn: 16,
+    parse: (text) => parsePort(text, "--alpaca-discovery-port"),
+    grants: "net-discovery",
+    key: "alpacaDiscoveryPort",
   },
   {
     name: "log-format",

@@ -20,6 +20,7 @@
 import { hostForUrl, readEnv } from "../wire/address.ts";
 import { isLoopback } from "../http/guards.ts";
 import { INTERNAL_HOST } from "../http/conn_guard.ts";
+import { DEFAULT_ALPACA_DISCOVERY_PORT } from "../http/alpaca_discovery.ts";
 import { RUN_FLAGS, type RunFlag, type RunFlagValues, SERVER_ENV_VARS } from "./flags.ts";
 
 /** The values a permission derivation needs: where the service listens and stores, at least. */
@@ -85,7 +86,11 @@ export function runPermissionFlags(
   const internal = isLoopback(bind) ? "" : `,${INTERNAL_HOST}`;
   const receivers = connectTargets(pathsOf(values, "net-connect")).map((target) => `,${target}`);
   return [
-    `--allow-net=${host}:${netPart(values, "net-port")}${internal}${receivers.join("")}`,
+    netFlag(
+      `${host}:${netPart(values, "net-port")}${internal}${receivers.join("")}${
+        alpacaNet(values, bind)
+      }`,
+    ),
     `--allow-read=${read.join(",")}`,
     `--allow-write=${stored.join(",")}`,
     `--allow-env=${[...SERVER_ENV_VARS, ...extraEnv].join(",")}`,
@@ -108,6 +113,39 @@ function connectTargets(urls: readonly string[]): string[] {
 }
 
 /**
+ * What the Alpaca flags add to `--allow-net` (docs/cli.md#permissions): the Alpaca port on the
+ * host, and for discovery its UDP port plus the askers it answers. A UDP answer goes to whoever
+ * asked: on loopback that is 127.0.0.1 or ::1 (any port); bound to the network it is any address
+ * of the network, which Deno cannot scope, so `--allow-net` is then granted without a list
+ * (`*`).
+ */
+function alpacaNet(values: PermissionValues, bind: string): string {
+  const alpaca = valueOf(values, "net-alpaca");
+  if (alpaca === undefined) return "";
+  const host = hostForUrl(bind);
+  const discovery = valueOf(values, "net-discovery") ?? String(DEFAULT_ALPACA_DISCOVERY_PORT);
+  // Behind the connection guard on a network bind, 127.0.0.1 (any port) is granted already.
+  const tcp = `,${host}:${alpaca}`;
+  if (discovery === "0") return tcp;
+  if (!isLoopback(bind)) return "*";
+  const udpHost = bind === "localhost" ? "127.0.0.1" : host;
+  const own = udpHost === "127.0.0.1" || udpHost === "[::1]" ? "" : `,${udpHost}:${discovery}`;
+  return `${tcp}${own},127.0.0.1,[::1]`;
+}
+
+/** The value of the one row that grants `kind`, or `undefined` when it is not set. */
+function valueOf(values: PermissionValues, kind: RunFlag["grants"]): string | undefined {
+  const flag = RUN_FLAGS.find((row) => row.grants === kind);
+  const value: unknown = flag === undefined ? undefined : values[flag.key];
+  return value === undefined ? undefined : String(value);
+}
+
+/** `--allow-net=<list>`, or `--allow-net` alone when the list holds `*` (any address). */
+function netFlag(list: string): string {
+  return list.endsWith("*") ? "--allow-net" : `--allow-net=${list}`;
+}
+
+/**
  * The `run` flags whose values grant a permission of this kind, for advice that names a flag
  * the operator can set (docs/cli.md#permissions).
  *
@@ -120,12 +158,18 @@ function connectTargets(urls: readonly string[]): string[] {
  * import { flagsGranting } from "./permissions.ts";
  * import assert from "node:assert/strict";
  *
- * assert.deepEqual(flagsGranting("net"), ["--host", "--port", "--notify"]);
+ * assert.deepEqual(flagsGranting("net"), [
+ *   "--host",
+ *   "--port",
+ *   "--alpaca-port",
+ *   "--alpaca-discovery-port",
+ *   "--notify",
+ * ]);
  * ```
  */
 export function flagsGranting(kind: string): string[] {
   const kinds: Record<string, readonly string[]> = {
-    net: ["net-host", "net-port", "net-connect"],
+    net: ["net-host", "net-port", "net-connect", "net-alpaca", "net-discovery"],
     read: ["read", "read-write"],
     write: ["read-write"],
   };

@@ -172,6 +172,10 @@ async function start(
       ...(flags.siteTypes ? { siteTypes: flags.siteTypes } : {}),
       ...(flags.typesFile !== undefined ? { typesFile: flags.typesFile } : {}),
       ...(flags.minFreeBytes !== undefined ? { minFreeBytes: flags.minFreeBytes } : {}),
+      ...(flags.alpacaPort !== undefined ? { alpacaPort: flags.alpacaPort } : {}),
+      ...(flags.alpacaDiscoveryPort !== undefined
+        ? { alpacaDiscoveryPort: flags.alpacaDiscoveryPort }
+        : {}),
       onWarning: (message) => warnings.warn(message),
       onInfo: (message) => warnings.info(message),
       ...(flags.compressAfter !== undefined ? { compressAfter: flags.compressAfter } : {}),
@@ -222,6 +226,14 @@ async function serve(
       flags.token ? ", token required" : ""
     }${accessNote(flags)})`,
   );
+  if (server.alpaca) {
+    const { addr, discovery } = server.alpaca;
+    log.info(
+      `ASCOM Alpaca devices on http://${hostForUrl(addr.hostname)}:${addr.port}/api/v1 (${
+        discovery ? `discovery on UDP ${discovery.port}` : "discovery off"
+      })`,
+    );
+  }
   // docs/cli.md: a run that was active when the service last stopped goes on; say so.
   const resumed = server.service.run;
   if (resumed) {

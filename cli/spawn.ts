@@ -128,6 +128,10 @@ export interface SpawnOptions {
   notify?: readonly string[];
   /** How the notifications are written (`--notify-format`). */
   notifyFormat?: NotifyFormat;
+  /** Port of the ASCOM Alpaca listener on `host` (`--alpaca-port`); absent: none. */
+  alpacaPort?: number;
+  /** UDP port of Alpaca discovery, 0 off (`--alpaca-discovery-port`). @default {32227} */
+  alpacaDiscoveryPort?: number;
   /**
    * Where the child's output goes.
    * @default {"inherit"}

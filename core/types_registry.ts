@@ -18,6 +18,15 @@
  * @module
  */
 
+import {
+  acceptedUnits,
+  ALPACA_PROPERTIES,
+  alpacaConverter,
+  type AlpacaProperty,
+  alpacaUnit,
+  isAlpacaProperty,
+} from "./units.ts";
+
 /** A JSON value as the registry holds it (`warn_if`, `alarm_if`). */
 export type JsonValue = null | boolean | number | string | JsonValue[] | {
   [key: string]: JsonValue;
@@ -41,6 +50,11 @@ export interface FieldSpec {
   readonly warn_if?: JsonValue;
   /** Alarm when the value equals this one. */
   readonly alarm_if?: JsonValue;
+  /**
+   * The ASCOM Alpaca ObservingConditions property this field feeds, such as `"temperature"`
+   * (docs/types.md); its `unit` must convert to the property's (`core/units.ts`).
+   */
+  readonly alpaca?: AlpacaProperty;
 }
 
 /** What the registry says about one event type. */
@@ -111,6 +125,7 @@ const FIELD_KEYS = [
   "alarm_below",
   "warn_if",
   "alarm_if",
+  "alpaca",
 ];
 const LIMIT_KEYS = ["warn_above", "warn_below", "alarm_above", "alarm_below"] as const;
 
@@ -192,6 +207,8 @@ export function parseTypes(text: string, file: string): TypesRegistry {
     );
   }
   const registry = new Map<string, TypeSpec>();
+  /** The field already feeding each Alpaca property: one property, one field. */
+  const fed = new Map<string, readonly string[]>();
   for (const [type, raw] of Object.entries(root)) {
     const at = [type];
     const badName = badTypeName(type);
@@ -259,7 +276,11 @@ export function parseTypes(text: string, file: string): TypesRegistry {
         );
       }
       for (const [path, rawField] of Object.entries(spec.fields as Record<string, unknown>)) {
-        out.fields[path] = parseField([...at, "fields", path], path, rawField, fail);
+        const field = parseField([...at, "fields", path], path, rawField, fail);
+        if (field.alpaca !== undefined) {
+          claimProperty(fed, field.alpaca, [...at, "fields", path], fail);
+        }
+        out.fields[path] = field;
       }
     }
     registry.set(type, out);
@@ -300,6 +321,7 @@ function parseField(
     field[key] = value;
   }
   const f = field as FieldSpec;
+  if (f.alpaca !== undefined) checkAlpaca(at, f, fail);
   if (f.warn_above !== undefined && f.alarm_above !== undefined && f.warn_above > f.alarm_above) {
     fail(
       [...at, "warn_above"],
@@ -313,6 +335,60 @@ function parseField(
     );
   }
   return f;
+}
+
+/** The `"alpaca"` key of a field: a known property, and a unit that converts to its unit. */
+function checkAlpaca(
+  at: string[],
+  field: FieldSpec,
+  fail: (parts: readonly string[], what: string) => never,
+): void {
+  const property: unknown = field.alpaca;
+  if (typeof property !== "string" || !isAlpacaProperty(property)) {
+    fail(
+      [...at, "alpaca"],
+      `${kind(property)} is not an ObservingConditions property; use one of ${
+        ALPACA_PROPERTIES.join(", ")
+      }`,
+    );
+  }
+  const name = property as AlpacaProperty;
+  const units = acceptedUnits(name).join(", ");
+  if (field.unit === undefined) {
+    fail(
+      at,
+      `the field feeds Alpaca ${name} but has no "unit"; add "unit": "${
+        alpacaUnit(name)
+      }" (or another of ${units}) so its values can be converted`,
+    );
+  }
+  if (alpacaConverter(name, field.unit!) === undefined) {
+    fail(
+      [...at, "unit"],
+      `the unit ${JSON.stringify(field.unit)} cannot be converted to Alpaca ${name} (${
+        alpacaUnit(name)
+      }); record the field in one of ${units}, or remove its "alpaca" key`,
+    );
+  }
+}
+
+/** Records that a field feeds `property`; a second field for the same property is refused. */
+function claimProperty(
+  fed: Map<string, readonly string[]>,
+  property: string,
+  at: readonly string[],
+  fail: (parts: readonly string[], what: string) => never,
+): void {
+  const first = fed.get(property);
+  if (first !== undefined) {
+    fail(
+      [...at, "alpaca"],
+      `Alpaca ${property} is already fed by ${
+        pathOf(first)
+      }; one field per property, so remove one of the two "alpaca" keys`,
+    );
+  }
+  fed.set(property, at);
 }
 
 /**

@@ -88,6 +88,17 @@ export interface ServerOptions extends ServiceOptions {
    * @default {true on a non-loopback hostname, false on loopback}
    */
   connectionGuard?: boolean;
+  /**
+   * Port of the ASCOM Alpaca listener on the same host (`--alpaca-port`, docs/safety.md); 0
+   * picks a free one. Absent: no Alpaca listener.
+   */
+  alpacaPort?: number;
+  /**
+   * UDP port answering Alpaca discovery while `alpacaPort` is set (`--alpaca-discovery-port`);
+   * 0 turns discovery off.
+   * @default {32227}
+   */
+  alpacaDiscoveryPort?: number;
   /** The types registry; when absent, `typesFile` is read, else the registry is empty. */
   types?: TypesRegistry;
   /** A types file (`--types`), read and checked before the site directory is opened. */

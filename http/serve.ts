@@ -19,8 +19,13 @@ import { createHandler, type HandlerOptions } from "./handler.ts";
 import { isLoopback } from "./guards.ts";
 import { ShutdownLifecycle } from "./shutdown.ts";
 import { checkReceivers, NOTIFY_DRAIN_MS, startNotifications } from "./notifications.ts";
+import { type AlpacaHandle, startAlpaca } from "./alpaca.ts";
+import { serviceSource } from "./alpaca_source.ts";
+import { DEFAULT_ALPACA_DISCOVERY_PORT } from "./alpaca_discovery.ts";
+import { readSiteIdentity } from "../store/site_identity.ts";
 import {
   checkExposure,
+  ConfigError,
   listenFailure,
   readTls,
   type ServerOptions,
@@ -48,6 +53,8 @@ export interface ServerHandle extends AsyncDisposable {
   readonly url: string;
   /** The service behind the server. */
   readonly service: TelemetryService;
+  /** The ASCOM Alpaca listener, when `alpacaPort` is set (docs/safety.md). */
+  readonly alpaca?: AlpacaHandle;
   /**
    * Graceful shutdown (docs/storage.md): new requests get 503, in-flight ones finish, files are
    * flushed, fsynced and closed, the lock is released.
@@ -85,6 +92,11 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   const hostname = options.hostname ?? DEFAULT_HOST;
   const port = options.port ?? DEFAULT_PORT;
   checkExposure(hostname, options);
+  if (options.alpacaPort !== undefined && options.alpacaPort !== 0 && options.alpacaPort === port) {
+    throw new ConfigError(
+      `--alpaca-port ${port} is also --port: the Alpaca listener needs a port of its own, such as 11111`,
+    );
+  }
   const types = options.types ??
     (options.typesFile !== undefined ? await loadTypes(options.typesFile) : undefined);
   const tls = await readTls(options);
@@ -126,6 +138,12 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   const explain = (err: unknown) => listenFailure(err, tls !== undefined, options);
   let server = await listenOrClose(() => listen(guarded ? 0 : port), service, explain);
   if (guarded) guard = await openGuard(hostname, port, server, service, explain, options, warn);
+  const alpaca = await openAlpaca(service, hostname, options, warn).catch(async (err) => {
+    guard?.close();
+    await server.shutdown();
+    await service.close();
+    throw err;
+  });
   // Settles when shutdown() has closed the service, however the shutdown was started.
   const done = Promise.withResolvers<void>();
   // Set when the server ends without being asked: `finished` then rejects with it.
@@ -137,6 +155,7 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
       const deadline = Date.now() + (options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS);
       // Open GET /stream responses never finish by themselves: beginning ends them first.
       shutdownState.begin();
+      await alpaca?.close();
       await disk.stop();
       // New requests are answered 503 from now on while the listener stays open, so whoever
       // waits for the port to close (`obs-utils telemetry stop`) knows the lock is free.
@@ -180,10 +199,55 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
     addr,
     url,
     service,
+    ...(alpaca ? { alpaca } : {}),
     shutdown,
     finished: done.promise,
     [Symbol.asyncDispose]: shutdown,
   };
+}
+
+/**
+ * Opens the Alpaca listener when `alpacaPort` is set (docs/safety.md), with the site's `site_id`
+ * for its `UniqueID`s; a port that cannot be taken is explained naming the flag to change.
+ */
+async function openAlpaca(
+  service: TelemetryService,
+  hostname: string,
+  options: ServerOptions,
+  warn: (message: string) => void,
+): Promise<AlpacaHandle | undefined> {
+  if (options.alpacaPort === undefined) return undefined;
+  const identity = await readSiteIdentity(service.siteDir);
+  // The registry the service judges safety by: the devices read the same one.
+  const registry = service.types;
+  const discoveryPort = options.alpacaDiscoveryPort ?? DEFAULT_ALPACA_DISCOVERY_PORT;
+  try {
+    return await startAlpaca({
+      hostname,
+      port: options.alpacaPort,
+      discoveryPort,
+      types: registry,
+      source: serviceSource(service, registry),
+      siteId: identity?.site_id ?? "unknown",
+      warn,
+      ...(options.onError ? { onError: options.onError } : {}),
+      ...(options.connectionGuard !== undefined
+        ? { connectionGuard: options.connectionGuard }
+        : {}),
+      ...(options.connectionLimits ? { connectionLimits: options.connectionLimits } : {}),
+    });
+  } catch (err) {
+    if (err instanceof Deno.errors.AddrInUse) {
+      throw new ConfigError(
+        `Cannot open the Alpaca listener on ${
+          hostForUrl(hostname)
+        }:${options.alpacaPort} (TCP) or discovery on UDP ${discoveryPort}: ${
+          errorText(err)
+        }; choose another --alpaca-port, or --alpaca-discovery-port 0 to turn discovery off`,
+      );
+    }
+    throw err;
+  }
 }
 
 /** What {@linkcode createHandler} is given by {@linkcode startServer}. */

@@ -69,6 +69,8 @@ const EVERY_FLAG: RunFlagValues = {
   maxConnsPerPeer: 8,
   notify: ["http://127.0.0.1:9/hook", "https://ntfy.sh/obs-site"],
   notifyFormat: "ntfy",
+  alpacaPort: 11111,
+  alpacaDiscoveryPort: 32228,
 };
 
 Deno.test("RUN_FLAGS names each environment variable OBS_TELEMETRY_ and the flag in capitals", () => {
@@ -238,6 +240,8 @@ Deno.test("spawnServer() takes an option for every run flag and no other but out
     maxConnsPerPeer: "flag",
     notify: "flag",
     notifyFormat: "flag",
+    alpacaPort: "flag",
+    alpacaDiscoveryPort: "flag",
     output: "spawn",
     readyTimeoutMs: "spawn",
   };

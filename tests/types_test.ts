@@ -46,7 +46,7 @@ Deno.test("a types file with an unknown key is refused naming the file, the JSON
   );
   assert.equal(
     refusal('{"weather": {"fields": {"system.free_space": {"warn_bellow": 20}}}}'),
-    'Cannot use --types types.json: at $.weather.fields["system.free_space"].warn_bellow unknown key "warn_bellow"; a field accepts label, unit, warn_above, warn_below, alarm_above, alarm_below, warn_if, alarm_if',
+    'Cannot use --types types.json: at $.weather.fields["system.free_space"].warn_bellow unknown key "warn_bellow"; a field accepts label, unit, warn_above, warn_below, alarm_above, alarm_below, warn_if, alarm_if, alpaca',
   );
 });
 
@@ -170,7 +170,7 @@ Deno.test("run refuses to start with a bad --types file: one line on stderr, exi
   assert.equal(new TextDecoder().decode(out.stdout), "");
   assert.equal(
     stderr,
-    `error: Cannot use --types ${file}: at $.weather.fields.wind.alarm_abov unknown key "alarm_abov"; a field accepts label, unit, warn_above, warn_below, alarm_above, alarm_below, warn_if, alarm_if\n`,
+    `error: Cannot use --types ${file}: at $.weather.fields.wind.alarm_abov unknown key "alarm_abov"; a field accepts label, unit, warn_above, warn_below, alarm_above, alarm_below, warn_if, alarm_if, alpaca\n`,
   );
   // The site directory was never opened.
   await assert.rejects(Deno.stat(site), Deno.errors.NotFound);

@@ -1,0 +1,425 @@
+/**
+ * The ASCOM Alpaca listener (docs/safety.md, "ASCOM Alpaca (N.I.N.A.)"): a second listener on
+ * `--host`, port `--alpaca-port`, that serves the Alpaca Device API v1 for `safetymonitor/0`
+ * and `observingconditions/0`, the Management API and the setup pages, and nothing else of the
+ * service. Alpaca has no authentication: the listener needs no token and answers only read-only
+ * devices; bound to loopback it keeps the Host check of the main listener, and bound to the
+ * network it stands behind the same connection guard (head and idle timeouts, connections per
+ * peer).
+ *
+ * Every device answer is HTTP 200 with `ClientTransactionID`, `ServerTransactionID`,
+ * `ErrorNumber` and `ErrorMessage` (and `Value`); a request the device cannot understand (an
+ * unknown device or member, a malformed `ClientID` or `ClientTransactionID`) is HTTP 400 with a
+ * plain-text message.
+ *
+ * @module
+ */
+
+import type { TypesRegistry } from "../core/types_registry.ts";
+import { hostForUrl } from "../wire/address.ts";
+import { guardLoopback, isLoopback, parseRequestUrl } from "./guards.ts";
+import { HttpError } from "./problems.ts";
+import { ConnectionGuard, type ConnectionLimits, INTERNAL_HOST } from "./conn_guard.ts";
+import {
+  ALPACA_DEVICES,
+  type AlpacaDevice,
+  AlpacaDevices,
+  type AlpacaParams,
+  AlpacaRequestError,
+  type AlpacaSource,
+  type MemberResult,
+} from "./alpaca_devices.ts";
+import { type ConfiguredDevice, configuredDevices, managementValue } from "./alpaca_management.ts";
+import { deviceSetupPage, serverSetupPage } from "./alpaca_setup.ts";
+import { type DiscoveryHandle, startDiscovery } from "./alpaca_discovery.ts";
+
+export type { AlpacaSource } from "./alpaca_devices.ts";
+
+/**
+ * Largest `PUT` body the Alpaca listener reads, in bytes: its parameters are a few words.
+ *
+ * @example Usage
+ * ```ts
+ * import { ALPACA_MAX_BODY } from "./alpaca.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(ALPACA_MAX_BODY, 16384);
+ * ```
+ */
+export const ALPACA_MAX_BODY = 16 * 1024;
+/** The largest value of `ClientID`, `ClientTransactionID` and `ServerTransactionID` (uint32). */
+const UINT32_MAX = 4_294_967_295;
+
+/** What {@linkcode createAlpacaHandler} answers from. */
+export interface AlpacaHandlerOptions {
+  /** The types registry (the `alpaca` keys of its fields). */
+  types: TypesRegistry;
+  /** The verdict and the latest events. */
+  source: AlpacaSource;
+  /** The site's `site_id`, for the `UniqueID`s and the description. */
+  siteId: string;
+  /** The address the listener is bound to: on loopback, the Host check applies. */
+  hostname: string;
+  /** Receives an unexpected error of a request (answered 500), for the service log. */
+  onError?: (err: unknown) => void;
+}
+
+/** The Alpaca request handler. */
+export type AlpacaHandler = (req: Request) => Promise<Response>;
+
+const TEXT = { "content-type": "text/plain; charset=utf-8" };
+const HTML = { "content-type": "text/html; charset=utf-8" };
+const JSON_TYPE = { "content-type": "application/json" };
+
+/** An answer that is not the Alpaca JSON: plain text (or HTML) with its status. */
+class PlainAnswer extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly html = false,
+    /** The methods a 405 names in its `Allow` header. */
+    readonly allow?: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Creates the Alpaca request handler (docs/safety.md).
+ *
+ * @param options The registry, the source, the site and the bound address.
+ * @returns The handler.
+ *
+ * @example Usage
+ * ```ts
+ * import { createAlpacaHandler } from "./alpaca.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const handler = await createAlpacaHandler({
+ *   types: new Map(),
+ *   source: { isSafe: () => false, latest: () => undefined, now: Date.now },
+ *   siteId: "0b6f9c1e-7a54-4d0e-9a51-3f1c8f1b2d3a",
+ *   hostname: "127.0.0.1",
+ * });
+ * const url = "http://localhost/api/v1/safetymonitor/0/issafe?ClientTransactionID=7";
+ * const res = await handler(new Request(url, { headers: { host: "localhost" } }));
+ * const body = await res.json();
+ * assert.equal(body.Value, false);
+ * assert.equal(body.ClientTransactionID, 7);
+ * ```
+ */
+export async function createAlpacaHandler(options: AlpacaHandlerOptions): Promise<AlpacaHandler> {
+  const devices = new AlpacaDevices(options.types, options.source);
+  const configured = await configuredDevices(options.siteId);
+  const loopback = isLoopback(options.hostname);
+  let serverTransaction = 0;
+  const nextTransaction = () =>
+    serverTransaction = serverTransaction >= UINT32_MAX ? 1 : serverTransaction + 1;
+  const answer = (url: URL, req: Request) =>
+    respond(req, url, {
+      devices,
+      configured,
+      types: options.types,
+      siteId: options.siteId,
+      nextTransaction,
+    });
+  return async (req) => {
+    try {
+      const url = parseRequestUrl(req);
+      if (loopback) guardLoopback(req, url);
+      if (url === null) throw new PlainAnswer(400, "The Host header is not a valid host and port.");
+      return await answer(url, req);
+    } catch (err) {
+      if (err instanceof PlainAnswer) {
+        return new Response(
+          err.html ? `<!doctype html><p>${err.message}</p>\n` : `${err.message}\n`,
+          {
+            status: err.status,
+            headers: {
+              ...(err.html ? HTML : TEXT),
+              ...(err.allow ? { allow: err.allow } : {}),
+            },
+          },
+        );
+      }
+      if (err instanceof AlpacaRequestError) {
+        return new Response(`${err.message}\n`, { status: 400, headers: TEXT });
+      }
+      if (err instanceof HttpError) {
+        return new Response(`${err.message}\n`, { status: err.status, headers: TEXT });
+      }
+      options.onError?.(err);
+      return new Response("The Alpaca request failed unexpectedly; see the service log.\n", {
+        status: 500,
+        headers: TEXT,
+      });
+    }
+  };
+}
+
+interface Answering {
+  devices: AlpacaDevices;
+  configured: readonly ConfiguredDevice[];
+  types: TypesRegistry;
+  siteId: string;
+  nextTransaction: () => number;
+}
+
+const API_PATH = /^\/api\/v1\/([^/]*)\/([^/]*)\/([^/]*)$/;
+const SETUP_PATH = /^\/setup\/v1\/([^/]*)\/([^/]*)\/setup$/;
+
+async function respond(req: Request, url: URL, at: Answering): Promise<Response> {
+  const method = req.method;
+  const path = url.pathname;
+  if (method !== "GET" && method !== "PUT") {
+    throw new PlainAnswer(
+      405,
+      `The Alpaca API answers GET and PUT, not ${method.slice(0, 16)}.`,
+      false,
+      "GET, PUT",
+    );
+  }
+  const api = API_PATH.exec(path);
+  if (api) {
+    const [, type, number, member] = api as unknown as [string, string, string, string];
+    const device = deviceOf(type, number);
+    const params = await readParams(req, url);
+    const client = clientTransaction(params);
+    const result = at.devices.call(device, method, member, params);
+    return alpacaJson(result, client, at.nextTransaction());
+  }
+  if (method !== "GET") {
+    throw new PlainAnswer(405, `${path.slice(0, 100)} answers GET only.`, false, "GET");
+  }
+  if (path.startsWith("/management/")) {
+    const params = await readParams(req, url);
+    const client = clientTransaction(params);
+    const value = managementValue(path, at.siteId, at.configured);
+    if (value === undefined) {
+      throw new PlainAnswer(
+        400,
+        "The management API has /management/apiversions, /management/v1/description and /management/v1/configureddevices.",
+      );
+    }
+    return alpacaJson({ value }, client, at.nextTransaction());
+  }
+  if (path === "/setup" || path === "/setup/") {
+    return new Response(serverSetupPage(at.siteId), { headers: HTML });
+  }
+  const setup = SETUP_PATH.exec(path);
+  if (setup) {
+    const [, type, number] = setup as unknown as [string, string, string];
+    if (!isDevice(type) || number !== "0") {
+      throw new PlainAnswer(403, "No such device here: see /setup for the devices.", true);
+    }
+    return new Response(deviceSetupPage(type, at.types, at.devices), { headers: HTML });
+  }
+  throw new PlainAnswer(
+    404,
+    "The Alpaca port serves only /api/v1/safetymonitor/0, /api/v1/observingconditions/0, /management and /setup.",
+  );
+}
+
+function isDevice(type: string): type is AlpacaDevice {
+  return (ALPACA_DEVICES as readonly string[]).includes(type);
+}
+
+function deviceOf(type: string, number: string): AlpacaDevice {
+  if (!isDevice(type) || number !== "0") {
+    throw new AlpacaRequestError(
+      `There is no device ${
+        JSON.stringify(`${type.slice(0, 40)}/${number.slice(0, 12)}`)
+      } here; the devices are safetymonitor/0 and observingconditions/0 (see /management/v1/configureddevices).`,
+    );
+  }
+  return type;
+}
+
+/** The Alpaca JSON answer: always HTTP 200. */
+function alpacaJson(result: MemberResult, client: number, server: number): Response {
+  const body = "error" in result
+    ? {
+      ClientTransactionID: client,
+      ServerTransactionID: server,
+      ErrorNumber: result.error,
+      ErrorMessage: result.message,
+    }
+    : {
+      ...("value" in result ? { Value: result.value } : {}),
+      ClientTransactionID: client,
+      ServerTransactionID: server,
+      ErrorNumber: 0,
+      ErrorMessage: "",
+    };
+  return new Response(JSON.stringify(body), { headers: JSON_TYPE });
+}
+
+/** `ClientTransactionID` as the answer echoes it (0 when absent); `ClientID` is checked too. */
+function clientTransaction(params: AlpacaParams): number {
+  uint32(params, "ClientID");
+  return uint32(params, "ClientTransactionID") ?? 0;
+}
+
+function uint32(params: AlpacaParams, name: string): number | undefined {
+  const text = params.get(name.toLowerCase());
+  if (text === undefined) return undefined;
+  const n = Number(text);
+  if (!/^\d{1,10}$/.test(text) || n > UINT32_MAX) {
+    throw new AlpacaRequestError(
+      `${name} must be a whole number from 0 to ${UINT32_MAX}, not ${
+        JSON.stringify(text.slice(0, 40))
+      }`,
+    );
+  }
+  return n;
+}
+
+/**
+ * The request's parameters by lower-case name, the first of each name kept: the query string
+ * of a GET, the `application/x-www-form-urlencoded` body of a PUT (at most
+ * {@linkcode ALPACA_MAX_BODY} bytes).
+ */
+async function readParams(req: Request, url: URL): Promise<AlpacaParams> {
+  const params = new Map<string, string>();
+  const source = req.method === "PUT" ? new URLSearchParams(await readForm(req)) : url.searchParams;
+  for (const [name, value] of source) {
+    const key = name.toLowerCase();
+    if (!params.has(key)) params.set(key, value);
+  }
+  return params;
+}
+
+async function readForm(req: Request): Promise<string> {
+  const type = (req.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase();
+  const declared = Number(req.headers.get("content-length") ?? "NaN");
+  if (declared > ALPACA_MAX_BODY) {
+    await req.body?.cancel();
+    throw tooLarge();
+  }
+  const bytes = await readBounded(req);
+  if (bytes.length === 0) return "";
+  if (type !== "application/x-www-form-urlencoded") {
+    throw new AlpacaRequestError(
+      `A PUT carries its parameters as application/x-www-form-urlencoded, not ${
+        JSON.stringify(type.slice(0, 60) || "(none)")
+      }`,
+    );
+  }
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch {
+    throw new AlpacaRequestError("The PUT body is not valid UTF-8; send the form as UTF-8.");
+  }
+}
+
+async function readBounded(req: Request): Promise<Uint8Array> {
+  if (req.body === null) return new Uint8Array();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of req.body) {
+    size += chunk.length;
+    if (size > ALPACA_MAX_BODY) throw tooLarge();
+    chunks.push(chunk);
+  }
+  const bytes = new Uint8Array(size);
+  let at = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, at);
+    at += chunk.length;
+  }
+  return bytes;
+}
+
+function tooLarge(): AlpacaRequestError {
+  return new AlpacaRequestError(
+    `The PUT body is over ${ALPACA_MAX_BODY} bytes; Alpaca parameters are a few words.`,
+  );
+}
+
+/** Options of {@linkcode startAlpaca}. */
+export interface AlpacaOptions extends AlpacaHandlerOptions {
+  /** The Alpaca HTTP port; 0 picks a free one (tests). */
+  port: number;
+  /** The UDP discovery port; 0 turns discovery off. */
+  discoveryPort: number;
+  /** Whether the connection guard stands in front (default: on a non-loopback host). */
+  connectionGuard?: boolean;
+  /** The guard's limits (`--head-timeout`, `--idle-timeout`, `--max-conns-per-peer`). */
+  connectionLimits?: ConnectionLimits;
+  /** Receives warn lines. */
+  warn: (message: string) => void;
+}
+
+/** A running Alpaca listener, from {@linkcode startAlpaca}. */
+export interface AlpacaHandle {
+  /** The Alpaca HTTP address (with the port picked, for port 0). */
+  readonly addr: Deno.NetAddr;
+  /** The discovery socket's address, when discovery is on. */
+  readonly discovery: { hostname: string; port: number } | undefined;
+  /** Stops answering: closes the discovery socket, the guard and the listener. */
+  close(): Promise<void>;
+}
+
+/**
+ * Opens the Alpaca listener and, unless `discoveryPort` is 0, the discovery socket.
+ *
+ * @param options Where to listen and what to answer.
+ * @returns The handle.
+ * @throws {Deno.errors.AddrInUse} If a port is taken.
+ *
+ * @example Usage
+ * ```ts ignore
+ * const alpaca = await startAlpaca({ ...handlerOptions, port: 11111, discoveryPort: 32227, warn: console.warn });
+ * await alpaca.close();
+ * ```
+ */
+export async function startAlpaca(options: AlpacaOptions): Promise<AlpacaHandle> {
+  const handler = await createAlpacaHandler(options);
+  const guarded = options.connectionGuard ?? !isLoopback(options.hostname);
+  let guard: ConnectionGuard | undefined;
+  const server = Deno.serve(
+    {
+      hostname: guarded ? INTERNAL_HOST : options.hostname,
+      port: guarded ? 0 : options.port,
+      onListen: () => {},
+    },
+    guarded ? (req, info) => (guard!.info(info), handler(req)) : handler,
+  );
+  const closers: (() => Promise<void>)[] = [() => server.shutdown()];
+  const close = async () => {
+    for (const closer of closers.reverse()) await closer().catch(() => {});
+  };
+  try {
+    if (guarded) {
+      guard = new ConnectionGuard({
+        listener: Deno.listen({ hostname: options.hostname, port: options.port }),
+        upstream: () => server.addr,
+        plain: true,
+        warn: options.warn,
+        where: `${hostForUrl(options.hostname)}:${options.port} (Alpaca)`,
+        ...(options.connectionLimits ? { limits: options.connectionLimits } : {}),
+      });
+      const running = guard.run().catch((err) => options.warn(`Alpaca: ${err.message}`));
+      closers.push(async () => {
+        guard!.close();
+        guard!.closeAll();
+        await running;
+      });
+    }
+    const addr = guard ? guard.addr : server.addr;
+    let discovery: DiscoveryHandle | undefined;
+    if (options.discoveryPort !== 0) {
+      discovery = await startDiscovery({
+        hostname: options.hostname,
+        port: options.discoveryPort,
+        alpacaPort: addr.port,
+        warn: options.warn,
+      });
+      closers.push(() => discovery!.close());
+    }
+    return { addr, discovery: discovery?.addr, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}

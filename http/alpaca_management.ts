@@ -1,0 +1,155 @@
+/**
+ * The Alpaca Management API of the service (docs/safety.md, "ASCOM Alpaca (N.I.N.A.)"): the API
+ * versions, the server's description and its configured devices, whose `UniqueID`s are derived
+ * from the site's `site_id` so that a client keeps its settings across restarts.
+ *
+ * @module
+ */
+
+import {
+  ALPACA_DEVICES,
+  type AlpacaDevice,
+  DEVICE_NAMES,
+  DEVICE_TYPE_NAMES,
+} from "./alpaca_devices.ts";
+import { VERSION } from "./version.ts";
+
+/** One entry of `/management/v1/configureddevices`. */
+export interface ConfiguredDevice {
+  /** The device's `name`. */
+  readonly DeviceName: string;
+  /** `SafetyMonitor` or `ObservingConditions`. */
+  readonly DeviceType: string;
+  /** Always 0. */
+  readonly DeviceNumber: number;
+  /** Stable for a site: derived from its `site_id`. */
+  readonly UniqueID: string;
+}
+
+/**
+ * The `UniqueID` of a device of a site: the SHA-256 of the `site_id` and the device, written as
+ * a UUID (RFC 9562 version 8, "custom"), the same at every start of the same site directory.
+ *
+ * @param siteId The site's `site_id` (`<site_dir>/.site.json`).
+ * @param device The device.
+ * @returns The UUID text, lower case.
+ *
+ * @example Usage
+ * ```ts
+ * import { deviceUniqueId } from "./alpaca_management.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const site = "0b6f9c1e-7a54-4d0e-9a51-3f1c8f1b2d3a";
+ * const id = await deviceUniqueId(site, "safetymonitor");
+ * assert.equal(id, await deviceUniqueId(site, "safetymonitor"));
+ * assert.notEqual(id, await deviceUniqueId(site, "observingconditions"));
+ * assert.match(id, /^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+ * ```
+ */
+export async function deviceUniqueId(siteId: string, device: AlpacaDevice): Promise<string> {
+  const input = new TextEncoder().encode(`obs-utils-telemetry/alpaca/${siteId}/${device}/0`);
+  const bytes = new Uint8Array(await crypto.subtle.digest("SHA-256", input)).slice(0, 16);
+  bytes[6] = (bytes[6]! & 0x0f) | 0x80; // version 8
+  bytes[8] = (bytes[8]! & 0x3f) | 0x80; // RFC 9562 variant
+  const hex = [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${
+    hex.slice(20)
+  }`;
+}
+
+/**
+ * The configured devices of a site, in the order of the management API's answer.
+ *
+ * @param siteId The site's `site_id`.
+ * @returns Both devices with their `UniqueID`s.
+ *
+ * @example Usage
+ * ```ts
+ * import { configuredDevices } from "./alpaca_management.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const devices = await configuredDevices("0b6f9c1e-7a54-4d0e-9a51-3f1c8f1b2d3a");
+ * assert.deepEqual(devices.map((d) => d.DeviceType), ["SafetyMonitor", "ObservingConditions"]);
+ * ```
+ */
+export async function configuredDevices(siteId: string): Promise<ConfiguredDevice[]> {
+  const devices: ConfiguredDevice[] = [];
+  for (const device of ALPACA_DEVICES) {
+    devices.push({
+      DeviceName: DEVICE_NAMES[device],
+      DeviceType: DEVICE_TYPE_NAMES[device],
+      DeviceNumber: 0,
+      UniqueID: await deviceUniqueId(siteId, device),
+    });
+  }
+  return devices;
+}
+
+/** The `Value` of `/management/v1/description`. */
+export interface ServerDescription {
+  /** The server's name. */
+  readonly ServerName: string;
+  /** Who makes it. */
+  readonly Manufacturer: string;
+  /** The package version. */
+  readonly ManufacturerVersion: string;
+  /** Where it is: the site, by its `site_id`. */
+  readonly Location: string;
+}
+
+/**
+ * The server's description.
+ *
+ * @param siteId The site's `site_id`, named as the location.
+ * @returns The `Value` of `/management/v1/description`.
+ *
+ * @example Usage
+ * ```ts
+ * import { serverDescription } from "./alpaca_management.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(serverDescription("x").ServerName, "obs-utils telemetry");
+ * ```
+ */
+export function serverDescription(siteId: string): ServerDescription {
+  return {
+    ServerName: "obs-utils telemetry",
+    Manufacturer: "obs-utils",
+    ManufacturerVersion: VERSION,
+    Location: `site ${siteId}`,
+  };
+}
+
+/**
+ * The answer of a management path, or `undefined` for a path that is not one.
+ *
+ * @param pathname The request's path.
+ * @param siteId The site's `site_id`.
+ * @param devices The configured devices (computed once at start).
+ * @returns The `Value` to answer.
+ *
+ * @example Usage
+ * ```ts
+ * import { managementValue } from "./alpaca_management.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.deepEqual(managementValue("/management/apiversions", "x", []), [1]);
+ * assert.equal(managementValue("/management/v2/description", "x", []), undefined);
+ * ```
+ */
+export function managementValue(
+  pathname: string,
+  siteId: string,
+  devices: readonly ConfiguredDevice[],
+): unknown {
+  switch (pathname) {
+    case "/management/apiversions":
+      return [1];
+    case "/management/v1/description":
+      return serverDescription(siteId);
+    case "/management/v1/configureddevices":
+      return devices;
+    default:
+      return undefined;
+  }
+}

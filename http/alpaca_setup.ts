@@ -1,0 +1,137 @@
+/**
+ * The Alpaca setup pages (docs/safety.md, "ASCOM Alpaca (N.I.N.A.)"): small read-only HTML pages
+ * saying where each value comes from. Nothing is set here: the types file is the configuration.
+ * Every text from the types file is escaped.
+ *
+ * @module
+ */
+
+import type { TypesRegistry } from "../core/types_registry.ts";
+import { ALPACA_PROPERTIES, ALPACA_PROPERTY_NAMES, alpacaUnit } from "../core/units.ts";
+import {
+  ALPACA_DEVICES,
+  type AlpacaDevice,
+  type AlpacaDevices,
+  DEVICE_NAMES,
+  DEVICE_TYPE_NAMES,
+} from "./alpaca_devices.ts";
+import { VERSION } from "./version.ts";
+
+/**
+ * Text made safe inside HTML elements and quoted attributes.
+ *
+ * @param text Any text.
+ * @returns The text with `&`, `<`, `>`, `"` and `'` escaped.
+ *
+ * @example Usage
+ * ```ts
+ * import { escapeHtml } from "./alpaca_setup.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(escapeHtml('<b a="1">&'), "&lt;b a=&quot;1&quot;&gt;&amp;");
+ * ```
+ */
+export function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => ESCAPES[c]!);
+}
+
+const ESCAPES: Readonly<Record<string, string>> = {
+  "&": "&amp;",
+  "<": "&lt;",
+  ">": "&gt;",
+  '"': "&quot;",
+  "'": "&#39;",
+};
+
+function page(title: string, body: string): string {
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>
+<style>body{font-family:sans-serif;max-width:50em;margin:2em auto}td,th{padding:.2em .6em;text-align:left}</style>
+</head><body><h1>${escapeHtml(title)}</h1>
+${body}
+<p>Read-only: the values are configured in the types file (<code>--types</code>) of the telemetry service; change that file and restart the service.</p>
+</body></html>
+`;
+}
+
+/**
+ * The page of `/setup`: the server and links to each device's page.
+ *
+ * @param siteId The site's `site_id`.
+ * @returns The HTML.
+ *
+ * @example Usage
+ * ```ts
+ * import { serverSetupPage } from "./alpaca_setup.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.match(serverSetupPage("x"), /safetymonitor\/0\/setup/);
+ * ```
+ */
+export function serverSetupPage(siteId: string): string {
+  const links = ALPACA_DEVICES.map((device) =>
+    `<li><a href="/setup/v1/${device}/0/setup">${escapeHtml(DEVICE_TYPE_NAMES[device])} 0: ${
+      escapeHtml(DEVICE_NAMES[device])
+    }</a></li>`
+  ).join("\n");
+  return page(
+    "obs-utils telemetry: ASCOM Alpaca",
+    `<p>obs-utils telemetry ${escapeHtml(VERSION)}, site ${
+      escapeHtml(siteId)
+    }.</p>\n<ul>\n${links}\n</ul>`,
+  );
+}
+
+/**
+ * The page of `/setup/v1/{device}/0/setup`: where each of the device's values comes from.
+ *
+ * @param device The device.
+ * @param types The types registry.
+ * @param devices The devices, for the mapped fields.
+ * @returns The HTML.
+ *
+ * @example Usage
+ * ```ts
+ * import { AlpacaDevices } from "./alpaca_devices.ts";
+ * import { deviceSetupPage } from "./alpaca_setup.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const types = new Map([["weather", { critical: true, fields: {} }]]);
+ * const devices = new AlpacaDevices(types, { isSafe: () => false, latest: () => undefined, now: Date.now });
+ * assert.match(deviceSetupPage("safetymonitor", types, devices), /weather/);
+ * ```
+ */
+export function deviceSetupPage(
+  device: AlpacaDevice,
+  types: TypesRegistry,
+  devices: AlpacaDevices,
+): string {
+  const title = `${DEVICE_TYPE_NAMES[device]} 0: ${DEVICE_NAMES[device]}`;
+  if (device === "safetymonitor") {
+    const critical = [...types].filter(([, spec]) => spec.critical).map(([type]) =>
+      `<li>${escapeHtml(type)}</li>`
+    );
+    const list = critical.length === 0
+      ? '<p>No critical type is registered, so IsSafe is false: mark types <code>"critical": true</code> in the types file.</p>'
+      : `<ul>\n${critical.join("\n")}\n</ul>`;
+    return page(
+      title,
+      `<p>IsSafe is the service's safety verdict (<code>GET /safety</code> on its HTTP port): true only while every critical type below is fresh, out of alarm and not clearing.</p>\n${list}`,
+    );
+  }
+  const rows = ALPACA_PROPERTIES.map((property) => {
+    const mapped = devices.mappings.get(property);
+    const source = mapped === undefined
+      ? `not configured (add <code>"alpaca": "${property}"</code> to a field)`
+      : `${escapeHtml(mapped.type)} <code>${escapeHtml(mapped.path)}</code>${
+        mapped.label === undefined ? "" : ` (${escapeHtml(mapped.label)})`
+      }, recorded in ${escapeHtml(mapped.unit)}`;
+    return `<tr><td>${ALPACA_PROPERTY_NAMES[property]}</td><td>${
+      escapeHtml(alpacaUnit(property))
+    }</td><td>${source}</td></tr>`;
+  }).join("\n");
+  return page(
+    title,
+    `<table>\n<tr><th>Property</th><th>Unit</th><th>From</th></tr>\n${rows}\n</table>`,
+  );
+}
