@@ -175,6 +175,6 @@ Deno.test("mqtt size guard passes no packet over the bound to the parser, howeve
     assert.deepEqual(out.slice(-2), [0xd0, 0]);
     const text = new TextDecoder().decode(new Uint8Array(out));
     assert.ok(text.includes("w/huge\u0012\u0034"), "topic and packet id kept");
-    assert.ok(text.endsWith("oversized:3145728\u00d0\u0000") || text.includes("oversized:3145728"));
+    assert.ok(text.includes("oversized:3145728"), "the marker names the payload's size");
   }
 });
