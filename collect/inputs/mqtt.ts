@@ -170,8 +170,8 @@ function parse(raw: Readonly<Record<string, unknown>>, at: ConfigAt): MqttConfig
 }
 
 /**
- * The connection to the broker as the stream MQTT.js reads and writes: a `Deno.Conn` (fewer
- * layers than `node:net`, so less CPU per message: bench/RESULTS.md, "Issue 28") whose
+ * The connection to the broker as the stream MQTT.js reads and writes: a `Deno.Conn` (Deno's
+ * own socket, under the collector's `--allow-net`, one layer fewer than `node:net`) whose
  * incoming bytes pass the size guard first.
  */
 class GuardedSocket extends Duplex {
