@@ -154,3 +154,17 @@ Deno.test("mqtt refuses a config without topics or with a bad url, naming the ke
   );
   assert.deepEqual(mqttInput.needs!(ok), { net: ["broker.lan:8883"] });
 });
+
+Deno.test("mqtt rejects listen naming the broker and the reason when nothing listens there", async () => {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  listener.close();
+  const { input } = build(mqttInput, {
+    url: `mqtt://127.0.0.1:${port}`,
+    topics: { a: { type: "t" } },
+  });
+  await assert.rejects(
+    input.listen!(new SinkLog(), new AbortController().signal, () => {}),
+    new RegExp(`^Error: MQTT mqtt://127\\.0\\.0\\.1:${port}: .*(refused|ECONNREFUSED)`, "i"),
+  );
+});

@@ -294,10 +294,10 @@ class MqttInput implements Input {
       });
       client.on("message", (topic, payload) => this.#deliver(sink, topic, payload));
       client.on("error", (err) => finish(new Error(`MQTT ${this.#config.url}: ${err.message}`)));
-      client.on(
-        "close",
-        () => finish(new Error(`MQTT ${this.#config.url}: the connection closed`)),
-      );
+      client.on("close", () => {
+        const why = stream?.failure?.message ?? "the connection closed";
+        finish(new Error(`MQTT ${this.#config.url}: ${why}`));
+      });
     });
   }
 
