@@ -168,3 +168,34 @@ Deno.test("mqtt rejects listen naming the broker and the reason when nothing lis
     new RegExp(`^Error: MQTT mqtt://127\\.0\\.0\\.1:${port}: .*(refused|ECONNREFUSED)`, "i"),
   );
 });
+
+Deno.test("mqtt rejects listen with the size guard's reason when a broker sends a huge packet that is not a PUBLISH", async () => {
+  // A fake broker (a real TCP listener): CONNACK, then a SUBACK announcing 16 MiB.
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  const serving = (async () => {
+    const conn = await listener.accept();
+    try {
+      await conn.read(new Uint8Array(1024));
+      await conn.write(new Uint8Array([0x20, 2, 0, 0, 0x90, 0x80, 0x80, 0x80, 0x08]));
+      await conn.read(new Uint8Array(1024));
+    } catch {
+      /* the client hung up */
+    } finally {
+      conn.close();
+    }
+  })();
+  try {
+    const { input } = build(mqttInput, {
+      url: `mqtt://127.0.0.1:${port}`,
+      topics: { a: { type: "t" } },
+    });
+    await assert.rejects(
+      input.listen!(new SinkLog(), new AbortController().signal, () => {}),
+      /MQTT mqtt:\/\/127\.0\.0\.1:\d+: the broker sent an MQTT packet of 16777216 bytes, over 1048576/,
+    );
+  } finally {
+    listener.close();
+    await serving;
+  }
+});
