@@ -17,6 +17,7 @@ import { POST_HELP, postCommand } from "./post.ts";
 import { MIGRATE_HELP, migrateCommand } from "./migrate.ts";
 import { READ_HELP, readCommand } from "./read.ts";
 import { ARCHIVE_HELP, FORWARD_HELP } from "./forward_help.ts";
+import { COLLECT_HELP } from "./collect_help.ts";
 import {
   RUNS_HELP,
   runsCommand,
@@ -56,6 +57,7 @@ Commands:
   telemetry read      Print stored events from the files
   telemetry forward   Send stored events to a fleet store (NATS, PostgreSQL)
   telemetry archive   Move events from NATS JetStream into PostgreSQL
+  telemetry collect   Read devices (HTTP, MQTT, INDI, Alpaca, files) into the service
   telemetry check     Exit 0 when critical types are fresh and the disk has room
   telemetry help      Show the commands, or one command's options
 
@@ -78,6 +80,7 @@ Commands:
   read      Print stored events from the files (time range, types, runs)
   forward   Send stored events to NATS JetStream or PostgreSQL, and follow
   archive   Move events from NATS JetStream into PostgreSQL
+  collect   Read devices (HTTP, MQTT, INDI, Alpaca, files) and post their events
   check     Exit 0 when critical types are fresh and the disk has room, else 1
   help      Show this help, or 'help <command>' for a command's options
 
@@ -95,6 +98,7 @@ Run 'obs-utils telemetry <command> --help' for a command's options.
   read: READ_HELP,
   forward: FORWARD_HELP,
   archive: ARCHIVE_HELP,
+  collect: COLLECT_HELP,
   check: CHECK_HELP,
 };
 
@@ -113,6 +117,8 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
     asksHelp(args) ? printHelp(FORWARD_HELP) : (await fleetCommands()).forwardCommand(args),
   archive: async (args) =>
     asksHelp(args) ? printHelp(ARCHIVE_HELP) : (await fleetCommands()).archiveCommand(args),
+  collect: async (args) =>
+    asksHelp(args) ? printHelp(COLLECT_HELP) : (await collectCommands()).collectCommand(args),
   check: checkCommand,
 };
 
@@ -146,6 +152,29 @@ async function fleetCommands(): Promise<FleetCommands> {
     if (!/npm|package|registry/i.test(reason)) throw err;
     throw new Failure(
       `the fleet commands need their npm packages (the NATS and PostgreSQL clients), which are not in Deno's cache (${reason}); run 'deno task cache' once on a machine with network access, with the same DENO_DIR`,
+    );
+  }
+}
+
+/** The collector's module (`cli/collect.ts`). */
+interface CollectCommands {
+  collectCommand(args: string[]): Promise<number>;
+}
+
+/**
+ * Loads the collector only when `collect` runs, with a computed specifier for the reason
+ * {@linkcode fleetCommands} gives: its MQTT input's npm package stays out of every other
+ * command's graph (docs/collect.md).
+ */
+async function collectCommands(): Promise<CollectCommands> {
+  const specifier = ["./collect", "ts"].join(".");
+  try {
+    return await import(specifier);
+  } catch (err) {
+    const reason = (err instanceof Error ? err.message : String(err)).split("\n")[0]!;
+    if (!/npm|package|registry/i.test(reason)) throw err;
+    throw new Failure(
+      `the collector needs its npm packages (the MQTT client), which are not in Deno's cache (${reason}); run 'deno task cache' once on a machine with network access, with the same DENO_DIR`,
     );
   }
 }

@@ -1,205 +1,105 @@
 /**
- * Fixtures for the push and Alpaca input tests: a sink that keeps what an input delivers, a
- * `ConfigAt` that throws the config error, an input listening until disposed, and real
- * `mosquitto` and `indiserver` processes on free loopback ports in temp directories.
- * When a binary is missing the test skips with the reason these helpers give.
+ * What the collect tests share: a collector run in this process against a real service, real
+ * local HTTP servers, and waiting for conditions.
+ *
  * @module
  */
 
-import { join } from "node:path";
-import type {
-  ConfigAt,
-  FieldReading,
-  Input,
-  InputCommon,
-  InputKind,
-  InputSink,
-  RecordReading,
-} from "../collect/inputs/input.ts";
-import { freePort } from "./_util.ts";
-import { waitUntil } from "./_fleet_util.ts";
+import { TelemetryClient } from "../client.ts";
+import { Collector } from "../collect/collector.ts";
+import { parseCollectConfig } from "../collect/config.ts";
+import { INPUT_KINDS } from "../collect/inputs/mod.ts";
+import type { InputKind } from "../collect/inputs/input.ts";
+import { Outbox } from "../collect/outbox.ts";
+import { readSiteLines } from "./_util.ts";
+export { waitUntil } from "./_fleet_util.ts";
 
-export { waitUntil };
-
-/** A sink that keeps every reading and warning, and counts connections (`up`). */
-export class SinkLog implements InputSink {
-  readonly records: RecordReading[] = [];
-  readonly fields: FieldReading[] = [];
-  readonly warnings: { key: string; message: string }[] = [];
-  ups = 0;
-
-  record(reading: RecordReading): void {
-    this.records.push(reading);
-  }
-
-  field(reading: FieldReading): void {
-    this.fields.push(reading);
-  }
-
-  warn(key: string, message: string): void {
-    this.warnings.push({ key, message });
-  }
-
-  /** The latest value of `field` of `type`, as the collector's merge would keep it. */
-  latest(type: string, field: string): FieldReading | undefined {
-    return this.fields.findLast((f) => f.type === type && f.field === field);
-  }
+/** A log line a collector wrote. */
+export interface LogLine {
+  level: string;
+  message: string;
 }
 
-/** A `ConfigAt` whose `fail` throws `inputs[0].<key>: <problem> (<fix>)`. */
-export function configAt(path = "inputs[0]"): ConfigAt {
-  return {
-    path,
-    fail(key: string, problem: string, fix: string): never {
-      throw new Error(`${path}${key ? `.${key}` : ""}: ${problem} (${fix})`);
-    },
-    child(key: string): ConfigAt {
-      return configAt(`${path}.${key}`);
-    },
-  };
-}
-
-/** Parses `raw` with `kind` and creates the input, as the collector does. */
-export function build<C>(
-  kind: InputKind<C>,
-  raw: Record<string, unknown>,
-  common: Partial<InputCommon> = {},
-): { config: C; input: Input } {
-  const config = kind.parse(raw, configAt());
-  return { config, input: kind.create(config, { name: "test", ...common }) };
+/** A collector running in this process. */
+export interface RunningCollector extends AsyncDisposable {
+  /** Its log, as written. */
+  readonly log: LogLine[];
+  /** Its queue to the service. */
+  readonly outbox: Outbox;
+  /** Stops it (posting what it holds) and returns the events left unposted. */
+  stop(): Promise<number>;
 }
 
 /**
- * Runs `listen` again after each rejection (50 ms apart, as a collector with a short back-off)
- * until disposed; keeps the rejections.
+ * Starts a collector for `inputs` posting to `baseUrl`.
+ *
+ * @param inputs The config's inputs.
+ * @param baseUrl The service.
+ * @param capacity The queue's bound.
+ * @param kinds Input kinds besides the shipped ones (a test's own push kind).
  */
-export class Listening implements AsyncDisposable {
-  readonly errors: Error[] = [];
-  #abort = new AbortController();
-  #loop: Promise<void>;
-
-  constructor(input: Input, sink: SinkLog) {
-    this.#loop = (async () => {
-      while (!this.#abort.signal.aborted) {
-        try {
-          await input.listen!(sink, this.#abort.signal, () => sink.ups++);
-        } catch (err) {
-          this.errors.push(err as Error);
-          await new Promise((r) => setTimeout(r, 50));
-        }
-      }
-    })();
-  }
-
-  async [Symbol.asyncDispose](): Promise<void> {
-    this.#abort.abort();
-    await this.#loop;
-  }
+export function startCollector(
+  inputs: unknown[],
+  baseUrl: string,
+  capacity?: number,
+  // deno-lint-ignore no-explicit-any
+  kinds: readonly InputKind<any>[] = [],
+): RunningCollector {
+  const config = parseCollectConfig(JSON.stringify({ inputs }), "test.json", [
+    ...INPUT_KINDS,
+    ...kinds,
+  ]);
+  const log: LogLine[] = [];
+  const collector = new Collector({
+    config,
+    log: (level, message) => log.push({ level, message }),
+  });
+  const outbox = new Outbox(
+    new TelemetryClient({ baseUrl, timeoutMs: 2000 }),
+    (level, message) => log.push({ level, message }),
+    capacity,
+  );
+  const stop = new AbortController();
+  const running = collector.run(outbox, stop.signal);
+  const halt = async () => {
+    stop.abort();
+    return await running;
+  };
+  return { log, outbox, stop: halt, [Symbol.asyncDispose]: async () => void await halt() };
 }
 
-function runs(cmd: string, args: string[]): boolean {
-  try {
-    new Deno.Command(cmd, { args, stdout: "null", stderr: "null" }).outputSync();
-    return true;
-  } catch {
-    return false;
-  }
+/** A local HTTP server on 127.0.0.1, port 0, answering with `handler`. */
+export interface LocalServer extends AsyncDisposable {
+  /** Its base URL. */
+  readonly url: string;
+  /** Requests answered so far. */
+  readonly requests: () => number;
 }
 
-const MOSQUITTO = ["/usr/sbin/mosquitto", "mosquitto"].find((c) => runs(c, ["-h"]));
-
-/** Why `mosquitto` cannot run here, or `undefined` when it can. */
-export function mosquittoMissing(): string | undefined {
-  return MOSQUITTO ? undefined : "mosquitto is not installed (apt-get install -y mosquitto)";
+/** Starts a local HTTP server. */
+export function localServer(handler: (req: Request) => Response | Promise<Response>): LocalServer {
+  let count = 0;
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
+    count++;
+    return handler(req);
+  });
+  return {
+    url: `http://127.0.0.1:${server.addr.port}`,
+    requests: () => count,
+    [Symbol.asyncDispose]: async () => await server.shutdown(),
+  };
 }
 
-/** Why `indiserver` with the weather simulator cannot run here, or `undefined`. */
-export function indiMissing(): string | undefined {
-  return runs("indiserver", ["--help"]) && runs("indi_simulator_weather", ["--help"])
-    ? undefined
-    : "indiserver or indi_simulator_weather is not installed (apt-get install -y indi-bin)";
+/** The stored events of a site directory (its site files), parsed. */
+export async function storedEvents(
+  siteDir: string,
+): Promise<{ type: string; ts: string; data: Record<string, unknown> }[]> {
+  return (await readSiteLines(siteDir)).map((l) => JSON.parse(l));
 }
 
-async function accepts(port: number): Promise<boolean> {
-  try {
-    const conn = await Deno.connect({ hostname: "127.0.0.1", port });
-    conn.close();
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** A server process on a free loopback port in a temp dir, restartable, stopped on dispose. */
-class ServerProcess implements AsyncDisposable {
-  readonly port: number;
-  readonly dir: string;
-  #child: Deno.ChildProcess | undefined;
-  #command: (port: number, dir: string) => [string, string[]];
-
-  constructor(dir: string, command: (port: number, dir: string) => [string, string[]]) {
-    this.dir = dir;
-    this.port = freePort();
-    this.#command = command;
-  }
-
-  /** Starts (again) on the same port; waits until it accepts connections. */
-  async restart(): Promise<void> {
-    const [cmd, args] = this.#command(this.port, this.dir);
-    this.#child = new Deno.Command(cmd, { args, stdout: "null", stderr: "null" }).spawn();
-    await waitUntil(() => accepts(this.port), 15_000, `${cmd} on port ${this.port}`);
-  }
-
-  /** Kills the process and waits for it to exit. */
-  async kill(signal: Deno.Signal = "SIGKILL"): Promise<void> {
-    const child = this.#child;
-    if (!child) return;
-    this.#child = undefined;
-    try {
-      child.kill(signal);
-    } catch { /* already gone */ }
-    await child.status;
-  }
-
-  async [Symbol.asyncDispose](): Promise<void> {
-    await this.kill();
-    await Deno.remove(this.dir, { recursive: true }).catch(() => {});
-  }
-}
-
-/** A real `mosquitto` on 127.0.0.1, anonymous, with its config file in a temp directory. */
-export class Mosquitto extends ServerProcess {
-  /** Starts a broker on a free port. */
-  static async start(): Promise<Mosquitto> {
-    const dir = await Deno.makeTempDir({ prefix: "obs-mosquitto-" });
-    const broker = new Mosquitto(dir, (port, dir) => {
-      const conf = join(dir, "mosquitto.conf");
-      Deno.writeTextFileSync(
-        conf,
-        `listener ${port} 127.0.0.1\nallow_anonymous true\npersistence false\n`,
-      );
-      return [MOSQUITTO!, ["-c", conf]];
-    });
-    await broker.restart();
-    return broker;
-  }
-
-  /** `mqtt://127.0.0.1:<port>`. */
-  get url(): string {
-    return `mqtt://127.0.0.1:${this.port}`;
-  }
-}
-
-/** A real `indiserver` running the given drivers on 127.0.0.1. */
-export class IndiServer extends ServerProcess {
-  /** Starts `indiserver -p PORT <drivers>` on a free port. */
-  static async start(drivers = ["indi_simulator_weather"]): Promise<IndiServer> {
-    const dir = await Deno.makeTempDir({ prefix: "obs-indi-" });
-    const server = new IndiServer(dir, (port, dir) => [
-      "indiserver",
-      ["-p", String(port), "-u", join(dir, "indiserver.sock"), "-r", "0", ...drivers],
-    ]);
-    await server.restart();
-    return server;
-  }
+/** The lines of a log that mention `text`. */
+export function linesWith(log: readonly LogLine[], text: string | RegExp): LogLine[] {
+  return log.filter((l) =>
+    typeof text === "string" ? l.message.includes(text) : text.test(l.message)
+  );
 }

@@ -30,6 +30,7 @@ type Folder = (typeof FOLDERS)[number] | "(root)";
 const ENTRY_POINTS = [
   "cli.ts",
   "client.ts",
+  "collect.ts",
   "event.ts",
   "forward.ts",
   "history.ts",

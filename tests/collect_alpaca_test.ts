@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { alpacaInput } from "../collect/inputs/alpaca.ts";
-import { build, configAt, SinkLog } from "./_collect_util.ts";
+import { build, configAt, SinkLog } from "./_collect_push_util.ts";
 
 type Behaviour = number | boolean | "notimplemented" | "error" | "huge" | "slow" | "html";
 
@@ -142,7 +142,7 @@ Deno.test("alpaca bounds an answer's size and time: a huge or slow answer is a w
   assert.ok(Date.now() - started < 5_000, "the slow answer was not waited for");
   assert.deepEqual(sink.records.map((r) => r.data), [{ t: 2 }]);
   assert.deepEqual(sink.warnings.map((w) => w.message.replace(/^.*?: /, "")).sort(), [
-    "humidity: an answer of more than 65536 bytes",
+    'humidity: the answer of humidity is larger than 65536 bytes; refused (raise "max_bytes" if it is really that large)',
     "pressure: no answer within 500 ms (timeout_s)",
   ]);
 

@@ -17,7 +17,7 @@ import {
   mosquittoMissing,
   SinkLog,
   waitUntil,
-} from "./_collect_util.ts";
+} from "./_collect_push_util.ts";
 
 const MiB = 1024 * 1024;
 const encoder = new TextEncoder();

@@ -13,7 +13,7 @@ import {
   Listening,
   SinkLog,
   waitUntil,
-} from "./_collect_util.ts";
+} from "./_collect_push_util.ts";
 
 const missing = indiMissing();
 if (missing) {

@@ -14,7 +14,7 @@ import {
   mosquittoMissing,
   SinkLog,
   waitUntil,
-} from "./_collect_util.ts";
+} from "./_collect_push_util.ts";
 
 const missing = mosquittoMissing();
 if (missing) {

@@ -9,6 +9,7 @@
  */
 
 import type { ConfigAt, Input, InputCommon, InputKind, InputSink } from "./input.ts";
+import { readBounded } from "./read_bounded.ts";
 
 /** The thirteen ObservingConditions properties the input reads by default. */
 export const OBSERVING_CONDITIONS: readonly string[] = [
@@ -27,7 +28,7 @@ export const OBSERVING_CONDITIONS: readonly string[] = [
   "windspeed",
 ];
 
-/** The largest answer read (bytes) and the default longest wait for one (ms, `timeout_s`). */
+/** The default largest answer (bytes, `max_bytes`) and longest wait for one (ms, `timeout_s`). */
 export const ALPACA_BOUNDS = { maxAnswerBytes: 64 * 1024, timeoutMs: 5_000 } as const;
 
 /** Alpaca's NotImplemented error number. */
@@ -43,6 +44,8 @@ export interface AlpacaConfig {
   readonly properties: Readonly<Record<string, string>>;
   /** The longest wait for one answer (ms), `timeout_s`. */
   readonly timeoutMs: number;
+  /** The largest answer read (bytes), `max_bytes`. */
+  readonly maxBytes: number;
 }
 
 function parse(raw: Readonly<Record<string, unknown>>, at: ConfigAt): AlpacaConfig {
@@ -97,7 +100,24 @@ function parse(raw: Readonly<Record<string, unknown>>, at: ConfigAt): AlpacaConf
       'remove it (5 s) or set "timeout_s": 5',
     );
   }
-  return { url: url.origin, device: `${m[1]}/${m[2]}`, properties, timeoutMs: timeout * 1000 };
+  const maxBytes = raw.max_bytes ?? ALPACA_BOUNDS.maxAnswerBytes;
+  if (
+    typeof maxBytes !== "number" || !Number.isInteger(maxBytes) || maxBytes < 1024 ||
+    maxBytes > 16 * 1024 * 1024
+  ) {
+    at.fail(
+      "max_bytes",
+      "must be a whole number of bytes from 1024 to 16777216",
+      'remove it (65536) or set "max_bytes": 65536',
+    );
+  }
+  return {
+    url: url.origin,
+    device: `${m[1]}/${m[2]}`,
+    properties,
+    timeoutMs: timeout * 1000,
+    maxBytes,
+  };
 }
 
 /** What one property's request gave. */
@@ -105,32 +125,6 @@ type Answer =
   | { ok: true; value: number | boolean }
   | { ok: false; notImplemented: true }
   | { ok: false; notImplemented?: false; transport: boolean; message: string };
-
-/** Reads at most `max` bytes of a response body as text; throws when it is longer. */
-async function boundedText(res: Response, max: number): Promise<string> {
-  if (!res.body) return "";
-  const reader = res.body.getReader();
-  const parts: Uint8Array[] = [];
-  let size = 0;
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      size += value.length;
-      if (size > max) throw new Error(`an answer of more than ${max} bytes`);
-      parts.push(value);
-    }
-  } finally {
-    await reader.cancel().catch(() => {});
-  }
-  const all = new Uint8Array(size);
-  let at = 0;
-  for (const p of parts) {
-    all.set(p, at);
-    at += p.length;
-  }
-  return new TextDecoder().decode(all);
-}
 
 /** The `alpaca` input of one config. */
 class AlpacaInput implements Input {
@@ -181,7 +175,10 @@ class AlpacaInput implements Input {
         signal: AbortSignal.any([signal, AbortSignal.timeout(this.#config.timeoutMs)]),
         headers: { accept: "application/json" },
       });
-      text = await boundedText(res, ALPACA_BOUNDS.maxAnswerBytes);
+      const what = `the answer of ${property}`;
+      text = res.body
+        ? new TextDecoder().decode(await readBounded(res.body, this.#config.maxBytes, what))
+        : "";
       if (res.status !== 200) {
         return {
           ok: false,
@@ -251,6 +248,7 @@ class AlpacaInput implements Input {
 export const alpacaInput: InputKind<AlpacaConfig> = {
   kind: "alpaca",
   polled: true,
+  keys: ["url", "device", "timeout_s", "max_bytes"],
   parse,
   create: (config, common) => new AlpacaInput(config, common),
   needs: (config) => {

@@ -258,6 +258,7 @@ function connectSwitch(device: string): string {
 export const indiInput: InputKind<IndiConfig> = {
   kind: "indi",
   polled: false,
+  keys: ["host", "port", "devices"],
   parse,
   create: (config, common) => new IndiInput(config, common),
   needs: (config) => ({

@@ -144,6 +144,12 @@ export interface InputKind<C> {
   /** True for polled sources (`poll`, every `every_s`), false for push sources (`listen`). */
   readonly polled: boolean;
   /**
+   * The kind's own keys. When given, the collector refuses any other key of an input of this
+   * kind (besides the common ones) with the list of both; when absent, `parse` must refuse
+   * unknown keys itself.
+   */
+  readonly keys?: readonly string[];
+  /**
    * Checks the kind's own keys of one `inputs[i]` object (the common keys are checked by the
    * collector) and returns its config; refuses with `at.fail()`.
    */

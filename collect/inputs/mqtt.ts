@@ -7,16 +7,19 @@
  * in memory. MQTT.js's own reconnect is off: a lost connection rejects `listen`, and the
  * collector's capped back-off decides when to connect again (one back-off, not two).
  *
- * Only `./collect` loads this file (its npm package is never installed by the service).
+ * Only `./collect` loads this file, and MQTT.js itself is loaded when an `mqtt` input first
+ * listens: the launcher and a collector without MQTT inputs never load it.
  *
  * @module
  */
 
-import { type IClientOptions, MqttClient } from "npm:mqtt@^5.14.1";
+import type { IClientOptions, MqttClient } from "npm:mqtt@^5.14.1";
 import { Duplex } from "node:stream";
 import type { ConfigAt, Input, InputCommon, InputKind, InputSink } from "./input.ts";
 import { MqttSizeGuard, oversizedPayload } from "./mqtt_guard.ts";
-import { pointer, readPayload, sourceTime } from "./payload.ts";
+import { readPayload } from "./payload.ts";
+import { isJsonPointer, resolvePointer } from "../json_pointer.ts";
+import { readSourceTime } from "../source_time.ts";
 
 /** The largest MQTT packet the input takes whole (1 MiB, the service's request bound). */
 export const MQTT_MAX_PACKET_BYTES = 1024 * 1024;
@@ -142,6 +145,25 @@ function parseTopics(raw: Readonly<Record<string, unknown>>, at: ConfigAt): [str
   });
 }
 
+/** `fields` and `ts` point into a JSON object payload: JSON Pointers, as the `http` input's. */
+function pointersOnly(raw: Readonly<Record<string, unknown>>, at: ConfigAt): void {
+  if (typeof raw.ts === "string" && !isJsonPointer(raw.ts)) {
+    at.fail("ts", `is ${JSON.stringify(raw.ts)}, not a JSON Pointer`, `write it as "/${raw.ts}"`);
+  }
+  if (isRecord(raw.fields)) {
+    const fieldsAt: ConfigAt = at.child("fields");
+    for (const [name, where] of Object.entries(raw.fields)) {
+      if (typeof where === "string" && !isJsonPointer(where)) {
+        fieldsAt.fail(
+          name,
+          `is ${JSON.stringify(where)}, not a JSON Pointer`,
+          `write it as "/${where}"`,
+        );
+      }
+    }
+  }
+}
+
 function parse(raw: Readonly<Record<string, unknown>>, at: ConfigAt): MqttConfig {
   const url = parseUrl(raw, at);
   const username = optionalString(raw, "username", at) ??
@@ -149,6 +171,7 @@ function parse(raw: Readonly<Record<string, unknown>>, at: ConfigAt): MqttConfig
   const password = optionalString(raw, "password", at) ??
     (url.password ? decodeURIComponent(url.password) : undefined);
   const topics = parseTopics(raw, at);
+  pointersOnly(raw, at);
   const max = raw.max_payload_bytes ?? MQTT_MAX_PACKET_BYTES;
   if (
     typeof max !== "number" || !Number.isSafeInteger(max) || max < 1024 || max > 256 * 1024 * 1024
@@ -240,6 +263,25 @@ class GuardedSocket extends Duplex {
   }
 }
 
+/**
+ * MQTT.js, loaded on first use. Its dependencies list the whole environment when loaded, which
+ * the collector's `--ignore-env` allows (docs/collect.md, "Permissions"); without it the error
+ * says so.
+ */
+async function loadMqtt(): Promise<typeof import("npm:mqtt@^5.14.1")> {
+  try {
+    return await import("npm:mqtt@^5.14.1");
+  } catch (err) {
+    if (err instanceof Deno.errors.NotCapable) {
+      throw new Error(
+        `the MQTT client cannot load without --ignore-env (${err.message}); run the collector as ` +
+          "deno task collect, spawnCollector() or the systemd unit do",
+      );
+    }
+    throw err;
+  }
+}
+
 /** The `mqtt` input of one config. */
 class MqttInput implements Input {
   #config: MqttConfig;
@@ -252,8 +294,9 @@ class MqttInput implements Input {
     this.#common = common;
   }
 
-  listen(sink: InputSink, signal: AbortSignal, up: () => void): Promise<void> {
-    if (signal.aborted) return Promise.resolve();
+  async listen(sink: InputSink, signal: AbortSignal, up: () => void): Promise<void> {
+    if (signal.aborted) return;
+    const { MqttClient } = await loadMqtt();
     const url = new URL(this.#config.url);
     const host = url.hostname.replace(/^\[|\]$/g, "");
     const port = Number(url.port);
@@ -278,8 +321,8 @@ class MqttInput implements Input {
       ...(this.#config.username === undefined ? {} : { username: this.#config.username }),
       ...(this.#config.password === undefined ? {} : { password: this.#config.password }),
     };
-    return new Promise((resolve, reject) => {
-      const client = new MqttClient(socket, options);
+    return await new Promise((resolve, reject) => {
+      const client: MqttClient = new MqttClient(socket, options);
       let done = false;
       const finish = (err?: Error): void => {
         if (done) return;
@@ -345,15 +388,21 @@ class MqttInput implements Input {
       sink.field({ type: spec.type, field, value: read.value });
       return;
     }
-    this.#deliverObject(sink, spec.type, read.value);
+    this.#deliverObject(sink, spec.type, topic, read.value);
   }
 
-  #deliverObject(sink: InputSink, type: string, doc: Record<string, unknown>): void {
+  #deliverObject(sink: InputSink, type: string, topic: string, doc: Record<string, unknown>): void {
     const { fields, ts, tsFormat } = this.#common;
-    const at = ts === undefined ? undefined : sourceTime(pointer(doc, ts), tsFormat);
-    const sourceTs = at === undefined ? {} : { sourceTs: at };
+    let sourceTs: { sourceTs?: number } = {};
+    if (ts !== undefined) {
+      try {
+        sourceTs = { sourceTs: readSourceTime(resolvePointer(doc, ts), tsFormat ?? "iso") };
+      } catch (err) {
+        sink.warn(`ts ${type}`, `MQTT ${topic}: "ts" ${ts}: ${(err as Error).message}`);
+      }
+    }
     const entries = fields
-      ? Object.entries(fields).map(([name, ptr]) => [name, pointer(doc, ptr)] as const)
+      ? Object.entries(fields).map(([name, ptr]) => [name, resolvePointer(doc, ptr)] as const)
       : Object.entries(doc);
     for (const [field, value] of entries) {
       if (value === undefined || value === null) continue;
@@ -390,6 +439,7 @@ class MqttInput implements Input {
 export const mqttInput: InputKind<MqttConfig> = {
   kind: "mqtt",
   polled: false,
+  keys: ["url", "username", "password", "topics", "max_payload_bytes"],
   parse,
   create: (config, common) => new MqttInput(config, common),
   needs: (config) => ({ net: [new URL(config.url).host] }),

@@ -1,6 +1,6 @@
 /**
- * Reading the values of a push message (docs/collect.md, "MQTT"): a payload's text as a JSON
- * object or a scalar, a JSON Pointer into it, and a source time as `ts_format` writes it.
+ * Reading a push message's payload (docs/collect.md, "MQTT"): its text as a JSON object or a
+ * scalar.
  *
  * @module
  */
@@ -58,56 +58,4 @@ export function readPayload(text: string): Payload {
   }
   if (trimmed === "") return { kind: "bad", reason: "an empty payload" };
   return { kind: "scalar", value: trimmed };
-}
-
-/**
- * The value a JSON Pointer (RFC 6901) names in `doc`, or `undefined`. A pointer without a
- * leading `/` is read as one key, as key names are written in configs.
- *
- * @example
- * ```ts
- * import { pointer } from "./payload.ts";
- * import assert from "node:assert/strict";
- * assert.equal(pointer({ a: { "b/c": 1 } }, "/a/b~1c"), 1);
- * assert.equal(pointer({ t: 2 }, "t"), 2);
- * ```
- */
-export function pointer(doc: unknown, ptr: string): unknown {
-  if (!ptr.startsWith("/")) return (doc as Record<string, unknown> | undefined)?.[ptr];
-  let at: unknown = doc;
-  for (const raw of ptr.slice(1).split("/")) {
-    const key = raw.replaceAll("~1", "/").replaceAll("~0", "~");
-    if (at === null || typeof at !== "object" || !Object.hasOwn(at, key)) return undefined;
-    at = (at as Record<string, unknown>)[key];
-  }
-  return at;
-}
-
-/**
- * A source time in epoch milliseconds, read as `format` says (`iso` by default: an ISO 8601
- * string, UTC when it has no zone), or `undefined` when it cannot be read.
- *
- * @example
- * ```ts
- * import { sourceTime } from "./payload.ts";
- * import assert from "node:assert/strict";
- * assert.equal(sourceTime(1700000000, "unix"), 1700000000000);
- * assert.equal(sourceTime("2026-11-27T01:02:03", "iso"), Date.UTC(2026, 10, 27, 1, 2, 3));
- * ```
- */
-export function sourceTime(
-  value: unknown,
-  format: "iso" | "unix" | "unix_ms" | undefined,
-): number | undefined {
-  let ms: number;
-  if (format === "unix" || format === "unix_ms") {
-    const n = typeof value === "string" ? Number(value) : value;
-    if (typeof n !== "number" || !Number.isFinite(n)) return undefined;
-    ms = format === "unix" ? n * 1000 : n;
-  } else {
-    if (typeof value !== "string") return undefined;
-    const zoned = /([zZ]|[+-]\d\d:?\d\d)$/.test(value) ? value : `${value}Z`;
-    ms = Date.parse(zoned);
-  }
-  return Number.isFinite(ms) ? Math.round(ms) : undefined;
 }

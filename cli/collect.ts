@@ -1,0 +1,97 @@
+/**
+ * `obs-utils telemetry collect` (docs/collect.md): the collector, beside the service with its
+ * own scoped permissions. Loaded by `cli.ts` only when this command runs, so the other commands
+ * never load the collector's inputs and their npm packages.
+ *
+ * @module
+ */
+
+// deno-lint-ignore-file no-console
+import { readEnv } from "../wire/address.ts";
+import { printable } from "../wire/terminal_text.ts";
+import { Collector } from "../collect/collector.ts";
+import { CollectConfigError, readCollectConfig } from "../collect/config.ts";
+import { INPUT_KINDS } from "../collect/inputs/mod.ts";
+import { type CollectLog, Outbox } from "../collect/outbox.ts";
+import { client, connection, HELP_OPTION, parse, printHelp, UsageError } from "./common.ts";
+import { COLLECT_HELP } from "./collect_help.ts";
+
+/** How long `--once` listens to push inputs. */
+const ONCE_LISTEN_MS = 5_000;
+
+/**
+ * The collector's log lines: UTC time, level, message (docs/operations.md's shape); info on
+ * stdout, except with `--once`, whose stdout is the events' NDJSON alone.
+ */
+function printLog(toStderr: boolean): CollectLog {
+  return (level, message) => {
+    // A message may quote a source's answer or a file's text: printable only (docs/cli.md).
+    const line = `${new Date().toISOString()} ${level} ${printable(message)}`;
+    if (level === "info" && !toStderr) console.log(line);
+    else console.error(line);
+  };
+}
+
+/**
+ * Runs `obs-utils telemetry collect`.
+ *
+ * @param args The arguments after `collect`.
+ * @returns The exit code: 0 stopped by a signal (or `--once` done), 2 a bad config or flag.
+ */
+export async function collectCommand(args: string[]): Promise<number> {
+  const { values } = parse("collect", args, {
+    config: { type: "string" },
+    once: { type: "boolean" },
+    host: { type: "string" },
+    port: { type: "string" },
+    token: { type: "string" },
+    tls: { type: "boolean" },
+    ...HELP_OPTION,
+  }, false);
+  if (values.help) return printHelp(COLLECT_HELP);
+  const file = values.config ?? readEnv("OBS_TELEMETRY_COLLECT");
+  if (file === undefined) {
+    throw new UsageError("--config FILE is required (or set OBS_TELEMETRY_COLLECT)", "collect");
+  }
+  const conn = connection(values, "collect");
+  let config;
+  try {
+    config = readCollectConfig(file, INPUT_KINDS);
+  } catch (err) {
+    if (!(err instanceof CollectConfigError)) throw err;
+    console.error(printable(err.message));
+    return 2;
+  }
+  const log = printLog(values.once === true);
+  const collector = new Collector({ config, log });
+  if (values.once) {
+    for (const event of await collector.once(ONCE_LISTEN_MS)) {
+      console.log(JSON.stringify({
+        type: event.type,
+        ts: event.ts instanceof Date ? event.ts.toISOString() : event.ts,
+        data: event.data,
+        ...(event.meta ? { meta: event.meta } : {}),
+        ...(event.storePermanently !== undefined
+          ? { store_permanently: event.storePermanently }
+          : {}),
+      }));
+    }
+    return 0;
+  }
+  const stop = new AbortController();
+  const signals: Deno.Signal[] = ["SIGINT", "SIGTERM"];
+  const onSignal = () => stop.abort();
+  for (const s of signals) Deno.addSignalListener(s, onSignal);
+  try {
+    log(
+      "info",
+      `collecting ${config.inputs.length} input(s) from ${file} into ${conn.baseUrl}`,
+    );
+    const outbox = new Outbox(client(conn, 5_000), log);
+    await collector.run(outbox, stop.signal);
+    log("info", "stopped");
+    return 0;
+  } finally {
+    for (const s of signals) Deno.removeSignalListener(s, onSignal);
+  }
+}

@@ -1,0 +1,300 @@
+/**
+ * The collector (docs/collect.md): runs every input of a config, polled ones every `every_s`
+ * and push ones through `listen`, each retried with capped back-off and logged once per change
+ * of state, none stopping the others; applies the measurement-time rules and merging, and hands
+ * events to the queue to the service.
+ *
+ * @module
+ */
+
+import type { EventInput } from "../client/client.ts";
+import type { JsonObject } from "../wire/event.ts";
+import { sleep } from "../wire/async.ts";
+import type { CollectConfig, CollectInputConfig } from "./config.ts";
+import type { Input, InputSink } from "./inputs/input.ts";
+import { FieldMerger } from "./merge.ts";
+import type { CollectLog, Outbox } from "./outbox.ts";
+
+/** Longest wait before a failed input is tried again. */
+const MAX_BACKOFF_MS = 60_000;
+/** The least time a poll may take before it is given up (twice `every_s` when longer). */
+const POLL_LIMIT_MS = 30_000;
+/** How long a stopping collector tries to post what it holds. */
+export const STOP_FLUSH_MS = 5_000;
+
+/** Options of a {@linkcode Collector}. */
+export interface CollectorOptions {
+  /** The parsed config. */
+  readonly config: CollectConfig;
+  /** Where log lines go. */
+  readonly log: CollectLog;
+}
+
+/** One running input with its bookkeeping. */
+interface Running {
+  readonly entry: CollectInputConfig;
+  readonly input: Input;
+  readonly merger: FieldMerger;
+  /** Last source time posted, per type: an unchanged one posts nothing. */
+  readonly lastSourceTs: Map<string, number>;
+  /** `undefined` until the first outcome. */
+  state: "up" | "down" | undefined;
+  warned: Set<string>;
+}
+
+/**
+ * Runs a config's inputs.
+ *
+ * @example Read every input once
+ * ```ts ignore
+ * import { Collector } from "./collector.ts";
+ * import { readCollectConfig } from "./config.ts";
+ * import { INPUT_KINDS } from "./inputs/mod.ts";
+ *
+ * const config = readCollectConfig("collect.json", INPUT_KINDS);
+ * const events = await new Collector({ config, log: console.log }).once(5000);
+ * ```
+ */
+export class Collector {
+  readonly #config: CollectConfig;
+  readonly #log: CollectLog;
+  #deliver: (event: EventInput) => void = () => {};
+  /** Whether failed inputs are tried again (not with `--once`). */
+  #retrying = true;
+
+  /**
+   * Creates the collector; nothing runs until {@linkcode Collector.run} or {@linkcode Collector.once}.
+   *
+   * @param options The config and the log.
+   */
+  constructor(options: CollectorOptions) {
+    this.#config = options.config;
+    this.#log = options.log;
+  }
+
+  /**
+   * Runs until `signal` aborts, then stops the inputs and posts what it can within
+   * {@linkcode STOP_FLUSH_MS}.
+   *
+   * @param outbox The queue to the service.
+   * @param signal Stops the collector.
+   * @returns The events left unposted at the end.
+   */
+  async run(outbox: Outbox, signal: AbortSignal): Promise<number> {
+    this.#deliver = (event) => outbox.push(event);
+    const running = this.#start();
+    const sending = outbox.run(signal);
+    try {
+      await Promise.all(running.map((r) => this.#loop(r, signal)));
+    } finally {
+      for (const r of running) r.merger.flush();
+      await sending;
+      const left = await outbox.drain(Date.now() + STOP_FLUSH_MS);
+      if (left > 0) {
+        this.#log(
+          "warn",
+          `stopped with ${left} events not posted: the service did not take them in time`,
+        );
+      }
+      await this.#close(running);
+    }
+    return outbox.size;
+  }
+
+  /**
+   * Reads every polled input once and listens to push inputs for `listenMs`; returns the events
+   * it would post (`collect --once`), posting nothing.
+   *
+   * @param listenMs How long push inputs listen.
+   * @returns The events, in the order read.
+   */
+  async once(listenMs: number): Promise<EventInput[]> {
+    const events: EventInput[] = [];
+    this.#deliver = (event) => events.push(event);
+    this.#retrying = false;
+    const running = this.#start();
+    const stop = new AbortController();
+    try {
+      const timer = setTimeout(() => stop.abort(), listenMs);
+      await Promise.all(running.map(async (r) => {
+        if (r.input.poll) {
+          await this.#pollOnce(r, stop.signal);
+        } else {
+          await this.#loop(r, stop.signal);
+        }
+      }));
+      clearTimeout(timer);
+      for (const r of running) r.merger.flush();
+    } finally {
+      stop.abort();
+      await this.#close(running);
+    }
+    return events;
+  }
+
+  #start(): Running[] {
+    return this.#config.inputs.map((entry) => {
+      const r: Running = {
+        entry,
+        input: entry.kind.create(entry.config, entry.settings),
+        merger: new FieldMerger(entry.settings.mergeMs, (type, data, ts) => {
+          this.#emit(r, type, data, ts, true);
+        }),
+        lastSourceTs: new Map(),
+        state: undefined,
+        warned: new Set(),
+      };
+      return r;
+    });
+  }
+
+  async #close(running: Running[]): Promise<void> {
+    for (const r of running) {
+      r.merger.close();
+      try {
+        await r.input.close?.();
+      } catch (err) {
+        this.#log("warn", `input ${r.entry.settings.name}: closing failed: ${reason(err)}`);
+      }
+    }
+  }
+
+  /** One input's life: poll every `every_s`, or listen; back-off after a failure. */
+  async #loop(r: Running, signal: AbortSignal): Promise<void> {
+    const every = r.entry.settings.everyMs;
+    let failures = 0;
+    while (!signal.aborted) {
+      const started = Date.now();
+      let ok: boolean;
+      if (r.input.poll) {
+        ok = await this.#pollOnce(r, signal);
+      } else {
+        ok = await this.#listenOnce(r, signal, () => failures = 0);
+      }
+      if (signal.aborted) break;
+      failures = ok ? 0 : failures + 1;
+      const wait = r.input.poll
+        ? (ok ? every - (Date.now() - started) : backoff(failures, every))
+        : backoff(failures, 1000);
+      await sleep(Math.max(0, wait), signal);
+    }
+  }
+
+  /** Polls once; true when the source answered. */
+  async #pollOnce(r: Running, signal: AbortSignal): Promise<boolean> {
+    // A poll that never settles (an open that blocks, a source that stalls) must not hold this
+    // input's loop, nor the collector's stop: it is given up after the limit, or at the stop.
+    const limitMs = Math.max(2 * r.entry.settings.everyMs, POLL_LIMIT_MS);
+    const limit = AbortSignal.any([signal, AbortSignal.timeout(limitMs)]);
+    let onAbort: (() => void) | undefined;
+    const given = new Promise<never>((_, reject) => {
+      onAbort = () =>
+        reject(new Error(`the read did not end within ${Math.round(limitMs / 1000)} s`));
+      limit.addEventListener("abort", onAbort, { once: true });
+    });
+    try {
+      const polling = r.input.poll!(this.#sink(r), limit);
+      polling.catch(() => {}); // given up on: its late failure is nobody's
+      await Promise.race([polling, given]);
+      this.#up(r);
+      return true;
+    } catch (err) {
+      if (!signal.aborted) this.#down(r, err);
+      return false;
+    } finally {
+      limit.removeEventListener("abort", onAbort!);
+    }
+  }
+
+  /** Listens until the connection ends; true when it ended because `signal` aborted. */
+  async #listenOnce(r: Running, signal: AbortSignal, connected: () => void): Promise<boolean> {
+    try {
+      await r.input.listen!(this.#sink(r), signal, () => {
+        connected();
+        this.#up(r);
+      });
+      if (signal.aborted) return true;
+      this.#down(r, new Error("the connection ended"));
+    } catch (err) {
+      if (!signal.aborted) this.#down(r, err);
+    }
+    return signal.aborted;
+  }
+
+  #sink(r: Running): InputSink {
+    return {
+      record: (reading) => {
+        const type = reading.type ?? r.entry.settings.type;
+        if (type === undefined) {
+          this.#warn(r, "type", 'a record without a type was dropped: set "type" on the input');
+          return;
+        }
+        this.#emit(r, type, reading.data, reading.sourceTs, reading.sourceTs !== undefined);
+      },
+      field: (reading) => r.merger.add(reading, Date.now()),
+      warn: (key, message) => this.#warn(r, key, message),
+    };
+  }
+
+  /**
+   * Turns a record into an event. A source time equal to the last one of this input and type
+   * posts nothing (docs/collect.md, "Measurement time"); without one, the event is stamped now.
+   */
+  #emit(
+    r: Running,
+    type: string,
+    data: Record<string, unknown>,
+    sourceTs: number | undefined,
+    fromSource: boolean,
+  ): void {
+    const ts = sourceTs ?? Date.now();
+    if (fromSource) {
+      if (r.lastSourceTs.get(type) === ts) return;
+      r.lastSourceTs.set(type, ts);
+    }
+    const settings = r.entry.settings;
+    this.#deliver({
+      type,
+      data: data as JsonObject,
+      ts: new Date(ts),
+      ...(settings.meta ? { meta: settings.meta as JsonObject } : {}),
+      ...(settings.storePermanently !== undefined
+        ? { storePermanently: settings.storePermanently }
+        : {}),
+    });
+  }
+
+  #up(r: Running): void {
+    if (r.state === "up") return;
+    r.state = "up";
+    r.warned.clear();
+    this.#log("info", `input ${r.entry.settings.name} (${r.entry.settings.kind}) up`);
+  }
+
+  #down(r: Running, err: unknown): void {
+    if (r.state === "down") return;
+    r.state = "down";
+    r.warned.clear();
+    const retry = this.#retrying ? "; retrying with back-off" : "";
+    this.#log(
+      "warn",
+      `input ${r.entry.settings.name} (${r.entry.settings.kind}) down: ${reason(err)}${retry}`,
+    );
+  }
+
+  #warn(r: Running, key: string, message: string): void {
+    if (r.warned.has(key)) return;
+    r.warned.add(key);
+    this.#log("warn", `input ${r.entry.settings.name}: ${message}`);
+  }
+}
+
+/** The wait after `failures` failures in a row: `base` doubling, capped. */
+function backoff(failures: number, base: number): number {
+  const cap = Math.max(base, MAX_BACKOFF_MS);
+  return Math.min(cap, base * 2 ** Math.max(0, Math.min(failures - 1, 16)));
+}
+
+function reason(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).split("\n")[0]!;
+}

@@ -1,0 +1,118 @@
+/**
+ * The one-line data file of a Boltwood Cloud Sensor II (Clarity II), for the `file` input's
+ * `boltwood` format (docs/collect.md, "The Boltwood columns"). One line of space-separated
+ * columns: local date and time, units, temperatures, wind, humidity, flags and the sky, wind,
+ * rain and daylight conditions; Boltwood II adds the roof-close and alert flags.
+ *
+ * @module
+ */
+
+/**
+ * The data columns after date and time, in the file's order, named after the documented column
+ * headings (docs/collect.md lists what each holds).
+ */
+export const BOLTWOOD_COLUMNS: readonly string[] = [
+  "temp_unit", // T: C or F
+  "wind_unit", // V: K (km/h), M (mph) or m (m/s)
+  "sky_minus_ambient", // SkyT: sky minus ambient temperature; 999/-999 saturated, -998 wet
+  "ambient_temp", // AmbT
+  "sensor_temp", // SenT: sensor case temperature
+  "wind_speed", // Wind: negative values are the probe's states
+  "humidity", // Hum: relative humidity, %
+  "dew_point", // DewPt
+  "heater_pct", // Hea: heater setting, %
+  "rain_flag", // R: 0 dry, 1 rain in the last minute, 2 rain now
+  "wet_flag", // W: 0 dry, 1 wet in the last minute, 2 wet now
+  "since_s", // Since: seconds since the last valid data
+  "now_days", // Now() Day's: when the file was written, in days (VB6 Now())
+  "cloud_cond", // c: 0 unknown, 1 clear, 2 cloudy, 3 very cloudy
+  "wind_cond", // w: 0 unknown, 1 calm, 2 windy, 3 very windy
+  "rain_cond", // r: 0 unknown, 1 dry, 2 wet, 3 rain
+  "day_cond", // d: 0 unknown, 1 dark, 2 light, 3 very light
+  "roof_close", // Boltwood II: 1 when the roof should close
+  "alert", // Boltwood II: 1 on alert
+];
+
+/** The columns a line must have: date, time and the Clarity II columns up to `day_cond`. */
+const MIN_COLUMNS = 2 + 17;
+
+/** A parsed Boltwood line. */
+export interface BoltwoodLine {
+  /** The columns by name; numbers as numbers, the unit letters as text. */
+  readonly data: Record<string, number | string>;
+  /** The line's date and time, read in its zone, as epoch milliseconds. */
+  readonly ts: number;
+}
+
+/**
+ * Parses a Boltwood II / Clarity II one-line data file.
+ *
+ * @param text The file's text (its first non-empty line is read).
+ * @param timeZone The IANA zone its local date and time are in.
+ * @returns The columns and the measurement time.
+ * @throws {Error} When the line does not have the documented columns.
+ *
+ * @example Usage
+ * ```ts
+ * import { parseBoltwood } from "./boltwood.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const line = "2026-11-26 22:51:45.00 C K -28.5 12.1 13.0 3.2 78 8.4 0 0 0 00004 046352.95260 1 1 1 1 0 0";
+ * const { data, ts } = parseBoltwood(line, "UTC");
+ * assert.equal(data.sky_minus_ambient, -28.5);
+ * assert.equal(data.temp_unit, "C");
+ * assert.equal(ts, Date.parse("2026-11-26T22:51:45Z"));
+ * ```
+ */
+export function parseBoltwood(text: string, timeZone: string): BoltwoodLine {
+  const line = text.split(/\r?\n/).find((l) => l.trim() !== "") ?? "";
+  const cols = line.trim().split(/\s+/);
+  if (cols.length < MIN_COLUMNS) {
+    throw new Error(
+      `the line has ${cols.length} columns, not the ${MIN_COLUMNS} or more of a Boltwood II / Clarity II data file`,
+    );
+  }
+  const [date, time] = cols;
+  const ts = localTime(date!, time!, timeZone);
+  const data: Record<string, number | string> = {};
+  BOLTWOOD_COLUMNS.forEach((name, i) => {
+    const raw = cols[2 + i];
+    if (raw === undefined) return;
+    if (i < 2) {
+      data[name] = raw;
+      return;
+    }
+    const n = Number(raw);
+    if (!Number.isFinite(n)) {
+      throw new Error(`column ${3 + i} (${name}) is ${JSON.stringify(raw)}, not a number`);
+    }
+    data[name] = n;
+  });
+  return { data, ts };
+}
+
+/** `yyyy-mm-dd` and `hh:mm:ss.ss` in `timeZone` as epoch milliseconds. */
+function localTime(date: string, time: string, timeZone: string): number {
+  const d = /^(\d{4})-(\d{2})-(\d{2})$/.exec(date);
+  const t = /^(\d{1,2}):(\d{2}):(\d{2})(?:\.(\d{1,3}))?$/.exec(time);
+  if (!d || !t) {
+    throw new Error(
+      `the line starts with ${
+        JSON.stringify(`${date} ${time}`)
+      }, not a date and time such as 2026-11-26 22:51:45.00`,
+    );
+  }
+  try {
+    return Temporal.PlainDateTime.from({
+      year: Number(d[1]),
+      month: Number(d[2]),
+      day: Number(d[3]),
+      hour: Number(t[1]),
+      minute: Number(t[2]),
+      second: Number(t[3]),
+      millisecond: Number((t[4] ?? "0").padEnd(3, "0")),
+    }, { overflow: "reject" }).toZonedDateTime(timeZone).epochMilliseconds;
+  } catch {
+    throw new Error(`the line's date and time ${JSON.stringify(`${date} ${time}`)} do not exist`);
+  }
+}

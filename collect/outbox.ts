@@ -1,0 +1,225 @@
+/**
+ * The collector's queue to the service (docs/collect.md, "Faults"): bounded (the oldest event
+ * dropped, counted, one warning), posted in order in `POST /events` batches, kept whole through
+ * any transient failure and drained when the service returns.
+ *
+ * @module
+ */
+
+import type { EventInput, TelemetryClient } from "../client/client.ts";
+import { TelemetryHttpError } from "../client/errors.ts";
+import { sleep } from "../wire/async.ts";
+
+/** A collector log line: level and message (the program adds the time). */
+export type CollectLog = (level: "info" | "warn" | "error", message: string) => void;
+
+/** Events the queue holds at most, by default. */
+export const DEFAULT_QUEUE_CAPACITY = 10_000;
+/** Events in one `POST /events`. */
+const BATCH = 500;
+/** Longest wait between two tries while the service is down. */
+const MAX_BACKOFF_MS = 10_000;
+
+/** Answers that refuse the events themselves: retrying the same batch would never succeed. */
+const REFUSED = new Set([400, 413, 422]);
+
+/**
+ * Whether an error refuses the events themselves: the service's answer to a bad event, or the
+ * client's own check of one (a `TypeError` or `RangeError` before sending). Anything else (no
+ * answer, 5xx, 401, 429) is transient: the events stay queued.
+ */
+function refusal(err: unknown): boolean {
+  if (err instanceof TelemetryHttpError) return REFUSED.has(err.status);
+  return err instanceof TypeError || err instanceof RangeError;
+}
+
+/**
+ * The queue and its sender.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { Outbox } from "./outbox.ts";
+ * import { TelemetryClient } from "../client/client.ts";
+ *
+ * const outbox = new Outbox(new TelemetryClient(), console.log);
+ * outbox.push({ type: "weather", data: { t: 1 } });
+ * const stop = new AbortController();
+ * await outbox.run(stop.signal);
+ * ```
+ */
+export class Outbox {
+  readonly #client: TelemetryClient;
+  readonly #log: CollectLog;
+  readonly #capacity: number;
+  #items: EventInput[] = [];
+  #head = 0;
+  #dropped = 0;
+  #overflowing = false;
+  #down = false;
+  #refused = 0;
+  #wake: (() => void) | undefined;
+
+  /**
+   * Creates the queue.
+   *
+   * @param client The service's client.
+   * @param log Where the lines go.
+   * @param capacity Events held at most.
+   */
+  constructor(client: TelemetryClient, log: CollectLog, capacity = DEFAULT_QUEUE_CAPACITY) {
+    this.#client = client;
+    this.#log = log;
+    this.#capacity = capacity;
+  }
+
+  /** Events waiting. */
+  get size(): number {
+    return this.#items.length - this.#head;
+  }
+
+  /** Events dropped because the queue was full. */
+  get dropped(): number {
+    return this.#dropped;
+  }
+
+  /** Events the service refused (a bad event: logged and left out, not retried). */
+  get refused(): number {
+    return this.#refused;
+  }
+
+  /**
+   * Queues one event; when full, the oldest is dropped and counted (one warning per spell of
+   * overflow).
+   *
+   * @param event The event.
+   */
+  push(event: EventInput): void {
+    if (this.size >= this.#capacity) {
+      this.#head++;
+      this.#dropped++;
+      if (!this.#overflowing) {
+        this.#overflowing = true;
+        this.#log(
+          "warn",
+          `the queue to the service is full (${this.#capacity} events): dropping the oldest until the service takes them`,
+        );
+      }
+    }
+    this.#items.push(event);
+    this.#compact();
+    this.#wake?.();
+  }
+
+  /**
+   * Posts what is queued, in order, until `signal` aborts; retries with capped back-off while the
+   * service is down.
+   *
+   * @param signal Ends the loop (after the batch in flight).
+   */
+  async run(signal: AbortSignal): Promise<void> {
+    let backoff = 500;
+    while (!signal.aborted) {
+      if (this.size === 0) {
+        // One listener at a time: a night of empty spells must not pile listeners on `signal`.
+        await new Promise<void>((resolve) => {
+          const done = (): void => {
+            signal.removeEventListener("abort", done);
+            this.#wake = undefined;
+            resolve();
+          };
+          this.#wake = done;
+          signal.addEventListener("abort", done, { once: true });
+        });
+        continue;
+      }
+      // The batch in flight is not aborted with the loop: the service may have taken it, and a
+      // retry by drain() would post it twice. The client's own timeout bounds it.
+      if (await this.#sendOne(undefined)) {
+        backoff = 500;
+      } else {
+        await sleep(backoff, signal);
+        backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
+      }
+    }
+  }
+
+  /**
+   * Posts what is left until it is empty or `deadline` (epoch ms) passes: at the end of a run.
+   *
+   * @param deadline When to give up.
+   * @returns The events left unposted.
+   */
+  async drain(deadline: number): Promise<number> {
+    while (this.size > 0 && Date.now() < deadline) {
+      const signal = AbortSignal.timeout(Math.max(1, deadline - Date.now()));
+      if (!await this.#sendOne(signal)) await sleep(200, signal);
+    }
+    return this.size;
+  }
+
+  /** Sends the oldest batch; true when it left the queue (posted, or refused as bad). */
+  async #sendOne(signal: AbortSignal | undefined): Promise<boolean> {
+    const batch = this.#items.slice(this.#head, this.#head + BATCH);
+    try {
+      await this.#client.postEvents(batch, signal ? { signal } : {});
+      this.#taken(batch.length);
+      return true;
+    } catch (err) {
+      if (refusal(err)) {
+        await this.#oneByOne(batch, signal);
+        return true;
+      }
+      this.#failed(err);
+      return false;
+    }
+  }
+
+  /** A batch the service refused: each event alone, so one bad event costs only itself. */
+  async #oneByOne(batch: EventInput[], signal: AbortSignal | undefined): Promise<void> {
+    for (const event of batch) {
+      try {
+        await this.#client.postEvents([event], signal ? { signal } : {});
+      } catch (err) {
+        if (!refusal(err)) {
+          this.#failed(err);
+          return; // the rest stays queued, in order
+        }
+        this.#refused++;
+        const why = err instanceof TelemetryHttpError ? err.detail : (err as Error).message;
+        this.#log("error", `the service refused an event of type "${event.type}": ${why}`);
+      }
+      this.#taken(1);
+    }
+  }
+
+  #taken(n: number): void {
+    this.#head += n;
+    this.#compact();
+    if (this.#down) {
+      this.#down = false;
+      this.#log("info", "the service takes events again");
+    }
+    if (this.size === 0 && this.#overflowing) {
+      this.#overflowing = false;
+      this.#log("info", `the queue is drained; ${this.#dropped} events were dropped in all`);
+    }
+  }
+
+  #failed(err: unknown): void {
+    if (this.#down) return;
+    this.#down = true;
+    const why = (err instanceof Error ? err.message : String(err)).split("\n")[0];
+    this.#log(
+      "warn",
+      `the service does not take events (${why}); queueing them (at most ${this.#capacity})`,
+    );
+  }
+
+  /** Drops the consumed head of the array now and then, so memory follows the queue's size. */
+  #compact(): void {
+    if (this.#head > 1024 && this.#head * 2 > this.#items.length) {
+      this.#items = this.#items.slice(this.#head);
+      this.#head = 0;
+    }
+  }
+}
