@@ -8,6 +8,8 @@
 import assert from "node:assert/strict";
 import { alpacaInput } from "../collect/inputs/alpaca.ts";
 import { build, configAt, SinkLog } from "./_collect_push_util.ts";
+import { tempDir, testServer } from "./_util.ts";
+import { startCollector, storedEvents, waitUntil } from "./_collect_util.ts";
 
 type Behaviour = number | boolean | "notimplemented" | "error" | "huge" | "slow" | "html";
 
@@ -176,4 +178,33 @@ Deno.test("alpaca refuses a bad device or an unknown property, naming the key an
     () => alpacaInput.parse({ url: "http://x:11111/api", device: "safetymonitor/0" }, configAt()),
     /inputs\[0\]\.url: must name only the server/,
   );
+});
+
+Deno.test("a collector with an alpaca input stores the device's implemented properties in the service", async () => {
+  await using dir = await tempDir();
+  await using service = await testServer({ siteDir: dir.path });
+  await using device = alpacaDevice("observingconditions/0", {
+    temperature: 3.5,
+    humidity: 71,
+    skyquality: "notimplemented",
+  });
+  await using _collector = startCollector([{
+    name: "boltwood",
+    kind: "alpaca",
+    type: "weather",
+    url: device.url,
+    device: "observingconditions/0",
+    fields: { temperature: "temperature", humidity: "humidity", sqm: "skyquality" },
+    every_s: 0.2,
+  }], service.url);
+  await waitUntil(
+    async () => (await storedEvents(dir.path)).length >= 2,
+    10_000,
+    "two polls stored",
+  );
+  const events = await storedEvents(dir.path);
+  assert.deepEqual(events.map((e) => [e.type, e.data]).slice(0, 2), [
+    ["weather", { temperature: 3.5, humidity: 71 }],
+    ["weather", { temperature: 3.5, humidity: 71 }],
+  ]);
 });

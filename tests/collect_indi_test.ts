@@ -3,6 +3,8 @@
  * port (docs/collect.md, "INDI"), and the incremental parser of the INDI stream.
  */
 import assert from "node:assert/strict";
+import { tempDir, testServer } from "./_util.ts";
+import { linesWith, startCollector, storedEvents } from "./_collect_util.ts";
 import { indiInput } from "../collect/inputs/indi.ts";
 import { IndiStreamError, IndiXmlParser } from "../collect/inputs/indi_xml.ts";
 import {
@@ -152,4 +154,40 @@ Deno.test("indi refuses a config without devices or with a bad port, naming the 
     port: 7624,
     devices: { A: { type: "w", connect: false, properties: ["P"] } },
   });
+});
+
+Deno.test({
+  name:
+    "a collector with an indi input stores the simulator's weather with the driver's timestamp as ts",
+  ignore,
+  async fn() {
+    await using dir = await tempDir();
+    await using service = await testServer({ siteDir: dir.path });
+    await using server = await IndiServer.start();
+    await using collector = startCollector([{
+      name: "indi-weather",
+      kind: "indi",
+      port: server.port,
+      devices: { [DEVICE]: { type: "weather", connect: true, properties: ["WEATHER_PARAMETERS"] } },
+      fields: { temperature: "WEATHER_PARAMETERS.WEATHER_TEMPERATURE" },
+    }], service.url);
+    await waitUntil(
+      async () =>
+        (await storedEvents(dir.path)).some((e) => typeof e.data.temperature === "number"),
+      20_000,
+      "a stored weather event",
+    );
+    const event = (await storedEvents(dir.path)).find((e) =>
+      typeof e.data.temperature === "number"
+    )!;
+    assert.equal(event.type, "weather");
+    // INDI's timestamp is whole seconds of UTC, written without a zone: the event's ts is it.
+    assert.match(event.ts, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.000Z$/);
+    assert.ok(Math.abs(Date.parse(event.ts) - Date.now()) < 60_000);
+    assert.equal(
+      typeof (event.data.WEATHER_PARAMETERS as Record<string, unknown>)?.WEATHER_WIND_SPEED,
+      "number",
+    );
+    assert.deepEqual(linesWith(collector.log, "down"), []);
+  },
 });

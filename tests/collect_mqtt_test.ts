@@ -3,6 +3,8 @@
  * Messages are published by MQTT.js itself, as a weather station's bridge would.
  */
 import assert from "node:assert/strict";
+import { tempDir, testServer } from "./_util.ts";
+import { linesWith, startCollector, storedEvents } from "./_collect_util.ts";
 import mqtt from "npm:mqtt@^5.14.1";
 import { Buffer } from "node:buffer";
 import { mqttInput } from "../collect/inputs/mqtt.ts";
@@ -198,4 +200,31 @@ Deno.test("mqtt rejects listen with the size guard's reason when a broker sends 
     listener.close();
     await serving;
   }
+});
+
+Deno.test({
+  name: "a collector with an mqtt input stores the merged record of a type's topics in the service",
+  ignore,
+  async fn() {
+    await using dir = await tempDir();
+    await using service = await testServer({ siteDir: dir.path });
+    await using broker = await Mosquitto.start();
+    await using collector = startCollector([{
+      name: "station",
+      kind: "mqtt",
+      url: broker.url,
+      topics: { "w/+": { type: "weather" } },
+    }], service.url);
+    await waitUntil(() => linesWith(collector.log, "up").length > 0, 10_000, "the input up");
+    await publish(broker.url, [["w/t", "4.5"], ["w/rain", "false"], ["w/sky", '{"sqm": 21.2}']]);
+    await waitUntil(
+      async () =>
+        (await storedEvents(dir.path)).some((e) => e.data.sqm === 21.2 && e.data.t === 4.5),
+      10_000,
+      "the merged event",
+    );
+    const last = (await storedEvents(dir.path)).at(-1)!;
+    assert.equal(last.type, "weather");
+    assert.deepEqual(last.data, { t: 4.5, rain: false, sqm: 21.2 });
+  },
 });
