@@ -88,6 +88,9 @@ export function collectPermissionFlags(
     `--allow-net=${[...net].join(",")}`,
     `--allow-read=${[...read].join(",")}`,
     `--allow-env=${COLLECT_ENV_VARS.join(",")}`,
+    // Other variables read as unset instead of failing: MQTT.js's dependencies list the whole
+    // environment when loaded (docs/collect.md, "MQTT").
+    "--ignore-env",
   ];
 }
 

@@ -116,9 +116,10 @@ Deno.test("collectPermissionFlags grants net to the inputs and the service, read
     "--allow-net=10.1.2.3:8080,127.0.0.1:7000",
     `--allow-read=${config},${file}`,
     `--allow-env=${COLLECT_ENV_VARS.join(",")}`,
+    "--ignore-env",
   ]);
   const args = collectorArgs({ config, host: "127.0.0.1", port: 7000 });
-  assert.deepEqual(args.filter((a) => a.startsWith("--allow-")), flags);
+  assert.deepEqual(args.filter((a) => a.startsWith("--allow-") || a === "--ignore-env"), flags);
   assert.deepEqual(
     collectLaunchArgs(["--config", config, "--host", "127.0.0.1", "--port", "7000"]),
     args,

@@ -22,7 +22,7 @@ const CASES: [string, unknown, string, RegExp][] = [
     "an unknown kind",
     { inputs: [{ ...HTTP, kind: "telnet" }] },
     "inputs[0].kind",
-    /"http", "file"/,
+    /"http", "mqtt", "indi", "alpaca", "file"/,
   ],
   [
     "an unknown key",

@@ -119,9 +119,9 @@ Deno.test("the compile tasks for x86_64 and aarch64 carry the compile task's per
     ]]
   ) {
     const text = tasks[task!]!;
-    assert.deepEqual(flagsOf(text), base, task);
-    assert.match(text, new RegExp(`--target ${target} `), task);
-    assert.match(text, / cli\.ts$/, task);
+    assert.deepEqual(flagsOf(text), base, String(task));
+    assert.match(text, new RegExp(`--target ${target} `), String(task));
+    assert.match(text, / cli\.ts$/, String(task));
   }
 });
 

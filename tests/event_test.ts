@@ -188,13 +188,13 @@ Deno.test("POST /event accepts the exact body the legacy Python client sends", a
   const body =
     '{"type": "weather", "data": {"wind_mps": 2.1, "safe": true}, "meta": {}, "ts": null, "store_permanently": true, "make_current": true}';
   const res = await postText(`${server.url}/event`, body);
-  assert.equal(res.status, 200, res.detail);
+  assert.equal(res.status, 200, res.detail ?? "");
   assert.deepEqual(res.body.data, { wind_mps: 2.1, safe: true });
   // insert_current(..., store_permanently=False) with datetime.isoformat() and a meta dict.
   const ephemeral =
     '{"type": "weather", "data": {"wind_mps": 3.4}, "meta": {"source": "dome"}, "ts": "2026-11-22T03:00:00.123456+00:00", "store_permanently": false, "make_current": true}';
   const second = await postText(`${server.url}/event`, ephemeral);
-  assert.equal(second.status, 200, second.detail);
+  assert.equal(second.status, 200, second.detail ?? "");
   assert.equal(second.body.ts, "2026-11-22T03:00:00.123Z");
   assert.equal((await readSiteLines(dir.path)).length, 1);
 });
@@ -272,7 +272,7 @@ Deno.test("POST /event refuses a number that is not finite, naming its path", as
     `${server.url}/event`,
     '{"type":"a","data":{"big":1.7e308,"tiny":1e-400}}',
   );
-  assert.equal(fine.status, 200, fine.detail);
+  assert.equal(fine.status, 200, fine.detail ?? "");
   assert.equal((await readSiteLines(dir.path)).length, 1);
 });
 

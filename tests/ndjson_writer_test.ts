@@ -65,7 +65,7 @@ Deno.test("NdjsonWriter.verify() recreates a deleted file with the lines written
     await writer.append(line(3)); // acknowledged into the deleted inode
     const message = await writer.verify();
     assert.match(message ?? "", /was deleted while the service had it open/);
-    assert.ok(message?.includes(path), message);
+    assert.ok(message?.includes(path), message ?? "");
     await writer.append(line(4));
     assert.equal(await Deno.readTextFile(path), '{"seq":2}\n{"seq":3}\n{"seq":4}\n');
   } finally {
