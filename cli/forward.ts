@@ -40,16 +40,37 @@ function positiveInt(value: string | undefined, flag: string, command: string): 
   return n;
 }
 
-/** An AbortSignal that SIGINT or SIGTERM aborts; the process then ends after the batch in hand. */
+/**
+ * An AbortSignal that SIGINT or SIGTERM aborts; the process then ends after the batch in hand.
+ * While it is held, a rejected promise nobody awaits (a database client's own reconnect attempt,
+ * say) is logged and passed over instead of ending the process: the forwarder and the archiver
+ * own their retries, and a process that exits stops forwarding until someone restarts it
+ * (docs/fleet.md, "Faults").
+ */
 function stopSignal(): { signal: AbortSignal; dispose(): void } {
   const controller = new AbortController();
   const stop = () => controller.abort();
   const signals: Deno.Signal[] = ["SIGINT", "SIGTERM"];
   for (const s of signals) Deno.addSignalListener(s, stop);
+  const stray = (event: PromiseRejectionEvent) => {
+    event.preventDefault();
+    const reason: unknown = event.reason;
+    const where = reason instanceof Error
+      ? (reason.stack ?? "").split("\n").slice(1, 4).map((l) => l.trim()).join(" < ")
+      : "";
+    printLog(
+      "warn",
+      `a client library failed outside any request (${
+        reason instanceof Error ? reason.message : String(reason)
+      }${where ? `; at ${where}` : ""}); going on, its next request retries`,
+    );
+  };
+  globalThis.addEventListener("unhandledrejection", stray);
   return {
     signal: controller.signal,
     dispose: () => {
       for (const s of signals) Deno.removeSignalListener(s, stop);
+      globalThis.removeEventListener("unhandledrejection", stray);
     },
   };
 }
