@@ -9,8 +9,15 @@
 import assert from "node:assert/strict";
 import { TelemetryClient } from "../client.ts";
 import { Outbox } from "../collect/outbox.ts";
+import type { InputKind } from "../collect/inputs/input.ts";
 import { tempDir, testServer } from "./_util.ts";
-import { localServer, type LogLine, storedEvents, waitUntil } from "./_collect_util.ts";
+import {
+  localServer,
+  type LogLine,
+  startCollector,
+  storedEvents,
+  waitUntil,
+} from "./_collect_util.ts";
 
 Deno.test("a full queue never loses an event in flight: each is posted once or counted as dropped, in order", async () => {
   await using site = await tempDir();
@@ -53,4 +60,101 @@ Deno.test("a full queue never loses an event in flight: each is posted once or c
   assert.equal(stored.length + outbox.dropped, 13, `posted ${stored}, dropped ${outbox.dropped}`);
   assert.deepEqual(stored.slice(0, 10), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9], "the batch in flight");
   assert.equal(stored.at(-1), 12, "the newest is kept");
+});
+
+/** A push kind: reads `{"type", "field", "value", "ts"}` lines from `url` until the stream ends. */
+const streamKind: InputKind<{ url: string }> = {
+  kind: "stream",
+  polled: false,
+  keys: ["url"],
+  parse: (raw) => ({ url: String(raw.url) }),
+  create: (config) => ({
+    listen: async (sink, signal, up) => {
+      const res = await fetch(config.url, { signal });
+      up();
+      let rest = "";
+      for await (const chunk of res.body!.pipeThrough(new TextDecoderStream())) {
+        rest += chunk;
+        const lines = rest.split("\n");
+        rest = lines.pop()!;
+        for (const line of lines) {
+          const v = JSON.parse(line);
+          sink.field({ type: v.type, field: v.field, value: v.value, sourceTs: v.ts });
+        }
+      }
+    },
+  }),
+};
+
+/** A local server streaming the lines the test puts, one stream, until closed. */
+function lineSource(): { url: string; put: (v: unknown) => void; close: () => Promise<void> } {
+  let controller!: ReadableStreamDefaultController<Uint8Array>;
+  const body = new ReadableStream<Uint8Array>({ start: (c) => void (controller = c) });
+  const server = localServer(() => new Response(body));
+  return {
+    url: server.url,
+    put: (v) => controller.enqueue(new TextEncoder().encode(JSON.stringify(v) + "\n")),
+    close: async () => {
+      try {
+        controller.close();
+      } catch { /* already closed */ }
+      await server[Symbol.asyncDispose]();
+    },
+  };
+}
+
+/** Puts each line after the service stored the events before it, so each leaves on its own. */
+async function mergedRecords(lines: unknown[][], expected: number): Promise<
+  { ts: string; data: Record<string, unknown> }[]
+> {
+  await using dir = await tempDir();
+  await using service = await testServer({ siteDir: dir.path });
+  const source = lineSource();
+  try {
+    await using _collector = startCollector(
+      [{ name: "s", kind: "stream", url: source.url, merge_ms: 50 }],
+      service.url,
+      undefined,
+      [streamKind],
+    );
+    let stored = 0;
+    for (const group of lines) {
+      for (const line of group) source.put(line);
+      // Either a new event is stored, or (a repeat) nothing within a while: then go on.
+      const before = stored;
+      await waitUntil(
+        async () => (stored = (await storedEvents(dir.path)).length) > before,
+        1_500,
+        "",
+      )
+        .catch(() => {});
+    }
+    await waitUntil(async () => (await storedEvents(dir.path)).length >= expected, 5_000, "all");
+    return await storedEvents(dir.path);
+  } finally {
+    await source.close();
+  }
+}
+
+const T = 1_800_000_000_000;
+
+Deno.test("a merged record after one wrong future time is stamped by its own values' time, not the wrong one", async () => {
+  const events = await mergedRecords([
+    [{ type: "wx", field: "t", value: 1, ts: T + 3_600_000 }],
+    [{ type: "wx", field: "t", value: 2, ts: T + 1_000 }],
+    [{ type: "wx", field: "t", value: 3, ts: T + 2_000 }],
+  ], 3);
+  assert.deepEqual(events.map((e) => e.data.t), [1, 2, 3]);
+  assert.deepEqual(events.map((e) => Date.parse(e.ts) - T), [3_600_000, 1_000, 2_000]);
+});
+
+Deno.test("a second merged record in the same second is posted when its values differ, and a repeat is not", async () => {
+  const events = await mergedRecords([
+    [{ type: "wx", field: "t", value: 1, ts: T + 5_000 }],
+    [{ type: "wx", field: "h", value: 60, ts: T + 5_000 }],
+    [{ type: "wx", field: "h", value: 60, ts: T + 5_000 }],
+    [{ type: "wx", field: "h", value: 61, ts: T + 6_000 }],
+  ], 3);
+  assert.deepEqual(events.map((e) => e.data), [{ t: 1 }, { t: 1, h: 60 }, { t: 1, h: 61 }]);
+  assert.deepEqual(events.map((e) => Date.parse(e.ts) - T), [5_000, 5_000, 6_000]);
 });
