@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { TelemetryClient } from "../client.ts";
 import { Outbox } from "../collect/outbox.ts";
 import type { InputKind } from "../collect/inputs/input.ts";
+import { join } from "node:path";
 import { tempDir, testServer } from "./_util.ts";
 import {
   localServer,
@@ -157,4 +158,80 @@ Deno.test("a second merged record in the same second is posted when its values d
   ], 3);
   assert.deepEqual(events.map((e) => e.data), [{ t: 1 }, { t: 1, h: 60 }, { t: 1, h: 61 }]);
   assert.deepEqual(events.map((e) => Date.parse(e.ts) - T), [5_000, 5_000, 6_000]);
+});
+
+/** A Boltwood II line: local date and time, and seconds since the last valid data. */
+const boltwood = (date: string, time: string, since: number, sky: string) =>
+  `${date} ${time} C K ${sky} 12.1 13.0 3.2 78 8.4 0 0 0 ${
+    String(since).padStart(5, "0")
+  } 046352.95260 1 1 1 1 0 0\n`;
+
+/** Rewrites a file and sets its modification time (epoch ms). */
+async function rewrite(path: string, text: string, mtimeMs: number): Promise<void> {
+  await Deno.writeTextFile(path, text);
+  await Deno.utime(path, mtimeMs / 1000, mtimeMs / 1000);
+}
+
+/** A clock input polled at the file input's cadence: `polls(n)` waits until both were read n times. */
+function ticker(): { server: AsyncDisposable; input: unknown; polls(n: number): Promise<void> } {
+  const server = localServer(() => Response.json({}));
+  return {
+    server,
+    input: { name: "tick", kind: "http", type: "tick", url: server.url, every_s: 0.1 },
+    async polls(n: number) {
+      const target = server.requests() + n;
+      await waitUntil(() => server.requests() >= target, 10_000, `${n} polls`);
+    },
+  };
+}
+
+/** Runs a Boltwood `file` input over `lines` (text and mtime), each read before the next. */
+async function boltwoodEvents(tz: string, lines: [string, number][]) {
+  await using dir = await tempDir();
+  await using site = await tempDir();
+  await using service = await testServer({ siteDir: site.path });
+  const path = join(dir.path, "clarity.txt");
+  const tick = ticker();
+  await using _ticker = tick.server;
+  await rewrite(path, lines[0]![0], lines[0]![1]);
+  await using _collector = startCollector([tick.input, {
+    name: "cloud",
+    kind: "file",
+    type: "cloud",
+    path,
+    format: "boltwood",
+    tz,
+    every_s: 0.1,
+  }], service.url);
+  await tick.polls(3);
+  for (const [text, mtime] of lines.slice(1)) {
+    await rewrite(path, text, mtime);
+    await tick.polls(3);
+  }
+  return (await storedEvents(site.path)).filter((e) => e.type === "cloud");
+}
+
+Deno.test("a Boltwood line rewritten by a dead sensor (since_s growing) is not posted as new", async () => {
+  const events = await boltwoodEvents("UTC", [
+    [boltwood("2026-11-26", "22:51:45.00", 4, "-28.5"), 1000_000],
+    [boltwood("2026-11-26", "22:51:50.00", 9, "-28.5"), 1001_000],
+    [boltwood("2026-11-26", "22:51:55.00", 14, "-28.5"), 1002_000],
+    [boltwood("2026-11-26", "22:52:00.00", 0, "-20.0"), 1003_000],
+  ]);
+  assert.deepEqual(events.map((e) => [e.ts, e.data.sky_minus_ambient]), [
+    ["2026-11-26T22:51:41.000Z", -28.5],
+    ["2026-11-26T22:52:00.000Z", -20],
+  ]);
+});
+
+Deno.test("a Boltwood line in the repeated autumn hour is timed by the offset nearest the file's modification time", async () => {
+  // Berlin leaves summer time at 03:00 CEST on 2026-10-25: 02:30 is 00:30Z, then again 01:30Z.
+  const events = await boltwoodEvents("Europe/Berlin", [
+    [boltwood("2026-10-25", "02:30:00.00", 0, "-28.5"), Date.parse("2026-10-25T00:30:02Z")],
+    [boltwood("2026-10-25", "02:30:00.00", 0, "-20.0"), Date.parse("2026-10-25T01:30:02Z")],
+  ]);
+  assert.deepEqual(events.map((e) => e.ts), [
+    "2026-10-25T00:30:00.000Z",
+    "2026-10-25T01:30:00.000Z",
+  ]);
 });

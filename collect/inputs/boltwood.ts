@@ -40,7 +40,10 @@ const MIN_COLUMNS = 2 + 17;
 export interface BoltwoodLine {
   /** The columns by name; numbers as numbers, the unit letters as text. */
   readonly data: Record<string, number | string>;
-  /** The line's date and time, read in its zone, as epoch milliseconds. */
+  /**
+   * The measurement time, epoch milliseconds: the line's date and time, read in its zone, less
+   * `since_s` (Clarity rewrites the line of a dead sensor with a new time and a growing `since_s`).
+   */
   readonly ts: number;
 }
 
@@ -49,6 +52,8 @@ export interface BoltwoodLine {
  *
  * @param text The file's text (its first non-empty line is read).
  * @param timeZone The IANA zone its local date and time are in.
+ * @param mtimeMs The file's modification time (epoch ms): of the two instants a local time in the
+ *   repeated autumn hour names, the one nearest it is taken. Without it, the earlier.
  * @returns The columns and the measurement time.
  * @throws {Error} When the line does not have the documented columns.
  *
@@ -61,10 +66,10 @@ export interface BoltwoodLine {
  * const { data, ts } = parseBoltwood(line, "UTC");
  * assert.equal(data.sky_minus_ambient, -28.5);
  * assert.equal(data.temp_unit, "C");
- * assert.equal(ts, Date.parse("2026-11-26T22:51:45Z"));
+ * assert.equal(ts, Date.parse("2026-11-26T22:51:41Z")); // less since_s, 4 s
  * ```
  */
-export function parseBoltwood(text: string, timeZone: string): BoltwoodLine {
+export function parseBoltwood(text: string, timeZone: string, mtimeMs?: number): BoltwoodLine {
   const line = text.split(/\r?\n/).find((l) => l.trim() !== "") ?? "";
   const cols = line.trim().split(/\s+/);
   if (cols.length < MIN_COLUMNS) {
@@ -73,7 +78,7 @@ export function parseBoltwood(text: string, timeZone: string): BoltwoodLine {
     );
   }
   const [date, time] = cols;
-  const ts = localTime(date!, time!, timeZone);
+  const written = localTime(date!, time!, timeZone, mtimeMs);
   const data: Record<string, number | string> = {};
   BOLTWOOD_COLUMNS.forEach((name, i) => {
     const raw = cols[2 + i];
@@ -88,11 +93,14 @@ export function parseBoltwood(text: string, timeZone: string): BoltwoodLine {
     }
     data[name] = n;
   });
-  return { data, ts };
+  return { data, ts: written - (data.since_s as number) * 1000 };
 }
 
-/** `yyyy-mm-dd` and `hh:mm:ss.ss` in `timeZone` as epoch milliseconds. */
-function localTime(date: string, time: string, timeZone: string): number {
+/**
+ * `yyyy-mm-dd` and `hh:mm:ss.ss` in `timeZone` as epoch milliseconds; in the repeated autumn
+ * hour, the instant nearest `mtimeMs` (the file was written just after the line's time).
+ */
+function localTime(date: string, time: string, timeZone: string, mtimeMs?: number): number {
   const d = /^(\d{4})-(\d{2})-(\d{2})$/.exec(date);
   const t = /^(\d{1,2}):(\d{2}):(\d{2})(?:\.(\d{1,3}))?$/.exec(time);
   if (!d || !t) {
@@ -102,8 +110,9 @@ function localTime(date: string, time: string, timeZone: string): number {
       }, not a date and time such as 2026-11-26 22:51:45.00`,
     );
   }
+  let local: Temporal.PlainDateTime;
   try {
-    return Temporal.PlainDateTime.from({
+    local = Temporal.PlainDateTime.from({
       year: Number(d[1]),
       month: Number(d[2]),
       day: Number(d[3]),
@@ -111,8 +120,12 @@ function localTime(date: string, time: string, timeZone: string): number {
       minute: Number(t[2]),
       second: Number(t[3]),
       millisecond: Number((t[4] ?? "0").padEnd(3, "0")),
-    }, { overflow: "reject" }).toZonedDateTime(timeZone).epochMilliseconds;
+    }, { overflow: "reject" });
   } catch {
     throw new Error(`the line's date and time ${JSON.stringify(`${date} ${time}`)} do not exist`);
   }
+  const earlier = local.toZonedDateTime(timeZone, { disambiguation: "earlier" }).epochMilliseconds;
+  const later = local.toZonedDateTime(timeZone, { disambiguation: "later" }).epochMilliseconds;
+  if (mtimeMs === undefined || !Number.isFinite(mtimeMs) || earlier === later) return earlier;
+  return Math.abs(later - mtimeMs) < Math.abs(earlier - mtimeMs) ? later : earlier;
 }

@@ -115,7 +115,7 @@ export const fileInput: InputKind<FileConfig> = {
           throw tooLarge(`${config.path} (${info.size} bytes)`, config.maxBytes);
         }
         const text = await readPlainFile(config.path, config.maxBytes);
-        sink.record(parseFile(text, config, common, sink));
+        sink.record(parseFile(text, config, common, sink, mtime));
         lastMtime = mtime;
       },
     };
@@ -152,6 +152,7 @@ function parseFile(
   config: FileConfig,
   common: InputCommon,
   sink: InputSink,
+  mtimeMs: number,
 ): RecordReading {
   const what = config.path;
   if (config.format === "json") {
@@ -166,7 +167,7 @@ function parseFile(
   if (config.format === "boltwood") {
     let line;
     try {
-      line = parseBoltwood(text, config.tz);
+      line = parseBoltwood(text, config.tz, mtimeMs);
     } catch (err) {
       throw new Error(`${what}: ${(err as Error).message}`);
     }
