@@ -13,6 +13,7 @@ import type { InputKind } from "../collect/inputs/input.ts";
 import { join } from "node:path";
 import { tempDir, testServer } from "./_util.ts";
 import {
+  linesWith,
   localServer,
   type LogLine,
   startCollector,
@@ -234,4 +235,37 @@ Deno.test("a Boltwood line in the repeated autumn hour is timed by the offset ne
     "2026-10-25T00:30:00.000Z",
     "2026-10-25T01:30:00.000Z",
   ]);
+});
+
+Deno.test("an INDI server that accepts and closes is backed off from, and the input is never logged up", async () => {
+  await using dir = await tempDir();
+  await using service = await testServer({ siteDir: dir.path });
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const accepts: number[] = [];
+  const serving = (async () => {
+    try {
+      for await (const conn of listener) {
+        accepts.push(Date.now());
+        conn.close();
+      }
+    } catch { /* closed at the end */ }
+  })();
+  try {
+    await using collector = startCollector([{
+      name: "indi",
+      kind: "indi",
+      port: (listener.addr as Deno.NetAddr).port,
+      devices: { "Weather Simulator": { type: "weather" } },
+    }], service.url);
+    await waitUntil(() => accepts.length >= 3, 15_000, "three connections");
+    // 1 s after the first failure, then 2 s: the back-off doubles instead of resetting.
+    assert.ok(
+      accepts[2]! - accepts[1]! >= 1_500,
+      `the gaps: ${accepts.map((t) => t - accepts[0]!)}`,
+    );
+    assert.deepEqual(linesWith(collector.log, / up$/), [], JSON.stringify(collector.log));
+  } finally {
+    listener.close();
+    await serving;
+  }
 });
