@@ -9,6 +9,7 @@
 import assert from "node:assert/strict";
 import { TelemetryClient } from "../client.ts";
 import { Outbox } from "../collect/outbox.ts";
+import { spawnCollector } from "../collect.ts";
 import type { InputKind } from "../collect/inputs/input.ts";
 import { join } from "node:path";
 import { tempDir, testServer } from "./_util.ts";
@@ -268,4 +269,54 @@ Deno.test("an INDI server that accepts and closes is backed off from, and the in
     listener.close();
     await serving;
   }
+});
+
+Deno.test("collect does not post again a batch the service stored but answered late", async () => {
+  await using dir = await tempDir();
+  await using site = await tempDir();
+  await using service = await testServer({ siteDir: site.path });
+  // In front of the service: the first post is stored at once and answered 6 s later (a stall).
+  let posts = 0;
+  let answered = false;
+  await using proxy = localServer(async (req) => {
+    const url = new URL(req.url);
+    const res = await fetch(`${service.url}${url.pathname}${url.search}`, {
+      method: req.method,
+      headers: req.headers,
+      body: req.method === "GET" || req.method === "HEAD" ? null : await req.arrayBuffer(),
+    });
+    if (req.method === "POST" && posts++ === 0) {
+      const body = await res.arrayBuffer();
+      await new Promise((r) => setTimeout(r, 6_000));
+      answered = true;
+      return new Response(body, { status: res.status, headers: res.headers });
+    }
+    return res;
+  });
+  const file = join(dir.path, "station.txt");
+  await Deno.writeTextFile(file, "temp=4.5\n");
+  const config = join(dir.path, "collect.json");
+  await Deno.writeTextFile(
+    config,
+    JSON.stringify({
+      inputs: [{ name: "st", kind: "file", type: "station", path: file, format: "keyvalue" }],
+    }),
+  );
+  const collector = spawnCollector({
+    config,
+    host: "127.0.0.1",
+    port: Number(new URL(proxy.url).port),
+    output: "piped",
+  });
+  const output = collector.process.output();
+  try {
+    await waitUntil(() => answered, 20_000, "the late answer");
+  } finally {
+    await collector.stop();
+  }
+  const out = await output;
+  const stderr = new TextDecoder().decode(out.stderr);
+  assert.equal(out.code, 0, stderr);
+  const stored = (await storedEvents(site.path)).filter((e) => e.type === "station");
+  assert.equal(stored.length, 1, `posted ${posts} times: ${new TextDecoder().decode(out.stdout)}`);
 });
