@@ -18,8 +18,8 @@ export const DEFAULT_QUEUE_CAPACITY = 10_000;
 /** Events in one `POST /events`. */
 const BATCH = 500;
 /**
- * Bytes of event data in one `POST /events`, roughly: well under the service's default
- * `--max-body` (1 MiB), so a backlog of large records drains in batches too.
+ * Bytes of events (data, meta and the rest) in one `POST /events`, roughly: well under the
+ * service's default `--max-body` (1 MiB), so a backlog of large records drains in batches too.
  */
 const BATCH_BYTES = 512 * 1024;
 /** Longest wait between two tries while the service is down. */
@@ -212,7 +212,8 @@ export class Outbox {
     let bytes = 0;
     let i = this.#head;
     while (i < end) {
-      bytes += JSON.stringify(this.#items[i]!.data)?.length ?? 0;
+      // The whole event (its meta may be as large as its data), as the body will carry it.
+      bytes += JSON.stringify(this.#items[i]!)?.length ?? 0;
       if (bytes > BATCH_BYTES && i > this.#head) break;
       i++;
     }

@@ -320,3 +320,30 @@ Deno.test("collect does not post again a batch the service stored but answered l
   const stored = (await storedEvents(site.path)).filter((e) => e.type === "station");
   assert.equal(stored.length, 1, `posted ${posts} times: ${new TextDecoder().decode(out.stdout)}`);
 });
+
+Deno.test("a backlog of events with large meta is posted in batches the service's body limit takes", async () => {
+  await using site = await tempDir();
+  await using service = await testServer({ siteDir: site.path });
+  const log: LogLine[] = [];
+  const outbox = new Outbox(
+    new TelemetryClient({ baseUrl: service.url, timeoutMs: 10_000 }),
+    (level, message) => log.push({ level, message }),
+  );
+  const note = "x".repeat(100_000);
+  for (let i = 0; i < 20; i++) outbox.push({ type: "big", data: { i }, meta: { note } });
+  const stop = new AbortController();
+  const sending = outbox.run(stop.signal);
+  try {
+    await waitUntil(() => outbox.size === 0, 20_000, "drained");
+  } finally {
+    stop.abort();
+    await sending;
+  }
+  assert.deepEqual(
+    (await storedEvents(site.path)).map((e) => e.data.i),
+    Array.from({ length: 20 }, (_, i) => i),
+  );
+  const metrics = await (await fetch(`${service.url}/metrics`)).text();
+  assert.doesNotMatch(metrics, /telemetry_http_responses_total\{[^}]*code="413"[^}]*\}/, "no 413");
+  assert.deepEqual(log, []);
+});
