@@ -347,3 +347,16 @@ Deno.test("a backlog of events with large meta is posted in batches the service'
   assert.doesNotMatch(metrics, /telemetry_http_responses_total\{[^}]*code="413"[^}]*\}/, "no 413");
   assert.deepEqual(log, []);
 });
+
+Deno.test("a dead sensor's Boltwood lines written with hundredths and whole-second since_s are not posted as new", async () => {
+  const events = await boltwoodEvents("UTC", [
+    [boltwood("2026-11-26", "22:51:45.37", 4, "-28.5"), 1000_000],
+    [boltwood("2026-11-26", "22:51:50.12", 9, "-28.5"), 1001_000],
+    [boltwood("2026-11-26", "22:51:55.80", 14, "-28.5"), 1002_000],
+    [boltwood("2026-11-26", "22:52:00.05", 0, "-20.0"), 1003_000],
+  ]);
+  assert.deepEqual(events.map((e) => [e.ts, e.data.sky_minus_ambient]), [
+    ["2026-11-26T22:51:41.370Z", -28.5],
+    ["2026-11-26T22:52:00.050Z", -20],
+  ]);
+});

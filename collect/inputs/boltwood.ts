@@ -45,6 +45,35 @@ export interface BoltwoodLine {
    * `since_s` (Clarity rewrites the line of a dead sensor with a new time and a growing `since_s`).
    */
   readonly ts: number;
+  /** The line's `since_s`: seconds since the last valid data (whole seconds). */
+  readonly sinceS: number;
+}
+
+/**
+ * The measurement time of a line given the previous line's: while `since_s` is above 0 (no new
+ * valid data), a time within a second of the previous one is that one. The line's time has
+ * hundredths but `since_s` whole seconds, so a dead sensor's rewrites differ by a fraction.
+ *
+ * @param line The parsed line.
+ * @param previousTs The measurement time of the previous line read, if any.
+ * @returns The line's measurement time.
+ *
+ * @example Usage
+ * ```ts
+ * import { boltwoodTime, parseBoltwood } from "./boltwood.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const cols = "C K -28.5 12.1 13.0 3.2 78 8.4 0 0 0";
+ * const a = parseBoltwood(`2026-11-26 22:51:45.37 ${cols} 00004 0 1 1 1 1 0 0`, "UTC");
+ * const b = parseBoltwood(`2026-11-26 22:51:50.12 ${cols} 00009 0 1 1 1 1 0 0`, "UTC");
+ * assert.equal(boltwoodTime(b, a.ts), a.ts);
+ * ```
+ */
+export function boltwoodTime(line: BoltwoodLine, previousTs: number | undefined): number {
+  if (line.sinceS > 0 && previousTs !== undefined && Math.abs(line.ts - previousTs) < 1000) {
+    return previousTs;
+  }
+  return line.ts;
 }
 
 /**
@@ -93,7 +122,8 @@ export function parseBoltwood(text: string, timeZone: string, mtimeMs?: number):
     }
     data[name] = n;
   });
-  return { data, ts: written - (data.since_s as number) * 1000 };
+  const sinceS = data.since_s as number;
+  return { data, ts: written - sinceS * 1000, sinceS };
 }
 
 /**
