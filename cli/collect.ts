@@ -16,6 +16,13 @@ import { type CollectLog, Outbox } from "../collect/outbox.ts";
 import { client, connection, HELP_OPTION, parse, printHelp, UsageError } from "./common.ts";
 import { COLLECT_HELP } from "./collect_help.ts";
 
+/**
+ * How long the outbox waits for the answer to one post. A batch the service stored but answered
+ * late (a disk stalling in fsync) and given up on is posted again, stored twice: so the wait is
+ * long, and only a service that is really gone times out (docs/collect.md, "Faults").
+ */
+const POST_TIMEOUT_MS = 30_000;
+
 /** How long `--once` listens to push inputs. */
 const ONCE_LISTEN_MS = 5_000;
 
@@ -87,7 +94,7 @@ export async function collectCommand(args: string[]): Promise<number> {
       "info",
       `collecting ${config.inputs.length} input(s) from ${file} into ${conn.baseUrl}`,
     );
-    const outbox = new Outbox(client(conn, 5_000), log);
+    const outbox = new Outbox(client(conn, POST_TIMEOUT_MS), log);
     await collector.run(outbox, stop.signal);
     log("info", "stopped");
     return 0;

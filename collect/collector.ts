@@ -36,7 +36,8 @@ interface Running {
   readonly input: Input;
   readonly merger: FieldMerger;
   /** Last source time posted, per type: an unchanged one posts nothing. */
-  readonly lastSourceTs: Map<string, number>;
+  /** Per type, the source time of the last event, and its data for a merged record (as JSON). */
+  readonly lastSourceTs: Map<string, { ts: number; data: string | undefined }>;
   /** `undefined` until the first outcome. */
   state: "up" | "down" | undefined;
   warned: Set<string>;
@@ -138,7 +139,7 @@ export class Collector {
         entry,
         input: entry.kind.create(entry.config, entry.settings),
         merger: new FieldMerger(entry.settings.mergeMs, (type, data, ts) => {
-          this.#emit(r, type, data, ts, true);
+          this.#emit(r, type, data, ts, "merged");
         }),
         lastSourceTs: new Map(),
         state: undefined,
@@ -229,7 +230,13 @@ export class Collector {
           this.#warn(r, "type", 'a record without a type was dropped: set "type" on the input');
           return;
         }
-        this.#emit(r, type, reading.data, reading.sourceTs, reading.sourceTs !== undefined);
+        this.#emit(
+          r,
+          type,
+          reading.data,
+          reading.sourceTs,
+          reading.sourceTs !== undefined ? "source" : "now",
+        );
       },
       field: (reading) => r.merger.add(reading, Date.now()),
       warn: (key, message) => this.#warn(r, key, message),
@@ -238,19 +245,23 @@ export class Collector {
 
   /**
    * Turns a record into an event. A source time equal to the last one of this input and type
-   * posts nothing (docs/collect.md, "Measurement time"); without one, the event is stamped now.
+   * posts nothing (docs/collect.md, "Measurement time"); for a merged record, only when its data
+   * is unchanged too: values timed in whole seconds (INDI) may change twice in one second. Without
+   * a source time, the event is stamped now.
    */
   #emit(
     r: Running,
     type: string,
     data: Record<string, unknown>,
     sourceTs: number | undefined,
-    fromSource: boolean,
+    from: "source" | "merged" | "now",
   ): void {
     const ts = sourceTs ?? Date.now();
-    if (fromSource) {
-      if (r.lastSourceTs.get(type) === ts) return;
-      r.lastSourceTs.set(type, ts);
+    if (from !== "now") {
+      const json = from === "merged" ? JSON.stringify(data) : undefined;
+      const last = r.lastSourceTs.get(type);
+      if (last?.ts === ts && last.data === json) return;
+      r.lastSourceTs.set(type, { ts, data: json });
     }
     const settings = r.entry.settings;
     this.#deliver({

@@ -1,8 +1,8 @@
 /**
  * Merging values heard one at a time (MQTT topics, INDI elements) into whole records per type
  * (docs/collect.md, "Merging"): the latest value of every field is kept, and the record is
- * handed on at most once per `merge_ms`, stamped with the newest measurement time among its
- * values.
+ * handed on at most once per `merge_ms`, stamped with the newest measurement time among the
+ * values merged since the type's last record (so one wrong future time stamps one record only).
  *
  * @module
  */
@@ -14,6 +14,7 @@ export type MergedRecord = (type: string, data: Record<string, unknown>, tsMs: n
 
 interface Pending {
   data: Record<string, unknown>;
+  /** The newest measurement time of the values merged since the last record. */
   newest: number;
   lastEmit: number;
   timer: ReturnType<typeof setTimeout> | undefined;
@@ -100,7 +101,9 @@ export class FieldMerger {
     clearTimeout(pending.timer);
     pending.timer = undefined;
     pending.lastEmit = Date.now();
-    this.#emit(type, structuredClone(pending.data), pending.newest);
+    const newest = pending.newest;
+    pending.newest = -Infinity;
+    this.#emit(type, structuredClone(pending.data), newest);
   }
 }
 

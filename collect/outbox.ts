@@ -18,8 +18,8 @@ export const DEFAULT_QUEUE_CAPACITY = 10_000;
 /** Events in one `POST /events`. */
 const BATCH = 500;
 /**
- * Bytes of event data in one `POST /events`, roughly: well under the service's default
- * `--max-body` (1 MiB), so a backlog of large records drains in batches too.
+ * Bytes of events (data, meta and the rest) in one `POST /events`, roughly: well under the
+ * service's default `--max-body` (1 MiB), so a backlog of large records drains in batches too.
  */
 const BATCH_BYTES = 512 * 1024;
 /** Longest wait between two tries while the service is down. */
@@ -56,8 +56,14 @@ export class Outbox {
   readonly #client: TelemetryClient;
   readonly #log: CollectLog;
   readonly #capacity: number;
+  /** Events waiting, from `#head` on; the batch in flight is out of it, in `#flight`. */
   #items: EventInput[] = [];
   #head = 0;
+  /**
+   * The batch being posted, oldest first: never dropped by a full queue, since the service may
+   * take it; it leaves as it is posted or refused, or returns to the front if the post fails.
+   */
+  #flight: EventInput[] = [];
   #dropped = 0;
   #overflowing = false;
   #down = false;
@@ -77,8 +83,13 @@ export class Outbox {
     this.#capacity = capacity;
   }
 
-  /** Events waiting. */
+  /** Events waiting, with those in flight. */
   get size(): number {
+    return this.#flight.length + this.#waiting;
+  }
+
+  /** Events waiting, not in flight. */
+  get #waiting(): number {
     return this.#items.length - this.#head;
   }
 
@@ -93,26 +104,30 @@ export class Outbox {
   }
 
   /**
-   * Queues one event; when full, the oldest is dropped and counted (one warning per spell of
-   * overflow).
+   * Queues one event; when full, the oldest waiting (not in flight) is dropped and counted (one
+   * warning per spell of overflow). While a batch as large as the queue is in flight, the queue
+   * holds one event more: the newest.
    *
    * @param event The event.
    */
   push(event: EventInput): void {
-    if (this.size >= this.#capacity) {
-      this.#head++;
-      this.#dropped++;
-      if (!this.#overflowing) {
-        this.#overflowing = true;
-        this.#log(
-          "warn",
-          `the queue to the service is full (${this.#capacity} events): dropping the oldest until the service takes them`,
-        );
-      }
-    }
+    if (this.size >= this.#capacity && this.#waiting > 0) this.#drop(1);
     this.#items.push(event);
     this.#compact();
     this.#wake?.();
+  }
+
+  /** Drops the `n` oldest waiting events, counted, with one warning per spell of overflow. */
+  #drop(n: number): void {
+    this.#head += n;
+    this.#dropped += n;
+    if (!this.#overflowing) {
+      this.#overflowing = true;
+      this.#log(
+        "warn",
+        `the queue to the service is full (${this.#capacity} events): dropping the oldest until the service takes them`,
+      );
+    }
   }
 
   /**
@@ -171,36 +186,57 @@ export class Outbox {
       return true;
     } catch (err) {
       if (refusal(err)) {
-        await this.#oneByOne(batch, signal);
-        return true;
+        return await this.#oneByOne(batch, signal);
       }
       this.#failed(err);
+      this.#requeue();
       return false;
     }
   }
 
-  /** The oldest events, up to {@linkcode BATCH} of them and about {@linkcode BATCH_BYTES}. */
+  /** A failed post: the batch in flight returns to the front, the oldest dropped beyond capacity. */
+  #requeue(): void {
+    this.#items = this.#flight.concat(this.#items.slice(this.#head));
+    this.#flight = [];
+    this.#head = 0;
+    const over = this.size - this.#capacity;
+    if (over > 0) this.#drop(over);
+  }
+
+  /**
+   * Takes the oldest events out of the waiting ones into `#flight`, up to {@linkcode BATCH} of them
+   * and about {@linkcode BATCH_BYTES}.
+   */
   #batch(): EventInput[] {
     const end = Math.min(this.#items.length, this.#head + BATCH);
     let bytes = 0;
     let i = this.#head;
     while (i < end) {
-      bytes += JSON.stringify(this.#items[i]!.data)?.length ?? 0;
+      // The whole event (its meta may be as large as its data), as the body will carry it.
+      bytes += JSON.stringify(this.#items[i]!)?.length ?? 0;
       if (bytes > BATCH_BYTES && i > this.#head) break;
       i++;
     }
-    return this.#items.slice(this.#head, i);
+    this.#flight = this.#items.slice(this.#head, i);
+    this.#head = i;
+    this.#compact();
+    return this.#flight;
   }
 
-  /** A batch the service refused: each event alone, so one bad event costs only itself. */
-  async #oneByOne(batch: EventInput[], signal: AbortSignal | undefined): Promise<void> {
+  /**
+   * A batch the service refused: each event alone, so one bad event costs only itself.
+   *
+   * @returns Whether the whole batch left (false: a transient failure, the rest is requeued).
+   */
+  async #oneByOne(batch: EventInput[], signal: AbortSignal | undefined): Promise<boolean> {
     for (const event of batch) {
       try {
         await this.#client.postEvents([event], signal ? { signal } : {});
       } catch (err) {
         if (!refusal(err)) {
           this.#failed(err);
-          return; // the rest stays queued, in order
+          this.#requeue(); // the rest stays queued, in order
+          return false;
         }
         this.#refused++;
         const why = err instanceof TelemetryHttpError ? err.detail : (err as Error).message;
@@ -208,11 +244,12 @@ export class Outbox {
       }
       this.#taken(1);
     }
+    return true;
   }
 
+  /** The `n` oldest events in flight left: posted, or refused as bad. */
   #taken(n: number): void {
-    this.#head += n;
-    this.#compact();
+    this.#flight = this.#flight.slice(n);
     if (this.#down) {
       this.#down = false;
       this.#log("info", "the service takes events again");

@@ -77,10 +77,10 @@ Deno.test("a Boltwood file posts each new line once, named by its columns and ti
   await rewrite(path, BOLTWOOD("22:52:45.00", "-20.0"), 1002);
   await waitUntil(async () => (await eventsOf(site.path, "cloud")).length === 2, 10_000, "line 2");
   const events = await eventsOf(site.path, "cloud");
-  // Santiago is UTC-3 in November (summer time).
+  // Santiago is UTC-3 in November (summer time); the lines' since_s (4 s) is taken off.
   assert.deepEqual(events.map((e) => e.ts), [
-    "2026-11-27T01:51:45.000Z",
-    "2026-11-27T01:52:45.000Z",
+    "2026-11-27T01:51:41.000Z",
+    "2026-11-27T01:52:41.000Z",
   ]);
   assert.equal(events[1]!.data.sky_minus_ambient, -20);
   assert.equal(events[1]!.data.temp_unit, "C");

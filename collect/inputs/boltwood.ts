@@ -40,8 +40,40 @@ const MIN_COLUMNS = 2 + 17;
 export interface BoltwoodLine {
   /** The columns by name; numbers as numbers, the unit letters as text. */
   readonly data: Record<string, number | string>;
-  /** The line's date and time, read in its zone, as epoch milliseconds. */
+  /**
+   * The measurement time, epoch milliseconds: the line's date and time, read in its zone, less
+   * `since_s` (Clarity rewrites the line of a dead sensor with a new time and a growing `since_s`).
+   */
   readonly ts: number;
+  /** The line's `since_s`: seconds since the last valid data (whole seconds). */
+  readonly sinceS: number;
+}
+
+/**
+ * The measurement time of a line given the previous line's: while `since_s` is above 0 (no new
+ * valid data), a time within a second of the previous one is that one. The line's time has
+ * hundredths but `since_s` whole seconds, so a dead sensor's rewrites differ by a fraction.
+ *
+ * @param line The parsed line.
+ * @param previousTs The measurement time of the previous line read, if any.
+ * @returns The line's measurement time.
+ *
+ * @example Usage
+ * ```ts
+ * import { boltwoodTime, parseBoltwood } from "./boltwood.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const cols = "C K -28.5 12.1 13.0 3.2 78 8.4 0 0 0";
+ * const a = parseBoltwood(`2026-11-26 22:51:45.37 ${cols} 00004 0 1 1 1 1 0 0`, "UTC");
+ * const b = parseBoltwood(`2026-11-26 22:51:50.12 ${cols} 00009 0 1 1 1 1 0 0`, "UTC");
+ * assert.equal(boltwoodTime(b, a.ts), a.ts);
+ * ```
+ */
+export function boltwoodTime(line: BoltwoodLine, previousTs: number | undefined): number {
+  if (line.sinceS > 0 && previousTs !== undefined && Math.abs(line.ts - previousTs) < 1000) {
+    return previousTs;
+  }
+  return line.ts;
 }
 
 /**
@@ -49,6 +81,8 @@ export interface BoltwoodLine {
  *
  * @param text The file's text (its first non-empty line is read).
  * @param timeZone The IANA zone its local date and time are in.
+ * @param mtimeMs The file's modification time (epoch ms): of the two instants a local time in the
+ *   repeated autumn hour names, the one nearest it is taken. Without it, the earlier.
  * @returns The columns and the measurement time.
  * @throws {Error} When the line does not have the documented columns.
  *
@@ -61,10 +95,10 @@ export interface BoltwoodLine {
  * const { data, ts } = parseBoltwood(line, "UTC");
  * assert.equal(data.sky_minus_ambient, -28.5);
  * assert.equal(data.temp_unit, "C");
- * assert.equal(ts, Date.parse("2026-11-26T22:51:45Z"));
+ * assert.equal(ts, Date.parse("2026-11-26T22:51:41Z")); // less since_s, 4 s
  * ```
  */
-export function parseBoltwood(text: string, timeZone: string): BoltwoodLine {
+export function parseBoltwood(text: string, timeZone: string, mtimeMs?: number): BoltwoodLine {
   const line = text.split(/\r?\n/).find((l) => l.trim() !== "") ?? "";
   const cols = line.trim().split(/\s+/);
   if (cols.length < MIN_COLUMNS) {
@@ -73,7 +107,7 @@ export function parseBoltwood(text: string, timeZone: string): BoltwoodLine {
     );
   }
   const [date, time] = cols;
-  const ts = localTime(date!, time!, timeZone);
+  const written = localTime(date!, time!, timeZone, mtimeMs);
   const data: Record<string, number | string> = {};
   BOLTWOOD_COLUMNS.forEach((name, i) => {
     const raw = cols[2 + i];
@@ -88,11 +122,15 @@ export function parseBoltwood(text: string, timeZone: string): BoltwoodLine {
     }
     data[name] = n;
   });
-  return { data, ts };
+  const sinceS = data.since_s as number;
+  return { data, ts: written - sinceS * 1000, sinceS };
 }
 
-/** `yyyy-mm-dd` and `hh:mm:ss.ss` in `timeZone` as epoch milliseconds. */
-function localTime(date: string, time: string, timeZone: string): number {
+/**
+ * `yyyy-mm-dd` and `hh:mm:ss.ss` in `timeZone` as epoch milliseconds; in the repeated autumn
+ * hour, the instant nearest `mtimeMs` (the file was written just after the line's time).
+ */
+function localTime(date: string, time: string, timeZone: string, mtimeMs?: number): number {
   const d = /^(\d{4})-(\d{2})-(\d{2})$/.exec(date);
   const t = /^(\d{1,2}):(\d{2}):(\d{2})(?:\.(\d{1,3}))?$/.exec(time);
   if (!d || !t) {
@@ -102,8 +140,9 @@ function localTime(date: string, time: string, timeZone: string): number {
       }, not a date and time such as 2026-11-26 22:51:45.00`,
     );
   }
+  let local: Temporal.PlainDateTime;
   try {
-    return Temporal.PlainDateTime.from({
+    local = Temporal.PlainDateTime.from({
       year: Number(d[1]),
       month: Number(d[2]),
       day: Number(d[3]),
@@ -111,8 +150,12 @@ function localTime(date: string, time: string, timeZone: string): number {
       minute: Number(t[2]),
       second: Number(t[3]),
       millisecond: Number((t[4] ?? "0").padEnd(3, "0")),
-    }, { overflow: "reject" }).toZonedDateTime(timeZone).epochMilliseconds;
+    }, { overflow: "reject" });
   } catch {
     throw new Error(`the line's date and time ${JSON.stringify(`${date} ${time}`)} do not exist`);
   }
+  const earlier = local.toZonedDateTime(timeZone, { disambiguation: "earlier" }).epochMilliseconds;
+  const later = local.toZonedDateTime(timeZone, { disambiguation: "later" }).epochMilliseconds;
+  if (mtimeMs === undefined || !Number.isFinite(mtimeMs) || earlier === later) return earlier;
+  return Math.abs(later - mtimeMs) < Math.abs(earlier - mtimeMs) ? later : earlier;
 }

@@ -8,7 +8,7 @@
  */
 
 import { readSourceTime } from "../source_time.ts";
-import { parseBoltwood } from "./boltwood.ts";
+import { boltwoodTime, parseBoltwood } from "./boltwood.ts";
 import type { ConfigAt, InputKind, InputSink, RecordReading } from "./input.ts";
 import type { InputCommon } from "./input.ts";
 import { bytes, checkPointers, requireType } from "./http.ts";
@@ -96,6 +96,7 @@ export const fileInput: InputKind<FileConfig> = {
   },
   create: (config, common) => {
     let lastMtime: number | undefined;
+    const state: FileState = { boltwoodTs: undefined };
     return {
       poll: async (sink) => {
         const info = await Deno.stat(config.path).catch((err) => {
@@ -115,7 +116,7 @@ export const fileInput: InputKind<FileConfig> = {
           throw tooLarge(`${config.path} (${info.size} bytes)`, config.maxBytes);
         }
         const text = await readPlainFile(config.path, config.maxBytes);
-        sink.record(parseFile(text, config, common, sink));
+        sink.record(parseFile(text, config, common, sink, mtime, state));
         lastMtime = mtime;
       },
     };
@@ -147,11 +148,19 @@ function kindOf(info: Deno.FileInfo): string {
   return "not a plain file";
 }
 
+/** What a `file` input remembers between reads. */
+interface FileState {
+  /** The measurement time of the last Boltwood line read. */
+  boltwoodTs: number | undefined;
+}
+
 function parseFile(
   text: string,
   config: FileConfig,
   common: InputCommon,
   sink: InputSink,
+  mtimeMs: number,
+  state: FileState,
 ): RecordReading {
   const what = config.path;
   if (config.format === "json") {
@@ -166,11 +175,12 @@ function parseFile(
   if (config.format === "boltwood") {
     let line;
     try {
-      line = parseBoltwood(text, config.tz);
+      line = parseBoltwood(text, config.tz, mtimeMs);
     } catch (err) {
       throw new Error(`${what}: ${(err as Error).message}`);
     }
-    return { data: pick(line.data, common, sink, what), sourceTs: line.ts };
+    state.boltwoodTs = boltwoodTime(line, state.boltwoodTs);
+    return { data: pick(line.data, common, sink, what), sourceTs: state.boltwoodTs };
   }
   const all = keyValues(text, config.separator);
   const data = pick(all, common, sink, what);

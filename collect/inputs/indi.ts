@@ -126,8 +126,9 @@ class IndiInput implements Input {
     signal.addEventListener("abort", onAbort);
     try {
       await this.#send(conn, '<getProperties version="1.7"/>\n');
-      up();
-      await this.#read(conn, sink);
+      // Up only once the server said something whole: one that accepts and closes must not
+      // reset the back-off (docs/collect.md, "Faults").
+      await this.#read(conn, sink, up);
       if (!signal.aborted) {
         throw new Error(`INDI ${host}:${port}: the server closed the connection`);
       }
@@ -160,14 +161,20 @@ class IndiInput implements Input {
     for (let at = 0; at < bytes.length;) at += await conn.write(bytes.subarray(at));
   }
 
-  async #read(conn: Deno.TcpConn, sink: InputSink): Promise<void> {
+  /** Reads until the server closes; `up` is called on the first complete element. */
+  async #read(conn: Deno.TcpConn, sink: InputSink, up: () => void): Promise<void> {
     const parser = new IndiXmlParser(INDI_BOUNDS);
     const decoder = new TextDecoder();
     const buf = new Uint8Array(64 * 1024);
+    let heard = false;
     for (;;) {
       const n = await conn.read(buf);
       if (n === null) return;
       for (const element of parser.push(decoder.decode(buf.subarray(0, n), { stream: true }))) {
+        if (!heard) {
+          heard = true;
+          up();
+        }
         const reply = this.#vector(element, sink);
         if (reply) await this.#send(conn, reply);
       }
