@@ -122,3 +122,23 @@ Deno.test("history every= answers a range over its memory budget in truncated pa
   assert.ok(pages < 20, "the pages never ended");
   assert.deepEqual(got, expectedBuckets());
 });
+
+Deno.test("a bucket set over its cells keeps the earliest start, and lines going back in time do not sort it per line", async () => {
+  const { BucketSet } = await import("../core/buckets.ts");
+  // One start of 3 buckets x 3 fields is over a budget of 4 cells: it is kept, whole.
+  const one = new BucketSet({ everyMs: 10_000, aggregates: ["count"], maxCells: 4 });
+  for (const type of ["a", "b", "c"]) one.add(0, type, { x: 1, y: 2 });
+  one.add(10_000, "a", { x: 1 });
+  assert.equal(one.truncatedAt, 10_000);
+  assert.equal([...one.drain()].length, 3);
+  // 40,000 events of 2 fields, latest first (a file whose clock ran backwards): giving up the
+  // latest starts frees room for many more, so it is not done (and sorted) once per line.
+  const set = new BucketSet({ everyMs: 10_000, aggregates: ["mean"], maxCells: 20_000 });
+  const began = performance.now();
+  for (let i = 40_000; i > 0; i--) set.add(i * 10_000, "weather", { x: i, y: -i });
+  const took = performance.now() - began;
+  const kept = [...set.drain()];
+  assert.ok(kept.length > 0 && kept.length * 3 <= 20_000, `${kept.length} buckets kept`);
+  assert.equal(set.truncatedAt, Date.parse(kept.at(-1)!.t) + 10_000);
+  assert.ok(took < 2_000, `40,000 lines took ${Math.round(took)} ms`);
+});
