@@ -78,6 +78,12 @@ export class SafetyWatch {
   #saving: Promise<void> = Promise.resolve();
   #failing = false;
   #closed = false;
+  /**
+   * The changes the opening judgement found against the saved latch (a site stopped while safe
+   * and started after its critical type went stale is unsafe now): nobody listened yet, so they
+   * are kept for listeners that ask for them, until a later judgement changes something.
+   */
+  #opening: readonly SafetyChange[] = [];
   /** Changes of the verdict since start (`telemetry_safety_changes_total`). */
   changes = 0;
 
@@ -109,7 +115,7 @@ export class SafetyWatch {
       restored,
     });
     const watch = new SafetyWatch(options, judge);
-    watch.#judgeNow();
+    watch.#opening = watch.#judgeNow().changes;
     await watch.save();
     return watch;
   }
@@ -179,10 +185,19 @@ export class SafetyWatch {
    * are ignored.
    *
    * @param listener Called with each change.
+   * @param options `replayOpening`: also hand it the changes found when the watch opened (the
+   *   verdict at start against the one saved at the last stop), unless a later change has
+   *   superseded them; notifications ask for them (docs/safety.md#notifications).
    * @returns A function that unsubscribes.
    */
-  onChange(listener: (change: SafetyChange) => void): () => void {
+  onChange(
+    listener: (change: SafetyChange) => void,
+    options: { replayOpening?: boolean } = {},
+  ): () => void {
     this.#listeners.add(listener);
+    if (options.replayOpening) {
+      for (const change of this.#opening) this.#tell(listener, change);
+    }
     return () => void this.#listeners.delete(listener);
   }
 
@@ -234,24 +249,27 @@ export class SafetyWatch {
 
   #apply(judged: Judgement): void {
     if (judged.dirty) this.#dirty = true;
+    if (judged.changes.length > 0) this.#opening = [];
     for (const change of judged.changes) {
       if (change.kind === "safety") {
         this.changes++;
         // On close the change is left to the next start, which finds the saved verdict differs.
         if (!this.#closed) this.#record(change, judged.verdict);
       }
-      for (const listener of this.#listeners) {
-        // Off the judging stack: a listener that throws or takes long never holds up a commit.
-        queueMicrotask(() => {
-          try {
-            listener(change);
-          } catch {
-            // a listener's failure is its own (docs/safety.md)
-          }
-        });
-      }
+      for (const listener of this.#listeners) this.#tell(listener, change);
     }
     this.#arm();
+  }
+
+  /** Off the judging stack: a listener that throws or takes long never holds up a commit. */
+  #tell(listener: (change: SafetyChange) => void, change: SafetyChange): void {
+    queueMicrotask(() => {
+      try {
+        listener(change);
+      } catch {
+        // a listener's failure is its own (docs/safety.md)
+      }
+    });
   }
 
   /** Queues the `telemetry.safety` event of a change of the verdict, stamped with its moment. */

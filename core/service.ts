@@ -248,6 +248,9 @@ export class TelemetryService implements AsyncDisposable {
    * an exception in it is ignored.
    *
    * @param listener Called with each change.
+   * @param options `replayOpening`: also hand it the changes the service found when it started
+   *   (its verdict then against the one saved at the last stop), unless a later change has
+   *   superseded them (docs/safety.md#notifications).
    * @returns A function that unsubscribes.
    *
    * @example Usage
@@ -256,8 +259,11 @@ export class TelemetryService implements AsyncDisposable {
    * stop();
    * ```
    */
-  onSafetyChange(listener: (change: SafetyChange) => void): () => void {
-    return this.#safety.onChange(listener);
+  onSafetyChange(
+    listener: (change: SafetyChange) => void,
+    options: { replayOpening?: boolean } = {},
+  ): () => void {
+    return this.#safety.onChange(listener, options);
   }
 
   /** Changes of the safety verdict since start (`telemetry_safety_changes_total`). */

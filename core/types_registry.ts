@@ -442,3 +442,33 @@ export async function loadTypes(file: string): Promise<TypesRegistry> {
   }
   return parseTypes(text.replace(/^\uFEFF/, ""), file);
 }
+
+/**
+ * The warnings of a registry's critical types without `stale_after_s` (docs/safety.md): such a
+ * type is never stale, so a station that stops sending with good values keeps the site safe all
+ * night. Not a refusal: existing types files keep working, and the service says it once at start.
+ *
+ * @param registry The types registry.
+ * @returns One line per such type, naming it and the fix.
+ *
+ * @example Usage
+ * ```ts
+ * import { parseTypes, staleLessCriticalWarnings } from "./types_registry.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const types = parseTypes('{"weather": {"critical": true}}', "types.json");
+ * assert.equal(staleLessCriticalWarnings(types).length, 1);
+ * ```
+ */
+export function staleLessCriticalWarnings(registry: TypesRegistry): string[] {
+  const out: string[] = [];
+  for (const [type, spec] of registry) {
+    if (!spec.critical || spec.stale_after_s !== undefined) continue;
+    out.push(
+      `The critical type ${
+        JSON.stringify(type)
+      } has no stale_after_s, so it is never stale: if its source stops sending, the site stays safe with its last values; add "stale_after_s": 300 (or the seconds it may stay silent) to it in the types file (docs/safety.md)`,
+    );
+  }
+  return out;
+}

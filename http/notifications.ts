@@ -91,7 +91,10 @@ export async function startNotifications(
   if ((options.notify ?? []).length === 0) return notifier;
   // The service has made `.site.json` by now (docs/storage.md).
   const site = (await readSiteIdentity(service.siteDir))?.site_id ?? "";
-  service.onSafetyChange((change) => notifier.notify({ ...change, site }));
+  // The verdict the service found at start (a night's stale data) is a change too (docs/safety.md).
+  service.onSafetyChange((change) => notifier.notify({ ...change, site }), {
+    replayOpening: true,
+  });
   return notifier;
 }
 

@@ -13,7 +13,11 @@ import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl } from "../wire/address.ts";
 import { raceDeadline } from "../wire/async.ts";
 import { InFlight, keepListening, type ListenerError, Relistener } from "./listener.ts";
 import { ConnectionGuard, INTERNAL_HOST } from "./conn_guard.ts";
-import { loadTypes, type TypesRegistry } from "../core/types_registry.ts";
+import {
+  loadTypes,
+  staleLessCriticalWarnings,
+  type TypesRegistry,
+} from "../core/types_registry.ts";
 import { DiskWatch } from "../store/disk_watch.ts";
 import { createHandler, type HandlerOptions } from "./handler.ts";
 import { isLoopback } from "./guards.ts";
@@ -103,6 +107,7 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   checkReceivers(options.notify ?? []);
   const warn = options.onWarning ?? (() => {});
   warnIneffective(options, warn);
+  for (const line of types ? staleLessCriticalWarnings(types) : []) warn(line);
   const service = await TelemetryService.open(types ? { ...options, types } : options);
   const notifier = await startNotifications(service, {
     ...options,
