@@ -1,6 +1,6 @@
 /**
- * Real headless Chromium for the dashboard's chart and safety tests (driven by playwright-core, as
- * tests/dashboard_test.ts does), and a few page helpers. Says why it cannot run, so the tests are
+ * Real headless Chromium for the dashboard's tests (driven by playwright-core), and a few page
+ * helpers. Says why it cannot run, so the tests are
  * skipped with the reason printed.
  * @module
  */
@@ -24,6 +24,10 @@ export interface Page {
   on(event: "console", listener: (msg: { type(): string; text(): string }) => void): void;
   on(event: "pageerror", listener: (err: Error) => void): void;
   on(event: "request", listener: (req: { url(): string }) => void): void;
+  on(
+    event: "response",
+    listener: (res: { url(): string; headers(): Record<string, string> }) => void,
+  ): void;
   waitForFunction<A>(
     fn: (arg: A) => boolean,
     arg: A,
@@ -35,6 +39,7 @@ export interface Page {
   hover(selector: string, options?: { position: { x: number; y: number } }): Promise<void>;
   screenshot(options: { path: string; fullPage?: boolean }): Promise<unknown>;
   evaluate<R, A>(fn: (arg: A) => R, arg: A): Promise<R>;
+  setViewportSize(size: { width: number; height: number }): Promise<void>;
   close(): Promise<void>;
 }
 /** A browser that closes on dispose. */

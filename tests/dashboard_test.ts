@@ -5,97 +5,25 @@ import { createHandler } from "../server.ts";
 import { TelemetryService } from "../core/service.ts";
 import { parseTypes } from "../core/types_registry.ts";
 import { postJson, tempDir, testServer } from "./_util.ts";
+import {
+  type Browser,
+  browserMissing,
+  launch,
+  openPage as openBrowserPage,
+  type Page,
+} from "./_browser.ts";
 
-const CHROMIUM = "/usr/bin/chromium";
-const CHROMIUM_ARGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
 const ARTIFACTS = join(import.meta.dirname!, "artifacts");
 
-/** The small part of playwright-core these tests use. */
-interface Page {
-  goto(url: string): Promise<unknown>;
-  on(event: "console", listener: (msg: { type(): string; text(): string }) => void): void;
-  on(event: "pageerror", listener: (err: Error) => void): void;
-  on(
-    event: "response",
-    listener: (res: { url(): string; headers(): Record<string, string> }) => void,
-  ): void;
-  waitForFunction<A>(
-    fn: (arg: A) => boolean,
-    arg: A,
-    options: { timeout: number },
-  ): Promise<unknown>;
-  textContent(selector: string): Promise<string | null>;
-  screenshot(options: { path: string; fullPage?: boolean }): Promise<unknown>;
-  evaluate<R, A>(fn: (arg: A) => R, arg: A): Promise<R>;
-  setViewportSize(size: { width: number; height: number }): Promise<void>;
-  close(): Promise<void>;
-}
-interface Browser {
-  newPage(options: { viewport: { width: number; height: number } }): Promise<Page>;
-  close(): Promise<void>;
-}
-interface Chromium {
-  launch(options: { executablePath: string; args: string[]; headless: boolean }): Promise<Browser>;
-}
-
-/** playwright-core's `chromium`, or why it cannot be used here. */
-async function loadChromium(): Promise<Chromium | string> {
-  try {
-    Deno.statSync(CHROMIUM);
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound) {
-      return `${CHROMIUM} is missing (apt-get install -y chromium)`;
-    }
-    throw err;
-  }
-  // A computed specifier keeps type checking independent of the npm registry.
-  const specifier = ["npm:playwright-core", "1"].join("@");
-  try {
-    return (await import(specifier) as { chromium: Chromium }).chromium;
-  } catch (err) {
-    return `${specifier} cannot be loaded (${err instanceof Error ? err.message : err})`;
-  }
-}
-
-const chromium = await loadChromium();
-const skip = typeof chromium === "string" ? chromium : undefined;
+const skip = browserMissing;
 if (skip) {
   // deno-lint-ignore no-console
   console.log(`skipping the browser tests of GET /: ${skip}`);
 }
 
-async function launch(): Promise<Browser & AsyncDisposable> {
-  const browser = await (chromium as Chromium).launch({
-    executablePath: CHROMIUM,
-    args: CHROMIUM_ARGS,
-    headless: true,
-  });
-  return Object.assign(browser, { [Symbol.asyncDispose]: () => browser.close() });
-}
-
-/** Opens a page that records console errors and uncaught exceptions (CSP violations too). */
-async function openPage(
-  browser: Browser,
-  url: string,
-  viewport = { width: 1180, height: 560 },
-): Promise<{ page: Page; errors: string[] }> {
-  const page = await browser.newPage({ viewport });
-  const errors: string[] = [];
-  page.on("console", (msg) => {
-    if (msg.type() === "error") errors.push(msg.text());
-  });
-  page.on("pageerror", (err) => errors.push(err.message));
-  await page.goto(url);
-  return { page, errors };
+/** Opens the dashboard at this file's size; records console errors and uncaught exceptions. */
+function openPage(browser: Browser, url: string, viewport = { width: 1180, height: 560 }) {
+  return openBrowserPage(browser, url, viewport);
 }
 
 function waitForText(
