@@ -391,10 +391,22 @@ async function loadReady() {
   }
 }
 
+// Forgets seen so far, and the one that forgot each type: an answer asked for before a type was
+// forgotten must not bring its card back (GET /types and GET /current answer what they knew).
+let forgets = 0;
+const forgottenAt = new Map();
+function forgottenSince(type, asked) {
+  return (forgottenAt.get(type) || 0) > asked;
+}
+
 async function loadTypes() {
+  const asked = forgets;
   try {
     const types = await getJson("types");
     if (!types || typeof types !== "object") return;
+    for (const type of Object.keys(types)) {
+      if (forgottenSince(type, asked)) delete types[type];
+    }
     registry = types;
     for (const type of Object.keys(types)) {
       if (!cards.has(type) && !type.startsWith("telemetry.")) makeCard(type);
@@ -407,9 +419,12 @@ async function loadTypes() {
 }
 
 async function loadCurrent() {
+  const asked = forgets;
   try {
     const snap = unwrapCurrent(await getJson("current?wrap=false"));
-    for (const env of Object.values(snap)) upsert(env, false);
+    for (const env of Object.values(snap)) {
+      if (!forgottenSince(env.type, asked)) upsert(env, false);
+    }
   } catch {
     // The stream's snapshot follows.
   }
@@ -454,6 +469,7 @@ function connect() {
   source.addEventListener("run", (e) => setRun(JSON.parse(e.data)));
   source.addEventListener("forget", (e) => {
     const type = JSON.parse(e.data).type;
+    forgottenAt.set(type, ++forgets);
     const entry = cards.get(type);
     const spec = specOf(type);
     // GET /types lists seen types too: "registered" means the types file says something of it.
