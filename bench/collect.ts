@@ -16,9 +16,9 @@ import { parseArgs } from "node:util";
 import { join } from "node:path";
 import mqtt from "npm:mqtt@^5.14.1";
 import { spawnCollector } from "../collect.ts";
-import { testServer } from "../tests/_util.ts";
-import { storedEvents } from "../tests/_collect_util.ts";
-import { Mosquitto, mosquittoMissing } from "../tests/_collect_push_util.ts";
+import { testServer } from "../tests/_shared/util.ts";
+import { storedEvents } from "../tests/_shared/collect_util.ts";
+import { Mosquitto, mosquittoMissing } from "../tests/_shared/collect_push_util.ts";
 
 const TYPES = 4;
 const FIELDS = 50;

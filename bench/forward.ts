@@ -31,7 +31,7 @@ import {
   NatsServer,
   postgresMissing,
   PostgresServer,
-} from "../tests/_fleet_util.ts";
+} from "../tests/_shared/fleet_util.ts";
 import { freePort, luaString, runWrk, serviceArgs, waitReady } from "./_util.ts";
 
 const { values } = parseArgs({

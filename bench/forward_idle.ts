@@ -14,7 +14,7 @@
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
 import { join, resolve } from "node:path";
-import { natsMissing, NatsServer } from "../tests/_fleet_util.ts";
+import { natsMissing, NatsServer } from "../tests/_shared/fleet_util.ts";
 
 const { values } = parseArgs({
   args: Deno.args,

@@ -14,7 +14,7 @@
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
 import { join } from "node:path";
-import { cliRunArgs, freePort } from "../tests/_util.ts";
+import { cliRunArgs, freePort } from "../tests/_shared/util.ts";
 
 const { values: flags } = parseArgs({
   args: Deno.args.filter((a) => a !== "--"),

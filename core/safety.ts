@@ -438,7 +438,7 @@ function wentStale(latch: TypeLatch, wallMs: number): boolean {
 
 /**
  * The state `judgeType()` gives a critical type, without its reasons: the ingest path's judge
- * (docs/safety.md). `tests/safety_test.ts` checks that both agree.
+ * (docs/safety.md). `tests/core/safety_test.ts` checks that both agree.
  *
  * @param spec The critical type's registry entry.
  * @param tsMs The latest event's `ts`, epoch ms (NaN: unreadable, counted as fresh as judgeType does).

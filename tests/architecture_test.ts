@@ -182,3 +182,21 @@ Deno.test("no source cites a document outside the repository", async () => {
   }
   assert.deepEqual(outside, []);
 });
+
+Deno.test("tests are found by folder: each source folder's tests in tests/<folder>/, helpers in tests/_shared/, at most 15 flat", async () => {
+  const flat: string[] = [];
+  const misplaced: string[] = [];
+  const folders = new Set<string>([...FOLDERS, "server", "alpaca", "dashboard", "notify"]);
+  for await (const entry of Deno.readDir(join(ROOT, "tests"))) {
+    if (entry.isFile && entry.name.endsWith("_test.ts")) flat.push(entry.name);
+    else if (entry.isFile && entry.name.endsWith(".ts")) misplaced.push(`tests/${entry.name}`);
+    else if (entry.isDirectory && !["_shared", "fixtures", "artifacts"].includes(entry.name)) {
+      if (!folders.has(entry.name)) misplaced.push(`tests/${entry.name}/ names no source folder`);
+    }
+  }
+  for await (const file of sourceFiles(join(ROOT, "tests", "_shared"))) {
+    if (file.endsWith("_test.ts")) misplaced.push(`${file} is a test among the helpers`);
+  }
+  assert.deepEqual(misplaced, []);
+  assert.ok(flat.length <= 15, `${flat.length} test files flat in tests/: ${flat.join(", ")}`);
+});

@@ -11,7 +11,7 @@ import denoJson from "../deno.json" with { type: "json" };
 import { permissionFlags, SERVICE_V8_FLAGS } from "../cli/spawn.ts";
 import { resolveRunFlags, runParseOptions } from "../cli/flags.ts";
 import { parseArgs } from "node:util";
-import { CLI, freePort, readSiteLines, tempDir } from "./_util.ts";
+import { CLI, freePort, readSiteLines, tempDir } from "./_shared/util.ts";
 
 const root = new URL("../deploy/", import.meta.url);
 const UNIT = await Deno.readTextFile(new URL("obs-telemetry.service", root));

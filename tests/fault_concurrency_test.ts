@@ -16,8 +16,8 @@ import {
   seedFromEnv,
   send,
   type StoredLine,
-} from "./_fault_util.ts";
-import { tempDir, testServer } from "./_util.ts";
+} from "./_shared/fault_util.ts";
+import { tempDir, testServer } from "./_shared/util.ts";
 
 const SEED = seedFromEnv(0xc0c0_0024);
 const SITE_TYPES = new Set(["weather", "environment"]); // the default --site-types

@@ -27,8 +27,8 @@ import {
   send,
   spawnCliServer,
   type StoredLine,
-} from "./_fault_util.ts";
-import { tempDir } from "./_util.ts";
+} from "./_shared/fault_util.ts";
+import { tempDir } from "./_shared/util.ts";
 
 const SEED = seedFromEnv(0x5eed_0006);
 const SITE_TYPES = new Set(["weather", "environment"]); // the default --site-types

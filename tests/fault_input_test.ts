@@ -12,8 +12,8 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import type { ServerHandle } from "../server.ts";
 import { writeJsonAtomic } from "../store/fs.ts";
-import { assertProblem, listTree, rawHttp, Rng, seedFromEnv, send } from "./_fault_util.ts";
-import { tempDir, testServer } from "./_util.ts";
+import { assertProblem, listTree, rawHttp, Rng, seedFromEnv, send } from "./_shared/fault_util.ts";
+import { tempDir, testServer } from "./_shared/util.ts";
 
 const SEED = seedFromEnv(0x0bad_1297);
 const MAX_BODY = 4096;

@@ -21,8 +21,8 @@ import {
   seedFromEnv,
   send,
   spawnCliServer,
-} from "./_fault_util.ts";
-import { cliRunArgs, openService, T0, tempDir, testServer } from "./_util.ts";
+} from "./_shared/fault_util.ts";
+import { cliRunArgs, openService, T0, tempDir, testServer } from "./_shared/util.ts";
 
 /**
  * The site directory's entries, without the snapshot checkpoint (`.snapshot.json` and its temp

@@ -8,8 +8,8 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { assertProblem, freePort, readAllStreams, Rng, seedFromEnv } from "./_fault_util.ts";
-import { cliRunArgs, tempDir } from "./_util.ts";
+import { assertProblem, freePort, readAllStreams, Rng, seedFromEnv } from "./_shared/fault_util.ts";
+import { cliRunArgs, tempDir } from "./_shared/util.ts";
 
 const SEED = seedFromEnv(0x5eed_f0d5);
 const encoder = new TextEncoder();

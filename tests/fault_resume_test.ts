@@ -3,7 +3,7 @@
  * kill -9 after a run stopped, after a rotation and at random points while types move between
  * run and site files, and with a checkpoint that is corrupt, of another format or no longer
  * matches its files. Sessions that must die run in a child process that SIGKILLs itself
- * (`tests/_resume_child.ts`) or as `cli.ts telemetry run` killed by the test.
+ * (`tests/_shared/resume_child.ts`) or as `cli.ts telemetry run` killed by the test.
  *
  * Replay a failing run with `FAULT_SEED=<seed> deno test -A tests/fault_resume_test.ts`.
  * @module
@@ -11,12 +11,12 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { freePort, Rng, seedFromEnv, spawnCliServer } from "./_fault_util.ts";
-import { type Envelope, openService, parseEnvelope, tempDir } from "./_util.ts";
+import { freePort, Rng, seedFromEnv, spawnCliServer } from "./_shared/fault_util.ts";
+import { type Envelope, openService, parseEnvelope, tempDir } from "./_shared/util.ts";
 import { CHECKPOINT_FORMAT } from "../core/snapshot.ts";
 
 const SEED = seedFromEnv(0x5eed_0a11);
-const CHILD = new URL("./_resume_child.ts", import.meta.url).pathname;
+const CHILD = new URL("./_shared/resume_child.ts", import.meta.url).pathname;
 const JSON_HEADERS = { "content-type": "application/json" };
 
 /** One session in a child process; returns the snapshot it opened with and what it printed. */

@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { createHandler, ServiceMetrics, startServer } from "../server.ts";
 import { ServerSentEventParserStream } from "../wire/sse.ts";
 import { StreamHub } from "../http/stream_hub.ts";
-import { assertProblem, Rng, seedFromEnv } from "./_fault_util.ts";
+import { assertProblem, Rng, seedFromEnv } from "./_shared/fault_util.ts";
 import {
   openService,
   postJson,
@@ -18,7 +18,7 @@ import {
   promtoolMissing,
   tempDir,
   testServer,
-} from "./_util.ts";
+} from "./_shared/util.ts";
 
 const SEED = seedFromEnv(20261125);
 

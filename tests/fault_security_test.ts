@@ -2,7 +2,7 @@
  * Browser and network attacks (issue 6, docs/http-api.md): DNS rebinding, cross-origin
  * pages, browser "simple requests", remote shutdown, path traversal through `run_id`/`run_dir`,
  * the bearer token, and the Deno sandbox of docs/cli.md. Each test checks on the file system that
- * nothing was created where it must not be. tests/server_test.ts holds the single-case checks;
+ * nothing was created where it must not be. tests/server/server_test.ts holds the single-case checks;
  * these run the attack shapes.
  * @module
  */
@@ -10,8 +10,15 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { ConfigError, createHandler, startServer, TelemetryService } from "../server.ts";
-import { assertProblem, freePort, listTree, rawHttp, send, spawnCliServer } from "./_fault_util.ts";
-import { tempDir, testServer } from "./_util.ts";
+import {
+  assertProblem,
+  freePort,
+  listTree,
+  rawHttp,
+  send,
+  spawnCliServer,
+} from "./_shared/fault_util.ts";
+import { tempDir, testServer } from "./_shared/util.ts";
 
 const VALID = JSON.stringify({ type: "status", data: { dome: "open" } });
 

@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import denoJson from "../deno.json" with { type: "json" };
-import { freePort, tempDir } from "./_util.ts";
+import { freePort, tempDir } from "./_shared/util.ts";
 import { DEFAULT_HOST, DEFAULT_PORT } from "../wire/address.ts";
 import { RUN_FLAGS, SERVER_ENV_VARS } from "../cli/flags.ts";
 import { LAUNCHED_ENV, runPermissionFlags } from "../cli/permissions.ts";

@@ -1,0 +1,205 @@
+/**
+ * Fixtures for the push and Alpaca input tests: a sink that keeps what an input delivers, a
+ * `ConfigAt` that throws the config error, an input listening until disposed, and real
+ * `mosquitto` and `indiserver` processes on free loopback ports in temp directories.
+ * When a binary is missing the test skips with the reason these helpers give.
+ * @module
+ */
+
+import { join } from "node:path";
+import type {
+  ConfigAt,
+  FieldReading,
+  Input,
+  InputCommon,
+  InputKind,
+  InputSink,
+  RecordReading,
+} from "../../collect/inputs/input.ts";
+import { freePort } from "./util.ts";
+import { waitUntil } from "./fleet_util.ts";
+
+export { waitUntil };
+
+/** A sink that keeps every reading and warning, and counts connections (`up`). */
+export class SinkLog implements InputSink {
+  readonly records: RecordReading[] = [];
+  readonly fields: FieldReading[] = [];
+  readonly warnings: { key: string; message: string }[] = [];
+  ups = 0;
+
+  record(reading: RecordReading): void {
+    this.records.push(reading);
+  }
+
+  field(reading: FieldReading): void {
+    this.fields.push(reading);
+  }
+
+  warn(key: string, message: string): void {
+    this.warnings.push({ key, message });
+  }
+
+  /** The latest value of `field` of `type`, as the collector's merge would keep it. */
+  latest(type: string, field: string): FieldReading | undefined {
+    return this.fields.findLast((f) => f.type === type && f.field === field);
+  }
+}
+
+/** A `ConfigAt` whose `fail` throws `inputs[0].<key>: <problem> (<fix>)`. */
+export function configAt(path = "inputs[0]"): ConfigAt {
+  return {
+    path,
+    fail(key: string, problem: string, fix: string): never {
+      throw new Error(`${path}${key ? `.${key}` : ""}: ${problem} (${fix})`);
+    },
+    child(key: string): ConfigAt {
+      return configAt(`${path}.${key}`);
+    },
+  };
+}
+
+/** Parses `raw` with `kind` and creates the input, as the collector does. */
+export function build<C>(
+  kind: InputKind<C>,
+  raw: Record<string, unknown>,
+  common: Partial<InputCommon> = {},
+): { config: C; input: Input } {
+  const config = kind.parse(raw, configAt());
+  return { config, input: kind.create(config, { name: "test", ...common }) };
+}
+
+/**
+ * Runs `listen` again after each rejection (50 ms apart, as a collector with a short back-off)
+ * until disposed; keeps the rejections.
+ */
+export class Listening implements AsyncDisposable {
+  readonly errors: Error[] = [];
+  #abort = new AbortController();
+  #loop: Promise<void>;
+
+  constructor(input: Input, sink: SinkLog) {
+    this.#loop = (async () => {
+      while (!this.#abort.signal.aborted) {
+        try {
+          await input.listen!(sink, this.#abort.signal, () => sink.ups++);
+        } catch (err) {
+          this.errors.push(err as Error);
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      }
+    })();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.#abort.abort();
+    await this.#loop;
+  }
+}
+
+function runs(cmd: string, args: string[]): boolean {
+  try {
+    new Deno.Command(cmd, { args, stdout: "null", stderr: "null" }).outputSync();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const MOSQUITTO = ["/usr/sbin/mosquitto", "mosquitto"].find((c) => runs(c, ["-h"]));
+
+/** Why `mosquitto` cannot run here, or `undefined` when it can. */
+export function mosquittoMissing(): string | undefined {
+  return MOSQUITTO ? undefined : "mosquitto is not installed (apt-get install -y mosquitto)";
+}
+
+/** Why `indiserver` with the weather simulator cannot run here, or `undefined`. */
+export function indiMissing(): string | undefined {
+  return runs("indiserver", ["--help"]) && runs("indi_simulator_weather", ["--help"])
+    ? undefined
+    : "indiserver or indi_simulator_weather is not installed (apt-get install -y indi-bin)";
+}
+
+async function accepts(port: number): Promise<boolean> {
+  try {
+    const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+    conn.close();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A server process on a free loopback port in a temp dir, restartable, stopped on dispose. */
+class ServerProcess implements AsyncDisposable {
+  readonly port: number;
+  readonly dir: string;
+  #child: Deno.ChildProcess | undefined;
+  #command: (port: number, dir: string) => [string, string[]];
+
+  constructor(dir: string, command: (port: number, dir: string) => [string, string[]]) {
+    this.dir = dir;
+    this.port = freePort();
+    this.#command = command;
+  }
+
+  /** Starts (again) on the same port; waits until it accepts connections. */
+  async restart(): Promise<void> {
+    const [cmd, args] = this.#command(this.port, this.dir);
+    this.#child = new Deno.Command(cmd, { args, stdout: "null", stderr: "null" }).spawn();
+    await waitUntil(() => accepts(this.port), 15_000, `${cmd} on port ${this.port}`);
+  }
+
+  /** Kills the process and waits for it to exit. */
+  async kill(signal: Deno.Signal = "SIGKILL"): Promise<void> {
+    const child = this.#child;
+    if (!child) return;
+    this.#child = undefined;
+    try {
+      child.kill(signal);
+    } catch { /* already gone */ }
+    await child.status;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.kill();
+    await Deno.remove(this.dir, { recursive: true }).catch(() => {});
+  }
+}
+
+/** A real `mosquitto` on 127.0.0.1, anonymous, with its config file in a temp directory. */
+export class Mosquitto extends ServerProcess {
+  /** Starts a broker on a free port. */
+  static async start(): Promise<Mosquitto> {
+    const dir = await Deno.makeTempDir({ prefix: "obs-mosquitto-" });
+    const broker = new Mosquitto(dir, (port, dir) => {
+      const conf = join(dir, "mosquitto.conf");
+      Deno.writeTextFileSync(
+        conf,
+        `listener ${port} 127.0.0.1\nallow_anonymous true\npersistence false\n`,
+      );
+      return [MOSQUITTO!, ["-c", conf]];
+    });
+    await broker.restart();
+    return broker;
+  }
+
+  /** `mqtt://127.0.0.1:<port>`. */
+  get url(): string {
+    return `mqtt://127.0.0.1:${this.port}`;
+  }
+}
+
+/** A real `indiserver` running the given drivers on 127.0.0.1. */
+export class IndiServer extends ServerProcess {
+  /** Starts `indiserver -p PORT <drivers>` on a free port. */
+  static async start(drivers = ["indi_simulator_weather"]): Promise<IndiServer> {
+    const dir = await Deno.makeTempDir({ prefix: "obs-indi-" });
+    const server = new IndiServer(dir, (port, dir) => [
+      "indiserver",
+      ["-p", String(port), "-u", join(dir, "indiserver.sock"), "-r", "0", ...drivers],
+    ]);
+    await server.restart();
+    return server;
+  }
+}

@@ -1,0 +1,283 @@
+/**
+ * Shared test helpers: real temp directories and real servers on 127.0.0.1 port 0.
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import {
+  permissionFlags,
+  type ServerHandle,
+  type ServerOptions,
+  type ServiceOptions,
+  startServer,
+  TelemetryService,
+  toProblem,
+} from "../../server.ts";
+
+/** Path of the command-line entry point, for subprocess tests. */
+export const CLI = new URL("../../cli.ts", import.meta.url).pathname;
+
+/** A port that was free a moment ago on 127.0.0.1 (for subprocess servers). */
+export function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  listener.close();
+  return port;
+}
+
+/**
+ * The `deno` arguments that run `cli.ts telemetry run` on 127.0.0.1 in UTC, by default under the
+ * scoped permissions of docs/cli.md.
+ */
+export function cliRunArgs(
+  siteDir: string,
+  port: number,
+  extra: readonly string[] = [],
+  flags: readonly string[] = permissionFlags({ siteDir, host: "127.0.0.1", port }),
+): string[] {
+  return [
+    "run",
+    "--no-prompt",
+    ...flags,
+    CLI,
+    "telemetry",
+    "run",
+    "--site-dir",
+    siteDir,
+    "--host",
+    "127.0.0.1",
+    "--port",
+    String(port),
+    "--tz",
+    "UTC",
+    ...extra,
+  ];
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** A temporary directory removed when disposed. */
+export interface TempDir extends AsyncDisposable {
+  path: string;
+}
+
+/** Creates a real temporary directory; `await using` removes it afterwards. */
+export async function tempDir(prefix = "obs-telemetry-test-"): Promise<TempDir> {
+  const path = await Deno.makeTempDir({ prefix });
+  return {
+    path,
+    async [Symbol.asyncDispose]() {
+      await Deno.remove(path, { recursive: true }).catch(() => {});
+    },
+  };
+}
+
+/** Starts a real server on 127.0.0.1 with a free port, in UTC unless told otherwise. */
+export function testServer(
+  options: Partial<ServerOptions> & { siteDir: string },
+): Promise<ServerHandle> {
+  return startServer({ hostname: "127.0.0.1", port: 0, timeZone: "UTC", ...options });
+}
+
+/** POSTs JSON and returns status and parsed body. */
+export async function postJson(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: unknown; headers: Headers }> {
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : undefined, headers: res.headers };
+}
+
+/** GETs a path and returns status and parsed body. */
+export async function getJson(
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: unknown; headers: Headers }> {
+  const res = await fetch(url, { headers });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : undefined, headers: res.headers };
+}
+
+/** Reads an NDJSON file as its lines (without the final empty string); [] if missing. */
+export async function readLines(path: string): Promise<string[]> {
+  try {
+    const text = await Deno.readTextFile(path);
+    return text === "" ? [] : text.replace(/\n$/, "").split("\n");
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return [];
+    throw err;
+  }
+}
+
+/** The site files of a directory, sorted by name. */
+export async function siteFiles(dir: string): Promise<string[]> {
+  const names: string[] = [];
+  for await (const e of Deno.readDir(dir)) {
+    if (/^site_\d{8}\.ndjson$/.test(e.name)) names.push(e.name);
+  }
+  return names.sort();
+}
+
+/** All lines of all site files of a directory, in file order. */
+export async function readSiteLines(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const name of await siteFiles(dir)) out.push(...await readLines(join(dir, name)));
+  return out;
+}
+
+/** A parsed raw HTTP/1.1 response. */
+export interface RawResponse {
+  status: number;
+  headers: Headers;
+  body: string;
+}
+
+/**
+ * Sends raw bytes over a real TCP connection, optionally half-closes it, and reads the answer
+ * until the server closes or `timeoutMs` passes. For requests `fetch` refuses to send.
+ * Resolves `status: 0` when the server closed without answering.
+ */
+export async function rawHttp(
+  port: number,
+  request: Uint8Array | string,
+  options: { halfClose?: boolean; timeoutMs?: number } = {},
+): Promise<RawResponse> {
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+  const chunks: Uint8Array[] = [];
+  const timer = setTimeout(() => conn.close(), options.timeoutMs ?? 5000);
+  try {
+    const bytes = typeof request === "string" ? encoder.encode(request) : request;
+    for (let off = 0; off < bytes.length;) off += await conn.write(bytes.subarray(off));
+    if (options.halfClose) await conn.closeWrite();
+    const buf = new Uint8Array(16 * 1024);
+    while (true) {
+      const n = await conn.read(buf);
+      if (n === null) break;
+      chunks.push(buf.slice(0, n));
+    }
+  } catch (err) {
+    // The timer closed the connection: treat what arrived as the answer.
+    if (!(err instanceof Deno.errors.BadResource || err instanceof Deno.errors.Interrupted)) {
+      throw err;
+    }
+  } finally {
+    clearTimeout(timer);
+    closeQuietly(conn);
+  }
+  const text = decoder.decode(await new Blob(chunks as BlobPart[]).bytes());
+  const split = text.indexOf("\r\n\r\n");
+  if (split < 0) return { status: 0, headers: new Headers(), body: text };
+  const [statusLine, ...headerLines] = text.slice(0, split).split("\r\n");
+  const headers = new Headers();
+  for (const line of headerLines) {
+    const colon = line.indexOf(":");
+    headers.append(line.slice(0, colon).trim(), line.slice(colon + 1).trim());
+  }
+  return { status: Number(statusLine!.split(" ")[1]), headers, body: text.slice(split + 4) };
+}
+
+/** Closes a connection that the timer may already have closed. */
+function closeQuietly(conn: Deno.Conn): void {
+  try {
+    conn.close();
+  } catch (err) {
+    if (!(err instanceof Deno.errors.BadResource)) throw err;
+  }
+}
+
+// --- a TelemetryService without HTTP (service, runs and snapshot tests) -------------------------
+
+/** The instant a test service's clock stands at unless the test moves it. */
+export const T0: number = Date.parse("2026-05-10T13:00:00.000Z");
+
+/** Opens a service in UTC whose clock stands still at `now.ms` unless the test moves it. */
+export async function openService(
+  siteDir: string,
+  options: Partial<ServiceOptions> = {},
+  now: { ms: number } = { ms: T0 },
+): Promise<TelemetryService> {
+  return await TelemetryService.open({ siteDir, timeZone: "UTC", clock: () => now.ms, ...options });
+}
+
+/**
+ * Asserts a promise rejects with a domain error that the HTTP layer answers with the given status
+ * and a detail matching `detail`.
+ */
+export async function rejectsWith(
+  promise: Promise<unknown>,
+  status: number,
+  detail: RegExp,
+): Promise<void> {
+  const err = await promise.then(() => assert.fail("expected a rejection"), (e: unknown) => e);
+  const answer = toProblem(err);
+  assert.ok(answer, `expected a domain error, got ${err}`);
+  const body = await answer.json();
+  assert.equal(answer.status, status, body.detail);
+  assert.match(body.detail, detail);
+}
+
+/** Records one event of `type` and answers the seq it was given. */
+export async function seqOf(service: TelemetryService, type = "probe"): Promise<number> {
+  const [event] = await service.record([{ type, data: {} }]);
+  return event!.seq;
+}
+
+/** A written line, parsed. */
+export interface Envelope {
+  seq: number;
+  ts: string;
+  type: string;
+  data: unknown;
+  meta: Record<string, unknown>;
+}
+
+/** Parses a written line. */
+export function parseEnvelope(line: string): Envelope {
+  return JSON.parse(line);
+}
+
+/** Why promtool cannot run here, or `undefined` when it can. */
+export function promtoolMissing(): string | undefined {
+  try {
+    const out = new Deno.Command("promtool", {
+      args: ["--version"],
+      stdout: "null",
+      stderr: "null",
+    }).outputSync();
+    return out.success ? undefined : "`promtool --version` failed";
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) {
+      return "promtool is not installed (apt-get install -y prometheus)";
+    }
+    throw err;
+  }
+}
+
+/**
+ * Runs `promtool check metrics` on an exposition text.
+ *
+ * @param text The `/metrics` body.
+ * @returns Whether promtool accepted it, and everything it printed.
+ */
+export async function promtoolCheck(text: string): Promise<{ ok: boolean; report: string }> {
+  const child = new Deno.Command("promtool", {
+    args: ["check", "metrics"],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const writer = child.stdin.getWriter();
+  await writer.write(new TextEncoder().encode(text));
+  await writer.close();
+  const { success, stdout, stderr } = await child.output();
+  const report = new TextDecoder().decode(stdout) + new TextDecoder().decode(stderr);
+  return { ok: success, report };
+}

@@ -1,0 +1,188 @@
+/**
+ * The dashboard's SAFE / UNSAFE banner (docs/dashboard.md) in real headless Chromium against a real
+ * service on 127.0.0.1 port 0: SAFE, UNSAFE with the reasons of `GET /safety`, "safe at HH:MM:SS
+ * (site zone)" while a latch clears, and hidden against a service without `/safety`.
+ * @module
+ */
+import assert from "node:assert/strict";
+import { parseTypes } from "../../core/types_registry.ts";
+import { getJson, postJson, tempDir, testServer } from "../_shared/util.ts";
+import {
+  browserMissing,
+  launch,
+  openPage,
+  type Page,
+  type PageDocument,
+  waitFor,
+  waitForText,
+} from "../_shared/browser.ts";
+
+if (browserMissing) {
+  // deno-lint-ignore no-console
+  console.log(`skipping the dashboard safety tests: ${browserMissing}`);
+}
+
+function weatherTypes(clearAfterS: number) {
+  return parseTypes(
+    JSON.stringify({
+      weather: {
+        critical: true,
+        clear_after_s: clearAfterS,
+        fields: { wind_mps: { label: "Wind", unit: "m/s", alarm_above: 15 } },
+      },
+    }),
+    "types.json",
+  );
+}
+
+/** The banner as the page shows it. */
+function banner(page: Page) {
+  return page.evaluate(() => {
+    const box = (globalThis as unknown as { document: PageDocument }).document
+      .querySelector("#safety")!;
+    return {
+      hidden: box.hidden,
+      safe: box.dataset.safe,
+      clearing: box.dataset.clearing,
+      verdict: box.querySelector(".verdict")?.textContent,
+      clear: box.querySelector(".clear")!.hidden ? null : box.querySelector(".clear")!.textContent,
+      reasons: Array.from(box.querySelectorAll(".reasons li"), (li) => li.textContent ?? ""),
+    };
+  }, 0);
+}
+
+Deno.test({
+  name: "the dashboard shows SAFE above the cards while every critical type is fine",
+  ignore: browserMissing !== undefined,
+  async fn() {
+    await using tmp = await tempDir();
+    await using server = await testServer({ siteDir: tmp.path, types: weatherTypes(0) });
+    await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 3 } });
+    await using browser = await launch();
+    const { page, errors } = await openPage(browser, `${server.url}/`);
+    await waitForText(page, "#safety .verdict", "SAFE");
+    const shown = await banner(page);
+    assert.deepEqual(
+      { hidden: shown.hidden, safe: shown.safe, clear: shown.clear, reasons: shown.reasons },
+      { hidden: false, safe: "true", clear: null, reasons: [] },
+    );
+    // Above the cards.
+    assert.equal(
+      await page.evaluate(
+        () =>
+          (globalThis as unknown as {
+            document: { querySelector(s: string): { nextElementSibling: { id: string } | null } };
+          }).document.querySelector("#safety").nextElementSibling?.id,
+        0,
+      ),
+      "cards",
+    );
+    assert.deepEqual(errors, []);
+  },
+});
+
+Deno.test({
+  name: "the dashboard turns the banner UNSAFE with the reasons of GET /safety when a type alarms",
+  ignore: browserMissing !== undefined,
+  async fn() {
+    await using tmp = await tempDir();
+    await using server = await testServer({ siteDir: tmp.path, types: weatherTypes(0) });
+    await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 3 } });
+    await using browser = await launch();
+    const { page, errors } = await openPage(browser, `${server.url}/`);
+    await waitForText(page, "#safety .verdict", "SAFE");
+    await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 16.2 } });
+    await waitForText(page, "#safety .verdict", "UNSAFE", 5000);
+    const verdict = (await getJson(`${server.url}/safety`)).body as { reasons: string[] };
+    assert.ok(verdict.reasons.length > 0);
+    await waitFor(
+      page,
+      (want) =>
+        JSON.stringify(
+          Array.from(
+            (globalThis as unknown as { document: PageDocument }).document
+              .querySelectorAll("#safety .reasons li"),
+            (li) => li.textContent,
+          ),
+        ) === want,
+      JSON.stringify(verdict.reasons),
+    );
+    assert.equal((await banner(page)).safe, "false");
+    assert.deepEqual(errors, []);
+  },
+});
+
+Deno.test({
+  name:
+    "while a latch clears the banner says safe at HH:MM:SS in the site zone, then SAFE when it ends",
+  ignore: browserMissing !== undefined,
+  async fn() {
+    await using tmp = await tempDir();
+    await using server = await testServer({
+      siteDir: tmp.path,
+      types: weatherTypes(4),
+      timeZone: "Pacific/Honolulu",
+    });
+    await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 16 } });
+    await using browser = await launch();
+    const { page, errors } = await openPage(browser, `${server.url}/`);
+    await waitForText(page, "#safety .verdict", "UNSAFE");
+    await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 3 } });
+    const verdict = (await getJson(`${server.url}/safety`)).body as {
+      safe: boolean;
+      clear_at: string | null;
+    };
+    assert.equal(verdict.safe, false);
+    assert.ok(verdict.clear_at, "clear_at is set while clearing");
+    // Honolulu is UTC-10 all year.
+    const hhmmss = new Date(Date.parse(verdict.clear_at) - 10 * 3600_000).toISOString().slice(
+      11,
+      19,
+    );
+    await waitForText(page, "#safety .clear", `safe at ${hhmmss} (Pacific/Honolulu)`, 5000);
+    const clearing = await banner(page);
+    assert.equal(clearing.verdict, "UNSAFE");
+    assert.equal(clearing.clearing, "true");
+    // No reload, no new event: the page asks again once clear_at passes.
+    await waitForText(page, "#safety .verdict", "SAFE", 15_000);
+    const safe = await banner(page);
+    assert.equal(safe.clear, null);
+    assert.equal(safe.clearing, "false");
+    assert.deepEqual(errors, []);
+  },
+});
+
+Deno.test({
+  name: "against a service without GET /safety the banner stays hidden",
+  ignore: browserMissing !== undefined,
+  async fn() {
+    await using tmp = await tempDir();
+    await using server = await testServer({ siteDir: tmp.path });
+    await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 3 } });
+    // A real proxy that answers 404 for /safety, as an older service does.
+    let asked = 0;
+    await using proxy = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen() {} },
+      (req) => {
+        const url = new URL(req.url);
+        if (url.pathname === "/safety") {
+          asked++;
+          return new Response("not here", { status: 404 });
+        }
+        return fetch(`${server.url}${url.pathname}${url.search}`, { signal: req.signal });
+      },
+    );
+    await using browser = await launch();
+    const { page } = await openPage(browser, `http://127.0.0.1:${proxy.addr.port}/`);
+    await waitForText(page, '[data-type="weather"] [data-field="wind_mps"] dd', "3");
+    await waitFor(
+      page,
+      (sel) =>
+        (globalThis as unknown as { document: PageDocument }).document.querySelector(sel)
+          ?.dataset.missing === "true",
+      "#safety",
+    );
+    assert.ok(asked > 0, "the page asked for /safety");
+    assert.equal((await banner(page)).hidden, true);
+  },
+});
