@@ -46,6 +46,7 @@ export {
   TypeLimitError,
   WriteError,
 } from "./core/errors.ts";
+export { ConfigError } from "./core/errors.ts";
 export {
   type FieldSpec,
   type JsonValue,
@@ -62,17 +63,18 @@ export {
   type TypeStatus,
 } from "./core/freshness.ts";
 export type { LogFormat } from "./core/log.ts";
-export type { NotificationCounts } from "./core/notify.ts";
-export type { NotifyFormat } from "./http/notify_post.ts";
+export type { NotificationCounts } from "./http/metrics.ts";
+export type { NotifyFormat } from "./notify/post.ts";
 export type { SafetyChange, SafetyTypeVerdict, SafetyVerdict } from "./core/safety.ts";
 export type { JsonObject, RunRecord } from "./wire/event.ts";
 export { DEFAULT_HOST, DEFAULT_PORT } from "./wire/address.ts";
 export type { FsyncMode } from "./store/writer.ts";
 export { DiskWatch, type DiskWatchOptions } from "./store/disk_watch.ts";
 export { DEFAULT_MIN_FREE_BYTES } from "./store/disk.ts";
-export { createHandler, type HandlerOptions } from "./http/handler.ts";
-export { DEFAULT_SHUTDOWN_GRACE_MS, type ServerHandle, startServer } from "./http/serve.ts";
-export { ConfigError, type ServerOptions } from "./http/config.ts";
+export { createHandler } from "./server/handler.ts";
+export type { HandlerOptions } from "./http/handler.ts";
+export { DEFAULT_SHUTDOWN_GRACE_MS, type ServerHandle, startServer } from "./server/serve.ts";
+export type { ServerOptions } from "./server/config.ts";
 export { ShutdownLifecycle } from "./http/shutdown.ts";
 export type { Rejection, TelemetryHandler } from "./http/types.ts";
 export { VERSION } from "./http/version.ts";
@@ -80,7 +82,7 @@ export { toProblem } from "./http/problems.ts";
 export { isLoopback, PUBLIC_READ_PATHS } from "./http/guards.ts";
 export { DEFAULT_MAX_BODY } from "./http/body.ts";
 export { ListenerError, type RelistenOptions } from "./http/listener.ts";
-export type { AlpacaHandle } from "./http/alpaca.ts";
+export type { AlpacaHandle } from "./alpaca/listener.ts";
 export { ALPACA_PROPERTIES, type AlpacaProperty } from "./core/units.ts";
 export {
   type ConnectionLimits,

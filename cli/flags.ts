@@ -28,7 +28,7 @@ import {
   DEFAULT_MAX_CONNS_PER_PEER,
 } from "../http/conn_guard.ts";
 import { type LogFormat, parseLogFormat } from "../core/log.ts";
-import { type NotifyFormat, parseNotifyFormat, parseNotifyUrl } from "../http/notify_post.ts";
+import { type NotifyFormat, parseNotifyFormat, parseNotifyUrl } from "../notify/post.ts";
 import {
   DEFAULT_COMPRESS_AFTER,
   DEFAULT_MAX_SNAPSHOT_BYTES,

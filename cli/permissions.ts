@@ -20,7 +20,7 @@
 import { hostForUrl, readEnv } from "../wire/address.ts";
 import { isLoopback } from "../http/guards.ts";
 import { INTERNAL_HOST } from "../http/conn_guard.ts";
-import { DEFAULT_ALPACA_DISCOVERY_PORT } from "../http/alpaca_discovery.ts";
+import { DEFAULT_ALPACA_DISCOVERY_PORT } from "../alpaca/discovery.ts";
 import { RUN_FLAGS, type RunFlag, type RunFlagValues, SERVER_ENV_VARS } from "./flags.ts";
 
 /** The values a permission derivation needs: where the service listens and stores, at least. */

@@ -11,10 +11,10 @@
  * @module
  */
 
-import { ConfigError } from "../http/config.ts";
+import { ConfigError } from "../core/errors.ts";
 import { ListenerError } from "../http/listener.ts";
 import type { ConnectionLimits } from "../http/conn_guard.ts";
-import { type ServerHandle, startServer } from "../http/serve.ts";
+import { type ServerHandle, startServer } from "../server/serve.ts";
 import { errorText, SiteInUseError } from "../core/errors.ts";
 import { TypesFileError } from "../core/types_registry.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl } from "../wire/address.ts";

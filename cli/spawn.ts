@@ -13,7 +13,7 @@ import { sleep } from "../wire/async.ts";
 import { runFlagArgs, SERVER_ENV_VARS } from "./flags.ts";
 import { runPermissionFlags } from "./permissions.ts";
 import type { LogFormat } from "../core/log.ts";
-import type { NotifyFormat } from "../http/notify_post.ts";
+import type { NotifyFormat } from "../notify/post.ts";
 
 export { SERVER_ENV_VARS };
 

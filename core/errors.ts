@@ -460,3 +460,27 @@ export function isDiskFull(err: unknown): boolean {
   return e?.code === "ENOSPC" || e?.code === "EDQUOT" ||
     /os error (28|122)\b|No space left|quota exceeded/i.test(String(e?.message));
 }
+
+/**
+ * Raised by `startServer()` for a configuration that must not run.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { ConfigError, startServer } from "@obs-utils/telemetry/server";
+ * // A non-loopback address without a token is refused unless `insecure` is set.
+ * await startServer({ siteDir: "./telemetry", hostname: "0.0.0.0" }).catch((err) => {
+ *   if (err instanceof ConfigError) console.error(err.message);
+ * });
+ * ```
+ */
+export class ConfigError extends Error {
+  /**
+   * Creates the error.
+   *
+   * @param message What is wrong and which option fixes it.
+   */
+  constructor(message: string) {
+    super(message);
+    this.name = "ConfigError";
+  }
+}

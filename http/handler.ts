@@ -1,5 +1,5 @@
 /**
- * {@linkcode createHandler}: the request handler of a service (docs/http-api.md). Every request
+ * {@linkcode createRouteHandler}: the request handler of a service (docs/http-api.md). Every request
  * passes the guards, is dispatched to its route, and has any error it throws answered as
  * problem+json; each answer is counted for `/metrics`, and a refusal is reported to the log.
  *
@@ -31,7 +31,7 @@ import { DEFAULT_MAX_BODY, drainSmallBody } from "./body.ts";
 import { type Route, type RouteContext, type RouteHandler, routeLabel, Router } from "./router.ts";
 import { DEFAULT_HOST } from "../wire/address.ts";
 import { ServiceMetrics } from "./metrics.ts";
-import type { NotificationCounts } from "../core/notify.ts";
+import type { NotificationCounts } from "./metrics.ts";
 import { StreamHub } from "./stream_hub.ts";
 import { apiRoutes } from "./routes.ts";
 import type { TypesRegistry } from "../core/types_registry.ts";
@@ -39,7 +39,7 @@ import { DiskWatch } from "../store/disk_watch.ts";
 import { ShutdownLifecycle } from "./shutdown.ts";
 import type { Rejection, TelemetryHandler } from "./types.ts";
 
-/** Options of {@linkcode createHandler}. */
+/** Options of `createHandler()` (`server/handler.ts`) and {@linkcode createRouteHandler}. */
 export interface HandlerOptions {
   /**
    * The address the server is bound to. While it is a loopback address, requests must carry a
@@ -118,29 +118,33 @@ export interface HandlerOptions {
 }
 
 /**
- * Builds the request handler for a service (docs/http-api.md). It checks, in this order: shutdown
- * (503), Host and Origin (403), the bearer token (401), the route (404, 405), then the body
- * (413, 415, 400).
+ * Builds the request handler of the API (docs/http-api.md) with the routes of the features served
+ * beside it (`pages`, such as the dashboard's `/`). It checks, in this order: shutdown (503), Host
+ * and Origin (403), the bearer token (401), the route (404, 405), then the body (413, 415, 400).
+ * The public face is `createHandler()` in `server/handler.ts`, which adds the dashboard.
  *
  * @param service The service to serve.
  * @param options Security and limits.
+ * @param pages Routes served before the API's own, behind the same guards.
  * @returns A handler for `Deno.serve`, also callable with a plain `Request` in tests.
  *
  * @example Usage
  * ```ts ignore
- * import { createHandler, TelemetryService } from "@obs-utils/telemetry/server";
+ * import { createRouteHandler } from "./handler.ts";
+ * import { TelemetryService } from "../core/service.ts";
  *
  * await using service = await TelemetryService.open({ siteDir: "./telemetry" });
- * const handler = createHandler(service);
+ * const handler = createRouteHandler(service, {}, []);
  * const res = await handler(new Request("http://localhost/health"));
  * console.log(res.status); // 200
  * ```
  */
-export function createHandler(
+export function createRouteHandler(
   service: TelemetryService,
-  options: HandlerOptions = {},
+  options: HandlerOptions,
+  pages: readonly Route[],
 ): TelemetryHandler {
-  const dispatcher = new Dispatcher(service, options);
+  const dispatcher = new Dispatcher(service, options, pages);
   return (req, info) => dispatcher.dispatch(req, info);
 }
 
@@ -159,7 +163,7 @@ type Admitted =
   | { label: string; handler: RouteHandler; ctx: RouteContext; refused?: undefined }
   | { label: string; refused: HttpError };
 
-/** One handler's guards, route table and error answers; {@linkcode createHandler} wraps it. */
+/** One handler's guards, route table and error answers; {@linkcode createRouteHandler} wraps it. */
 class Dispatcher {
   #service: TelemetryService;
   #shutdown: ShutdownLifecycle;
@@ -169,7 +173,7 @@ class Dispatcher {
   #onError: ((err: unknown) => void) | undefined;
   #onRejected: ((rejection: Rejection) => void) | undefined;
 
-  constructor(service: TelemetryService, options: HandlerOptions) {
+  constructor(service: TelemetryService, options: HandlerOptions, pages: readonly Route[]) {
     this.#service = service;
     this.#onError = options.onError;
     this.#onRejected = options.onRejected;
@@ -197,7 +201,7 @@ class Dispatcher {
     const maxBody = options.maxBody ?? DEFAULT_MAX_BODY;
     const wrapCurrent = options.wrapCurrent ?? false;
     this.#router = new Router(
-      apiRoutes(service, { maxBody, shutdown, streams, metrics, types, disk, wrapCurrent }),
+      apiRoutes(service, { maxBody, shutdown, streams, metrics, types, disk, wrapCurrent, pages }),
     );
   }
 

@@ -17,8 +17,6 @@
 
 import type { JsonObject } from "../wire/event.ts";
 import type { TelemetryService, WriteReport } from "../core/service.ts";
-import type { NotificationCounts } from "../core/notify.ts";
-import { notificationLines } from "./notifications.ts";
 import { NO_TYPES, type TypesRegistry } from "../core/types_registry.ts";
 import { judgeType, numericValue, TYPE_STATES, valueAt } from "../core/freshness.ts";
 import { readTs } from "../wire/ndjson.ts";
@@ -594,4 +592,40 @@ export class ServiceMetrics {
       : sample("telemetry_last_event_timestamp_seconds", ms / 1000, { type });
     return { text, stamp, series, omitted };
   }
+}
+
+/** How many notifications were sent, how many tries failed, how many were given up. */
+export interface NotificationCounts {
+  /** Messages a receiver accepted (2xx). */
+  readonly sent: number;
+  /** Tries that failed (no answer in time, a refused connection, a non-2xx answer). */
+  readonly failed: number;
+  /** Messages given up: an hour without success, a full queue, or a shutdown. */
+  readonly dropped: number;
+}
+
+/**
+ * The `telemetry_notifications_total{result}` family of `/metrics` (docs/safety.md#notifications).
+ *
+ * @param counts The notifier's counters.
+ * @returns The family's lines in the Prometheus text format.
+ *
+ * @example Usage
+ * ```ts
+ * import { notificationLines } from "./metrics.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.match(notificationLines({ sent: 2, failed: 0, dropped: 0 }), /result="sent"} 2/);
+ * ```
+ */
+export function notificationLines(counts: NotificationCounts): string {
+  let out = family(
+    "telemetry_notifications_total",
+    "counter",
+    "Safety notifications sent, tries that failed, and messages dropped.",
+  );
+  for (const result of ["sent", "failed", "dropped"] as const) {
+    out += sample("telemetry_notifications_total", counts[result], { result });
+  }
+  return out;
 }

@@ -11,8 +11,7 @@ import { HttpError } from "./problems.ts";
 import { isLoopback } from "./guards.ts";
 import { parseNdjsonLines, readJsonBody } from "./body.ts";
 import { parseEvent, parseEvents, parseRunStart } from "../core/commands.ts";
-import { type Route, route } from "./router.ts";
-import { dashboardResponse } from "./dashboard.ts";
+import { type Route, route, type RouteContext } from "./router.ts";
 import type { ServiceMetrics } from "./metrics.ts";
 import type { StreamHub } from "./stream_hub.ts";
 import type { TypesRegistry } from "../core/types_registry.ts";
@@ -33,16 +32,27 @@ export interface RouteDeps {
   types: TypesRegistry;
   disk: DiskWatch;
   wrapCurrent: boolean;
+  /** The routes of the features served on the API port besides the API, such as the dashboard's `/`. */
+  pages: readonly Route[];
 }
 
 /** The API (docs/http-api.md) as data: one row per path, one handler per method. */
 export function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
-  const { maxBody, shutdown, streams, metrics, types, disk, wrapCurrent } = deps;
-  const latest = latestOf(service, types);
   return [
-    route("/", { GET: () => dashboardResponse() }),
+    ...deps.pages,
     route("/health", { GET: () => json(200, '{"ok":true}') }),
     route("/ready", { GET: () => json(200, readyBody(service)) }),
+    ...runRoutes(service, deps),
+    ...eventRoutes(service, deps),
+    ...readRoutes(service, deps),
+    ...statusRoutes(service, deps),
+    route("/shutdown", { POST: (ctx) => shutdownRequest(ctx, deps) }),
+  ];
+}
+
+/** `/run`, `/run/start`, `/run/stop` (docs/http-api.md). */
+function runRoutes(service: TelemetryService, { maxBody }: RouteDeps): Route[] {
+  return [
     route("/run", {
       GET: () => {
         const run = service.run;
@@ -63,6 +73,13 @@ export function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
         return json(200, JSON.stringify(await service.stopRun()));
       },
     }),
+  ];
+}
+
+/** What is written and what is read of it live: `/event`, `/events`, `/current`, `/stream`. */
+function eventRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
+  const { maxBody, streams, wrapCurrent } = deps;
+  return [
     route("/event", { POST: ({ req }) => postEvent(service, req, maxBody) }),
     route("/events", { POST: ({ req }) => postEvents(service, req, maxBody) }),
     // Streamed in chunks: a snapshot of any size is answered, and no answer holds the loop long.
@@ -79,6 +96,13 @@ export function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
     route("/stream", {
       GET: ({ req, url }) => streams.response(url, req.headers.get("accept-encoding")),
     }),
+  ];
+}
+
+/** The stored files and the service's own figures: `/history`, `/metrics`. */
+function readRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
+  const { streams, metrics, types, disk } = deps;
+  return [
     // The stored files, streamed in slices that give the loop back (docs/history.md).
     route("/history", {
       GET: ({ url }) => historyResponse(url, service.siteDir, service.timeZone, types),
@@ -86,6 +110,14 @@ export function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
     route("/metrics", {
       GET: async () => metrics.response({ streams, diskFreeBytes: await disk.sample() }),
     }),
+  ];
+}
+
+/** The judgements of the types and the site: `/types`, `/check`, `/safety`, `/safety/indi`. */
+function statusRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
+  const { types, disk } = deps;
+  const latest = latestOf(service, types);
+  return [
     route("/types", {
       GET: () => {
         const snapshotTypes = [...service.currentData()].map(([type]) => type);
@@ -123,21 +155,21 @@ export function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
     }),
     route("/safety", { GET: () => noStore(json(200, JSON.stringify(service.safety()))) }),
     route("/safety/indi", { GET: () => noStore(json(200, indiBody(service.safety()))) }),
-    route("/shutdown", {
-      POST: async ({ req, info }) => {
-        const peer = info?.remoteAddr;
-        if (peer && "hostname" in peer && !isLoopback(peer.hostname)) {
-          throw new HttpError(
-            403,
-            "Shutdown is only accepted from the machine the server runs on.",
-          );
-        }
-        await readJsonBody(req, maxBody);
-        shutdown.request();
-        return json(202, '{"shutting_down":true}');
-      },
-    }),
   ];
+}
+
+/** `POST /shutdown`, accepted from the machine the server runs on only. */
+async function shutdownRequest(
+  { req, info }: RouteContext,
+  { maxBody, shutdown }: RouteDeps,
+): Promise<Response> {
+  const peer = info?.remoteAddr;
+  if (peer && "hostname" in peer && !isLoopback(peer.hostname)) {
+    throw new HttpError(403, "Shutdown is only accepted from the machine the server runs on.");
+  }
+  await readJsonBody(req, maxBody);
+  shutdown.request();
+  return json(202, '{"shutting_down":true}');
 }
 
 // Successful answers carry only their content type: every extra header costs about a

@@ -11,7 +11,7 @@ import { CLI, freePort, postJson, rawHttp, tempDir, testServer } from "../_share
 import { AlpacaApi } from "../_shared/alpaca_openapi.ts";
 import { permissionFlags, type ServerHandle, spawnServer, VERSION } from "../../server.ts";
 import { alpacaConverter } from "../../core/units.ts";
-import { createAlpacaHandler } from "../../http/alpaca.ts";
+import { createAlpacaHandler } from "../../alpaca/listener.ts";
 import { parseTypes, TypesFileError } from "../../core/types_registry.ts";
 
 const api = await AlpacaApi.load();

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { renderDashboard } from "../../http/dashboard.ts";
+import { renderDashboard } from "../../dashboard/page.ts";
 import { createHandler } from "../../server.ts";
 import { TelemetryService } from "../../core/service.ts";
 import { parseTypes } from "../../core/types_registry.ts";

@@ -6,7 +6,7 @@
  */
 
 import assert from "node:assert/strict";
-import { startServer } from "../../http/serve.ts";
+import { startServer } from "../../server/serve.ts";
 import type { ConnectionLimits } from "../../http/conn_guard.ts";
 import { CLI, freePort, tempDir } from "../_shared/util.ts";
 

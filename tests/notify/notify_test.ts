@@ -6,8 +6,8 @@
  */
 
 import assert from "node:assert/strict";
-import { type Notification, Notifier, type NotifyLog } from "../../core/notify.ts";
-import { type NotifyFormat, postNotification } from "../../http/notify_post.ts";
+import { type Notification, Notifier, type NotifyLog } from "../../notify/queue.ts";
+import { type NotifyFormat, postNotification } from "../../notify/post.ts";
 import { ServiceMetrics } from "../../http/metrics.ts";
 import {
   openService,

@@ -8,11 +8,12 @@
 
 import type { ServiceOptions } from "../core/service.ts";
 import type { TypesRegistry } from "../core/types_registry.ts";
-import { isLoopback } from "./guards.ts";
-import type { RelistenOptions } from "./listener.ts";
-import type { ConnectionLimits } from "./conn_guard.ts";
-import type { Rejection } from "./types.ts";
-import type { NotifyFormat } from "./notify_post.ts";
+import { isLoopback } from "../http/guards.ts";
+import type { RelistenOptions } from "../http/listener.ts";
+import type { ConnectionLimits } from "../http/conn_guard.ts";
+import type { Rejection } from "../http/types.ts";
+import type { NotifyFormat } from "../notify/post.ts";
+import { ConfigError } from "../core/errors.ts";
 
 /**
  * Options of {@linkcode startServer}: the service's, the handler's, and where to listen.
@@ -123,30 +124,6 @@ export interface ServerOptions extends ServiceOptions {
 }
 
 /**
- * Raised by {@linkcode startServer} for a configuration that must not run.
- *
- * @example Usage
- * ```ts ignore
- * import { ConfigError, startServer } from "@obs-utils/telemetry/server";
- * // A non-loopback address without a token is refused unless `insecure` is set.
- * await startServer({ siteDir: "./telemetry", hostname: "0.0.0.0" }).catch((err) => {
- *   if (err instanceof ConfigError) console.error(err.message);
- * });
- * ```
- */
-export class ConfigError extends Error {
-  /**
-   * Creates the error.
-   *
-   * @param message What is wrong and which option fixes it.
-   */
-  constructor(message: string) {
-    super(message);
-    this.name = "ConfigError";
-  }
-}
-
-/**
  * Reads the certificate and key of `tlsCert`/`tlsKey`, or `undefined` for plain HTTP.
  *
  * @param options The server's options.
@@ -209,7 +186,8 @@ export async function readTls(
  *
  * @example Usage
  * ```ts
- * import { checkExposure, ConfigError } from "./config.ts";
+ * import { checkExposure } from "./config.ts";
+ * import { ConfigError } from "../core/errors.ts";
  * import assert from "node:assert/strict";
  *
  * checkExposure("0.0.0.0", { siteDir: "./telemetry", token: "s3cret" });
@@ -266,7 +244,8 @@ export function warnIneffective(options: ServerOptions, warn: (message: string) 
  *
  * @example Usage
  * ```ts
- * import { ConfigError, listenFailure } from "./config.ts";
+ * import { listenFailure } from "./config.ts";
+ * import { ConfigError } from "../core/errors.ts";
  * import assert from "node:assert/strict";
  *
  * const err = new Error("KeyMismatch");

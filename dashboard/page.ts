@@ -10,7 +10,7 @@
  *
  * @example Usage
  * ```ts
- * import { renderDashboard } from "./dashboard.ts";
+ * import { renderDashboard } from "./page.ts";
  * import assert from "node:assert/strict";
  *
  * assert.match(renderDashboard("bm9uY2Utbm9uY2U="), /<script nonce="bm9uY2Utbm9uY2U=">/);
@@ -19,10 +19,11 @@
  * @module
  */
 
-import { DASHBOARD_STYLE } from "./dashboard_style.ts";
-import { DASHBOARD_SCRIPT } from "./dashboard_script.ts";
-import { DASHBOARD_CHART_SCRIPT } from "./dashboard_chart.ts";
-import { DASHBOARD_SAFETY_SCRIPT } from "./dashboard_safety.ts";
+import { type Route, route } from "../http/router.ts";
+import { DASHBOARD_STYLE } from "./style.ts";
+import { DASHBOARD_SCRIPT } from "./script.ts";
+import { DASHBOARD_CHART_SCRIPT } from "./chart.ts";
+import { DASHBOARD_SAFETY_SCRIPT } from "./safety_banner.ts";
 
 const NONCE_PATTERN = /^[A-Za-z0-9+/_-]{8,}={0,2}$/;
 
@@ -35,7 +36,7 @@ const NONCE_PATTERN = /^[A-Za-z0-9+/_-]{8,}={0,2}$/;
  *
  * @example Usage
  * ```ts
- * import { renderDashboard } from "./dashboard.ts";
+ * import { renderDashboard } from "./page.ts";
  * import assert from "node:assert/strict";
  *
  * assert.match(renderDashboard("bm9uY2Utbm9uY2U="), /^<!doctype html>/);
@@ -96,7 +97,7 @@ function randomNonce(): string {
  *
  * @example Usage
  * ```ts
- * import { dashboardResponse } from "./dashboard.ts";
+ * import { dashboardResponse } from "./page.ts";
  * import assert from "node:assert/strict";
  *
  * const res = dashboardResponse();
@@ -125,4 +126,21 @@ export function dashboardResponse(): Response {
       ].join("; "),
     },
   });
+}
+
+/**
+ * The dashboard's routes on the API port: `GET /` (docs/dashboard.md), behind the API's guards.
+ *
+ * @returns The route rows to serve before the API's own.
+ *
+ * @example Usage
+ * ```ts
+ * import { dashboardRoutes } from "./page.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.deepEqual(dashboardRoutes().map((r) => r.pattern.pathname), ["/"]);
+ * ```
+ */
+export function dashboardRoutes(): Route[] {
+  return [route("/", { GET: () => dashboardResponse() })];
 }

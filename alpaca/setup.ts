@@ -14,8 +14,8 @@ import {
   type AlpacaDevices,
   DEVICE_NAMES,
   DEVICE_TYPE_NAMES,
-} from "./alpaca_devices.ts";
-import { VERSION } from "./version.ts";
+} from "./devices.ts";
+import { VERSION } from "../http/version.ts";
 
 /**
  * Text made safe inside HTML elements and quoted attributes.
@@ -25,7 +25,7 @@ import { VERSION } from "./version.ts";
  *
  * @example Usage
  * ```ts
- * import { escapeHtml } from "./alpaca_setup.ts";
+ * import { escapeHtml } from "./setup.ts";
  * import assert from "node:assert/strict";
  *
  * assert.equal(escapeHtml('<b a="1">&'), "&lt;b a=&quot;1&quot;&gt;&amp;");
@@ -62,7 +62,7 @@ ${body}
  *
  * @example Usage
  * ```ts
- * import { serverSetupPage } from "./alpaca_setup.ts";
+ * import { serverSetupPage } from "./setup.ts";
  * import assert from "node:assert/strict";
  *
  * assert.match(serverSetupPage("x"), /safetymonitor\/0\/setup/);
@@ -92,8 +92,8 @@ export function serverSetupPage(siteId: string): string {
  *
  * @example Usage
  * ```ts
- * import { AlpacaDevices } from "./alpaca_devices.ts";
- * import { deviceSetupPage } from "./alpaca_setup.ts";
+ * import { AlpacaDevices } from "./devices.ts";
+ * import { deviceSetupPage } from "./setup.ts";
  * import assert from "node:assert/strict";
  *
  * const types = new Map([["weather", { critical: true, fields: {} }]]);

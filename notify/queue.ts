@@ -7,7 +7,7 @@
  *
  * @example Usage
  * ```ts
- * import { Notifier } from "./notify.ts";
+ * import { Notifier } from "./queue.ts";
  * import assert from "node:assert/strict";
  *
  * const sent: string[] = [];
@@ -27,23 +27,14 @@
  * @module
  */
 
-import type { LogFields } from "./log.ts";
-import type { SafetyChange } from "./safety.ts";
+import type { LogFields } from "../core/log.ts";
+import type { SafetyChange } from "../core/safety.ts";
+import type { NotificationCounts } from "../http/metrics.ts";
 
 /** A notification as it is sent: the change and the site it is about. */
 export interface Notification extends SafetyChange {
   /** The site directory's `site_id` (docs/storage.md). */
   site: string;
-}
-
-/** How many notifications were sent, how many tries failed, how many were given up. */
-export interface NotificationCounts {
-  /** Messages a receiver accepted (2xx). */
-  readonly sent: number;
-  /** Tries that failed (no answer in time, a refused connection, a non-2xx answer). */
-  readonly failed: number;
-  /** Messages given up: an hour without success, a full queue, or a shutdown. */
-  readonly dropped: number;
 }
 
 /** Where the notifier prints its lines: the service log (docs/operations.md). */
@@ -129,7 +120,7 @@ function defaultSetTimer(fn: () => void, ms: number): () => void {
  *
  * @example Usage
  * ```ts
- * import { shownReceiver } from "./notify.ts";
+ * import { shownReceiver } from "./queue.ts";
  * import assert from "node:assert/strict";
  *
  * assert.equal(shownReceiver("https://ntfy.sh/obs?auth=secret"), "https://ntfy.sh/obs");
@@ -343,7 +334,7 @@ class Receiver {
  *
  * @example Usage
  * ```ts
- * import { Notifier } from "./notify.ts";
+ * import { Notifier } from "./queue.ts";
  * import assert from "node:assert/strict";
  *
  * let tries = 0;

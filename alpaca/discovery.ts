@@ -19,7 +19,7 @@ import { errorText } from "../core/errors.ts";
  *
  * @example Usage
  * ```ts
- * import { DEFAULT_ALPACA_DISCOVERY_PORT } from "./alpaca_discovery.ts";
+ * import { DEFAULT_ALPACA_DISCOVERY_PORT } from "./discovery.ts";
  * import assert from "node:assert/strict";
  *
  * assert.equal(DEFAULT_ALPACA_DISCOVERY_PORT, 32227);

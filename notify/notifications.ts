@@ -2,7 +2,7 @@
  * The safety notifications of a running server (docs/safety.md#notifications): every change the
  * service's verdict reports is queued, with the site's `site_id`, for each `--notify` receiver,
  * and POSTed in the `--notify-format` by `notify_post.ts`; the queue, the retries and the log
- * lines are `core/notify.ts`'s. Nothing here runs on the ingest path.
+ * lines are `notify/queue.ts`'s. Nothing here runs on the ingest path.
  *
  * @example Usage
  * ```ts ignore
@@ -15,11 +15,10 @@
  */
 
 import type { TelemetryService } from "../core/service.ts";
-import { type NotificationCounts, Notifier, type NotifyLog } from "../core/notify.ts";
+import { Notifier, type NotifyLog } from "./queue.ts";
 import { readSiteIdentity } from "../store/site_identity.ts";
-import { type NotifyFormat, parseNotifyUrl, postNotification } from "./notify_post.ts";
-import { ConfigError } from "./config.ts";
-import { family, sample } from "./prometheus.ts";
+import { type NotifyFormat, parseNotifyUrl, postNotification } from "./post.ts";
+import { ConfigError } from "../core/errors.ts";
 
 /** Longest wait, at shutdown, for receivers that are up to take what is queued. */
 export const NOTIFY_DRAIN_MS = 2000;
@@ -96,30 +95,4 @@ export async function startNotifications(
     replayOpening: true,
   });
   return notifier;
-}
-
-/**
- * The `telemetry_notifications_total{result}` family of `/metrics` (docs/safety.md#notifications).
- *
- * @param counts The notifier's counters.
- * @returns The family's lines in the Prometheus text format.
- *
- * @example Usage
- * ```ts
- * import { notificationLines } from "./notifications.ts";
- * import assert from "node:assert/strict";
- *
- * assert.match(notificationLines({ sent: 2, failed: 0, dropped: 0 }), /result="sent"} 2/);
- * ```
- */
-export function notificationLines(counts: NotificationCounts): string {
-  let out = family(
-    "telemetry_notifications_total",
-    "counter",
-    "Safety notifications sent, tries that failed, and messages dropped.",
-  );
-  for (const result of ["sent", "failed", "dropped"] as const) {
-    out += sample("telemetry_notifications_total", counts[result], { result });
-  }
-  return out;
 }

@@ -9,7 +9,7 @@
 import type { TelemetryService } from "../core/service.ts";
 import type { TypesRegistry } from "../core/types_registry.ts";
 import type { LatestEvent } from "../core/freshness.ts";
-import type { AlpacaSource } from "./alpaca_devices.ts";
+import type { AlpacaSource } from "./devices.ts";
 
 /**
  * The Alpaca source of a running service.

@@ -18,7 +18,7 @@ import {
   alpacaUnit,
   isAlpacaProperty,
 } from "../core/units.ts";
-import { VERSION } from "./version.ts";
+import { VERSION } from "../http/version.ts";
 
 /**
  * ASCOM error numbers the devices answer (docs/safety.md): the member is not implemented
@@ -27,7 +27,7 @@ import { VERSION } from "./version.ts";
  *
  * @example Usage
  * ```ts
- * import { INVALID_VALUE, NOT_IMPLEMENTED, VALUE_NOT_SET } from "./alpaca_devices.ts";
+ * import { INVALID_VALUE, NOT_IMPLEMENTED, VALUE_NOT_SET } from "./devices.ts";
  * import assert from "node:assert/strict";
  *
  * assert.deepEqual([NOT_IMPLEMENTED, INVALID_VALUE, VALUE_NOT_SET], [1024, 1025, 1026]);
@@ -54,7 +54,7 @@ export interface AlpacaSource {
  *
  * @example Usage
  * ```ts
- * import { AlpacaDevices, AlpacaRequestError } from "./alpaca_devices.ts";
+ * import { AlpacaDevices, AlpacaRequestError } from "./devices.ts";
  * import assert from "node:assert/strict";
  *
  * const devices = new AlpacaDevices(new Map(), { isSafe: () => true, latest: () => undefined, now: Date.now });
@@ -96,7 +96,7 @@ interface Mapped {
  *
  * @example Usage
  * ```ts
- * import { ALPACA_DEVICES, DEVICE_NAMES, DEVICE_TYPE_NAMES } from "./alpaca_devices.ts";
+ * import { ALPACA_DEVICES, DEVICE_NAMES, DEVICE_TYPE_NAMES } from "./devices.ts";
  * import assert from "node:assert/strict";
  *
  * assert.deepEqual(ALPACA_DEVICES.map((d) => DEVICE_TYPE_NAMES[d]), ["SafetyMonitor", "ObservingConditions"]);
@@ -158,7 +158,7 @@ const COMMON_PUT = [
  *
  * @example Usage
  * ```ts
- * import { AlpacaDevices } from "./alpaca_devices.ts";
+ * import { AlpacaDevices } from "./devices.ts";
  * import assert from "node:assert/strict";
  *
  * const devices = new AlpacaDevices(new Map(), {

@@ -10,7 +10,7 @@
  *
  * @example Usage
  * ```ts
- * import { DASHBOARD_STYLE } from "./dashboard_style.ts";
+ * import { DASHBOARD_STYLE } from "./style.ts";
  * import assert from "node:assert/strict";
  *
  * assert.match(DASHBOARD_STYLE, /:root\.night/);

@@ -14,7 +14,7 @@
  *
  * @example Usage
  * ```ts
- * import { DASHBOARD_CHART_SCRIPT } from "./dashboard_chart.ts";
+ * import { DASHBOARD_CHART_SCRIPT } from "./chart.ts";
  * import assert from "node:assert/strict";
  *
  * assert.match(DASHBOARD_CHART_SCRIPT, /history\?type=/);

@@ -1,11 +1,11 @@
 /**
  * One notification as an HTTP POST (docs/safety.md#notifications): `json` sends the change as
  * `application/json`; `ntfy` sends the reasons as `text/plain` with the `Title`, `Priority` and
- * `Tags` headers an ntfy server reads. The queue and the retries are `core/notify.ts`'s.
+ * `Tags` headers an ntfy server reads. The queue and the retries are `notify/queue.ts`'s.
  *
  * @example Usage
  * ```ts
- * import { notificationRequest } from "./notify_post.ts";
+ * import { notificationRequest } from "./post.ts";
  * import assert from "node:assert/strict";
  *
  * const { headers, body } = notificationRequest(
@@ -19,7 +19,7 @@
  * @module
  */
 
-import type { Notification } from "../core/notify.ts";
+import type { Notification } from "./queue.ts";
 
 /** How a notification is written: the change as JSON, or text with ntfy's headers. */
 export type NotifyFormat = "json" | "ntfy";
@@ -36,7 +36,7 @@ export const NOTIFY_FORMATS: readonly NotifyFormat[] = ["json", "ntfy"];
  *
  * @example Usage
  * ```ts
- * import { parseNotifyFormat } from "./notify_post.ts";
+ * import { parseNotifyFormat } from "./post.ts";
  * import assert from "node:assert/strict";
  *
  * assert.equal(parseNotifyFormat("NTFY"), "ntfy");
@@ -61,7 +61,7 @@ export function parseNotifyFormat(text: string): NotifyFormat {
  *
  * @example Usage
  * ```ts
- * import { parseNotifyUrl } from "./notify_post.ts";
+ * import { parseNotifyUrl } from "./post.ts";
  * import assert from "node:assert/strict";
  *
  * assert.equal(parseNotifyUrl("https://ntfy.sh/obs-site-7"), "https://ntfy.sh/obs-site-7");
@@ -125,7 +125,7 @@ function headerText(text: string): string {
  *
  * @example Usage
  * ```ts
- * import { notificationRequest } from "./notify_post.ts";
+ * import { notificationRequest } from "./post.ts";
  * import assert from "node:assert/strict";
  *
  * const message = { kind: "type" as const, type: "weather", state: "alarm", previous: "ok", reasons: ["weather: alarm"], ts: "2026-11-27T03:00:00.000Z", site: "s" };
@@ -192,7 +192,7 @@ function connectFailure(err: unknown): string {
  *
  * @example Usage
  * ```ts ignore
- * import { postNotification } from "./notify_post.ts";
+ * import { postNotification } from "./post.ts";
  * await postNotification("https://ntfy.sh/obs", message, "ntfy", AbortSignal.timeout(10_000));
  * ```
  */

@@ -6,13 +6,8 @@
  * @module
  */
 
-import {
-  ALPACA_DEVICES,
-  type AlpacaDevice,
-  DEVICE_NAMES,
-  DEVICE_TYPE_NAMES,
-} from "./alpaca_devices.ts";
-import { VERSION } from "./version.ts";
+import { ALPACA_DEVICES, type AlpacaDevice, DEVICE_NAMES, DEVICE_TYPE_NAMES } from "./devices.ts";
+import { VERSION } from "../http/version.ts";
 
 /** One entry of `/management/v1/configureddevices`. */
 export interface ConfiguredDevice {
@@ -36,7 +31,7 @@ export interface ConfiguredDevice {
  *
  * @example Usage
  * ```ts
- * import { deviceUniqueId } from "./alpaca_management.ts";
+ * import { deviceUniqueId } from "./management.ts";
  * import assert from "node:assert/strict";
  *
  * const site = "0b6f9c1e-7a54-4d0e-9a51-3f1c8f1b2d3a";
@@ -65,7 +60,7 @@ export async function deviceUniqueId(siteId: string, device: AlpacaDevice): Prom
  *
  * @example Usage
  * ```ts
- * import { configuredDevices } from "./alpaca_management.ts";
+ * import { configuredDevices } from "./management.ts";
  * import assert from "node:assert/strict";
  *
  * const devices = await configuredDevices("0b6f9c1e-7a54-4d0e-9a51-3f1c8f1b2d3a");
@@ -105,7 +100,7 @@ export interface ServerDescription {
  *
  * @example Usage
  * ```ts
- * import { serverDescription } from "./alpaca_management.ts";
+ * import { serverDescription } from "./management.ts";
  * import assert from "node:assert/strict";
  *
  * assert.equal(serverDescription("x").ServerName, "obs-utils telemetry");
@@ -130,7 +125,7 @@ export function serverDescription(siteId: string): ServerDescription {
  *
  * @example Usage
  * ```ts
- * import { managementValue } from "./alpaca_management.ts";
+ * import { managementValue } from "./management.ts";
  * import assert from "node:assert/strict";
  *
  * assert.deepEqual(managementValue("/management/apiversions", "x", []), [1]);

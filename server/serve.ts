@@ -7,29 +7,29 @@
  */
 
 import { TelemetryService } from "../core/service.ts";
-import { errorText } from "../core/errors.ts";
+import { ConfigError, errorText } from "../core/errors.ts";
 import { recordLockHolder } from "../store/lock.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl } from "../wire/address.ts";
 import { raceDeadline } from "../wire/async.ts";
-import { InFlight, keepListening, type ListenerError, Relistener } from "./listener.ts";
-import { ConnectionGuard, INTERNAL_HOST } from "./conn_guard.ts";
+import { InFlight, keepListening, type ListenerError, Relistener } from "../http/listener.ts";
+import { ConnectionGuard, INTERNAL_HOST } from "../http/conn_guard.ts";
 import {
   loadTypes,
   staleLessCriticalWarnings,
   type TypesRegistry,
 } from "../core/types_registry.ts";
 import { DiskWatch } from "../store/disk_watch.ts";
-import { createHandler, type HandlerOptions } from "./handler.ts";
-import { isLoopback } from "./guards.ts";
-import { ShutdownLifecycle } from "./shutdown.ts";
-import { checkReceivers, NOTIFY_DRAIN_MS, startNotifications } from "./notifications.ts";
-import { type AlpacaHandle, startAlpaca } from "./alpaca.ts";
-import { serviceSource } from "./alpaca_source.ts";
-import { DEFAULT_ALPACA_DISCOVERY_PORT } from "./alpaca_discovery.ts";
+import type { HandlerOptions } from "../http/handler.ts";
+import { createHandler } from "./handler.ts";
+import { isLoopback } from "../http/guards.ts";
+import { ShutdownLifecycle } from "../http/shutdown.ts";
+import { checkReceivers, NOTIFY_DRAIN_MS, startNotifications } from "../notify/notifications.ts";
+import { type AlpacaHandle, startAlpaca } from "../alpaca/listener.ts";
+import { serviceSource } from "../alpaca/source.ts";
+import { DEFAULT_ALPACA_DISCOVERY_PORT } from "../alpaca/discovery.ts";
 import { readSiteIdentity } from "../store/site_identity.ts";
 import {
   checkExposure,
-  ConfigError,
   listenFailure,
   readTls,
   type ServerOptions,
@@ -93,21 +93,7 @@ export interface ServerHandle extends AsyncDisposable {
  * ```
  */
 export async function startServer(options: ServerOptions): Promise<ServerHandle> {
-  const hostname = options.hostname ?? DEFAULT_HOST;
-  const port = options.port ?? DEFAULT_PORT;
-  checkExposure(hostname, options);
-  if (options.alpacaPort !== undefined && options.alpacaPort !== 0 && options.alpacaPort === port) {
-    throw new ConfigError(
-      `--alpaca-port ${port} is also --port: the Alpaca listener needs a port of its own, such as 11111`,
-    );
-  }
-  const types = options.types ??
-    (options.typesFile !== undefined ? await loadTypes(options.typesFile) : undefined);
-  const tls = await readTls(options);
-  checkReceivers(options.notify ?? []);
-  const warn = options.onWarning ?? (() => {});
-  warnIneffective(options, warn);
-  for (const line of types ? staleLessCriticalWarnings(types) : []) warn(line);
+  const { hostname, port, types, tls, warn } = await prepare(options);
   const service = await TelemetryService.open(types ? { ...options, types } : options);
   const notifier = await startNotifications(service, {
     ...options,
@@ -156,27 +142,9 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   function shutdown(why?: ListenerError): Promise<void> {
     if (stopping) return stopping;
     failure ??= why;
-    stopping = (async () => {
-      const deadline = Date.now() + (options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS);
-      // Open GET /stream responses never finish by themselves: beginning ends them first.
-      shutdownState.begin();
-      await alpaca?.close();
-      await disk.stop();
-      // New requests are answered 503 from now on while the listener stays open, so whoever
-      // waits for the port to close (`obs-utils telemetry stop`) knows the lock is free.
-      await raceDeadline(inFlight.drained(), deadline);
-      try {
-        await service.close();
-      } finally {
-        // A receiver that never answers holds the shutdown no longer than the drain (bounded).
-        await notifier.close(Math.min(NOTIFY_DRAIN_MS, Math.max(0, deadline - Date.now())));
-        guard?.close();
-        // A peer that stopped reading holds its connection (and so server.shutdown()) forever;
-        // past the grace period the caller may exit anyway: the files are already closed.
-        await raceDeadline(server.shutdown(), deadline);
-        guard?.closeAll();
-      }
-    })();
+    const deadline = Date.now() + (options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS);
+    const parts = { shutdownState, alpaca, disk, inFlight, service, notifier, guard, server };
+    stopping = closeInOrder(parts, deadline);
     stopping.then(() => failure ? done.reject(failure) : done.resolve(), done.reject);
     return stopping;
   }
@@ -209,6 +177,73 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
     finished: done.promise,
     [Symbol.asyncDispose]: shutdown,
   };
+}
+
+/** What a running server closes, in {@linkcode closeInOrder}'s order. */
+interface Parts {
+  shutdownState: ShutdownLifecycle;
+  alpaca: AlpacaHandle | undefined;
+  disk: DiskWatch;
+  inFlight: InFlight;
+  service: TelemetryService;
+  notifier: { close(waitMs: number): Promise<void> };
+  guard: ConnectionGuard | undefined;
+  server: Deno.HttpServer<Deno.NetAddr>;
+}
+
+/** The graceful shutdown (docs/storage.md): requests drained, files closed, then the sockets. */
+async function closeInOrder(parts: Parts, deadline: number): Promise<void> {
+  const { shutdownState, alpaca, disk, inFlight, service, notifier, guard, server } = parts;
+  // Open GET /stream responses never finish by themselves: beginning ends them first.
+  shutdownState.begin();
+  await alpaca?.close();
+  await disk.stop();
+  // New requests are answered 503 from now on while the listener stays open, so whoever
+  // waits for the port to close (`obs-utils telemetry stop`) knows the lock is free.
+  await raceDeadline(inFlight.drained(), deadline);
+  try {
+    await service.close();
+  } finally {
+    // A receiver that never answers holds the shutdown no longer than the drain (bounded).
+    await notifier.close(Math.min(NOTIFY_DRAIN_MS, Math.max(0, deadline - Date.now())));
+    guard?.close();
+    // A peer that stopped reading holds its connection (and so server.shutdown()) forever;
+    // past the grace period the caller may exit anyway: the files are already closed.
+    await raceDeadline(server.shutdown(), deadline);
+    guard?.closeAll();
+  }
+}
+
+/** What {@linkcode startServer} settles before it opens anything: refusals come first. */
+interface Prepared {
+  hostname: string;
+  port: number;
+  types: TypesRegistry | undefined;
+  tls: { cert: string; key: string } | undefined;
+  warn: (message: string) => void;
+}
+
+/**
+ * Checks the options and reads what they name (types file, TLS files) before the site directory
+ * is opened, so that a refused configuration leaves nothing behind; prints the start-up warnings.
+ */
+async function prepare(options: ServerOptions): Promise<Prepared> {
+  const hostname = options.hostname ?? DEFAULT_HOST;
+  const port = options.port ?? DEFAULT_PORT;
+  checkExposure(hostname, options);
+  if (options.alpacaPort !== undefined && options.alpacaPort !== 0 && options.alpacaPort === port) {
+    throw new ConfigError(
+      `--alpaca-port ${port} is also --port: the Alpaca listener needs a port of its own, such as 11111`,
+    );
+  }
+  const types = options.types ??
+    (options.typesFile !== undefined ? await loadTypes(options.typesFile) : undefined);
+  const tls = await readTls(options);
+  checkReceivers(options.notify ?? []);
+  const warn = options.onWarning ?? (() => {});
+  warnIneffective(options, warn);
+  for (const line of types ? staleLessCriticalWarnings(types) : []) warn(line);
+  return { hostname, port, types, tls, warn };
 }
 
 /**

@@ -13,7 +13,7 @@
  *
  * @example Usage
  * ```ts
- * import { DASHBOARD_SAFETY_SCRIPT } from "./dashboard_safety.ts";
+ * import { DASHBOARD_SAFETY_SCRIPT } from "./safety_banner.ts";
  * import assert from "node:assert/strict";
  *
  * assert.match(DASHBOARD_SAFETY_SCRIPT, /fetch\("safety"/);

@@ -13,7 +13,7 @@ import { FUTURE_TOLERANCE_MS } from "../core/freshness.ts";
  *
  * @example Usage
  * ```ts
- * import { DASHBOARD_SCRIPT } from "./dashboard_script.ts";
+ * import { DASHBOARD_SCRIPT } from "./script.ts";
  * import assert from "node:assert/strict";
  *
  * assert.match(DASHBOARD_SCRIPT, /new EventSource/);

@@ -17,9 +17,9 @@
 
 import type { TypesRegistry } from "../core/types_registry.ts";
 import { hostForUrl } from "../wire/address.ts";
-import { guardLoopback, isLoopback, parseRequestUrl } from "./guards.ts";
-import { HttpError } from "./problems.ts";
-import { ConnectionGuard, type ConnectionLimits, INTERNAL_HOST } from "./conn_guard.ts";
+import { guardLoopback, isLoopback, parseRequestUrl } from "../http/guards.ts";
+import { HttpError } from "../http/problems.ts";
+import { ConnectionGuard, type ConnectionLimits, INTERNAL_HOST } from "../http/conn_guard.ts";
 import {
   ALPACA_DEVICES,
   type AlpacaDevice,
@@ -28,19 +28,19 @@ import {
   AlpacaRequestError,
   type AlpacaSource,
   type MemberResult,
-} from "./alpaca_devices.ts";
-import { type ConfiguredDevice, configuredDevices, managementValue } from "./alpaca_management.ts";
-import { deviceSetupPage, serverSetupPage } from "./alpaca_setup.ts";
-import { type DiscoveryHandle, startDiscovery } from "./alpaca_discovery.ts";
+} from "./devices.ts";
+import { type ConfiguredDevice, configuredDevices, managementValue } from "./management.ts";
+import { deviceSetupPage, serverSetupPage } from "./setup.ts";
+import { type DiscoveryHandle, startDiscovery } from "./discovery.ts";
 
-export type { AlpacaSource } from "./alpaca_devices.ts";
+export type { AlpacaSource } from "./devices.ts";
 
 /**
  * Largest `PUT` body the Alpaca listener reads, in bytes: its parameters are a few words.
  *
  * @example Usage
  * ```ts
- * import { ALPACA_MAX_BODY } from "./alpaca.ts";
+ * import { ALPACA_MAX_BODY } from "./listener.ts";
  * import assert from "node:assert/strict";
  *
  * assert.equal(ALPACA_MAX_BODY, 16384);
@@ -92,7 +92,7 @@ class PlainAnswer extends Error {
  *
  * @example Usage
  * ```ts
- * import { createAlpacaHandler } from "./alpaca.ts";
+ * import { createAlpacaHandler } from "./listener.ts";
  * import assert from "node:assert/strict";
  *
  * const handler = await createAlpacaHandler({
