@@ -204,10 +204,13 @@ class StreamClient implements Client {
 
   deliver(chunk: Chunk): void {
     if (this.#ended) return;
-    if (this.#wake) {
-      this.#controller.enqueue(this.#wire(chunk));
-      this.#wake();
+    const wake = this.#wake;
+    if (wake) {
+      // Taken before the enqueue: a consumer that went away cancels the body from inside it,
+      // and that cancel clears the waiting pull (it once threw "this.#wake is not a function").
       this.#wake = undefined;
+      this.#controller.enqueue(this.#wire(chunk));
+      wake();
       return;
     }
     this.#pending.push(chunk);
