@@ -9,6 +9,7 @@
 
 import { isJsonObject, type RunRecord, TelemetryEvent } from "../wire/event.ts";
 import { sleep } from "../wire/async.ts";
+import { Backoff } from "../wire/backoff.ts";
 import { type ParsedServerSentEvent, ServerSentEventParserStream } from "../wire/sse.ts";
 import { Exchange, isRunRecord, toSnapshot, type Transport } from "./transport.ts";
 import { causeText, preview, TelemetryConnectionError, TelemetryHttpError } from "./errors.ts";
@@ -162,7 +163,8 @@ export async function* followStream(
 ): AsyncGenerator<FollowMessage, void, undefined> {
   const { signal } = options;
   const resume: Resume = { lastEventId: "", serverRetry: undefined };
-  let attempt = 0;
+  // Made at the first failure after a connection, from the `retry:` that connection sent.
+  let backoff: Backoff | undefined;
   while (!signal?.aborted) {
     const exchange = new Exchange(transport.timeoutMs, signal);
     let failure: Failure | undefined;
@@ -176,7 +178,7 @@ export async function* followStream(
       }
       if (res) {
         exchange.stopClock();
-        attempt = 0;
+        backoff = undefined;
         failure = yield* readStream(transport, res, exchange, resume, options);
         if (failure === undefined) return; // the signal aborted
       }
@@ -185,11 +187,11 @@ export async function* followStream(
       exchange.dispose();
     }
     if (signal?.aborted) return;
-    attempt++;
     // At least 10 ms, so that `retry: 0` from a server that then refuses cannot spin a core.
-    const base = Math.max(10, resume.serverRetry ?? options.retryMs);
-    const delay = Math.min(options.maxRetryMs, base * 2 ** (attempt - 1));
-    yield { kind: "disconnected", error: failure!, attempt, retryMs: delay };
+    const firstMs = Math.max(10, resume.serverRetry ?? options.retryMs);
+    backoff ??= new Backoff({ firstMs, maxMs: options.maxRetryMs });
+    const delay = backoff.next();
+    yield { kind: "disconnected", error: failure!, attempt: backoff.attempts, retryMs: delay };
     await sleep(delay, signal);
   }
 }

@@ -10,6 +10,8 @@
 import type { EventInput } from "../client/client.ts";
 import type { JsonObject } from "../wire/event.ts";
 import { sleep } from "../wire/async.ts";
+import { Backoff } from "../wire/backoff.ts";
+import { UpDown } from "../wire/up_down.ts";
 import type { CollectConfig, CollectInputConfig } from "./config.ts";
 import type { Input, InputSink } from "./inputs/input.ts";
 import { FieldMerger } from "./merge.ts";
@@ -38,8 +40,8 @@ interface Running {
   /** Last source time posted, per type: an unchanged one posts nothing. */
   /** Per type, the source time of the last event, and its data for a merged record (as JSON). */
   readonly lastSourceTs: Map<string, { ts: number; data: string | undefined }>;
-  /** `undefined` until the first outcome. */
-  state: "up" | "down" | undefined;
+  /** Not known until the first outcome. */
+  readonly state: UpDown;
   warned: Set<string>;
 }
 
@@ -142,7 +144,7 @@ export class Collector {
           this.#emit(r, type, data, ts, "merged");
         }),
         lastSourceTs: new Map(),
-        state: undefined,
+        state: new UpDown(),
         warned: new Set(),
       };
       return r;
@@ -160,23 +162,25 @@ export class Collector {
     }
   }
 
-  /** One input's life: poll every `every_s`, or listen; back-off after a failure. */
+  /**
+   * One input's life: poll every `every_s`, or listen; back-off after a failure, from `every_s`
+   * for a polled input and from 1 s for a push one, doubling up to a minute (or `every_s`).
+   */
   async #loop(r: Running, signal: AbortSignal): Promise<void> {
     const every = r.entry.settings.everyMs;
-    let failures = 0;
+    const firstMs = r.input.poll ? every : 1000;
+    const backoff = new Backoff({ firstMs, maxMs: Math.max(firstMs, MAX_BACKOFF_MS) });
     while (!signal.aborted) {
       const started = Date.now();
       let ok: boolean;
       if (r.input.poll) {
         ok = await this.#pollOnce(r, signal);
       } else {
-        ok = await this.#listenOnce(r, signal, () => failures = 0);
+        ok = await this.#listenOnce(r, signal, () => backoff.reset());
       }
       if (signal.aborted) break;
-      failures = ok ? 0 : failures + 1;
-      const wait = r.input.poll
-        ? (ok ? every - (Date.now() - started) : backoff(failures, every))
-        : backoff(failures, 1000);
+      if (ok) backoff.reset();
+      const wait = ok && r.input.poll ? every - (Date.now() - started) : backoff.next();
       await sleep(Math.max(0, wait), signal);
     }
   }
@@ -276,15 +280,13 @@ export class Collector {
   }
 
   #up(r: Running): void {
-    if (r.state === "up") return;
-    r.state = "up";
+    if (!r.state.up()) return;
     r.warned.clear();
     this.#log("info", `input ${r.entry.settings.name} (${r.entry.settings.kind}) up`);
   }
 
   #down(r: Running, err: unknown): void {
-    if (r.state === "down") return;
-    r.state = "down";
+    if (!r.state.down()) return;
     r.warned.clear();
     const retry = this.#retrying ? "; retrying with back-off" : "";
     this.#log(
@@ -298,12 +300,6 @@ export class Collector {
     r.warned.add(key);
     this.#log("warn", `input ${r.entry.settings.name}: ${message}`);
   }
-}
-
-/** The wait after `failures` failures in a row: `base` doubling, capped. */
-function backoff(failures: number, base: number): number {
-  const cap = Math.max(base, MAX_BACKOFF_MS);
-  return Math.min(cap, base * 2 ** Math.max(0, Math.min(failures - 1, 16)));
 }
 
 function reason(err: unknown): string {

@@ -9,6 +9,8 @@
 import type { EventInput, TelemetryClient } from "../client/client.ts";
 import { TelemetryHttpError } from "../client/errors.ts";
 import { sleep } from "../wire/async.ts";
+import { Backoff } from "../wire/backoff.ts";
+import { UpDown } from "../wire/up_down.ts";
 
 /** A collector log line: level and message (the program adds the time). */
 export type CollectLog = (level: "info" | "warn" | "error", message: string) => void;
@@ -22,6 +24,8 @@ const BATCH = 500;
  * service's default `--max-body` (1 MiB), so a backlog of large records drains in batches too.
  */
 const BATCH_BYTES = 512 * 1024;
+/** The wait after the first failed post; it doubles after each further one. */
+const FIRST_BACKOFF_MS = 500;
 /** Longest wait between two tries while the service is down. */
 const MAX_BACKOFF_MS = 10_000;
 
@@ -66,7 +70,8 @@ export class Outbox {
   #flight: EventInput[] = [];
   #dropped = 0;
   #overflowing = false;
-  #down = false;
+  /** Whether the service takes events: one line when it stops, one when it takes them again. */
+  readonly #service = new UpDown("up");
   #refused = 0;
   #wake: (() => void) | undefined;
 
@@ -137,7 +142,7 @@ export class Outbox {
    * @param signal Ends the loop (after the batch in flight).
    */
   async run(signal: AbortSignal): Promise<void> {
-    let backoff = 500;
+    const backoff = new Backoff({ firstMs: FIRST_BACKOFF_MS, maxMs: MAX_BACKOFF_MS });
     while (!signal.aborted) {
       if (this.size === 0) {
         // One listener at a time: a night of empty spells must not pile listeners on `signal`.
@@ -155,10 +160,9 @@ export class Outbox {
       // The batch in flight is not aborted with the loop: the service may have taken it, and a
       // retry by drain() would post it twice. The client's own timeout bounds it.
       if (await this.#sendOne(undefined)) {
-        backoff = 500;
+        backoff.reset();
       } else {
-        await sleep(backoff, signal);
-        backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
+        await backoff.wait(signal);
       }
     }
   }
@@ -250,10 +254,7 @@ export class Outbox {
   /** The `n` oldest events in flight left: posted, or refused as bad. */
   #taken(n: number): void {
     this.#flight = this.#flight.slice(n);
-    if (this.#down) {
-      this.#down = false;
-      this.#log("info", "the service takes events again");
-    }
+    if (this.#service.up()) this.#log("info", "the service takes events again");
     if (this.size === 0 && this.#overflowing) {
       this.#overflowing = false;
       this.#log("info", `the queue is drained; ${this.#dropped} events were dropped in all`);
@@ -261,8 +262,7 @@ export class Outbox {
   }
 
   #failed(err: unknown): void {
-    if (this.#down) return;
-    this.#down = true;
+    if (!this.#service.down()) return;
     const why = (err instanceof Error ? err.message : String(err)).split("\n")[0];
     this.#log(
       "warn",

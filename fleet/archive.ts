@@ -15,7 +15,7 @@ import {
   type StreamKind,
   toRow,
 } from "./item.ts";
-import { Backoff, type FleetLog, isPermissionFault, PeerState } from "./retry.ts";
+import { fleetBackoff, type FleetLog, isPermissionFault, PeerState } from "./retry.ts";
 import type { FleetSink, FleetSinkConnector } from "./sinks/sink.ts";
 import { type ArchiveMessage, NatsArchiveSource } from "./sinks/nats.ts";
 import { postgresRowConnector } from "./sinks/postgres.ts";
@@ -104,7 +104,7 @@ class Archiver {
   readonly #stats: ArchiveStats = { messages: 0, inserted: 0, rejected: 0 };
   readonly #natsState: PeerState;
   readonly #pgState: PeerState;
-  readonly #backoff = new Backoff();
+  readonly #backoff = fleetBackoff();
   readonly #postgres: FleetSinkConnector<EventRow>;
   #source: NatsArchiveSource | undefined;
   #sink: FleetSink<EventRow> | undefined;

@@ -16,7 +16,7 @@
 import { join } from "node:path";
 import { sleep } from "../wire/async.ts";
 import { type ForwardItem, idempotencyKey, storedSeq } from "./item.ts";
-import { Backoff, type FleetLog, isPermissionFault, PeerState } from "./retry.ts";
+import { fleetBackoff, type FleetLog, isPermissionFault, PeerState } from "./retry.ts";
 import {
   cursorLockPath,
   cursorPath,
@@ -208,7 +208,7 @@ class Forwarder {
   readonly #stats: ForwardStats = { sent: 0, skipped: 0 };
   readonly #connector: FleetSinkConnector<ForwardItem>;
   readonly #peer: PeerState;
-  readonly #backoff = new Backoff();
+  readonly #backoff = fleetBackoff();
   #sink: FleetSink<ForwardItem> | undefined;
   // The cursor on disk may lag the acknowledged position by up to CURSOR_SAVE_MS: after a crash
   // that second is sent again and dropped by the key (JetStream's window is 2 minutes), while a

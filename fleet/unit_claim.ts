@@ -12,7 +12,7 @@ import { readSiteIdentity } from "../store/site_identity.ts";
 import { SITE_IDENTITY_FILE } from "../store/layout.ts";
 import { redact } from "./archive.ts";
 import { type ForwardOptions, sinkConnector } from "./forward_options.ts";
-import { Backoff, type FleetLog, isPermissionFault, PeerState } from "./retry.ts";
+import { fleetBackoff, type FleetLog, isPermissionFault, PeerState } from "./retry.ts";
 import type { UnitClaim } from "./sinks/sink.ts";
 
 /**
@@ -57,7 +57,7 @@ export async function claimUnitForSite(
   if (identity === undefined) throw new SiteIdentityMissingError(options.siteDir);
   const connector = sinkConnector(options);
   const peer = new PeerState(`destination ${redact(options.to)}`, log);
-  const backoff = new Backoff();
+  const backoff = fleetBackoff();
   const signal = options.signal;
   while (!signal?.aborted) {
     let claim: UnitClaim;

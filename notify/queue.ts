@@ -27,6 +27,8 @@
  * @module
  */
 
+import { Backoff } from "../wire/backoff.ts";
+import { UpDown } from "../wire/up_down.ts";
 import type { LogFields } from "../core/log.ts";
 import type { SafetyChange } from "../core/safety.ts";
 import type { NotificationCounts } from "../http/metrics.ts";
@@ -157,9 +159,9 @@ class Receiver {
   readonly url: string;
   #shared: Shared;
   #queue: Queued[] = [];
-  /** Consecutive failed tries of the message at the head. */
-  #failures = 0;
-  #down = false;
+  /** The wait before the next try; its attempts are the failed tries of the message at the head. */
+  readonly #backoff: Backoff;
+  readonly #state = new UpDown("up");
   /** The try in flight, so that a shutdown can abort it and wait for it. */
   #inFlight: { abort: AbortController; done: Promise<void> } | undefined;
   #cancelRetry: (() => void) | undefined;
@@ -173,6 +175,8 @@ class Receiver {
   constructor(url: string, shared: Shared) {
     this.url = url;
     this.#shared = shared;
+    const { firstDelayMs, maxDelayMs } = shared.options;
+    this.#backoff = new Backoff({ firstMs: firstDelayMs, maxMs: maxDelayMs });
   }
 
   /** Messages waiting, the one in flight included. */
@@ -238,24 +242,22 @@ class Receiver {
     if (ok === true) {
       counts.sent++;
       if (this.#queue[0] === head) this.#queue.shift();
-      if (this.#down) {
-        this.#down = false;
+      if (this.#state.up()) {
         log?.info(
           `notification receiver ${
             shownReceiver(this.url)
-          } is up again after ${this.#failures} failed tries`,
+          } is up again after ${this.#backoff.attempts} failed tries`,
         );
       }
-      this.#failures = 0;
+      this.#backoff.reset();
       this.#pump();
       return;
     }
     // A try a shutdown aborted says nothing about the receiver: its message is counted as dropped.
     if (this.#stopped) return;
     counts.failed++;
-    this.#failures++;
-    if (!this.#down) {
-      this.#down = true;
+    const delay = this.#backoff.next();
+    if (this.#state.down()) {
       const { maxAgeMs, maxDelayMs } = this.#shared.options;
       log?.warn(
         `notification receiver ${
@@ -272,13 +274,7 @@ class Receiver {
     this.#cancelRetry = this.#shared.options.setTimer(() => {
       this.#cancelRetry = undefined;
       this.#pump();
-    }, this.#delay());
-  }
-
-  /** The wait before the next try: doubling from the first delay, capped. */
-  #delay(): number {
-    const { firstDelayMs, maxDelayMs } = this.#shared.options;
-    return Math.min(maxDelayMs, firstDelayMs * 2 ** Math.min(this.#failures - 1, 30));
+    }, delay);
   }
 
   /** Drops the messages tried for longer than the maximum age, with one warning for them all. */
@@ -296,7 +292,7 @@ class Receiver {
       } after trying for ${minutes(maxAgeMs)}`,
     );
     // Those behind the dropped ones have not failed yet.
-    this.#failures = 0;
+    this.#backoff.reset();
   }
 
   /**
@@ -309,7 +305,7 @@ class Receiver {
     this.#closing = true;
     this.#cancelRetry?.();
     this.#cancelRetry = undefined;
-    if (!this.#down && this.#queue.length > 0) {
+    if (this.#state.state !== "down" && this.#queue.length > 0) {
       this.#idle = Promise.withResolvers<void>();
       this.#pump();
       await Promise.race([this.#idle.promise, deadline]);
