@@ -13,6 +13,7 @@
  * @module
  */
 
+import { Backoff } from "../wire/backoff.ts";
 import { errorText } from "../core/errors.ts";
 import { ListenerError } from "./listener.ts";
 
@@ -257,7 +258,8 @@ export class ConnectionGuard {
   async run(): Promise<void> {
     const every = Math.max(20, Math.min(1000, Math.min(this.#headMs, this.#idleMs) / 5));
     this.#sweep = setInterval(() => this.#expire(), every);
-    let delay = 10;
+    // Out of descriptors, accept fails at once: wait, 10 ms doubling to 2 s, before the next try.
+    const backoff = new Backoff({ firstMs: 10, maxMs: 2000 });
     let fatal = 0;
     try {
       while (!this.#closing) {
@@ -278,11 +280,10 @@ export class ConnectionGuard {
               `closing the oldest connection without a request and trying again.`,
           );
           this.#evict(undefined);
-          await new Promise((r) => setTimeout(r, delay));
-          delay = Math.min(2000, delay * 2);
+          await new Promise((r) => setTimeout(r, backoff.next()));
           continue;
         }
-        delay = 10;
+        backoff.reset();
         fatal = 0;
         this.#admit(conn);
       }

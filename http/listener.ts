@@ -6,6 +6,7 @@
  * @module
  */
 
+import { Backoff } from "../wire/backoff.ts";
 import { errorText } from "../core/errors.ts";
 import type { TelemetryHandler } from "./types.ts";
 
@@ -156,11 +157,10 @@ export class Relistener {
         cause === undefined ? "it closed" : errorText(cause)
       }); listening again, the files stay open.`,
     );
-    let delay = this.#firstDelayMs;
+    const backoff = new Backoff({ firstMs: this.#firstDelayMs, maxMs: this.#maxDelayMs });
     let fatalTries = 0;
     for (this.#tries = 1; this.#tries <= this.#attempts; this.#tries++) {
-      await new Promise((r) => setTimeout(r, delay));
-      delay = Math.min(this.#maxDelayMs, delay * 2);
+      await new Promise((r) => setTimeout(r, backoff.next()));
       if (stopped()) return undefined;
       try {
         const server = listen();
