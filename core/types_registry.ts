@@ -219,73 +219,82 @@ export function parseTypes(text: string, file: string): TypesRegistry {
         `expected an object describing the type (keys ${TYPE_KEYS.join(", ")}), not ${kind(raw)}`,
       );
     }
-    const spec = raw as Record<string, unknown>;
-    for (const key of Object.keys(spec)) {
-      if (!TYPE_KEYS.includes(key)) {
-        fail(
-          [...at, key],
-          `unknown key ${JSON.stringify(key)}; a type accepts ${TYPE_KEYS.join(", ")}`,
-        );
-      }
-    }
-    const out: {
-      description?: string;
-      stale_after_s?: number;
-      critical: boolean;
-      order?: number;
-      clear_after_s?: number;
-      fields: Record<string, FieldSpec>;
-    } = { critical: false, fields: {} };
-    if (spec.description !== undefined) {
-      if (typeof spec.description !== "string") {
-        fail([...at, "description"], `expected a string, not ${kind(spec.description)}`);
-      }
-      out.description = spec.description as string;
-    }
-    if (spec.stale_after_s !== undefined) {
-      const s = spec.stale_after_s;
-      if (typeof s !== "number" || !(s > 0) || !Number.isFinite(s)) {
-        fail([...at, "stale_after_s"], `expected a number of seconds above 0, not ${kind(s)}`);
-      }
-      out.stale_after_s = s as number;
-    }
-    if (spec.critical !== undefined) {
-      if (typeof spec.critical !== "boolean") {
-        fail([...at, "critical"], `expected true or false, not ${kind(spec.critical)}`);
-      }
-      out.critical = spec.critical as boolean;
-    }
-    if (spec.order !== undefined) {
-      if (typeof spec.order !== "number" || !Number.isFinite(spec.order)) {
-        fail([...at, "order"], `expected a number, not ${kind(spec.order)}`);
-      }
-      out.order = spec.order as number;
-    }
-    if (spec.clear_after_s !== undefined) {
-      const s = spec.clear_after_s;
-      if (typeof s !== "number" || !(s >= 0) || !Number.isFinite(s)) {
-        fail([...at, "clear_after_s"], `expected a number of seconds, 0 or more, not ${kind(s)}`);
-      }
-      out.clear_after_s = s as number;
-    }
-    if (spec.fields !== undefined) {
-      if (!isObject(spec.fields)) {
-        fail(
-          [...at, "fields"],
-          `expected an object keyed by field (dotted paths allowed), not ${kind(spec.fields)}`,
-        );
-      }
-      for (const [path, rawField] of Object.entries(spec.fields as Record<string, unknown>)) {
-        const field = parseField([...at, "fields", path], path, rawField, fail);
-        if (field.alpaca !== undefined) {
-          claimProperty(fed, field.alpaca, [...at, "fields", path], fail);
-        }
-        out.fields[path] = field;
-      }
-    }
-    registry.set(type, out);
+    registry.set(type, parseTypeSpec(at, raw as Record<string, unknown>, fed, fail));
   }
   return registry;
+}
+
+/** One type's entry of the types file, checked key by key (docs/types.md). */
+function parseTypeSpec(
+  at: string[],
+  spec: Record<string, unknown>,
+  fed: Map<string, readonly string[]>,
+  fail: (parts: readonly string[], what: string) => never,
+): TypeSpec {
+  for (const key of Object.keys(spec)) {
+    if (!TYPE_KEYS.includes(key)) {
+      fail(
+        [...at, key],
+        `unknown key ${JSON.stringify(key)}; a type accepts ${TYPE_KEYS.join(", ")}`,
+      );
+    }
+  }
+  const out: {
+    description?: string;
+    stale_after_s?: number;
+    critical: boolean;
+    order?: number;
+    clear_after_s?: number;
+    fields: Record<string, FieldSpec>;
+  } = { critical: false, fields: {} };
+  if (spec.description !== undefined) {
+    if (typeof spec.description !== "string") {
+      fail([...at, "description"], `expected a string, not ${kind(spec.description)}`);
+    }
+    out.description = spec.description as string;
+  }
+  if (spec.stale_after_s !== undefined) {
+    const s = spec.stale_after_s;
+    if (typeof s !== "number" || !(s > 0) || !Number.isFinite(s)) {
+      fail([...at, "stale_after_s"], `expected a number of seconds above 0, not ${kind(s)}`);
+    }
+    out.stale_after_s = s as number;
+  }
+  if (spec.critical !== undefined) {
+    if (typeof spec.critical !== "boolean") {
+      fail([...at, "critical"], `expected true or false, not ${kind(spec.critical)}`);
+    }
+    out.critical = spec.critical as boolean;
+  }
+  if (spec.order !== undefined) {
+    if (typeof spec.order !== "number" || !Number.isFinite(spec.order)) {
+      fail([...at, "order"], `expected a number, not ${kind(spec.order)}`);
+    }
+    out.order = spec.order as number;
+  }
+  if (spec.clear_after_s !== undefined) {
+    const s = spec.clear_after_s;
+    if (typeof s !== "number" || !(s >= 0) || !Number.isFinite(s)) {
+      fail([...at, "clear_after_s"], `expected a number of seconds, 0 or more, not ${kind(s)}`);
+    }
+    out.clear_after_s = s as number;
+  }
+  if (spec.fields !== undefined) {
+    if (!isObject(spec.fields)) {
+      fail(
+        [...at, "fields"],
+        `expected an object keyed by field (dotted paths allowed), not ${kind(spec.fields)}`,
+      );
+    }
+    for (const [path, rawField] of Object.entries(spec.fields as Record<string, unknown>)) {
+      const field = parseField([...at, "fields", path], path, rawField, fail);
+      if (field.alpaca !== undefined) {
+        claimProperty(fed, field.alpaca, [...at, "fields", path], fail);
+      }
+      out.fields[path] = field;
+    }
+  }
+  return out;
 }
 
 function parseField(
