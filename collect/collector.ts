@@ -12,7 +12,7 @@ import type { JsonObject } from "../wire/event.ts";
 import { sleep } from "../wire/async.ts";
 import type { CollectConfig, CollectInputConfig } from "./config.ts";
 import type { Input, InputSink } from "./inputs/input.ts";
-import { FieldMerger } from "./merge.ts";
+import { FieldMerger } from "./field_merge.ts";
 import type { CollectLog, Outbox } from "./outbox.ts";
 
 /** Longest wait before a failed input is tried again. */
