@@ -167,15 +167,15 @@ function position(value: unknown): StreamPosition | undefined {
  *
  * @example Usage
  * ```ts
- * import { parseCursor } from "./forward_cursor.ts";
+ * import { parseForwardCursor } from "./forward_cursor.ts";
  * import assert from "node:assert/strict";
  *
  * const site = { file: "site_20260510.ndjson", offset: 10, seq: 1 };
- * assert.deepEqual(parseCursor({ version: 1, site, runs: {} }).site, site);
- * assert.throws(() => parseCursor({ version: 2 }), SyntaxError);
+ * assert.deepEqual(parseForwardCursor({ version: 1, site, runs: {} }).site, site);
+ * assert.throws(() => parseForwardCursor({ version: 2 }), SyntaxError);
  * ```
  */
-export function parseCursor(value: unknown): ForwardCursor {
+export function parseForwardCursor(value: unknown): ForwardCursor {
   if (!isJsonObject(value) || value.version !== 1) {
     throw new SyntaxError("not a forwarding cursor of version 1");
   }
@@ -287,7 +287,7 @@ export async function readCursor(
   const path = cursorPath(siteDir, name);
   try {
     const value = await readJsonFile(path);
-    return value === undefined ? undefined : parseCursor(value);
+    return value === undefined ? undefined : parseForwardCursor(value);
   } catch (err) {
     if (err instanceof SyntaxError) {
       throw new SyntaxError(`Cannot read the forwarding cursor ${path}: ${err.message}`);
