@@ -159,13 +159,13 @@ function position(value: unknown): StreamPosition | undefined {
 }
 
 /**
- * Checks a parsed cursor file.
+ * Checks a parsed forwarding cursor file (`<site_dir>/.forward/<name>.json`).
  *
  * @param value The parsed JSON.
  * @returns The cursor.
  * @throws {SyntaxError} If it is not a cursor of this version; the message names the field.
  *
- * @example Usage
+ * @example A cursor file of another version is refused
  * ```ts
  * import { parseForwardCursor } from "./forward_cursor.ts";
  * import assert from "node:assert/strict";
