@@ -200,3 +200,19 @@ Deno.test("tests are found by folder: each source folder's tests in tests/<folde
   assert.deepEqual(misplaced, []);
   assert.ok(flat.length <= 15, `${flat.length} test files flat in tests/: ${flat.join(", ")}`);
 });
+
+Deno.test("every bench:<name> task runs bench/<name>.ts", async () => {
+  const config = JSON.parse(await Deno.readTextFile(join(ROOT, "deno.json")));
+  const wrong: string[] = [];
+  for (const [task, command] of Object.entries(config.tasks as Record<string, string>)) {
+    const name = /^bench:(.+)$/.exec(task)?.[1];
+    if (name === undefined) continue;
+    const file = `bench/${name.replaceAll("-", "_")}.ts`;
+    const runs = [...command.matchAll(/\bbench\/[\w.-]+\.ts\b/g)].map((m) => m[0]);
+    if (runs.length !== 1 || runs[0] !== file) wrong.push(`${task} runs ${runs.join(", ")}`);
+    else if (!(await Deno.stat(join(ROOT, file)).catch(() => undefined))?.isFile) {
+      wrong.push(`${task}: ${file} is missing`);
+    }
+  }
+  assert.deepEqual(wrong, []);
+});
