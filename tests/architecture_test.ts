@@ -1,6 +1,7 @@
 /**
  * The layout of docs/architecture.md, checked: which folder may import which, no import cycle,
- * only the published entry points at the root, and every docs/ page the code cites exists.
+ * only the published entry points at the root, every docs/ page the code cites exists, and each
+ * `bench:<name>` task runs `bench/<name>.ts`.
  * The import graph is read from the source text (static `import`/`export ... from`), so a rule
  * broken anywhere in the tree fails here with the file and the import that breaks it.
  *
