@@ -14,15 +14,14 @@
 
 // deno-lint-ignore-file no-console
 import { join, resolve } from "node:path";
-import { readJsonFile } from "../store/fs.ts";
 import { scanStream } from "../store/stored_read.ts";
-import { isJsonObject } from "../wire/event.ts";
 import { TelemetryHttpError } from "../client/client.ts";
 import type { RunRecord } from "../wire/event.ts";
 import { readEnv } from "../wire/address.ts";
 import { DEFAULT_SITE_DIR } from "./flags.ts";
 import { readRunLog } from "../store/run_log.ts";
-import { ACTIVE_RUN_FILE, RUN_FILE } from "../store/layout.ts";
+import { RUN_FILE } from "../store/layout.ts";
+import { readActiveRun } from "../store/run_records.ts";
 import {
   client,
   clientFailure,
@@ -324,13 +323,14 @@ export async function runsCommand(args: string[]): Promise<number> {
  */
 async function countActiveEvents(siteDir: string, runs: RunRecord[]): Promise<void> {
   try {
-    const saved = await readJsonFile(join(siteDir, ACTIVE_RUN_FILE));
-    if (!isJsonObject(saved) || typeof saved.seq_at_start !== "number") return;
+    const read = await readActiveRun(siteDir);
+    if (read.state !== "found" || read.record.seq_at_start === undefined) return;
+    const { run_id, run_dir, seq_at_start } = read.record;
     const run = runs.find((r) =>
-      r.stopped_at === null && r.run_id === saved.run_id && r.run_dir === saved.run_dir
+      r.stopped_at === null && r.run_id === run_id && r.run_dir === run_dir
     );
     if (!run) return;
-    const scan = await scanStream(join(run.run_dir, RUN_FILE), saved.seq_at_start);
+    const scan = await scanStream(join(run.run_dir, RUN_FILE), seq_at_start);
     run.events = scan.countedAfter;
   } catch {
     // The logged count stands.

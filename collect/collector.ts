@@ -14,7 +14,7 @@ import { Backoff } from "../wire/backoff.ts";
 import { UpDown } from "../wire/up_down.ts";
 import type { CollectConfig, CollectInputConfig } from "./config.ts";
 import type { Input, InputSink } from "./inputs/input.ts";
-import { FieldMerger } from "./merge.ts";
+import { FieldMerger } from "./field_merge.ts";
 import type { CollectLog, Outbox } from "./outbox.ts";
 
 /** Longest wait before a failed input is tried again. */

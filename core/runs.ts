@@ -7,7 +7,7 @@
  */
 
 import { basename } from "node:path";
-import { formatTimestamp, isJsonObject, type RunRecord } from "../wire/event.ts";
+import { formatTimestamp, type RunRecord } from "../wire/event.ts";
 import {
   InvalidRequestError,
   NoActiveRunError,
@@ -23,7 +23,7 @@ import type { RunRecords } from "../store/run_records.ts";
 import type { StreamScan, StreamTail } from "../store/stored_read.ts";
 import type { CheckpointCursor } from "./snapshot.ts";
 import { errorText, isDiskFull } from "./errors.ts";
-import { readRunDirs, readRunLog } from "../store/run_log.ts";
+import { readRunLog } from "../store/run_log.ts";
 import { settledMark } from "../store/seq_marks.ts";
 
 /** The active run and its stream's seq accounting. */
@@ -108,7 +108,7 @@ export class Runs {
     // A run id names one run directory (docs/http-api.md): the fleet keys a run's events by run
     // id and seq, and another directory would number them from 1 again. The same directory
     // continues its seq below.
-    const used = (await readRunDirs(this.#store.siteDir)).get(runId);
+    const used = (await readRunLog(this.#store.siteDir)).runDirs.get(runId);
     if (used !== undefined && !used.includes(runDir)) {
       throw new RunIdReusedError(runId, used[0]!, runDir);
     }
@@ -170,7 +170,7 @@ export class Runs {
    * refuse (docs/http-api.md). Bounded by the number of logged ids.
    */
   async #derive(): Promise<{ runId: string; runDir: string }> {
-    const logged = await readRunDirs(this.#store.siteDir);
+    const logged = (await readRunLog(this.#store.siteDir)).runDirs;
     let runId = await this.#store.nextNumericRun();
     for (let i = 0; i <= logged.size; i++) {
       const runDir = await this.#store.runDirOf(runId);
@@ -225,17 +225,15 @@ export class Runs {
       cursor?: (CheckpointCursor & { events: number }) | undefined;
     },
   ): Promise<RunResume | undefined> {
-    const saved = await this.#records.readActive();
-    if (saved === undefined) return undefined;
-    if (
-      !isJsonObject(saved) || typeof saved.run_id !== "string" ||
-      typeof saved.run_dir !== "string" || typeof saved.started_at !== "string"
-    ) {
+    const read = await this.#records.readActive();
+    if (read.state === "none") return undefined;
+    if (read.state === "damaged") {
       const aside = await this.#records.setAsideActive();
       this.#warn(`The active-run record was unreadable and was moved to ${aside}; no run resumed.`);
       return undefined;
     }
-    const seqAtStart = typeof saved.seq_at_start === "number" ? saved.seq_at_start : 0;
+    const saved = read.record;
+    const seqAtStart = saved.seq_at_start ?? 0;
     const runDir = saved.run_dir;
     let opened;
     try {
@@ -277,7 +275,7 @@ export class Runs {
         started_at: saved.started_at,
         stopped_at: null,
         events,
-        meta: isJsonObject(saved.meta) ? saved.meta : {},
+        meta: saved.meta,
       },
       writer,
       lastSeq: Math.max(lastWritten, mark, same?.runSeq ?? 0),

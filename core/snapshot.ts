@@ -416,7 +416,7 @@ function isCount(value: unknown): value is number {
   return typeof value === "number" && Number.isSafeInteger(value) && value >= 0;
 }
 
-function parseCursor(value: unknown): CheckpointCursor | null | undefined {
+function parseCheckpointCursor(value: unknown): CheckpointCursor | null | undefined {
   if (value === null) return null;
   if (!isJsonObject(value) || !isCount(value.offset) || !isCount(value.seq)) return undefined;
   return { offset: value.offset, seq: value.seq };
@@ -444,8 +444,8 @@ export function parseSavedRecord(value: unknown): SavedRecord {
     };
   }
   const saved = parseSavedSnapshot(value);
-  const site = parseCursor(value.site);
-  const run = parseCursor(value.run);
+  const site = parseCheckpointCursor(value.site);
+  const run = parseCheckpointCursor(value.run);
   const siteFile = isJsonObject(value.site) ? value.site.file : undefined;
   const runEvents = isJsonObject(value.run) ? value.run.events : undefined;
   if (

@@ -9,12 +9,12 @@
  *
  * @module
  */
-import { isAbsolute, join, resolve } from "node:path";
-import { ACTIVE_RUN_FILE, RUN_LOG_FILE } from "../store/layout.ts";
-import { parseRunRecord } from "../store/run_log.ts";
+import { join, resolve } from "node:path";
+import { readRunLog, type RunLogEnd } from "../store/run_log.ts";
+import { type ActiveRunRead, readActiveRun } from "../store/run_records.ts";
 import type { RunRecord } from "../wire/event.ts";
 import { listRunFiles, listSiteFiles, type StoredFile } from "../store/site_files.ts";
-import { type ForwardSource, type RunDir, runSources } from "./sources.ts";
+import { type ForwardSource, recordedRuns, type RunDir, runSources } from "./sources.ts";
 
 /**
  * How often a forwarder lists everything again even if nothing seems changed (a run directory
@@ -33,67 +33,34 @@ export function signature(info: Deno.FileInfo): string {
   return `${info.ino ?? ""}/${info.size}/${info.mtime?.getTime() ?? ""}`;
 }
 
-/** The run log, read from where the previous read ended. */
+/** The run log's runs, kept up to date by reading only what was appended since the last poll. */
 class RunLogTail {
-  readonly #path: string;
-  #ino: number | null = null;
-  #offset = 0;
+  readonly #siteDir: string;
+  #end: RunLogEnd | undefined;
   readonly runs = new Map<string, RunRecord>();
 
   constructor(siteDir: string) {
-    this.#path = join(siteDir, RUN_LOG_FILE);
+    this.#siteDir = siteDir;
   }
 
   /**
    * Reads what was appended since the last call into {@linkcode runs} (the latest record of each
-   * run, as `store/run_log.ts` reads the whole log).
+   * run); a log replaced or shortened (a torn last line moved aside) is read again from its start.
    *
    * @returns Whether anything changed.
    */
   async update(): Promise<boolean> {
-    let info: Deno.FileInfo;
-    try {
-      info = await Deno.stat(this.#path);
-    } catch (err) {
-      if (!(err instanceof Deno.errors.NotFound)) throw err;
-      return this.#reset(null);
+    const before = this.#end;
+    const log = await readRunLog(this.#siteDir, { after: before });
+    this.#end = log.end;
+    let changed = before === undefined || log.end.ino !== before.ino ||
+      log.end.offset !== before.offset;
+    if (!log.continued && this.runs.size > 0) {
+      this.runs.clear();
+      changed = true;
     }
-    // Replaced, or shortened (a torn last line moved aside): read it again from its start.
-    let changed = false;
-    if (info.ino !== this.#ino || info.size < this.#offset) changed = this.#reset(info.ino);
-    if (info.size > this.#offset) changed = await this.#readFrom(info.size) || changed;
-    return changed;
-  }
-
-  #reset(ino: number | null): boolean {
-    const changed = this.#offset > 0 || this.runs.size > 0 || ino !== this.#ino;
-    this.#ino = ino;
-    this.#offset = 0;
-    this.runs.clear();
-    return changed;
-  }
-
-  async #readFrom(size: number): Promise<boolean> {
-    using file = await Deno.open(this.#path, { read: true });
-    await file.seek(this.#offset, Deno.SeekMode.Start);
-    const bytes = new Uint8Array(size - this.#offset);
-    let got = 0;
-    while (got < bytes.length) {
-      const n = await file.read(bytes.subarray(got));
-      if (n === null) break;
-      got += n;
-    }
-    // Only whole lines: a line being appended is read whole by a later poll.
-    const end = bytes.subarray(0, got).lastIndexOf(0x0a) + 1;
-    if (end === 0) return false;
-    for (const line of new TextDecoder().decode(bytes.subarray(0, end)).split("\n")) {
-      const record = line.trim() === "" ? undefined : parseRunRecord(line);
-      if (record === undefined) continue;
-      this.runs.delete(record.run_id);
-      this.runs.set(record.run_id, record);
-    }
-    this.#offset += end;
-    return true;
+    for (const record of log.runs) this.runs.set(record.run_id, record);
+    return changed || log.runs.length > 0;
   }
 }
 
@@ -111,7 +78,9 @@ export class SourceCache {
   readonly #siteDir: string;
   readonly #log: RunLogTail;
   #dirKey = "";
-  #active = "";
+  #active: ActiveRunRead = { state: "none" };
+  /** {@linkcode #active} as text, to tell whether it changed. */
+  #activeKey = "";
   #siteFiles: StoredFile[] = [];
   /** The names the site directory held at its last listing, and which held a run. */
   #names = "";
@@ -145,9 +114,11 @@ export class SourceCache {
     }
     this.#dirKey = dirKey;
     const logChanged = await this.#log.update();
-    const active = await this.#readActive();
-    if (listed || logChanged || active !== this.#active || this.#sources.length === 0) {
+    const active = await readActiveRun(this.#siteDir);
+    const activeKey = JSON.stringify(active);
+    if (listed || logChanged || activeKey !== this.#activeKey || this.#sources.length === 0) {
       this.#active = active;
+      this.#activeKey = activeKey;
       this.#sources = this.#build();
     }
     return this.#sources;
@@ -156,15 +127,6 @@ export class SourceCache {
   /** The site stream's files as last listed. */
   get siteFiles(): StoredFile[] {
     return this.#siteFiles;
-  }
-
-  async #readActive(): Promise<string> {
-    try {
-      return await Deno.readTextFile(join(this.#siteDir, ACTIVE_RUN_FILE));
-    } catch (err) {
-      if (err instanceof Deno.errors.NotFound) return "";
-      throw err;
-    }
   }
 
   /**
@@ -194,25 +156,7 @@ export class SourceCache {
 
   /** The runs as `listRunDirs()` (`sources.ts`) finds them, from the cached pieces. */
   #runDirs(): Map<string, RunDir> {
-    const runs = new Map<string, RunDir>();
-    const absolute = (dir: string) => isAbsolute(dir) ? dir : resolve(this.#siteDir, dir);
-    for (const record of this.#log.runs.values()) {
-      runs.set(record.run_id, {
-        dir: absolute(record.run_dir),
-        stopped: record.stopped_at !== null,
-        startedAt: record.started_at,
-      });
-    }
-    try {
-      const active = JSON.parse(this.#active);
-      if (typeof active?.run_id === "string" && typeof active.run_dir === "string") {
-        runs.set(active.run_id, {
-          dir: absolute(active.run_dir),
-          stopped: false,
-          ...(typeof active.started_at === "string" ? { startedAt: active.started_at } : {}),
-        });
-      }
-    } catch { /* none, or being replaced: the next poll reads it */ }
+    const runs = recordedRuns(this.#siteDir, this.#log.runs.values(), this.#active);
     const known = new Set([...runs.values()].map((r) => r.dir));
     for (const [name, holdsRun] of this.#dirs) {
       if (!holdsRun || runs.has(name) || known.has(resolve(this.#siteDir, name))) continue;

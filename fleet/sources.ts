@@ -7,8 +7,9 @@
 import { isAbsolute, join, resolve } from "node:path";
 import type { StreamKind } from "./item.ts";
 import type { ForwardCursor, StreamPosition } from "../store/forward_cursor.ts";
-import { ACTIVE_RUN_FILE } from "../store/layout.ts";
 import { readRunLog } from "../store/run_log.ts";
+import { type ActiveRunRead, readActiveRun } from "../store/run_records.ts";
+import type { RunRecord } from "../wire/event.ts";
 import { listRunFiles, listSiteFiles, plainName, type StoredFile } from "../store/site_files.ts";
 
 /** A stream to forward: the site stream, or one run. */
@@ -32,11 +33,59 @@ export interface RunDir {
 }
 
 /**
+ * The runs the site directory's records name, by id: the latest record of each run in the run
+ * log, then the active run's record (`store/run_records.ts`), which wins over its log line.
+ *
+ * @param siteDir The site directory, against which relative run directories resolve.
+ * @param logged The run log's runs (`store/run_log.ts`: the latest record of each).
+ * @param active What `.active-run.json` holds.
+ * @returns The runs by id; run directories are absolute.
+ *
+ * @example The active run wins over its log line
+ * ```ts
+ * import { recordedRuns } from "./sources.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const started_at = "2026-11-21T23:00:00.000Z";
+ * const logged = [{ run_id: "m31", run_dir: "m31", started_at, stopped_at: started_at,
+ *   events: 1, meta: {} }];
+ * const active = { state: "found" as const,
+ *   record: { run_id: "m31", run_dir: "/t/m31", started_at, meta: {} } };
+ * assert.deepEqual(recordedRuns("/t", logged, active).get("m31"),
+ *   { dir: "/t/m31", stopped: false, startedAt: started_at });
+ * assert.equal(recordedRuns("/t", logged, { state: "none" }).get("m31")?.stopped, true);
+ * ```
+ */
+export function recordedRuns(
+  siteDir: string,
+  logged: Iterable<RunRecord>,
+  active: ActiveRunRead,
+): Map<string, RunDir> {
+  const runs = new Map<string, RunDir>();
+  const absolute = (dir: string) => isAbsolute(dir) ? dir : resolve(siteDir, dir);
+  for (const record of logged) {
+    runs.set(record.run_id, {
+      dir: absolute(record.run_dir),
+      stopped: record.stopped_at !== null,
+      startedAt: record.started_at,
+    });
+  }
+  if (active.state === "found") {
+    const { run_id, run_dir, started_at } = active.record;
+    runs.set(run_id, { dir: absolute(run_dir), stopped: false, startedAt: started_at });
+  }
+  return runs;
+}
+
+/**
  * Every run recorded in the site directory, by id: the run log (`store/run_log.ts`: the latest
  * line per run wins, a damaged line is skipped), the active run, and directories of the site
  * directory holding a run stream file (runs recorded before the log existed).
  *
- * @example
+ * @param siteDir The site directory.
+ * @returns The runs by id.
+ *
+ * @example Listing the runs to forward
  * ```ts ignore
  * for (const [runId, { dir, stopped }] of await listRunDirs("./telemetry")) {
  *   console.log(runId, dir, stopped ? "stopped" : "active");
@@ -44,27 +93,11 @@ export interface RunDir {
  * ```
  */
 export async function listRunDirs(siteDir: string): Promise<Map<string, RunDir>> {
-  const runs = new Map<string, RunDir>();
-  const absolute = (dir: string) => isAbsolute(dir) ? dir : resolve(siteDir, dir);
-  for (const record of (await readRunLog(siteDir)).runs) {
-    runs.set(record.run_id, {
-      dir: absolute(record.run_dir),
-      stopped: record.stopped_at !== null,
-      startedAt: record.started_at,
-    });
-  }
-  try {
-    const active = JSON.parse(await Deno.readTextFile(join(siteDir, ACTIVE_RUN_FILE)));
-    if (typeof active?.run_id === "string" && typeof active.run_dir === "string") {
-      runs.set(active.run_id, {
-        dir: absolute(active.run_dir),
-        stopped: false,
-        ...(typeof active.started_at === "string" ? { startedAt: active.started_at } : {}),
-      });
-    }
-  } catch (err) {
-    if (!(err instanceof Deno.errors.NotFound) && !(err instanceof SyntaxError)) throw err;
-  }
+  const runs = recordedRuns(
+    siteDir,
+    (await readRunLog(siteDir)).runs,
+    await readActiveRun(siteDir),
+  );
   // A directory that a recorded run is stored in is that run, whatever its name (a run id may
   // be started again in a directory named otherwise): never the same lines under a second id.
   const known = new Set([...runs.values()].map((r) => r.dir));

@@ -1,7 +1,7 @@
 /**
  * The implementation behind the `migrate.ts` entry point; its module documentation is there.
  * This module runs a migration's stages: discover the inputs, open the destination, then merge
- * the inputs by date (`merge.ts`) or, failing that, spill them per day (`spill.ts`), write and
+ * the inputs by date (`input_merge.ts`) or, failing that, spill them per day (`spill.ts`), write and
  * commit the site files (`write.ts`), and summarize.
  *
  * @module
@@ -18,8 +18,8 @@ import {
   mergeAll,
   type MergeContext,
   type MergeResult,
-} from "./merge.ts";
-import { Collector, planFiles, readAll, writeDays } from "./spill.ts";
+} from "./input_merge.ts";
+import { DaySpill, planFiles, readAll, writeDays } from "./spill.ts";
 import {
   type MigrateFileSummary,
   type MigrateGroupBy,
@@ -107,7 +107,7 @@ export async function migrate(
       work.tmp !== undefined,
       settings.groupBy === "night" ? new DayKeyer(settings.timeZone) : undefined,
     );
-    const run: Run = {
+    const migration: Migration = {
       inputs,
       conv,
       dst,
@@ -117,8 +117,8 @@ export async function migrate(
       base,
     };
     const done = (work.tmp !== undefined && inputs.length <= MERGE_MAX_INPUTS
-      ? await migrateMerged(run, work.tmp)
-      : undefined) ?? await migrateSpilled(run, work.tmp);
+      ? await migrateMerged(migration, work.tmp)
+      : undefined) ?? await migrateSpilled(migration, work.tmp);
     return summarize(started, conv, {
       source: src,
       dest: dst,
@@ -181,8 +181,8 @@ function reporter(
     });
 }
 
-/** What a run read and wrote, for {@linkcode summarize}. */
-interface RunResult {
+/** What a migration read and wrote, for {@linkcode summarize}. */
+interface MigrationResult {
   readonly inputs: MigrateInputSummary[];
   readonly collections: Map<string, number>;
   readonly files: MigrateFileSummary[];
@@ -190,7 +190,7 @@ interface RunResult {
 }
 
 /** What both ways of running a migration work with. */
-interface Run {
+interface Migration {
   readonly inputs: readonly InputFile[];
   readonly conv: Converter;
   readonly dst: string;
@@ -209,15 +209,18 @@ interface Run {
  * such records as docs/migration.md wants. Legacy collections are appended in time order, so that is
  * rare, and starting over keeps one ordering algorithm for it instead of two.
  */
-async function migrateMerged(run: Run, tmp: string): Promise<RunResult | undefined> {
-  const { inputs, conv, settings, report } = run;
+async function migrateMerged(
+  migration: Migration,
+  tmp: string,
+): Promise<MigrationResult | undefined> {
+  const { inputs, conv, settings, report } = migration;
   const syncer = new Syncer(4);
   const ctx: MergeContext = {
     conv,
     readBytes: Math.min(settings.chunkBytes, MERGE_READ_BYTES),
     progress: () => report("read", 0, 0),
     signal: settings.signal,
-    seqs: { last: run.base.seq },
+    seqs: { last: migration.base.seq },
   };
   let merged: MergeResult | undefined;
   let files: MigrateFileSummary[] = [];
@@ -226,8 +229,8 @@ async function migrateMerged(run: Run, tmp: string): Promise<RunResult | undefin
     merged = await mergeAll(inputs, ctx, tmp, settings.bufferBytes, syncer);
     if (merged !== undefined) {
       const days = merged.days;
-      files = [...days.keys()].sort().map((date) => fileSummary(run.dst, date, days));
-      replaced = await checkTargets(files, run);
+      files = [...days.keys()].sort().map((date) => fileSummary(migration.dst, date, days));
+      replaced = await checkTargets(files, migration);
     }
   } catch (err) {
     // The first failure is the one to report; the files are closed either way.
@@ -243,34 +246,40 @@ async function migrateMerged(run: Run, tmp: string): Promise<RunResult | undefin
   // Each day was written while reading; this phase waits for the last fdatasyncs.
   for (let i = 0; i < files.length; i++) report("write", i + 1, files.length);
   await syncFile(join(tmp, REJECTS_FILE));
-  await raiseSeqMark(run.dst, run.base, ctx.seqs.last);
-  await commit(tmp, files, run.dst, report);
+  await raiseSeqMark(migration.dst, migration.base, ctx.seqs.last);
+  await commit(tmp, files, migration.dst, report);
   return { inputs: merged.inputs, collections: merged.collections, files, replaced };
 }
 
 /**
  * Reads every input in turn, spilling converted lines per day, then sorts and writes each day.
- * Without `tmp` (a dry run, or a run bound to conflict) it only counts.
+ * Without `tmp` (a dry run, or a migration bound to conflict) it only counts.
  */
-async function migrateSpilled(run: Run, tmp: string | undefined): Promise<RunResult> {
-  const collector = new Collector(run.conv, tmp, run.settings.bufferBytes);
-  const read = await readAll(run.inputs, collector, run.settings, run.report);
-  const plan = planFiles(collector, run.dst);
-  const replaced = await checkTargets(plan.files, run);
+async function migrateSpilled(
+  migration: Migration,
+  tmp: string | undefined,
+): Promise<MigrationResult> {
+  const spill = new DaySpill(migration.conv, tmp, migration.settings.bufferBytes);
+  const read = await readAll(migration.inputs, spill, migration.settings, migration.report);
+  const plan = planFiles(spill, migration.dst);
+  const replaced = await checkTargets(plan.files, migration);
   if (tmp !== undefined) {
-    const seqs = { last: run.base.seq };
-    await writeDays(tmp, plan.dates, run.settings.signal, run.report, seqs);
-    await raiseSeqMark(run.dst, run.base, seqs.last);
-    await commit(tmp, plan.files, run.dst, run.report);
+    const seqs = { last: migration.base.seq };
+    await writeDays(tmp, plan.dates, migration.settings.signal, migration.report, seqs);
+    await raiseSeqMark(migration.dst, migration.base, seqs.last);
+    await commit(tmp, plan.files, migration.dst, migration.report);
   }
   return { ...read, files: plan.files, replaced };
 }
 
 /** The targets that exist; throws {@linkcode MigrateConflictError} if any does, without force. */
-async function checkTargets(files: readonly MigrateFileSummary[], run: Run): Promise<string[]> {
-  const existing = await existingTargets(files, run.rejectsFile, run.dst);
-  if (existing.length > 0 && !run.settings.force && !run.settings.dryRun) {
-    throw new MigrateConflictError(run.dst, existing);
+async function checkTargets(
+  files: readonly MigrateFileSummary[],
+  migration: Migration,
+): Promise<string[]> {
+  const existing = await existingTargets(files, migration.rejectsFile, migration.dst);
+  if (existing.length > 0 && !migration.settings.force && !migration.settings.dryRun) {
+    throw new MigrateConflictError(migration.dst, existing);
   }
   return existing;
 }

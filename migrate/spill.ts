@@ -45,19 +45,19 @@ export interface Bucket extends PendingText {
  * only counts, in a dry run). Used when the inputs cannot be merged by date: a dry run, too many
  * inputs to keep open together, or dates that go back to a day already written.
  *
- * @example Usage
+ * @example A converted line lands in its written date's bucket
  * ```ts
- * import { Collector } from "./spill.ts";
+ * import { DaySpill } from "./spill.ts";
  * import { Converter } from "./convert.ts";
  * import assert from "node:assert/strict";
  *
- * const collector = new Collector(new Converter(false), undefined, 1 << 20);
- * collector.startFile({ abs: "/db/w.json", rel: "w.json", collection: "w", bytes: 0 });
- * collector.line('{"date":"2026-03-05 22:10:00"}', 1);
- * assert.equal(collector.buckets.get("2026-03-05")?.lines, 1);
+ * const spill = new DaySpill(new Converter(false), undefined, 1 << 20);
+ * spill.startFile({ abs: "/db/w.json", rel: "w.json", collection: "w", bytes: 0 });
+ * spill.line('{"date":"2026-03-05 22:10:00"}', 1);
+ * assert.equal(spill.buckets.get("2026-03-05")?.lines, 1);
  * ```
  */
-export class Collector {
+export class DaySpill {
   readonly buckets: Map<string, Bucket> = new Map();
   readonly conv: Converter;
   #spillDir: string | undefined;
@@ -67,7 +67,7 @@ export class Collector {
   #lastBucket: Bucket | undefined;
 
   /**
-   * Creates a collector.
+   * Creates the day spill of one migration.
    *
    * @param conv Converts the lines; builds tails only when `spillDir` is set.
    * @param spillDir Where to spill converted lines; `undefined` to count only (dry run).
@@ -142,28 +142,28 @@ function spillPath(dir: string, date: string): string {
 }
 
 interface ReadContext {
-  readonly collector: Collector;
+  readonly spill: DaySpill;
   readonly buffer: Uint8Array;
   readonly progress: () => void;
   readonly signal: AbortSignal | undefined;
 }
 
 async function readInput(input: InputFile, ctx: ReadContext): Promise<FileCounts> {
-  const { collector, buffer } = ctx;
-  const counts = collector.startFile(input);
+  const { spill, buffer } = ctx;
+  const counts = spill.startFile(input);
   const file = await openInput(input);
   try {
     // Non-fatal decoding: the legacy writer emitted ASCII-only JSON (Python's ensure_ascii), so a
     // stray invalid byte can only sit in a line that is broken anyway.
     const splitter = new LineSplitter();
-    const onLine = (line: string, lineNo: number) => collector.line(line, lineNo);
+    const onLine = (line: string, lineNo: number) => spill.line(line, lineNo);
     while (true) {
       ctx.signal?.throwIfAborted();
       const n = await file.read(buffer);
       if (n === null) break;
-      collector.conv.bytesRead += n;
+      spill.conv.bytesRead += n;
       splitter.push(buffer.subarray(0, n), onLine);
-      if (collector.flushDue) await collector.flush();
+      if (spill.flushDue) await spill.flush();
       ctx.progress();
     }
     splitter.end(onLine);
@@ -177,26 +177,26 @@ async function readInput(input: InputFile, ctx: ReadContext): Promise<FileCounts
  * The spill path's pass 1 over every input; returns what each contributed.
  *
  * @param inputs The input files, in order.
- * @param collector Converts and spills their lines.
+ * @param spill Converts and spills their lines.
  * @param settings The run's settings (read size, abort signal).
  * @param report Told of the progress after every read.
  * @returns A summary per input, and records per collection.
  *
- * @example Usage
+ * @example Reading every input into the spill
  * ```ts ignore
- * import { Collector, readAll } from "./spill.ts";
+ * import { DaySpill, readAll } from "./spill.ts";
  *
- * const { inputs: summaries } = await readAll(inputs, collector, settings, () => {});
+ * const { inputs: summaries } = await readAll(inputs, spill, settings, () => {});
  * ```
  */
 export async function readAll(
   inputs: readonly InputFile[],
-  collector: Collector,
+  spill: DaySpill,
   settings: Settings,
   report: Report,
 ): Promise<{ inputs: MigrateInputSummary[]; collections: Map<string, number> }> {
   const ctx: ReadContext = {
-    collector,
+    spill,
     buffer: new Uint8Array(settings.chunkBytes),
     progress: () => report("read", 0, 0),
     signal: settings.signal,
@@ -213,35 +213,35 @@ export async function readAll(
     });
     collections.set(input.collection, (collections.get(input.collection) ?? 0) + counts.records);
   }
-  await collector.flush();
+  await spill.flush();
   return { inputs: summaries, collections };
 }
 
 /**
  * The site files to write, one per written date, both sorted.
  *
- * @param collector What was read.
+ * @param spill What was read.
  * @param dst The destination directory.
  * @returns The dates and their files, in the same order.
  *
- * @example Usage
+ * @example One site file per written date
  * ```ts
- * import { Collector, planFiles } from "./spill.ts";
+ * import { DaySpill, planFiles } from "./spill.ts";
  * import { Converter } from "./convert.ts";
  * import assert from "node:assert/strict";
  *
- * const collector = new Collector(new Converter(false), undefined, 1 << 20);
- * collector.startFile({ abs: "/db/w.json", rel: "w.json", collection: "w", bytes: 0 });
- * collector.line('{"date":"2026-03-05 22:10:00"}', 1);
- * assert.deepEqual(planFiles(collector, "/dst").dates, ["2026-03-05"]);
+ * const spill = new DaySpill(new Converter(false), undefined, 1 << 20);
+ * spill.startFile({ abs: "/db/w.json", rel: "w.json", collection: "w", bytes: 0 });
+ * spill.line('{"date":"2026-03-05 22:10:00"}', 1);
+ * assert.deepEqual(planFiles(spill, "/dst").dates, ["2026-03-05"]);
  * ```
  */
 export function planFiles(
-  collector: Collector,
+  spill: DaySpill,
   dst: string,
 ): { dates: string[]; files: MigrateFileSummary[] } {
-  const dates = [...collector.buckets.keys()].sort();
-  const lines = new Map(dates.map((date) => [date, (collector.buckets.get(date) as Bucket).lines]));
+  const dates = [...spill.buckets.keys()].sort();
+  const lines = new Map(dates.map((date) => [date, (spill.buckets.get(date) as Bucket).lines]));
   return { dates, files: dates.map((date) => fileSummary(dst, date, lines)) };
 }
 
@@ -289,7 +289,7 @@ async function writeDay(
  * ```ts ignore
  * import { planFiles, writeDays } from "./spill.ts";
  *
- * await writeDays(tmp, planFiles(collector, "/dst").dates, undefined, () => {}, { last: 0 });
+ * await writeDays(tmp, planFiles(spill, "/dst").dates, undefined, () => {}, { last: 0 });
  * ```
  */
 export async function writeDays(

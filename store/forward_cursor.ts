@@ -159,23 +159,23 @@ function position(value: unknown): StreamPosition | undefined {
 }
 
 /**
- * Checks a parsed cursor file.
+ * Checks a parsed forwarding cursor file (`<site_dir>/.forward/<name>.json`).
  *
  * @param value The parsed JSON.
  * @returns The cursor.
  * @throws {SyntaxError} If it is not a cursor of this version; the message names the field.
  *
- * @example Usage
+ * @example A cursor file of another version is refused
  * ```ts
- * import { parseCursor } from "./forward_cursor.ts";
+ * import { parseForwardCursor } from "./forward_cursor.ts";
  * import assert from "node:assert/strict";
  *
  * const site = { file: "site_20260510.ndjson", offset: 10, seq: 1 };
- * assert.deepEqual(parseCursor({ version: 1, site, runs: {} }).site, site);
- * assert.throws(() => parseCursor({ version: 2 }), SyntaxError);
+ * assert.deepEqual(parseForwardCursor({ version: 1, site, runs: {} }).site, site);
+ * assert.throws(() => parseForwardCursor({ version: 2 }), SyntaxError);
  * ```
  */
-export function parseCursor(value: unknown): ForwardCursor {
+export function parseForwardCursor(value: unknown): ForwardCursor {
   if (!isJsonObject(value) || value.version !== 1) {
     throw new SyntaxError("not a forwarding cursor of version 1");
   }
@@ -287,7 +287,7 @@ export async function readCursor(
   const path = cursorPath(siteDir, name);
   try {
     const value = await readJsonFile(path);
-    return value === undefined ? undefined : parseCursor(value);
+    return value === undefined ? undefined : parseForwardCursor(value);
   } catch (err) {
     if (err instanceof SyntaxError) {
       throw new SyntaxError(`Cannot read the forwarding cursor ${path}: ${err.message}`);

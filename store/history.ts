@@ -13,10 +13,10 @@ import {
   listSiteFiles,
   readLines,
   type StoredFile,
-  storedFile,
 } from "./site_files.ts";
-import { ACTIVE_RUN_FILE, RUN_LOG_FILE } from "./layout.ts";
-import { RUN_ID_PATTERN } from "./layout.ts";
+import { RUN_ID_PATTERN, RUN_LOG_FILE } from "./layout.ts";
+import { readRunLog } from "./run_log.ts";
+import { readActiveRun } from "./run_records.ts";
 
 export { DamagedFileError } from "./site_files.ts";
 export {
@@ -220,37 +220,13 @@ export async function findRunDir(
     );
   }
   const absolute = (dir: string) => isAbsolute(dir) ? dir : resolve(siteDir, dir);
-  let found: string | undefined;
-  try {
-    // The service's records are regular files; a link in their place is not followed.
-    if (!(await Deno.lstat(join(siteDir, RUN_LOG_FILE))).isFile) throw new Deno.errors.NotFound();
-    for await (const batch of readLines(storedFile(join(siteDir, RUN_LOG_FILE)), { onDamage })) {
-      for (const { text } of batch) {
-        if (!text.includes(JSON.stringify(runId))) continue;
-        try {
-          const record = JSON.parse(text);
-          if (record?.run_id === runId && typeof record.run_dir === "string") {
-            found = absolute(record.run_dir);
-          }
-        } catch {
-          // a damaged line of the log: the next one of the run may still name it
-        }
-      }
-    }
-  } catch (err) {
-    if (!(err instanceof Deno.errors.NotFound)) throw err;
-  }
-  if (found !== undefined) return found;
-  try {
-    if (!(await Deno.lstat(join(siteDir, ACTIVE_RUN_FILE))).isFile) {
-      throw new Deno.errors.NotFound();
-    }
-    const active = JSON.parse(await Deno.readTextFile(join(siteDir, ACTIVE_RUN_FILE)));
-    if (active?.run_id === runId && typeof active.run_dir === "string") {
-      return absolute(active.run_dir);
-    }
-  } catch (err) {
-    if (!(err instanceof Deno.errors.NotFound) && !(err instanceof SyntaxError)) throw err;
+  const log = await readRunLog(siteDir, { onDamage: onDamage ?? throwDamage });
+  // The latest line naming the run wins: a line without the rest of a record still names it.
+  const found = log.lines.findLast((line) => line.runId === runId)?.runDir;
+  if (found !== undefined) return absolute(found);
+  const active = await readActiveRun(siteDir);
+  if (active.state === "found" && active.record.run_id === runId) {
+    return absolute(active.record.run_dir);
   }
   const dir = join(siteDir, runId);
   try {
@@ -260,6 +236,11 @@ export async function findRunDir(
     if (!(err instanceof Deno.errors.NotFound)) throw err;
   }
   throw new RunNotFoundError(runId, siteDir);
+}
+
+/** What damage in the run log is without an `onDamage` of the caller: thrown. */
+function throwDamage(damage: DamagedFileError): never {
+  throw damage;
 }
 
 /**

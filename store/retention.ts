@@ -30,8 +30,9 @@ import { dateOfKey, dayKey } from "./day_key.ts";
 import { errorText } from "../core/errors.ts";
 import { syncDirectory } from "./fs.ts";
 import { listCursors, sitePassed } from "./forward_cursor.ts";
-import { chooseForms, readLines, type StoredFile, storedFile } from "./site_files.ts";
-import { GZ_SUFFIX, RUN_FILE, RUN_LOG_FILE, STORED_SITE_FILE } from "./layout.ts";
+import { chooseForms, type StoredFile, storedFile } from "./site_files.ts";
+import { GZ_SUFFIX, RUN_FILE, STORED_SITE_FILE } from "./layout.ts";
+import { readRunLog } from "./run_log.ts";
 import { compressFile, gzSize, isCompressionTemp } from "./compress.ts";
 
 /** Options of {@linkcode runRetentionPass} and {@linkcode RetentionScheduler}. */
@@ -229,28 +230,17 @@ async function stoppedRuns(
 ): Promise<Map<string, string>> {
   const stopped = new Map<string, string>(); // run_dir -> night it stopped
   const active = new Set<string>();
-  try {
-    const onDamage = (damage: Error) => warn(`${damage.message}; what can be read of it is read.`);
-    for await (const batch of readLines(storedFile(join(siteDir, RUN_LOG_FILE)), { onDamage })) {
-      for (const { text } of batch) {
-        try {
-          const record = JSON.parse(text);
-          if (typeof record?.run_dir !== "string") continue;
-          const ms = typeof record.stopped_at === "string" ? Date.parse(record.stopped_at) : NaN;
-          if (Number.isNaN(ms)) {
-            stopped.delete(record.run_dir);
-            active.add(record.run_dir);
-          } else {
-            stopped.set(record.run_dir, dayKey(ms, timeZone));
-            active.delete(record.run_dir);
-          }
-        } catch {
-          // a damaged line of the log names no run
-        }
-      }
+  const onDamage = (damage: Error) => warn(`${damage.message}; what can be read of it is read.`);
+  // Every line naming a run directory counts, a record or not (store/run_log.ts).
+  for (const { runDir, stoppedAt } of (await readRunLog(siteDir, { onDamage })).lines) {
+    const ms = stoppedAt === undefined ? NaN : Date.parse(stoppedAt);
+    if (Number.isNaN(ms)) {
+      stopped.delete(runDir);
+      active.add(runDir);
+    } else {
+      stopped.set(runDir, dayKey(ms, timeZone));
+      active.delete(runDir);
     }
-  } catch (err) {
-    if (!(err instanceof Deno.errors.NotFound)) throw err;
   }
   // Runs placed in the site directory before the run log: stopped when their file was last
   // written (a stopped run's file is never written again).

@@ -1,6 +1,7 @@
 /**
  * The layout of docs/architecture.md, checked: which folder may import which, no import cycle,
- * only the published entry points at the root, and every docs/ page the code cites exists.
+ * only the published entry points at the root, every docs/ page the code cites exists, and each
+ * `bench:<name>` task runs `bench/<name>.ts`.
  * The import graph is read from the source text (static `import`/`export ... from`), so a rule
  * broken anywhere in the tree fails here with the file and the import that breaks it.
  *
@@ -221,4 +222,20 @@ Deno.test("tests are found by folder: each source folder's tests in tests/<folde
   }
   assert.deepEqual(misplaced, []);
   assert.ok(flat.length <= 15, `${flat.length} test files flat in tests/: ${flat.join(", ")}`);
+});
+
+Deno.test("every bench:<name> task runs bench/<name>.ts", async () => {
+  const config = JSON.parse(await Deno.readTextFile(join(ROOT, "deno.json")));
+  const wrong: string[] = [];
+  for (const [task, command] of Object.entries(config.tasks as Record<string, string>)) {
+    const name = /^bench:(.+)$/.exec(task)?.[1];
+    if (name === undefined) continue;
+    const file = `bench/${name.replaceAll("-", "_")}.ts`;
+    const runs = [...command.matchAll(/\bbench\/[\w.-]+\.ts\b/g)].map((m) => m[0]);
+    if (runs.length !== 1 || runs[0] !== file) wrong.push(`${task} runs ${runs.join(", ")}`);
+    else if (!(await Deno.stat(join(ROOT, file)).catch(() => undefined))?.isFile) {
+      wrong.push(`${task}: ${file} is missing`);
+    }
+  }
+  assert.deepEqual(wrong, []);
 });

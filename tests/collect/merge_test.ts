@@ -9,7 +9,7 @@
 
 import assert from "node:assert/strict";
 import type { InputKind } from "../../collect/inputs/input.ts";
-import { FieldMerger } from "../../collect/merge.ts";
+import { FieldMerger } from "../../collect/field_merge.ts";
 import { tempDir, testServer } from "../_shared/util.ts";
 import {
   linesWith,

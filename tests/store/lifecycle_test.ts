@@ -6,7 +6,7 @@ import {
   cursorPath,
   emptyCursor,
   type ForwardCursor,
-  parseCursor,
+  parseForwardCursor,
   readCursor,
   writeCursor,
 } from "../../store/forward_cursor.ts";
@@ -404,7 +404,7 @@ Deno.test("writeCursor() and readCursor() round-trip; bad names and shapes are r
       { version: 1, site: { file: "x", offset: -1, seq: 1 }, runs: {} },
       { version: 1, site: null, runs: { r: { file: "telemetry.ndjson", offset: 1, seq: 1 } } },
     ]
-  ) assert.throws(() => parseCursor(bad), SyntaxError, JSON.stringify(bad));
+  ) assert.throws(() => parseForwardCursor(bad), SyntaxError, JSON.stringify(bad));
 });
 
 Deno.test("compressFile() makes the same .gz content in a worker and on the calling thread", async () => {

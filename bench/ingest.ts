@@ -1,6 +1,6 @@
 /**
- * The ingestion benchmark (`deno task bench`). In one run, with alternating rounds on the same
- * machine, it measures:
+ * The ingestion benchmark (`deno task bench:ingest`, the first of `deno task bench`). In one run,
+ * with alternating rounds on the same machine, it measures:
  *
  * - the floor: a bare `Deno.serve` handler that parses the body and answers an envelope;
  * - the service with `--fsync interval` (default), `always` and `never`;
@@ -25,7 +25,7 @@
  * service runs for hours, and until V8 has compiled its hot code the larger program pays more
  * of its start than the few lines of the floor do.
  *
- * Usage: deno run -A bench/run.ts [--seconds 5] [--rounds 3] [--warmup 3] [--connections 16]
+ * Usage: deno run -A bench/ingest.ts [--seconds 5] [--rounds 3] [--warmup 3] [--connections 16]
  *   [--skip-memory]
  *   [--baseline DIR]
  * @module

@@ -28,7 +28,7 @@ const encoder = new TextEncoder();
  *
  * @example Usage
  * ```ts
- * import { MERGE_MAX_INPUTS } from "./merge.ts";
+ * import { MERGE_MAX_INPUTS } from "./input_merge.ts";
  * import assert from "node:assert/strict";
  *
  * assert.equal(MERGE_MAX_INPUTS, 64);
@@ -42,7 +42,7 @@ export const MERGE_MAX_INPUTS = 64;
  *
  * @example Usage
  * ```ts
- * import { MERGE_READ_BYTES } from "./merge.ts";
+ * import { MERGE_READ_BYTES } from "./input_merge.ts";
  * import assert from "node:assert/strict";
  *
  * assert.equal(MERGE_READ_BYTES, 65_536);
@@ -272,7 +272,7 @@ export interface MergeResult {
  *
  * @example Usage
  * ```ts ignore
- * import { mergeAll, MERGE_READ_BYTES } from "./merge.ts";
+ * import { mergeAll, MERGE_READ_BYTES } from "./input_merge.ts";
  * import { Converter } from "./convert.ts";
  * import { Syncer } from "./write.ts";
  *

@@ -1,5 +1,5 @@
 /**
- * Benchmark of {@linkcode migrate}: generates a legacy store of each size (about 300 bytes a
+ * Benchmark of {@linkcode migrate} (`deno task bench:migrate`): generates a legacy store of each size (about 300 bytes a
  * record) in a temporary directory, migrates it in a child process and reports records per
  * second and the child's peak resident memory (VmHWM from `/proc/self/status`, Linux only).
  * A larger input should leave the peak RSS about the same.
@@ -10,7 +10,7 @@
  * performance issue sets (>= 0.85x at 5M records).
  *
  * ```sh
- * deno run -A bench/migrate_bench.ts [--records 1000000,2000000] [--rounds 1] [--keep]
+ * deno run -A bench/migrate.ts [--records 1000000,2000000] [--rounds 1] [--keep]
  * ```
  *
  * @module

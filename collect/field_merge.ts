@@ -25,7 +25,7 @@ interface Pending {
  *
  * @example Two values of one type become one record
  * ```ts
- * import { FieldMerger } from "./merge.ts";
+ * import { FieldMerger } from "./field_merge.ts";
  * import assert from "node:assert/strict";
  *
  * const seen: unknown[] = [];
