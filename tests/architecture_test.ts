@@ -15,6 +15,7 @@ const ROOT = normalize(join(import.meta.dirname!, ".."));
 /** The folders of the package, bottom layer first (docs/architecture.md, "The folders"). */
 const FOLDERS = [
   "wire",
+  "process",
   "client",
   "store",
   "core",
@@ -42,14 +43,26 @@ const ENTRY_POINTS = [
 /** What each folder may import besides itself (docs/architecture.md, "Who may import whom"). */
 const MAY_IMPORT: Record<Exclude<Folder, "(root)">, readonly Folder[]> = {
   wire: [],
+  process: [],
   client: ["wire"],
-  store: ["wire"],
-  core: ["wire", "store"],
-  http: ["wire", "core", "store"],
-  cli: ["wire", "client", "core", "store", "http", "fleet", "migrate", "collect", "(root)"],
-  fleet: ["wire", "store", "cli", "(root)"],
-  migrate: ["wire", "store"],
-  collect: ["wire", "client", "cli", "(root)"],
+  store: ["wire", "process"],
+  core: ["wire", "process", "store"],
+  http: ["wire", "process", "core", "store"],
+  cli: [
+    "wire",
+    "process",
+    "client",
+    "core",
+    "store",
+    "http",
+    "fleet",
+    "migrate",
+    "collect",
+    "(root)",
+  ],
+  fleet: ["wire", "process", "store", "cli", "(root)"],
+  migrate: ["wire", "process", "store"],
+  collect: ["wire", "process", "client", "cli", "(root)"],
 };
 
 /** The files of another folder a folder may use beyond its layer, and why. */
