@@ -150,7 +150,7 @@ export function collectorArgs(options: SpawnCollectorOptions): string[] {
     "run",
     "--no-prompt",
     ...collectPermissionFlags(config, { host, port }),
-    new URL("./main.ts", import.meta.url).href,
+    new URL("../cli/collect_main.ts", import.meta.url).href,
     "--config",
     file,
     "--host",

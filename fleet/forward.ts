@@ -155,7 +155,7 @@ export function forwarderArgs(options: SpawnForwarderOptions): string[] {
       to: options.to,
       ...(options.runRoots ? { runRoots: options.runRoots } : {}),
     }),
-    new URL("./main.ts", import.meta.url).href,
+    new URL("../cli/forward_main.ts", import.meta.url).href,
     "forward",
     "--site-dir",
     siteDir,

@@ -321,7 +321,7 @@ Deno.test({
     const task: string = config.tasks.forward;
     const words = task.replaceAll("./telemetry", dir.path).split(" ");
     assert.deepEqual(words.slice(0, 5), ["nice", "-n", "10", "deno", "run"]);
-    const main = words.indexOf("fleet/main.ts");
+    const main = words.indexOf("cli/forward_main.ts");
     const child = new Deno.Command(Deno.execPath(), {
       args: [
         ...words.slice(4, main),
