@@ -460,5 +460,5 @@ Deno.test("deno task archive grants the forwarder's variables, so the PostgreSQL
   const config = JSON.parse(await Deno.readTextFile(new URL("../../deno.json", import.meta.url)));
   const list = /--allow-env=(\S+)/.exec(config.tasks.archive)?.[1]?.split(",");
   assert.deepEqual(list, FORWARD_ENV_VARS);
-  assert.match(config.tasks.archive, / fleet\/main\.ts archive$/);
+  assert.match(config.tasks.archive, / cli\/forward_main\.ts archive$/);
 });
