@@ -2,7 +2,8 @@
  * Reading a stream of bytes with a bound: a request body, a page, an answer. The read stops, and
  * the stream is cancelled, as soon as the bound is passed, so a hostile or runaway sender costs at
  * most the bound in memory. Each caller turns {@linkcode BoundExceededError} into its own answer
- * (an HTTP 413, an Alpaca 400, a collector's refusal). Web APIs only.
+ * (an HTTP 413, an Alpaca 400, a collector's refusal). {@linkcode concatBytes} joins the chunks
+ * read, and the live stream's batches too. Web APIs only.
  *
  * @module
  */
@@ -88,12 +89,33 @@ export async function readAtMost(
   } finally {
     reader.releaseLock();
   }
-  if (chunks.length === 1) return chunks[0]!;
+  return concatBytes(chunks);
+}
+
+/**
+ * Joins chunks of bytes into one array, in order; one chunk is returned as it is, without a copy.
+ *
+ * @param parts The chunks.
+ * @returns Their bytes, one after the other.
+ *
+ * @example Usage
+ * ```ts
+ * import { concatBytes } from "./bounded_read.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const joined = concatBytes([new Uint8Array([1, 2]), new Uint8Array([3])]);
+ * assert.deepEqual([...joined], [1, 2, 3]);
+ * ```
+ */
+export function concatBytes(parts: readonly Uint8Array[]): Uint8Array {
+  if (parts.length === 1) return parts[0]!;
+  let size = 0;
+  for (const part of parts) size += part.byteLength;
   const out = new Uint8Array(size);
   let at = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, at);
-    at += chunk.length;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.byteLength;
   }
   return out;
 }

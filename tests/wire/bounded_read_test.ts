@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { BoundExceededError, readAtMost } from "../../wire/bounded_read.ts";
+import { BoundExceededError, concatBytes, readAtMost } from "../../wire/bounded_read.ts";
 
 const bytes = (text: string): Uint8Array => new TextEncoder().encode(text);
 
@@ -85,4 +85,13 @@ Deno.test("BoundExceededError is a RangeError that says its bound", () => {
   assert.equal(err.name, "BoundExceededError");
   assert.equal(err.bound, 16384);
   assert.match(err.message, /more than 16384 bytes/);
+});
+
+Deno.test("concatBytes joins chunks into one array, in order", () => {
+  const joined = concatBytes([bytes("ab"), bytes(""), bytes("cde")]);
+  assert.equal(new TextDecoder().decode(joined), "abcde");
+});
+
+Deno.test("concatBytes returns an empty array for no chunks", () => {
+  assert.equal(concatBytes([]).length, 0);
 });
