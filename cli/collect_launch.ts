@@ -10,6 +10,7 @@
 
 import { parseArgs } from "node:util";
 import { readEnv } from "../wire/address.ts";
+import { COLLECT_OPTIONS } from "./collect_help.ts";
 import { parsePort } from "./flags.ts";
 import { launch, withoutTaskSeparator } from "./launch.ts";
 import { runCli } from "./main.ts";
@@ -35,15 +36,7 @@ export function collectLaunchArgs(args: readonly string[]): string[] | undefined
   try {
     values = parseArgs({
       args: [...args],
-      options: {
-        config: { type: "string" },
-        once: { type: "boolean" },
-        host: { type: "string" },
-        port: { type: "string" },
-        token: { type: "string" },
-        tls: { type: "boolean" },
-        help: { type: "boolean", short: "h" },
-      },
+      options: { ...COLLECT_OPTIONS, help: { type: "boolean", short: "h" } },
       strict: true,
       allowPositionals: false,
     }).values;
