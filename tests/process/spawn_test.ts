@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { getPriority } from "node:os";
-import { type DenoChild, spawnDeno } from "../../process/spawn.ts";
+import { type DenoChild, type DenoChildOptions, spawnDeno } from "../../process/spawn.ts";
 
 /** A child's piped output: its first line once written, all of it once the child has ended. */
 class Output {
@@ -44,6 +44,15 @@ Deno.test("spawnDeno runs this Deno with the given arguments and reports its exi
   assert.equal((await child.process.status).code, 3);
 });
 
+/** Runs a child with its output piped to the end: what it printed, and its pid. */
+async function printed(
+  options: Omit<DenoChildOptions, "output">,
+): Promise<{ stdout: string; pid: number }> {
+  const child = spawnDeno({ ...options, output: "piped" });
+  const out = await child.process.output();
+  return { stdout: new TextDecoder().decode(out.stdout), pid: child.pid };
+}
+
 Deno.test("spawnDeno runs the child under exactly the permission flags given", async () => {
   const script = await Deno.makeTempFile({ suffix: ".ts" });
   try {
@@ -51,58 +60,47 @@ Deno.test("spawnDeno runs the child under exactly the permission flags given", a
       script,
       'for (const variable of ["SPAWN_ALLOWED", "SPAWN_DENIED"]) console.log(Deno.permissions.querySync({ name: "env", variable }).state);',
     );
-    const child = spawnDeno({
+    const { stdout } = await printed({
       args: ["run", "--no-prompt", "--allow-env=SPAWN_ALLOWED", script],
-      output: "piped",
     });
-    const out = await child.process.output();
-    assert.equal(new TextDecoder().decode(out.stdout), "granted\nprompt\n");
+    assert.equal(stdout, "granted\nprompt\n");
   } finally {
     await Deno.remove(script);
   }
 });
 
 Deno.test("spawnDeno adds the given variables to the child's environment", async () => {
-  const child = spawnDeno({
+  const { stdout } = await printed({
     args: ["eval", 'console.log(Deno.env.get("SPAWN_TOKEN"))'],
     env: { SPAWN_TOKEN: "s3cret" },
-    output: "piped",
   });
-  const out = await child.process.output();
-  assert.equal(new TextDecoder().decode(out.stdout), "s3cret\n");
+  assert.equal(stdout, "s3cret\n");
 });
 
 Deno.test("spawnDeno gives the child no stdin", async () => {
-  const child = spawnDeno({
+  const { stdout } = await printed({
     args: ["eval", "console.log(await Deno.stdin.read(new Uint8Array(1)))"],
-    output: "piped",
   });
-  const out = await child.process.output();
-  assert.equal(new TextDecoder().decode(out.stdout), "null\n");
+  assert.equal(stdout, "null\n");
 });
 
 Deno.test("spawnDeno runs Deno through the via command, whose pid is Deno's", async () => {
-  const child = spawnDeno({
+  const { stdout, pid } = await printed({
     args: ["eval", 'import { getPriority } from "node:os"; console.log(Deno.pid, getPriority())'],
     via: ["nice", "-n", "5"],
-    output: "piped",
   });
-  const out = await child.process.output();
-  const expected = Math.min(getPriority() + 5, 19);
-  assert.equal(new TextDecoder().decode(out.stdout), `${child.pid} ${expected}\n`);
+  assert.equal(stdout, `${pid} ${Math.min(getPriority() + 5, 19)}\n`);
 });
 
 Deno.test("spawnDeno gives a detached child a process group of its own", async () => {
-  const child = spawnDeno({
+  const { stdout } = await printed({
     args: [
       "eval",
       'const [, ppid, pgrp] = Deno.readTextFileSync("/proc/self/stat").split(") ")[1]!.split(" "); console.log(Deno.pid === Number(pgrp), ppid);',
     ],
     detached: true,
-    output: "piped",
   });
-  const out = await child.process.output();
-  assert.equal(new TextDecoder().decode(out.stdout), `true ${Deno.pid}\n`);
+  assert.equal(stdout, `true ${Deno.pid}\n`);
 });
 
 Deno.test("spawnDeno's stop() asks the child to end with SIGTERM and returns its exit status", async () => {
