@@ -17,6 +17,7 @@
 
 import type { TypesRegistry } from "../core/types_registry.ts";
 import { hostForUrl } from "../wire/address.ts";
+import { BoundExceededError, readAtMost } from "../wire/bounded_read.ts";
 import { guardLoopback, isLoopback, parseRequestUrl } from "../http/guards.ts";
 import { HttpError } from "../http/problems.ts";
 import { ConnectionGuard, type ConnectionLimits, INTERNAL_HOST } from "../http/conn_guard.ts";
@@ -314,20 +315,11 @@ async function readForm(req: Request): Promise<string> {
 
 async function readBounded(req: Request): Promise<Uint8Array> {
   if (req.body === null) return new Uint8Array();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for await (const chunk of req.body) {
-    size += chunk.length;
-    if (size > ALPACA_MAX_BODY) throw tooLarge();
-    chunks.push(chunk);
+  try {
+    return await readAtMost(req.body, ALPACA_MAX_BODY);
+  } catch (err) {
+    throw err instanceof BoundExceededError ? tooLarge() : err;
   }
-  const bytes = new Uint8Array(size);
-  let at = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, at);
-    at += chunk.length;
-  }
-  return bytes;
 }
 
 function tooLarge(): AlpacaRequestError {

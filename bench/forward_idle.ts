@@ -1,7 +1,7 @@
 /**
  * The idle cost of a caught-up forwarder (`deno task bench:forward-idle`, docs/fleet.md#idle-cost):
  * a site directory with `--runs` stopped runs in its run log (each a directory with one stored
- * line) and `--nights` site files of one line each; a forwarder child (`fleet/main.ts`, as
+ * line) and `--nights` site files of one line each; a forwarder child (`cli/forward_main.ts`, as
  * `spawnForwarder()` runs it) sends them all to a real `nats-server -js`, then is left alone, and
  * its CPU time (`/proc/<pid>/stat`, user + system) is read over `--seconds`. The cost must not
  * grow with the number of runs or nights: compare `--runs 10 --nights 10` with the defaults.
@@ -29,6 +29,15 @@ const RUNS = Number(values.runs);
 const NIGHTS = Number(values.nights);
 const SECONDS = Number(values.seconds);
 const CHECKOUT = resolve(values.checkout ?? new URL("..", import.meta.url).pathname);
+/** The forwarder's program: `cli/forward_main.ts`, or `fleet/main.ts` in an older checkout. */
+const FORWARD_MAIN = [join(CHECKOUT, "cli", "forward_main.ts"), join(CHECKOUT, "fleet", "main.ts")]
+  .find((path) => {
+    try {
+      return Deno.statSync(path).isFile;
+    } catch {
+      return false;
+    }
+  }) ?? join(CHECKOUT, "cli", "forward_main.ts");
 
 const missing = natsMissing();
 if (missing) {
@@ -98,7 +107,7 @@ try {
     args: [
       "run",
       "--allow-all",
-      join(CHECKOUT, "fleet", "main.ts"),
+      FORWARD_MAIN,
       "forward",
       "--site-dir",
       dir,

@@ -14,7 +14,7 @@ import { CollectConfigError, readCollectConfig } from "../collect/config.ts";
 import { INPUT_KINDS } from "../collect/inputs/mod.ts";
 import { type CollectLog, Outbox } from "../collect/outbox.ts";
 import { client, connection, HELP_OPTION, parse, printHelp, UsageError } from "./common.ts";
-import { COLLECT_HELP } from "./collect_help.ts";
+import { COLLECT_HELP, COLLECT_OPTIONS } from "./collect_help.ts";
 
 /**
  * How long the outbox waits for the answer to one post. A batch the service stored but answered
@@ -46,15 +46,7 @@ function printLog(toStderr: boolean): CollectLog {
  * @returns The exit code: 0 stopped by a signal (or `--once` done), 2 a bad config or flag.
  */
 export async function collectCommand(args: string[]): Promise<number> {
-  const { values } = parse("collect", args, {
-    config: { type: "string" },
-    once: { type: "boolean" },
-    host: { type: "string" },
-    port: { type: "string" },
-    token: { type: "string" },
-    tls: { type: "boolean" },
-    ...HELP_OPTION,
-  }, false);
+  const { values } = parse("collect", args, { ...COLLECT_OPTIONS, ...HELP_OPTION }, false);
   if (values.help) return printHelp(COLLECT_HELP);
   const file = values.config ?? readEnv("OBS_TELEMETRY_COLLECT");
   if (file === undefined) {

@@ -1,9 +1,22 @@
 /**
- * The `--help` text of `collect`, apart from the command itself so that `obs-utils telemetry
- * --help` and `collect --help` never load the collector's inputs and their npm packages.
+ * The `--help` text and the flags of `collect`, apart from the command itself so that
+ * `obs-utils telemetry --help`, `collect --help` and the launcher never load the collector's
+ * inputs and their npm packages.
  *
  * @module
  */
+
+import type { ParseArgsConfig } from "node:util";
+
+/** The flags of `collect` but `--help`: the command and its launcher parse the same ones. */
+export const COLLECT_OPTIONS = {
+  config: { type: "string" },
+  once: { type: "boolean" },
+  host: { type: "string" },
+  port: { type: "string" },
+  token: { type: "string" },
+  tls: { type: "boolean" },
+} as const satisfies NonNullable<ParseArgsConfig["options"]>;
 
 /** The `--help` text of `collect`. */
 export const COLLECT_HELP: string = `Usage: obs-utils telemetry collect --config FILE [options]

@@ -10,6 +10,7 @@ import { resolve } from "node:path";
 import type { FsyncMode } from "../store/writer.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl } from "../wire/address.ts";
 import { sleep } from "../wire/async.ts";
+import { spawnDeno } from "../process/spawn.ts";
 import { runFlagArgs, SERVER_ENV_VARS } from "./flags.ts";
 import { runPermissionFlags } from "./permissions.ts";
 import type { LogFormat } from "../core/log.ts";
@@ -258,38 +259,6 @@ async function waitUntilReady(
   }
 }
 
-/** The handle of a child that answered `/ready`; `stop()` sends SIGTERM once. */
-function spawnedServer(child: Deno.ChildProcess, url: string): SpawnedServer {
-  let exited = false;
-  const status = child.status.then((s) => {
-    exited = true;
-    return s;
-  });
-  let stopping: Promise<Deno.CommandStatus> | undefined;
-  const stop = () => {
-    stopping ??= (async () => {
-      if (!exited) {
-        try {
-          child.kill("SIGTERM");
-        } catch {
-          // already gone
-        }
-      }
-      return await status;
-    })();
-    return stopping;
-  };
-  return {
-    process: child,
-    pid: child.pid,
-    url,
-    stop,
-    async [Symbol.asyncDispose]() {
-      await stop();
-    },
-  };
-}
-
 /**
  * Starts `cli.ts telemetry run` as a detached child process with exactly the scoped permissions
  * of {@linkcode permissionFlags}, waits until `/ready` answers, and returns the process handle.
@@ -316,14 +285,9 @@ export async function spawnServer(options: SpawnOptions): Promise<SpawnedServer>
     ? freePort(host === "localhost" ? "127.0.0.1" : host)
     : options.port ?? DEFAULT_PORT;
   const output = options.output ?? "inherit";
-  const child = new Deno.Command(Deno.execPath(), {
-    args: childArgs({ ...options, host, port }),
-    stdin: "null",
-    stdout: output,
-    stderr: output,
-    detached: true,
-  }).spawn();
+  // stop() sends SIGTERM once: the service takes a second signal as "exit now".
+  const child = spawnDeno({ args: childArgs({ ...options, host, port }), output, detached: true });
   const url = `${tlsFiles(options) ? "https" : "http"}://${hostForUrl(host)}:${port}`;
-  await waitUntilReady(child, url, options);
-  return spawnedServer(child, url);
+  await waitUntilReady(child.process, url, options);
+  return { ...child, url };
 }

@@ -8,6 +8,7 @@ import { resolve } from "node:path";
 import { DEFAULT_HOST, DEFAULT_PORT, readEnv } from "../wire/address.ts";
 import { type CollectConfig, readCollectConfig } from "./config.ts";
 import { INPUT_KINDS } from "./inputs/mod.ts";
+import { spawnDeno } from "../process/spawn.ts";
 
 export {
   type CollectConfig,
@@ -149,7 +150,7 @@ export function collectorArgs(options: SpawnCollectorOptions): string[] {
     "run",
     "--no-prompt",
     ...collectPermissionFlags(config, { host, port }),
-    new URL("./main.ts", import.meta.url).href,
+    new URL("../cli/collect_main.ts", import.meta.url).href,
     "--config",
     file,
     "--host",
@@ -176,39 +177,11 @@ export function collectorArgs(options: SpawnCollectorOptions): string[] {
 export function spawnCollector(options: SpawnCollectorOptions): SpawnedCollector {
   const args = collectorArgs(options);
   const output = options.output ?? "inherit";
-  const child = new Deno.Command(Deno.execPath(), {
+  return spawnDeno({
     args,
-    stdin: "null",
-    stdout: output,
-    stderr: output,
+    output,
     ...(options.token !== undefined ? { env: { OBS_TELEMETRY_TOKEN: options.token } } : {}),
-  }).spawn();
-  let exited = false;
-  const status = child.status.then((s) => {
-    exited = true;
-    return s;
-  });
-  const stop = async (): Promise<Deno.CommandStatus> => {
-    if (exited) return await status;
-    try {
-      child.kill("SIGTERM");
-    } catch { /* already gone */ }
     // A collector posts for at most 5 s after SIGTERM; one stuck past 15 s is killed.
-    const timer = setTimeout(() => {
-      if (!exited) child.kill("SIGKILL");
-    }, 15_000);
-    try {
-      return await status;
-    } finally {
-      clearTimeout(timer);
-    }
-  };
-  return {
-    process: child,
-    pid: child.pid,
-    stop,
-    [Symbol.asyncDispose]: async () => {
-      await stop();
-    },
-  };
+    killAfterMs: 15_000,
+  });
 }

@@ -6,6 +6,7 @@
 import { join, resolve } from "node:path";
 import { destinationKind } from "./forward_options.ts";
 import { FORWARD_DIR } from "../store/layout.ts";
+import { spawnDeno } from "../process/spawn.ts";
 
 export { forward } from "./forwarder.ts";
 export {
@@ -154,7 +155,7 @@ export function forwarderArgs(options: SpawnForwarderOptions): string[] {
       to: options.to,
       ...(options.runRoots ? { runRoots: options.runRoots } : {}),
     }),
-    new URL("./main.ts", import.meta.url).href,
+    new URL("../cli/forward_main.ts", import.meta.url).href,
     "forward",
     "--site-dir",
     siteDir,
@@ -190,42 +191,12 @@ export function spawnForwarder(options: SpawnForwarderOptions): SpawnedForwarder
   if (!Number.isSafeInteger(nice) || nice < 0 || nice > 19) {
     throw new RangeError(`nice must be an integer from 0 to 19, not ${nice}`);
   }
-  // nice(1) execs deno in its own process: the pid is the forwarder's.
-  const [command, args] = nice > 0
-    ? ["nice", ["-n", String(nice), Deno.execPath(), ...forwarderArgs(options)]]
-    : [Deno.execPath(), forwarderArgs(options)];
-  const child = new Deno.Command(command, {
-    args,
-    stdin: "null",
-    stdout: output,
-    stderr: output,
-  }).spawn();
-  let exited = false;
-  const status = child.status.then((s) => {
-    exited = true;
-    return s;
-  });
-  const stop = async () => {
-    if (exited) return await status;
-    try {
-      child.kill("SIGTERM");
-    } catch { /* already gone */ }
+  return spawnDeno({
+    args: forwarderArgs(options),
+    output,
+    // nice(1) execs deno in its own process: the pid is the forwarder's.
+    ...(nice > 0 ? { via: ["nice", "-n", String(nice)] } : {}),
     // A forwarder ends within one send; one stuck past 15 s is killed.
-    const timer = setTimeout(() => {
-      if (!exited) child.kill("SIGKILL");
-    }, 15_000);
-    try {
-      return await status;
-    } finally {
-      clearTimeout(timer);
-    }
-  };
-  return {
-    process: child,
-    pid: child.pid,
-    stop,
-    [Symbol.asyncDispose]: async () => {
-      await stop();
-    },
-  };
+    killAfterMs: 15_000,
+  });
 }

@@ -15,6 +15,7 @@
  */
 
 import { DEFAULT_BODY_BYTES } from "../wire/event_value.ts";
+import { BoundExceededError, readAtMost } from "../wire/bounded_read.ts";
 
 import { errorText } from "../core/errors.ts";
 import { LineSplitter } from "../wire/ndjson.ts";
@@ -69,21 +70,11 @@ function bodyReadError(err: unknown): unknown {
 /** A body without a declared length, read in chunks up to `maxBody` bytes. */
 async function readUndeclaredBody(req: Request, maxBody: number): Promise<Uint8Array> {
   if (req.body === null) return new Uint8Array(0);
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for await (const chunk of req.body) {
-    total += chunk.length;
-    if (total > maxBody) throw tooLarge(maxBody); // leaving the loop cancels the stream
-    chunks.push(chunk);
+  try {
+    return await readAtMost(req.body, maxBody); // the stream is cancelled past the bound
+  } catch (err) {
+    throw err instanceof BoundExceededError ? tooLarge(maxBody) : err;
   }
-  if (chunks.length === 1) return chunks[0]!;
-  const out = new Uint8Array(total);
-  let off = 0;
-  for (const c of chunks) {
-    out.set(c, off);
-    off += c.length;
-  }
-  return out;
 }
 
 function tooLarge(maxBody: number): HttpError {

@@ -32,6 +32,7 @@
 import type { ServiceMessage, TelemetryService } from "../core/service.ts";
 import { ShuttingDownError } from "../core/errors.ts";
 import { encodeServerSentEvent } from "../wire/sse.ts";
+import { concatBytes as concat } from "../wire/bounded_read.ts";
 import { acceptsGzip, deflatePiece, GzipMember } from "./gzip_live.ts";
 
 /** Default interval of `: keepalive` comments: 15 s (docs/http-api.md). */
@@ -127,19 +128,6 @@ interface Client {
   deliver(chunk: Chunk): void;
   /** Ends the stream for a server shutdown. */
   end(): void;
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  if (parts.length === 1) return parts[0]!;
-  let size = 0;
-  for (const p of parts) size += p.byteLength;
-  const out = new Uint8Array(size);
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.byteLength;
-  }
-  return out;
 }
 
 /** What a {@linkcode StreamClient} starts from. */

@@ -6,6 +6,8 @@
  * @module
  */
 
+import { BoundExceededError, readAtMost } from "../../wire/bounded_read.ts";
+
 /** The bound of a source's bytes unless its input sets `max_bytes`: 1 MiB. */
 export const DEFAULT_MAX_BYTES = 1024 * 1024;
 
@@ -33,30 +35,11 @@ export async function readBounded(
   max: number,
   what: string,
 ): Promise<Uint8Array> {
-  const reader = stream.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
   try {
-    while (true) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      size += value.length;
-      if (size > max) {
-        await reader.cancel().catch(() => {});
-        throw tooLarge(what, max);
-      }
-      chunks.push(value);
-    }
-  } finally {
-    reader.releaseLock();
+    return await readAtMost(stream, max);
+  } catch (err) {
+    throw err instanceof BoundExceededError ? tooLarge(what, max) : err;
   }
-  const out = new Uint8Array(size);
-  let at = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, at);
-    at += chunk.length;
-  }
-  return out;
 }
 
 /**

@@ -217,7 +217,7 @@ export class PostgresServer implements AsyncDisposable {
 }
 
 /** The forwarder's own program, as `spawnForwarder()` and `deno task forward` run it. */
-export const FORWARD_MAIN: string = new URL("../../fleet/main.ts", import.meta.url).pathname;
+export const FORWARD_MAIN: string = new URL("../../cli/forward_main.ts", import.meta.url).pathname;
 
 /** Polls `check` every 50 ms until it holds; throws naming `what` after `ms`. */
 export async function waitUntil(

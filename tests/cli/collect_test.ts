@@ -11,7 +11,7 @@ import { join } from "node:path";
 import denoJson from "../../deno.json" with { type: "json" };
 import { collectorArgs, collectPermissionFlags, spawnCollector } from "../../collect.ts";
 import { COLLECT_ENV_VARS, INPUT_KINDS, readCollectConfig } from "../../collect.ts";
-import { collectLaunchArgs } from "../../collect/launch.ts";
+import { collectLaunchArgs } from "../../cli/collect_launch.ts";
 import { CLI, tempDir, testServer } from "../_shared/util.ts";
 import { localServer, storedEvents, waitUntil } from "../_shared/collect_util.ts";
 
@@ -168,7 +168,7 @@ Deno.test("deno task collect's launcher runs the collector under the config's pe
   assert.equal(words[0], "deno");
   const child = new Deno.Command(Deno.execPath(), {
     args: [
-      ...words.slice(1).map((w) => w === "collect/launch.ts" ? join(ROOT, w) : w),
+      ...words.slice(1).map((w) => w === "cli/collect_launch.ts" ? join(ROOT, w) : w),
       "--config",
       config,
       "--host",

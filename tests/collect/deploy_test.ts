@@ -26,7 +26,7 @@ Deno.test("the collect unit runs deno task collect's command on the installed ch
   assert.deepEqual(execStart(UNIT), [
     "/usr/bin/deno",
     ...task.slice(1).map((w) =>
-      w === "collect/launch.ts" ? "/opt/obs-telemetry/collect/launch.ts" : w
+      w === "cli/collect_launch.ts" ? "/opt/obs-telemetry/cli/collect_launch.ts" : w
     ),
     "--config",
     "/etc/obs-telemetry-collect.json",

@@ -32,7 +32,7 @@ Deno.test("the service, the CLI and the client never load the collector's module
 });
 
 Deno.test("the collector's program holds the collector and its inputs, and deno task cache caches it", async () => {
-  const modules = await graph("collect/main.ts");
+  const modules = await graph("cli/collect_main.ts");
   for (
     const file of [
       "collect/collector.ts",
@@ -44,5 +44,5 @@ Deno.test("the collector's program holds the collector and its inputs, and deno 
     assert.ok(modules.some((s) => s.endsWith(file)), file);
   }
   const cache = (denoJson.tasks as Record<string, string>).cache!.split(" ");
-  assert.ok(cache.includes("collect/main.ts"), cache.join(" "));
+  assert.ok(cache.includes("cli/collect_main.ts"), cache.join(" "));
 });

@@ -321,7 +321,7 @@ Deno.test({
     const task: string = config.tasks.forward;
     const words = task.replaceAll("./telemetry", dir.path).split(" ");
     assert.deepEqual(words.slice(0, 5), ["nice", "-n", "10", "deno", "run"]);
-    const main = words.indexOf("fleet/main.ts");
+    const main = words.indexOf("cli/forward_main.ts");
     const child = new Deno.Command(Deno.execPath(), {
       args: [
         ...words.slice(4, main),
@@ -460,5 +460,5 @@ Deno.test("deno task archive grants the forwarder's variables, so the PostgreSQL
   const config = JSON.parse(await Deno.readTextFile(new URL("../../deno.json", import.meta.url)));
   const list = /--allow-env=(\S+)/.exec(config.tasks.archive)?.[1]?.split(",");
   assert.deepEqual(list, FORWARD_ENV_VARS);
-  assert.match(config.tasks.archive, / fleet\/main\.ts archive$/);
+  assert.match(config.tasks.archive, / cli\/forward_main\.ts archive$/);
 });

@@ -5,11 +5,11 @@
  * read permission for the site directory only (the CLI loads them on demand, which under scoped
  * permissions would need read access to this checkout).
  *
- * Usage: deno run <permissions> fleet/main.ts forward|archive [options]
+ * Usage: deno run <permissions> cli/forward_main.ts forward|archive [options]
  *
  * @module
  */
-import "../cli/forward.ts";
-import { runCli } from "../cli/main.ts";
+import "./forward.ts";
+import { runCli } from "./main.ts";
 
 if (import.meta.main) Deno.exit(await runCli(["telemetry", ...Deno.args]));

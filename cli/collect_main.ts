@@ -5,11 +5,11 @@
  * file inputs only (the CLI loads it on demand, which under scoped permissions would need read
  * access to this checkout).
  *
- * Usage: deno run <permissions> collect/main.ts --config FILE [options]
+ * Usage: deno run <permissions> cli/collect_main.ts --config FILE [options]
  *
  * @module
  */
-import "../cli/collect.ts";
-import { runCli } from "../cli/main.ts";
+import "./collect.ts";
+import { runCli } from "./main.ts";
 
 if (import.meta.main) Deno.exit(await runCli(["telemetry", "collect", ...Deno.args]));

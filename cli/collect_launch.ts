@@ -10,10 +10,11 @@
 
 import { parseArgs } from "node:util";
 import { readEnv } from "../wire/address.ts";
-import { parsePort } from "../cli/flags.ts";
-import { launch, withoutTaskSeparator } from "../cli/launch.ts";
-import { runCli } from "../cli/main.ts";
-import { collectorArgs } from "./collect.ts";
+import { COLLECT_OPTIONS } from "./collect_help.ts";
+import { parsePort } from "./flags.ts";
+import { launch, withoutTaskSeparator } from "./launch.ts";
+import { runCli } from "./main.ts";
+import { collectorArgs } from "../collect/collect.ts";
 
 /**
  * The `deno` arguments of the scoped collector for `args` (the flags after `collect`), or
@@ -24,7 +25,7 @@ import { collectorArgs } from "./collect.ts";
  *
  * @example Usage
  * ```ts
- * import { collectLaunchArgs } from "./launch.ts";
+ * import { collectLaunchArgs } from "./collect_launch.ts";
  * import assert from "node:assert/strict";
  *
  * assert.equal(collectLaunchArgs(["--help"]), undefined);
@@ -35,15 +36,7 @@ export function collectLaunchArgs(args: readonly string[]): string[] | undefined
   try {
     values = parseArgs({
       args: [...args],
-      options: {
-        config: { type: "string" },
-        once: { type: "boolean" },
-        host: { type: "string" },
-        port: { type: "string" },
-        token: { type: "string" },
-        tls: { type: "boolean" },
-        help: { type: "boolean", short: "h" },
-      },
+      options: { ...COLLECT_OPTIONS, help: { type: "boolean", short: "h" } },
       strict: true,
       allowPositionals: false,
     }).values;

@@ -1,0 +1,97 @@
+import assert from "node:assert/strict";
+import { BoundExceededError, concatBytes, readAtMost } from "../../wire/bounded_read.ts";
+
+const bytes = (text: string): Uint8Array => new TextEncoder().encode(text);
+
+/** A stream of `chunks` pulled one at a time, which records how far it was read and cancelled. */
+function chunked(chunks: readonly Uint8Array[]): {
+  stream: ReadableStream<Uint8Array>;
+  pulled: () => number;
+  cancelled: () => boolean;
+} {
+  let next = 0;
+  let cancelled = false;
+  const stream = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      const chunk = chunks[next++];
+      if (chunk === undefined) controller.close();
+      else controller.enqueue(chunk);
+    },
+    cancel() {
+      cancelled = true;
+    },
+  }, { highWaterMark: 0 });
+  return { stream, pulled: () => next, cancelled: () => cancelled };
+}
+
+Deno.test("readAtMost returns every byte of a stream within the bound, in order", async () => {
+  const { stream } = chunked([bytes("ab"), bytes("cd"), bytes("e")]);
+  assert.equal(new TextDecoder().decode(await readAtMost(stream, 10)), "abcde");
+});
+
+Deno.test("readAtMost accepts a stream of exactly the bound", async () => {
+  const { stream } = chunked([bytes("abc"), bytes("de")]);
+  assert.equal((await readAtMost(stream, 5)).length, 5);
+});
+
+Deno.test("readAtMost returns no bytes for an empty stream", async () => {
+  const { stream } = chunked([]);
+  assert.equal((await readAtMost(stream, 5)).length, 0);
+});
+
+Deno.test("readAtMost returns the one chunk of a stream without copying it", async () => {
+  const only = bytes("{}");
+  const { stream } = chunked([only]);
+  assert.equal(await readAtMost(stream, 5), only);
+});
+
+Deno.test("readAtMost throws a BoundExceededError naming the bound once a stream passes it", async () => {
+  const { stream } = chunked([bytes("abc"), bytes("def")]);
+  await assert.rejects(
+    readAtMost(stream, 5),
+    (err) => err instanceof BoundExceededError && err.bound === 5 && /5 bytes/.test(err.message),
+  );
+});
+
+Deno.test("readAtMost cancels a stream as soon as the bound is passed, reading no further chunk", async () => {
+  const source = chunked([bytes("abc"), bytes("def"), bytes("ghi"), bytes("jkl")]);
+  await assert.rejects(readAtMost(source.stream, 5), BoundExceededError);
+  assert.equal(source.cancelled(), true);
+  assert.equal(source.pulled(), 2);
+});
+
+Deno.test("readAtMost passes on a stream's own error and leaves the stream unlocked", async () => {
+  const stream = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      controller.error(new TypeError("the sender went away"));
+    },
+  });
+  await assert.rejects(readAtMost(stream, 5), {
+    name: "TypeError",
+    message: "the sender went away",
+  });
+  assert.equal(stream.locked, false);
+});
+
+Deno.test("readAtMost leaves a stream unlocked after passing its bound", async () => {
+  const { stream } = chunked([bytes("abcdef")]);
+  await assert.rejects(readAtMost(stream, 5), BoundExceededError);
+  assert.equal(stream.locked, false);
+});
+
+Deno.test("BoundExceededError is a RangeError that says its bound", () => {
+  const err = new BoundExceededError(16384);
+  assert.ok(err instanceof RangeError);
+  assert.equal(err.name, "BoundExceededError");
+  assert.equal(err.bound, 16384);
+  assert.match(err.message, /more than 16384 bytes/);
+});
+
+Deno.test("concatBytes joins chunks into one array, in order", () => {
+  const joined = concatBytes([bytes("ab"), bytes(""), bytes("cde")]);
+  assert.equal(new TextDecoder().decode(joined), "abcde");
+});
+
+Deno.test("concatBytes returns an empty array for no chunks", () => {
+  assert.equal(concatBytes([]).length, 0);
+});

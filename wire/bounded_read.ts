@@ -1,0 +1,121 @@
+/**
+ * Reading a stream of bytes with a bound: a request body, a page, an answer. The read stops, and
+ * the stream is cancelled, as soon as the bound is passed, so a hostile or runaway sender costs at
+ * most the bound in memory. Each caller turns {@linkcode BoundExceededError} into its own answer
+ * (an HTTP 413, an Alpaca 400, a collector's refusal). {@linkcode concatBytes} joins the chunks
+ * read, and the live stream's batches too. Web APIs only.
+ *
+ * @module
+ */
+
+/**
+ * The error of a stream that held more bytes than its bound.
+ *
+ * @example Usage
+ * ```ts
+ * import { BoundExceededError } from "./bounded_read.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const err = new BoundExceededError(1024);
+ * assert.equal(err.bound, 1024);
+ * assert.match(err.message, /1024 bytes/);
+ * ```
+ */
+export class BoundExceededError extends RangeError {
+  /** The bound that was passed, in bytes. */
+  readonly bound: number;
+
+  /**
+   * Makes the error of a stream over `bound` bytes.
+   *
+   * @param bound The bound that was passed, in bytes.
+   *
+   * @example Usage
+   * ```ts
+   * import { BoundExceededError } from "./bounded_read.ts";
+   * import assert from "node:assert/strict";
+   *
+   * assert.equal(new BoundExceededError(16).name, "BoundExceededError");
+   * ```
+   */
+  constructor(bound: number) {
+    super(`the stream holds more than ${bound} bytes; reading stopped at the bound`);
+    this.name = "BoundExceededError";
+    this.bound = bound;
+  }
+}
+
+/**
+ * Reads a stream to its end, or throws as soon as it has passed `max` bytes; the stream is then
+ * cancelled, and the bytes already read are dropped. A stream of one chunk is returned without a
+ * copy.
+ *
+ * @param stream The bytes.
+ * @param max The bound: the most bytes accepted.
+ * @returns All the bytes of the stream.
+ * @throws {BoundExceededError} When the stream holds more than `max` bytes.
+ *
+ * @example Usage
+ * ```ts
+ * import { BoundExceededError, readAtMost } from "./bounded_read.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const bytes = await readAtMost(new Blob(["{}"]).stream(), 10);
+ * assert.equal(bytes.length, 2);
+ * await assert.rejects(
+ *   readAtMost(new Blob(["x".repeat(20)]).stream(), 10),
+ *   (err) => err instanceof BoundExceededError && err.bound === 10,
+ * );
+ * ```
+ */
+export async function readAtMost(
+  stream: ReadableStream<Uint8Array>,
+  max: number,
+): Promise<Uint8Array> {
+  const reader = stream.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  try {
+    while (true) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      size += value.length;
+      if (size > max) {
+        await reader.cancel().catch(() => {});
+        throw new BoundExceededError(max);
+      }
+      chunks.push(value);
+    }
+  } finally {
+    reader.releaseLock();
+  }
+  return concatBytes(chunks);
+}
+
+/**
+ * Joins chunks of bytes into one array, in order; one chunk is returned as it is, without a copy.
+ *
+ * @param parts The chunks.
+ * @returns Their bytes, one after the other.
+ *
+ * @example Usage
+ * ```ts
+ * import { concatBytes } from "./bounded_read.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const joined = concatBytes([new Uint8Array([1, 2]), new Uint8Array([3])]);
+ * assert.deepEqual([...joined], [1, 2, 3]);
+ * ```
+ */
+export function concatBytes(parts: readonly Uint8Array[]): Uint8Array {
+  if (parts.length === 1) return parts[0]!;
+  let size = 0;
+  for (const part of parts) size += part.byteLength;
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.byteLength;
+  }
+  return out;
+}
