@@ -10,7 +10,7 @@
  * - Input is streamed line by line; memory is bounded by one output day, never by the input.
  *   Legacy collections are appended in time order, so the collections are read together, merged
  *   by written date, and each day is sorted and written as soon as every collection has moved
- *   past it. Collections whose dates go back to a day already written, and stores of more than
+ *   past it. Collections whose dates go back to a day before the last one written, and stores of more than
  *   64 collections, are read one after the other instead, every record spilled to a per-day
  *   file in the temporary directory and sorted from there: slower, same output.
  * - Legacy dates `YYYY-MM-DDTHH:MM:SS[.f{1,9}]`, `T` or a space, optionally ending in `Z` or

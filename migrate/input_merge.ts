@@ -261,7 +261,9 @@ export interface MergeResult {
  * Reads every input together, in order of written date: takes the smallest date any input is
  * at, moves every input's records of that date (in input order) into one day, and writes it,
  * with no spill. Returns `undefined`, having written the days it could, as soon as an input goes
- * back to a day already written: the caller then starts over on the spill path.
+ * back to a day before the last one written (whether that day was written or not: its seqs
+ * would come after a later night's, docs/migration.md): the caller then starts over on the
+ * spill path.
  *
  * @param inputs The input files, in order.
  * @param ctx What they are read with.
@@ -301,8 +303,11 @@ export async function mergeAll(
   try {
     for (const r of readers) await r.open(ctx);
     for (const r of readers) await r.next(ctx);
+    let last = "";
     for (let date = smallestDay(readers); date !== undefined; date = smallestDay(readers)) {
-      if (days.has(date)) return undefined;
+      // The smallest date only goes down when an input goes back (YYYY-MM-DD sorts as a string).
+      if (date <= last) return undefined;
+      last = date;
       for (const r of readers) await r.take(date, day, ctx);
       ctx.signal?.throwIfAborted();
       await syncer.add(await writeSorted(tmp, date, encodeDay(day), buffers, ctx.seqs));

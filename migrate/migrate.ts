@@ -205,8 +205,8 @@ interface Migration {
  * Merges the inputs by written date and writes each day as soon as it is complete (see
  * {@linkcode mergeAll}), then checks the targets, waits for the fdatasyncs and commits. Returns
  * `undefined`, with the temporary directory emptied and the counts zeroed, when a record goes
- * back to a day already written: the caller then starts over on the spill path, which orders
- * such records as docs/migration.md wants. Legacy collections are appended in time order, so that is
+ * back to a day before the last one written: the caller then starts over on the spill path,
+ * which orders such records as docs/migration.md wants. Legacy collections are appended in time order, so that is
  * rare, and starting over keeps one ordering algorithm for it instead of two.
  */
 async function migrateMerged(

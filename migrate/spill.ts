@@ -43,7 +43,7 @@ export interface Bucket extends PendingText {
 /**
  * Groups converted lines by written date and spills them to `spill-YYYY-MM-DD.ndjson` files (or
  * only counts, in a dry run). Used when the inputs cannot be merged by date: a dry run, too many
- * inputs to keep open together, or dates that go back to a day already written.
+ * inputs to keep open together, or dates that go back to a day before the last one written.
  *
  * @example A converted line lands in its written date's bucket
  * ```ts

@@ -41,8 +41,8 @@ export type MigratePhase = "read" | "write" | "commit";
  *
  * When the collections are merged by date (see the module documentation), site files are
  * sorted and written during `read`, and `write` counts them once the last one is on disk. When a
- * date goes back to a day already written, the migration starts over on the spill path: `read`
- * then begins again at 0 bytes.
+ * date goes back to a day before the last one written, the migration starts over on the spill
+ * path: `read` then begins again at 0 bytes.
  */
 export interface MigrateProgress {
   /** The stage the migration is in. */
