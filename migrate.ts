@@ -24,7 +24,8 @@
  *   Within a file lines are sorted by `ts`, ties keep input order (sorted file path, then line
  *   number). `seq` is one sequence across all the files written, in night order, starting after
  *   the highest seq the destination already holds (its site files and seq mark), whose seq mark
- *   is raised over the migrated lines (docs/migration.md).
+ *   is raised over the migrated lines (docs/migration.md). The same input gives byte-identical
+ *   output.
  * - Each line is `{"seq","ts","type","data","meta"}` exactly as the live service writes it, with
  *   `meta` = `{"migrated_from":"PanFileDB","original_id":<_id>}` (`null` when the record has no
  *   `_id`). `type` comes from the record, or from the collection name when the record has none;
@@ -34,7 +35,12 @@
  *   docs/http-api.md) are written verbatim, with
  *   file, line number and reason, to `migrate-rejects.ndjson` in the destination. Blank lines are
  *   counted, not rejected. The rejects file is always written (empty when nothing was rejected).
- * - Nothing is overwritten unless `force` is set; output is built in a temporary directory
+ * - Nothing is overwritten unless `force` is set: a site file of a night written, plain or
+ *   compressed (`.ndjson.gz`), or the rejects file. With `force`, a night whose stored lines
+ *   come out the same, seqs included, is left as it is; the others are replaced, and numbered
+ *   after every seq the destination holds, from the first night that differs on. A site file
+ *   holding a line no migration wrote (no `meta.migrated_from`) is never replaced: the run
+ *   throws {@linkcode MigrateError} instead. Output is built in a temporary directory
  *   `<dest>/.migrate-tmp-<random>/` and renamed into place, so an interrupted run never leaves a
  *   half-written site file. A later run removes stale temporary directories.
  * - While it writes, the migrator holds the destination's site lock (`<dest>/.lock`, docs/storage.md), so it cannot run into a directory a live telemetry server is using. It removes the

@@ -18,7 +18,8 @@ import {
 } from "./convert.ts";
 import { type InputFile, openInput } from "./discover.ts";
 import { type MigrateInputSummary, REJECTS_FILE } from "./types.ts";
-import { type DayBuffers, type SeqCounter, type Syncer, writeSorted } from "./write.ts";
+import type { NightSeqs } from "./seq_base.ts";
+import { type DayBuffers, type Syncer, writeSorted } from "./write.ts";
 
 const encoder = new TextEncoder();
 
@@ -92,7 +93,7 @@ export interface MergeContext {
   /** Aborts between reads and days. */
   readonly signal: AbortSignal | undefined;
   /** Numbers the days' lines, one sequence across nights (docs/migration.md). */
-  readonly seqs: SeqCounter;
+  readonly seqs: NightSeqs;
 }
 
 /**
@@ -276,6 +277,7 @@ export interface MergeResult {
  * ```ts ignore
  * import { mergeAll, MERGE_READ_BYTES } from "./input_merge.ts";
  * import { Converter } from "./convert.ts";
+ * import { NightSeqs } from "./seq_base.ts";
  * import { Syncer } from "./write.ts";
  *
  * const conv = new Converter(true);
@@ -284,7 +286,7 @@ export interface MergeResult {
  *   readBytes: MERGE_READ_BYTES,
  *   progress: () => {},
  *   signal: undefined,
- *   seqs: { last: 0 },
+ *   seqs: new NightSeqs({ seq: 0, mark: 0, nights: new Map() }, false),
  * };
  * const merged = await mergeAll(inputs, ctx, tmp, 4 << 20, new Syncer(4));
  * ```
@@ -310,7 +312,8 @@ export async function mergeAll(
       last = date;
       for (const r of readers) await r.take(date, day, ctx);
       ctx.signal?.throwIfAborted();
-      await syncer.add(await writeSorted(tmp, date, encodeDay(day), buffers, ctx.seqs));
+      const file = await writeSorted(tmp, date, encodeDay(day), buffers, ctx.seqs);
+      if (file !== undefined) await syncer.add(file);
       days.set(date, day.lines);
       day.length = day.lines = 0;
       if (ctx.conv.pending >= bufferBytes) {

@@ -32,8 +32,16 @@ import {
   type Report,
   type Settings,
 } from "./types.ts";
-import { commit, existingTargets, fileSummary, Syncer, syncFile } from "./write.ts";
-import { raiseSeqMark, readSeqBase, type SeqBase } from "./seq_base.ts";
+import {
+  checkReplaceable,
+  commit,
+  existingTargets,
+  fileSummary,
+  nightOfPath,
+  Syncer,
+  syncFile,
+} from "./write.ts";
+import { holdsStream, NightSeqs, raiseSeqMark, readSeqBase, type SeqBase } from "./seq_base.ts";
 import {
   clearScratch,
   openWorkspace,
@@ -57,11 +65,12 @@ const DEFAULT_BUFFER_BYTES = 4 << 20;
  * @param dest The site directory to write into; created when missing (not in a dry run).
  * @param options Force, dry run, progress callback, abort signal and buffer sizes.
  * @returns What was read, converted, rejected and written.
- * @throws {MigrateConflictError} If a target file (a site file this run would write, or the
- * rejects file) already exists and `force` is not set; nothing is written.
+ * @throws {MigrateConflictError} If a target file (a site file this run would write, plain or
+ * compressed, or the rejects file) already exists and `force` is not set; nothing is written.
  * @throws {MigrateError} If `source` is missing, not a directory or holds no `<collection>.json`,
  * `dest` is not a directory, a permission is missing (a Deno flag, named, or the operating
- * system's, said as such), or a telemetry server holds the destination's lock.
+ * system's, said as such), a telemetry server holds the destination's lock, or `force` would
+ * replace a site file holding a line no migration wrote (or a damaged one); nothing is written.
  * @throws {RangeError} If `chunkBytes` or `bufferBytes` is not a positive integer, `groupBy` is
  * neither `"date"` nor `"night"`, or `timeZone` is not an IANA zone.
  *
@@ -220,7 +229,7 @@ async function migrateMerged(
     readBytes: Math.min(settings.chunkBytes, MERGE_READ_BYTES),
     progress: () => report("read", 0, 0),
     signal: settings.signal,
-    seqs: { last: migration.base.seq },
+    seqs: new NightSeqs(migration.base, settings.force),
   };
   let merged: MergeResult | undefined;
   let files: MigrateFileSummary[] = [];
@@ -246,8 +255,7 @@ async function migrateMerged(
   // Each day was written while reading; this phase waits for the last fdatasyncs.
   for (let i = 0; i < files.length; i++) report("write", i + 1, files.length);
   await syncFile(join(tmp, REJECTS_FILE));
-  await raiseSeqMark(migration.dst, migration.base, ctx.seqs.last);
-  await commit(tmp, files, migration.dst, report);
+  await finish(migration, tmp, files, replaced, ctx.seqs);
   return { inputs: merged.inputs, collections: merged.collections, files, replaced };
 }
 
@@ -264,12 +272,30 @@ async function migrateSpilled(
   const plan = planFiles(spill, migration.dst);
   const replaced = await checkTargets(plan.files, migration);
   if (tmp !== undefined) {
-    const seqs = { last: migration.base.seq };
+    const seqs = new NightSeqs(migration.base, migration.settings.force);
     await writeDays(tmp, plan.dates, migration.settings.signal, migration.report, seqs);
-    await raiseSeqMark(migration.dst, migration.base, seqs.last);
-    await commit(tmp, plan.files, migration.dst, migration.report);
+    await finish(migration, tmp, plan.files, replaced, seqs);
   }
   return { ...read, files: plan.files, replaced };
+}
+
+/**
+ * Commits the written nights (docs/migration.md): checks that what a forced run replaces holds
+ * only migrated lines, raises the seq mark over the seqs handed out afresh, renames the files
+ * into place.
+ */
+async function finish(
+  migration: Migration,
+  tmp: string,
+  files: readonly MigrateFileSummary[],
+  replaced: readonly string[],
+  seqs: NightSeqs,
+): Promise<void> {
+  const { dst, base } = migration;
+  await checkReplaceable(replaced, seqs.kept, dst);
+  const written = new Set(files.map((f) => nightOfPath(f.name) as string));
+  await raiseSeqMark(dst, base, seqs.fresh, holdsStream(base, written));
+  await commit(tmp, files, dst, migration.report, replaced, seqs.kept);
 }
 
 /** The targets that exist; throws {@linkcode MigrateConflictError} if any does, without force. */

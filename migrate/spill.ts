@@ -23,14 +23,8 @@ import {
   type Report,
   type Settings,
 } from "./types.ts";
-import {
-  type DayBuffers,
-  fileSummary,
-  type SeqCounter,
-  Syncer,
-  syncFile,
-  writeSorted,
-} from "./write.ts";
+import type { NightSeqs } from "./seq_base.ts";
+import { type DayBuffers, fileSummary, Syncer, syncFile, writeSorted } from "./write.ts";
 
 /** One output day's converted lines on their way to its spill file. */
 export interface Bucket extends PendingText {
@@ -263,13 +257,16 @@ async function readInto(path: string, buffers: DayBuffers): Promise<Uint8Array> 
   }
 }
 
-/** Sorts and writes one day from its spill file (see {@linkcode writeSorted}), then removes it. */
+/**
+ * Sorts and writes one day from its spill file (see {@linkcode writeSorted}), then removes it.
+ * Returns nothing for a night left as stored.
+ */
 async function writeDay(
   tmp: string,
   date: string,
   buffers: DayBuffers,
-  seqs: SeqCounter,
-): Promise<Deno.FsFile> {
+  seqs: NightSeqs,
+): Promise<Deno.FsFile | undefined> {
   const spill = spillPath(tmp, date);
   const file = await writeSorted(tmp, date, await readInto(spill, buffers), buffers, seqs);
   await Deno.remove(spill);
@@ -288,8 +285,10 @@ async function writeDay(
  * @example Usage
  * ```ts ignore
  * import { planFiles, writeDays } from "./spill.ts";
+ * import { NightSeqs } from "./seq_base.ts";
  *
- * await writeDays(tmp, planFiles(spill, "/dst").dates, undefined, () => {}, { last: 0 });
+ * const seqs = new NightSeqs({ seq: 0, mark: 0, nights: new Map() }, false);
+ * await writeDays(tmp, planFiles(spill, "/dst").dates, undefined, () => {}, seqs);
  * ```
  */
 export async function writeDays(
@@ -297,14 +296,15 @@ export async function writeDays(
   dates: readonly string[],
   signal: AbortSignal | undefined,
   report: Report,
-  seqs: SeqCounter,
+  seqs: NightSeqs,
 ): Promise<void> {
   const syncer = new Syncer(4);
   const buffers: DayBuffers = { input: new Uint8Array(0), output: new Uint8Array(0) };
   try {
     for (let i = 0; i < dates.length; i++) {
       signal?.throwIfAborted();
-      await syncer.add(await writeDay(workDir, dates[i] as string, buffers, seqs));
+      const file = await writeDay(workDir, dates[i] as string, buffers, seqs);
+      if (file !== undefined) await syncer.add(file);
       report("write", i + 1, dates.length);
     }
   } catch (err) {

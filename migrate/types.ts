@@ -67,7 +67,9 @@ export interface MigrateProgress {
 export interface MigrateOptions {
   /**
    * Replace target files that already exist instead of failing with
-   * {@linkcode MigrateConflictError}.
+   * {@linkcode MigrateConflictError}. A night that comes out as stored, seqs included, is left
+   * as it is, so the same input gives the same output; a site file holding a line no migration
+   * wrote is never replaced (docs/migration.md).
    * @default {false}
    */
   force?: boolean | undefined;

@@ -6,14 +6,16 @@
  * @module
  */
 
-import { join } from "node:path";
-import { siteFileName } from "../store/layout.ts";
+import { basename, join } from "node:path";
+import { GZ_SUFFIX, siteFileName, STORED_SITE_FILE } from "../store/layout.ts";
+import { DamagedFileError, readLines } from "../store/site_files.ts";
 import { writeFull } from "../store/writer.ts";
 import { exists } from "../store/fs.ts";
-import { LINE_HEAD, TAIL_TS_OFFSET } from "../wire/ndjson.ts";
-import { withPermissionHint } from "./errors.ts";
+import { LINE_HEAD, readSeqAndType, TAIL_TS_OFFSET } from "../wire/ndjson.ts";
+import { MigrateError, withPermissionHint } from "./errors.ts";
 import { daysFromCivil } from "./legacy_date.ts";
-import { type MigrateFileSummary, REJECTS_FILE, type Report } from "./types.ts";
+import type { NightSeqs } from "./seq_base.ts";
+import { MIGRATED_FROM, type MigrateFileSummary, REJECTS_FILE, type Report } from "./types.ts";
 
 const encoder = new TextEncoder();
 
@@ -48,15 +50,6 @@ function twoDigits(bytes: Uint8Array, i: number): number {
 }
 
 /**
- * The seq counter of a migration's site stream (docs/migration.md): every night it writes
- * continues it, in night order, starting after the highest seq of the destination.
- */
-export interface SeqCounter {
-  /** The seq of the last line numbered so far. */
-  last: number;
-}
-
-/**
  * Byte buffers reused from one day to the next: fresh ones per day would be external memory that
  * V8 frees only lazily.
  */
@@ -68,27 +61,30 @@ export interface DayBuffers {
 }
 
 /**
- * Sorts one day's converted lines (tails ending in "\n", in input order) by `ts` (stable) and
- * writes them to `<tmp>/site_YYYYMMDD.ndjson` with the next seqs of `seqs` (the site stream is
- * one sequence across nights, docs/migration.md), working on bytes only. Returns the open file,
- * written but not yet synced, so the caller can overlap the fdatasync with the next day's work.
+ * Sorts one day's converted lines (tails ending in "\n", in input order) by `ts` (stable),
+ * numbers them with the next seqs of `seqs` (the site stream is one sequence across nights,
+ * docs/migration.md) and writes them to `<tmp>/site_YYYYMMDD.ndjson`, working on bytes only.
+ * Returns the open file, written but not yet synced, so the caller can overlap the fdatasync
+ * with the next day's work; or nothing, when the night came out as stored in the destination
+ * and is left there as it is (a forced rerun, see {@linkcode NightSeqs}).
  *
  * @param tmp The temporary directory.
  * @param date The day, `YYYY-MM-DD`.
  * @param bytes The day's converted lines.
  * @param buffers Buffers reused from day to day.
  * @param seqs The migration's seq counter, advanced by the day's lines.
- * @returns The written file, still open.
+ * @returns The written file, still open; `undefined` when nothing needs writing.
  *
  * @example Usage
  * ```ts ignore
  * import { writeSorted } from "./write.ts";
+ * import { NightSeqs } from "./seq_base.ts";
  *
  * const buffers = { input: new Uint8Array(0), output: new Uint8Array(0) };
- * const seqs = { last: 0 };
+ * const seqs = new NightSeqs({ seq: 0, mark: 0, nights: new Map() }, false);
  * const file = await writeSorted("/data/telemetry/.migrate-tmp-x", "2026-03-05", bytes, buffers, seqs);
- * await file.syncData();
- * file.close();
+ * await file?.syncData();
+ * file?.close();
  * ```
  */
 export async function writeSorted(
@@ -96,13 +92,46 @@ export async function writeSorted(
   date: string,
   bytes: Uint8Array,
   buffers: DayBuffers,
-  seqs: SeqCounter,
-): Promise<Deno.FsFile> {
+  seqs: NightSeqs,
+): Promise<Deno.FsFile | undefined> {
   const starts: number[] = [];
   for (let p = 0; p < bytes.length;) {
     starts.push(p);
     p = bytes.indexOf(10, p) + 1; // every spilled line ends in "\n"
   }
+  const order = tsOrder(bytes, starts);
+  const n = starts.length;
+  const need = bytes.length + n * (SEQ_HEAD.length + MAX_SEQ_DIGITS);
+  if (buffers.output.length < need) buffers.output = new Uint8Array(Math.ceil(need * 1.25));
+  const out = await seqs.number(date, n, (first) => {
+    const out = buffers.output;
+    let pos = 0;
+    for (let i = 0; i < n; i++) {
+      const line = order[i] as number;
+      const start = starts[line] as number;
+      const end = line + 1 < n ? starts[line + 1] as number : bytes.length;
+      out.set(SEQ_HEAD, pos);
+      pos += SEQ_HEAD.length;
+      const seq = String(first + i + 1);
+      for (let d = 0; d < seq.length; d++) out[pos++] = seq.charCodeAt(d);
+      out.set(bytes.subarray(start, end), pos);
+      pos += end - start;
+    }
+    return out.subarray(0, pos);
+  });
+  if (out === undefined) return undefined;
+  const file = await Deno.open(join(tmp, siteName(date)), { write: true, createNew: true });
+  try {
+    await writeFull(file, out);
+  } catch (err) {
+    file.close();
+    throw err;
+  }
+  return file;
+}
+
+/** The order of a day's lines by `ts`; ties keep input order (sorted file path, then line number). */
+function tsOrder(bytes: Uint8Array, starts: readonly number[]): number[] {
   const n = starts.length;
   // Epoch milliseconds from the fixed-width `YYYY-MM-DDTHH:MM:SS.mmmZ` near each tail's head.
   const keys = new Float64Array(n);
@@ -119,34 +148,8 @@ export async function writeSorted(
   }
   const order: number[] = new Array(n);
   for (let i = 0; i < n; i++) order[i] = i;
-  if (!sorted) {
-    // Ties keep input order (sorted file path, then line number).
-    order.sort((a, b) => (keys[a] as number) - (keys[b] as number) || a - b);
-  }
-  const need = bytes.length + n * (SEQ_HEAD.length + MAX_SEQ_DIGITS);
-  if (buffers.output.length < need) buffers.output = new Uint8Array(Math.ceil(need * 1.25));
-  const out = buffers.output;
-  let pos = 0;
-  for (let i = 0; i < n; i++) {
-    const line = order[i] as number;
-    const start = starts[line] as number;
-    const end = line + 1 < n ? starts[line + 1] as number : bytes.length;
-    out.set(SEQ_HEAD, pos);
-    pos += SEQ_HEAD.length;
-    const seq = String(seqs.last + i + 1);
-    for (let d = 0; d < seq.length; d++) out[pos++] = seq.charCodeAt(d);
-    out.set(bytes.subarray(start, end), pos);
-    pos += end - start;
-  }
-  seqs.last += n;
-  const file = await Deno.open(join(tmp, siteName(date)), { write: true, createNew: true });
-  try {
-    await writeFull(file, out.subarray(0, pos));
-  } catch (err) {
-    file.close();
-    throw err;
-  }
-  return file;
+  if (!sorted) order.sort((a, b) => (keys[a] as number) - (keys[b] as number) || a - b);
+  return order;
 }
 
 /**
@@ -265,7 +268,9 @@ export function fileSummary(
 }
 
 /**
- * The target files that already exist, sorted.
+ * The target files that already exist, sorted: each site file in either stored form
+ * (`site_YYYYMMDD.ndjson` or, once the service compressed it, `.ndjson.gz`, docs/storage.md),
+ * and the rejects file.
  *
  * @param files The site files a run writes.
  * @param rejectsFile The rejects file's path in the destination.
@@ -288,7 +293,8 @@ export async function existingTargets(
   const existing: string[] = [];
   await withPermissionHint(
     async () => {
-      for (const path of [...files.map((f) => f.path), rejectsFile]) {
+      const paths = files.flatMap((f) => [f.path, f.path + GZ_SUFFIX]);
+      for (const path of [...paths, rejectsFile]) {
         if (await exists(path)) existing.push(path);
       }
     },
@@ -299,18 +305,113 @@ export async function existingTargets(
 }
 
 /**
- * Renames the finished site files, then the rejects file, from `workDir` into `dst`.
+ * The night key of a site file, plain or compressed, by its name or path.
+ *
+ * @param path The file's name or path.
+ * @returns `YYYYMMDD`, or `undefined` for a file that is no site file.
+ *
+ * @example Usage
+ * ```ts
+ * import { nightOfPath } from "./write.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(nightOfPath("/dst/site_20240301.ndjson.gz"), "20240301");
+ * assert.equal(nightOfPath("/dst/migrate-rejects.ndjson"), undefined);
+ * ```
+ */
+export function nightOfPath(path: string): string | undefined {
+  return STORED_SITE_FILE.exec(basename(path))?.[1];
+}
+
+/**
+ * Checks that a forced run may replace the existing targets: every site file it replaces, but
+ * the nights left as stored, holds only lines a migration wrote (`meta.migrated_from`,
+ * docs/migration.md). A line the service recorded would be lost, so it refuses instead.
+ *
+ * @param existing The existing targets (see {@linkcode existingTargets}).
+ * @param kept The night keys left as stored (see `NightSeqs.kept`).
+ * @param dst The destination directory.
+ * @throws {MigrateError} Naming the first file and line that a migration did not write, or a
+ *   damaged file, or a missing permission.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { checkReplaceable } from "./write.ts";
+ *
+ * await checkReplaceable(["/dst/site_20240301.ndjson"], new Set(), "/dst");
+ * ```
+ */
+export async function checkReplaceable(
+  existing: readonly string[],
+  kept: ReadonlySet<string>,
+  dst: string,
+): Promise<void> {
+  await withPermissionHint(
+    async () => {
+      for (const path of existing) {
+        const night = nightOfPath(path);
+        if (night !== undefined && !kept.has(night)) await checkMigratedOnly(path, night, dst);
+      }
+    },
+    `read "${dst}"`,
+    `--allow-read=${dst}`,
+  );
+}
+
+async function checkMigratedOnly(path: string, night: string, dst: string): Promise<void> {
+  // A link named like a site file is no stored night (docs/storage.md): never read through it.
+  if (!(await Deno.lstat(path)).isFile) return;
+  const file = { path, name: basename(path), compressed: path.endsWith(GZ_SUFFIX), night };
+  let lineNo = 0;
+  try {
+    for await (const batch of readLines(file)) {
+      for (const { text } of batch) {
+        lineNo++;
+        if (text.trim() === "" || isMigratedLine(text)) continue;
+        const seq = readSeqAndType(text)?.seq;
+        throw new MigrateError(
+          `Cannot replace "${path}": its line ${lineNo}${
+            seq === undefined ? "" : ` (seq ${seq})`
+          } was not written by a migration (no "migrated_from": ${
+            JSON.stringify(MIGRATED_FROM)
+          } in its meta), and --force replaces only migrated lines; move the file out of "${dst}", or leave that night's records out of a copy of --source`,
+        );
+      }
+    }
+  } catch (err) {
+    if (!(err instanceof DamagedFileError)) throw err;
+    throw new MigrateError(
+      `Cannot replace "${path}": ${err.message}; it may hold lines the service recorded, so move it out of "${dst}" first`,
+      { cause: err },
+    );
+  }
+}
+
+function isMigratedLine(text: string): boolean {
+  try {
+    const line = JSON.parse(text);
+    return line?.meta?.migrated_from === MIGRATED_FROM;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Renames the finished site files, then the rejects file, from `workDir` into `dst`, and removes
+ * the compressed form of each night it replaced. Nights left as stored are not touched.
  *
  * @param workDir The temporary directory holding the finished files.
  * @param files The site files.
  * @param dst The destination directory.
  * @param report Told of each file committed.
+ * @param replaced The existing targets (see {@linkcode existingTargets}), replaced with force.
+ * @param kept The night keys left as stored (see `NightSeqs.kept`).
  *
  * @example Usage
  * ```ts ignore
  * import { commit } from "./write.ts";
  *
- * await commit("/dst/.migrate-tmp-x", files, "/dst", () => {});
+ * await commit("/dst/.migrate-tmp-x", files, "/dst", () => {}, [], new Set());
  * ```
  */
 export async function commit(
@@ -318,13 +419,24 @@ export async function commit(
   files: readonly MigrateFileSummary[],
   dst: string,
   report: Report,
+  replaced: readonly string[],
+  kept: ReadonlySet<string>,
 ): Promise<void> {
   // Every file is complete before the first rename: an interrupted commit leaves each
   // target either absent or whole (docs/migration.md).
-  const names = [...files.map((f) => f.name), REJECTS_FILE];
+  const written = files.filter((f) => !kept.has(nightOfPath(f.name) as string));
+  const names = [...written.map((f) => f.name), REJECTS_FILE];
   for (let i = 0; i < names.length; i++) {
     const name = names[i] as string;
     await Deno.rename(join(workDir, name), join(dst, name));
     report("commit", i + 1, names.length);
+  }
+  // Only after its new plain form is in place: interrupted here, a night is read from the
+  // plain form alone when both begin alike (docs/storage.md), and nothing is lost otherwise.
+  for (const path of replaced) {
+    const night = nightOfPath(path);
+    if (path.endsWith(GZ_SUFFIX) && night !== undefined && !kept.has(night)) {
+      await Deno.remove(path);
+    }
   }
 }
