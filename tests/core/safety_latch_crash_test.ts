@@ -9,6 +9,8 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import type { SafetyVerdict } from "../../server.ts";
 import { parseTypes } from "../../core/types_registry.ts";
+import { SafetyJudge } from "../../core/safety.ts";
+import { LATCH_REFRESH_EVENTS } from "../../core/safety_watch.ts";
 import {
   freePort,
   getJson,
@@ -340,6 +342,56 @@ Deno.test("a group that turns a critical type unsafe has its latch saved first: 
       JSON.stringify(saved),
     );
     assert.equal(service.safety().types.rain?.safe, false);
+  } finally {
+    await service.close();
+  }
+});
+
+Deno.test("SafetyJudge holds a type an unwritten group turned unsafe: a judgement before the group is committed neither ends nor starts its latch", () => {
+  const registry = parseTypes(typesJson(["rain"], 3600), "types.json");
+  const wall = T0;
+  const judge = new SafetyJudge(registry, { wallMs: wall, monoMs: 0, restored: null });
+  const dry = { ts: new Date(wall).toISOString(), data: { rain: false } };
+  judge.judge(() => dry, wall, 0);
+  const after = HOUR_MS + 1; // the first event's latch is over
+  assert.equal(judge.judge(() => dry, wall + after, after).verdict.safe, true);
+  assert.equal(judge.observe("rain", wall + after, { rain: true }, wall + after, after), "unsafe");
+  // Asked while the group is written: the snapshot still holds the dry line.
+  const during = judge.judge(() => dry, wall + after + 5, after + 5).verdict;
+  assert.equal(during.types.rain?.safe, false);
+  assert.equal(
+    judge.saved(wall + after + 5, { site_seq: 1, run: null, runs_log: null }).types.rain?.unsafe,
+    true,
+  );
+  judge.release();
+  // Committed 20 ms later: the latch counts from here, not from the question before.
+  const committed = judge.judge(() => dry, wall + after + 20, after + 20).verdict;
+  assert.equal(
+    committed.types.rain?.latched_until,
+    new Date(wall + after + 20 + HOUR_MS).toISOString(),
+  );
+});
+
+Deno.test("a service taking events that change no judgement saves its latch again only every LATCH_REFRESH_EVENTS events, with where the streams end", async () => {
+  await using dir = await tempDir();
+  const siteDir = join(dir.path, "site");
+  const service = await openService(siteDir, {
+    types: parseTypes(typesJson(["rain"], 0), "t.json"),
+  });
+  const covered = async () =>
+    JSON.parse(await Deno.readTextFile(join(siteDir, LATCH_FILE))).covers.site_seq as number;
+  try {
+    const dry = Array.from({ length: 1000 }, () => ({ type: "rain", data: { rain: false } }));
+    await service.record(dry);
+    const first = await covered();
+    for (let n = 1000; n < LATCH_REFRESH_EVENTS - 1000; n += 1000) await service.record(dry);
+    assert.equal(await covered(), first, "not saved again before LATCH_REFRESH_EVENTS events");
+    await service.record(dry);
+    await service.record(dry);
+    // Queued after the save: the save covers every line before it.
+    const [fence] = await service.record([{ type: "fence", data: {} }]);
+    assert.ok(fence!.seq > LATCH_REFRESH_EVENTS);
+    assert.equal(await covered(), fence!.seq - 1);
   } finally {
     await service.close();
   }
