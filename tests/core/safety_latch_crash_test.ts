@@ -183,133 +183,133 @@ Deno.test("a service killed -9 at random moments during catch-up batches never r
   assert.ok(round >= 3, `only ${round} rounds ran within the time bound`);
 });
 
-Deno.test("a site directory whose .safety.json is older than its stored lines starts with the type they judge unsafe latched", async () => {
+/** The service of a safe site; a scenario may stop it and start another in its place. */
+interface Running {
+  site: Site;
+  server: ChildServer;
+  /** Puts `latch` in place of `.safety.json` and starts the service again; returns when. */
+  restartWith(latch: string): Promise<number>;
+}
+
+/** Runs a scenario against the service of a safe site of the named types, then kills it. */
+async function scenario(names: string[], run: (it: Running) => Promise<void>): Promise<void> {
   await using dir = await tempDir();
-  const site = await safeSite(dir.path, ["rain"]);
-  const latchPath = join(site.siteDir, LATCH_FILE);
-  const older = await Deno.readTextFile(latchPath);
-  let server = await start(site);
+  const site = await safeSite(dir.path, names);
+  const it: Running = {
+    site,
+    server: await start(site),
+    async restartWith(latch) {
+      await Deno.writeTextFile(join(site.siteDir, LATCH_FILE), latch);
+      const restarted = Date.now();
+      it.server = await start(site);
+      return restarted;
+    },
+  };
   try {
-    const sent = Date.now();
-    assert.equal((await postJson(`${server.url}/events`, catchUp("rain"))).status, 200);
-    assertLatched(await safety(server.url), "rain", sent, "before the stop");
-    assert.equal((await server.kill("SIGTERM")).success, true, server.output());
+    await run(it);
+  } finally {
+    await it.server.kill("SIGKILL");
+  }
+}
+
+/** The site's `.safety.json` as it is now. */
+function latchOf(site: Site): Promise<string> {
+  return Deno.readTextFile(join(site.siteDir, LATCH_FILE));
+}
+
+/** The same without `covers`, as 0.6 wrote it. */
+async function latchOf06(site: Site): Promise<string> {
+  const { covers: _, ...before07 } = JSON.parse(await latchOf(site));
+  return JSON.stringify(before07);
+}
+
+/** Posts the catch-up batch of `type` and asserts it was answered 200; returns when it was sent. */
+async function postCatchUp(server: ChildServer, type: string): Promise<number> {
+  const sent = Date.now();
+  assert.equal((await postJson(`${server.url}/events`, catchUp(type))).status, 200);
+  return sent;
+}
+
+Deno.test("a site directory whose .safety.json is older than its stored lines starts with the type they judge unsafe latched", async () => {
+  await scenario(["rain"], async (it) => {
+    const older = await latchOf(it.site);
+    const sent = await postCatchUp(it.server, "rain");
+    assertLatched(await safety(it.server.url), "rain", sent, "before the stop");
+    assert.equal((await it.server.kill("SIGTERM")).success, true, it.server.output());
     // The stop saved the latch after every line; the one saved before the batch goes back.
-    await Deno.writeTextFile(latchPath, older);
-    const restarted = Date.now();
-    server = await start(site);
-    assertLatched(await safety(server.url), "rain", restarted, "after the restart");
+    const restarted = await it.restartWith(older);
+    assertLatched(await safety(it.server.url), "rain", restarted, "after the restart");
     assert.match(
-      server.output(),
+      it.server.output(),
       /Stored lines written after the safety latch \.safety\.json was saved judge rain unsafe/,
     );
-  } finally {
-    await server.kill("SIGKILL");
-  }
+  });
 });
 
 Deno.test("a service killed -9 after a catch-up batch whose latch could not be saved restarts with its alarm latched", async () => {
-  await using dir = await tempDir();
-  const site = await safeSite(dir.path, ["rain"]);
-  const latchPath = join(site.siteDir, LATCH_FILE);
-  const saved = await Deno.readTextFile(latchPath);
-  let server = await start(site);
-  try {
+  await scenario(["rain"], async (it) => {
+    const saved = await latchOf(it.site);
+    const latchPath = join(it.site.siteDir, LATCH_FILE);
     // A rename cannot replace a directory: every save of the latch fails from here on.
     await Deno.remove(latchPath);
     await Deno.mkdir(latchPath);
-    const sent = Date.now();
-    assert.equal((await postJson(`${server.url}/events`, catchUp("rain"))).status, 200);
-    assert.match(server.output(), /Could not save the safety latch/);
-    await server.kill("SIGKILL");
+    const sent = await postCatchUp(it.server, "rain");
+    assert.match(it.server.output(), /Could not save the safety latch/);
+    await it.server.kill("SIGKILL");
     await Deno.remove(latchPath);
-    await Deno.writeTextFile(latchPath, saved);
-    server = await start(site);
-    assertLatched(await safety(server.url), "rain", sent, "after the restart");
-  } finally {
-    await server.kill("SIGKILL");
-  }
+    await it.restartWith(saved);
+    assertLatched(await safety(it.server.url), "rain", sent, "after the restart");
+  });
 });
 
 Deno.test("a damaged .safety.json with a rain alarm stored keeps the type latched for its clear_after_s from the start", async () => {
-  await using dir = await tempDir();
-  const site = await safeSite(dir.path, ["rain"]);
-  let server = await start(site);
-  try {
-    assert.equal((await postJson(`${server.url}/events`, catchUp("rain"))).status, 200);
-    await server.kill("SIGKILL");
-    await Deno.writeTextFile(join(site.siteDir, LATCH_FILE), '{"version": 1, "covers": {"si');
-    const restarted = Date.now();
-    server = await start(site);
-    assertLatched(await safety(server.url), "rain", restarted, "after the restart");
-    assert.match(server.output(), /\.safety\.json is unreadable/);
-  } finally {
-    await server.kill("SIGKILL");
-  }
+  await scenario(["rain"], async (it) => {
+    await postCatchUp(it.server, "rain");
+    await it.server.kill("SIGKILL");
+    const restarted = await it.restartWith('{"version": 1, "covers": {"si');
+    assertLatched(await safety(it.server.url), "rain", restarted, "after the restart");
+    assert.match(it.server.output(), /\.safety\.json is unreadable/);
+  });
 });
 
 Deno.test("a run started and stopped after .safety.json was saved has its critical lines judged at the next start", async () => {
-  await using dir = await tempDir();
   // Not a site-wide type: during a run its events go to the run's file alone.
-  const site = await safeSite(dir.path, ["clouds"]);
-  const latchPath = join(site.siteDir, LATCH_FILE);
-  const older = await Deno.readTextFile(latchPath);
-  let server = await start(site);
-  try {
-    assert.equal((await postJson(`${server.url}/run/start`, { run_id: "n1" })).status, 201);
-    assert.equal((await postJson(`${server.url}/events`, catchUp("clouds"))).status, 200);
-    assert.equal((await postJson(`${server.url}/run/stop`, undefined)).status, 200);
-    assert.equal((await server.kill("SIGTERM")).success, true, server.output());
-    assert.equal(
-      alarms(await readSiteLines(site.siteDir)).size,
-      0,
-      "the alarm is not in the site stream",
-    );
-    assert.ok(alarms(await readLines(join(site.siteDir, "n1", "telemetry.ndjson"))).has("clouds"));
-    await Deno.writeTextFile(latchPath, older);
-    const restarted = Date.now();
-    server = await start(site);
-    assertLatched(await safety(server.url), "clouds", restarted, "after the restart");
-  } finally {
-    await server.kill("SIGKILL");
-  }
+  await scenario(["clouds"], async (it) => {
+    const older = await latchOf(it.site);
+    assert.equal((await postJson(`${it.server.url}/run/start`, { run_id: "n1" })).status, 201);
+    await postCatchUp(it.server, "clouds");
+    assert.equal((await postJson(`${it.server.url}/run/stop`, undefined)).status, 200);
+    assert.equal((await it.server.kill("SIGTERM")).success, true, it.server.output());
+    const siteDir = it.site.siteDir;
+    assert.equal(alarms(await readSiteLines(siteDir)).size, 0, "no alarm in the site stream");
+    assert.ok(alarms(await readLines(join(siteDir, "n1", "telemetry.ndjson"))).has("clouds"));
+    const restarted = await it.restartWith(older);
+    assertLatched(await safety(it.server.url), "clouds", restarted, "after the restart");
+  });
 });
 
 Deno.test("a .safety.json written by 0.6 (no covers) is taken to cover what the checkpoint covers: a clean stop restarts safe at once", async () => {
-  await using dir = await tempDir();
-  const site = await safeSite(dir.path, ["rain"]);
-  const latchPath = join(site.siteDir, LATCH_FILE);
-  const { covers: _, ...before07 } = JSON.parse(await Deno.readTextFile(latchPath));
-  await Deno.writeTextFile(latchPath, JSON.stringify(before07));
-  const server = await start(site);
-  try {
-    const verdict = await safety(server.url);
+  await scenario(["rain"], async (it) => {
+    assert.equal((await it.server.kill("SIGTERM")).success, true, it.server.output());
+    await it.restartWith(await latchOf06(it.site));
+    const verdict = await safety(it.server.url);
     assert.equal(verdict.safe, true, verdict.reasons.join("; "));
-  } finally {
-    await server.kill("SIGKILL");
-  }
+  });
 });
 
 Deno.test("a .safety.json written by 0.6 (no covers) and a kill -9 after a catch-up batch: the lines after the checkpoint are judged again", async () => {
-  await using dir = await tempDir();
-  const site = await safeSite(dir.path, ["rain"]);
-  const latchPath = join(site.siteDir, LATCH_FILE);
-  // What 0.6 had on disk when a crash came between writing the batch and saving the latch.
-  const { covers: _, ...before07 } = JSON.parse(await Deno.readTextFile(latchPath));
-  let server = await start(site);
-  try {
-    assert.equal((await postJson(`${server.url}/events`, catchUp("rain"))).status, 200);
-    await server.kill("SIGKILL");
-    const checkpoint = JSON.parse(await Deno.readTextFile(join(site.siteDir, ".snapshot.json")));
-    const alarmSeq = alarms(await readSiteLines(site.siteDir)).get("rain")!;
+  await scenario(["rain"], async (it) => {
+    // What 0.6 had on disk when a crash came between writing the batch and saving the latch.
+    const before07 = await latchOf06(it.site);
+    await postCatchUp(it.server, "rain");
+    await it.server.kill("SIGKILL");
+    const siteDir = it.site.siteDir;
+    const checkpoint = JSON.parse(await Deno.readTextFile(join(siteDir, ".snapshot.json")));
+    const alarmSeq = alarms(await readSiteLines(siteDir)).get("rain")!;
     assert.ok(checkpoint.site.seq < alarmSeq, "the batch came after the last checkpoint");
-    await Deno.writeTextFile(latchPath, JSON.stringify(before07));
-    const restarted = Date.now();
-    server = await start(site);
-    assertLatched(await safety(server.url), "rain", restarted, "after the restart");
-  } finally {
-    await server.kill("SIGKILL");
-  }
+    const restarted = await it.restartWith(before07);
+    assertLatched(await safety(it.server.url), "rain", restarted, "after the restart");
+  });
 });
 
 Deno.test("a group that turns a critical type unsafe has its latch saved first: when the disk then refuses the group, the site is latched all the same", async () => {
