@@ -18,6 +18,7 @@ import type { SiteStore } from "../store/site_store.ts";
 import type { SiteResume } from "../store/site_resume.ts";
 import type { StreamTail } from "../store/stored_read.ts";
 import { plainName } from "../store/site_files.ts";
+import type { LatchCover } from "./safety.ts";
 
 /** What a restore reads from and writes to. */
 export interface RestoreSources {
@@ -52,6 +53,14 @@ export interface Resumed {
    * when it was rebuilt without one.
    */
   readAfterCheckpoint: number | undefined;
+  /** Every site file, by ascending last seq (where the safety latch's replay reads). */
+  siteFiles: SiteResume["files"];
+  /**
+   * Where the checkpoint the snapshot was restored from stands in the site stream and the run it
+   * names (what a safety latch file written before 0.7 covers, docs/safety.md); undefined
+   * without one.
+   */
+  checkpointCover: LatchCover | undefined;
 }
 
 /**
@@ -96,17 +105,26 @@ export async function resumeFromDisk(
   );
   const sources = { store, snapshot, site, runResume };
   const run = runs.active;
+  const checkpointCover: LatchCover | undefined = checkpoint && {
+    site_seq: checkpoint.site?.seq ?? 0,
+    run: checkpoint.runDir !== null && checkpoint.run
+      ? { dir: checkpoint.runDir, seq: checkpoint.run.seq }
+      : null,
+    runs_log: null,
+  };
+  const found = { site: counters, siteFiles: site.files };
   if (checkpoint) {
     const restored = !runResume?.mismatch &&
       await restoreFromCheckpoint(sources, run, checkpoint);
-    if (restored) return { site: counters, readAfterCheckpoint: restored.read };
+    if (restored) return { ...found, readAfterCheckpoint: restored.read, checkpointCover };
     warn(
       `The checkpoint in ${SNAPSHOT_FILE} no longer matches the stream files (truncated or replaced); rebuilding the snapshot from the files.`,
     );
     snapshot.clear();
   }
   await rebuildSnapshot(sources, run, saved);
-  return { site: counters, readAfterCheckpoint: undefined };
+  // A checkpoint that no longer matches the files says nothing about where they stand.
+  return { ...found, readAfterCheckpoint: undefined, checkpointCover: undefined };
 }
 
 /**

@@ -89,12 +89,35 @@ export interface SavedTypeLatch {
   latched_until_ms: number | null;
 }
 
+/**
+ * How far the stored streams had been judged when a latch was saved (docs/safety.md): the lines
+ * after it are judged again at the next start, so a latch file older than the streams (a crash
+ * before it was saved again, a save that failed, an older copy put back) never makes a site safe
+ * early.
+ */
+export interface LatchCover {
+  /** The site stream's last seq on disk. */
+  site_seq: number;
+  /** The active run's directory and its last seq on disk, or null without an active run. */
+  run: { dir: string; seq: number } | null;
+  /**
+   * Where the run log `runs.ndjson` ended (its inode, or null, and its size): a run it names
+   * after this started after the save; null when unknown (every run started since is read).
+   */
+  runs_log: { ino: number | null; offset: number } | null;
+}
+
 /** The latch of every critical type, saved in the site directory (docs/safety.md). */
 export interface SavedLatch {
   /** Format version. */
   version: 1;
   /** Wall time (epoch ms) when saved. */
   saved_at_ms: number;
+  /**
+   * How far the streams had been judged when saved; null in a file written before 0.7, which did
+   * not say (the next start then takes the checkpoint's cursors, docs/safety.md).
+   */
+  covers: LatchCover | null;
   /** The verdict when saved. */
   safe: boolean;
   /** When the verdict last changed (ISO 8601 UTC). */
@@ -126,6 +149,13 @@ export interface Judgement {
   dirty: boolean;
 }
 
+/**
+ * What one event of a critical type did to its judgement ({@linkcode SafetyJudge.observe}):
+ * `same`, nothing that needs the whole verdict judged; `changed`, its state changed; `unsafe`, it
+ * turned the type unsafe, so the latch must be saved before the event is written.
+ */
+export type Observed = "same" | "changed" | "unsafe";
+
 /** The reason given when no critical type is registered. */
 export const NO_CRITICAL_REASON = "no critical types registered (--types)";
 
@@ -135,6 +165,12 @@ interface TypeLatch {
   lastUnsafeMono: number | undefined;
   /** Whether the previous judgement found it unsafe (stale, never seen, alarm). */
   wasUnsafe: boolean;
+  /**
+   * Judged unsafe by an event of a group not committed yet: until {@linkcode SafetyJudge.release}
+   * every judgement counts it as judged unsafe, so a question asked while the group is written
+   * neither ends nor starts its latch early.
+   */
+  held: boolean;
   /** Its state at the previous judgement. */
   state: TypeState | undefined;
   /** Wall ms its latch ends, fixed when the latch began; moved only by a clock step. */
@@ -211,6 +247,7 @@ export class SafetyJudge {
       this.#latches.set(type, {
         lastUnsafeMono,
         wasUnsafe: false,
+        held: false,
         state: undefined,
         untilWall: undefined,
         offset: wallMs - monoMs,
@@ -293,7 +330,7 @@ export class SafetyJudge {
         dirty = true;
       }
       latch.state = status.state;
-      latch.wasUnsafe = unsafe;
+      latch.wasUnsafe = unsafe || latch.held;
       types[type] = {
         state: status.state,
         safe: !unsafe && !latched,
@@ -330,14 +367,17 @@ export class SafetyJudge {
   /**
    * Judges one critical type after a new event of it, cheaply: moves its latch while nothing
    * changes, and says when something did, so the caller judges everything
-   * ({@linkcode SafetyJudge.judge}) only then.
+   * ({@linkcode SafetyJudge.judge}) only then. Called for each event of a commit group before
+   * the group is written: an event that turns the type unsafe holds it judged unsafe until
+   * {@linkcode SafetyJudge.release}, and the caller saves the latch before writing the group.
    *
    * @param type The type.
    * @param tsMs Its new latest event's `ts`, epoch ms (NaN when it cannot be read).
    * @param data That event's `data`.
    * @param wallMs Wall time, epoch ms.
    * @param monoMs Monotonic time, ms.
-   * @returns True when its state or its being unsafe changed (or it is not judged yet).
+   * @returns `unsafe` when it turned the type unsafe, `changed` when its state changed (or it is
+   *   not judged yet), else `same`.
    */
   observe(
     type: string,
@@ -345,26 +385,36 @@ export class SafetyJudge {
     data: Readonly<Record<string, unknown>>,
     wallMs: number,
     monoMs: number,
-  ): boolean {
+  ): Observed {
     const latch = this.#latches.get(type);
     const spec = this.#specs.get(type);
-    if (!latch || !spec || latch.state === undefined) return latch !== undefined;
-    // Stale since the event before, unseen by any judgement: judge everything, which latches it.
-    if (wentStale(latch, wallMs)) return true;
+    if (!latch || !spec) return "same";
+    if (latch.state === undefined) return "changed";
     const state = quickState(spec, tsMs, data, wallMs);
-    const unsafe = state === "stale" || state === "alarm";
+    // Stale since the event before, unseen by any judgement: that counts as judged unsafe too.
+    const unsafe = wentStale(latch, wallMs) || state === "stale" || state === "alarm";
     if (unsafe && !latch.wasUnsafe) {
       // Kept even when a later event of the same group is fine: the judgement after the group
       // sees only the last one, and must still latch the type.
       latch.wasUnsafe = true;
+      latch.held = true;
       latch.lastUnsafeMono = monoMs;
       latch.untilWall = undefined;
-      return true;
+      return "unsafe";
     }
-    if (state !== latch.state) return true;
+    if (state !== latch.state) return "changed";
     if (unsafe) latch.lastUnsafeMono = monoMs;
     latch.staleAtWall = staleAt(spec, tsMs);
-    return false;
+    return "same";
+  }
+
+  /**
+   * Ends the hold of {@linkcode SafetyJudge.observe} once the group is committed (or refused):
+   * the next judgement counts the types it held as judged unsafe one last time, which starts
+   * their latch at that moment.
+   */
+  release(): void {
+    for (const latch of this.#latches.values()) latch.held = false;
   }
 
   /**
@@ -407,9 +457,10 @@ export class SafetyJudge {
    * The latch to save for the next start.
    *
    * @param wallMs Wall time, epoch ms.
+   * @param covers How far the stored streams have been judged.
    * @returns The record (`store/safety_latch.ts` writes it).
    */
-  saved(wallMs: number): SavedLatch {
+  saved(wallMs: number, covers: LatchCover): SavedLatch {
     const types: Record<string, SavedTypeLatch> = {};
     for (const [type] of this.#critical) {
       const latch = this.#latches.get(type)!;
@@ -418,6 +469,7 @@ export class SafetyJudge {
     return {
       version: 1,
       saved_at_ms: wallMs,
+      covers,
       safe: this.#verdict?.safe ?? false,
       since: this.#since,
       types,
@@ -490,6 +542,42 @@ export function quickState(
 }
 
 /**
+ * Whether a stored line of a critical type, written after the latch file was saved, was judged
+ * unsafe when it was committed: the start-up replay (docs/safety.md#across-restarts). Its values
+ * in alarm, or its `ts` already older than `stale_after_s` at the earliest moment it can have
+ * arrived (the latch's `saved_at_ms`: it was written after). A `ts` ahead of that moment says
+ * nothing (the line may have arrived later), so it is judged by its values alone.
+ *
+ * @param spec The critical type's registry entry.
+ * @param tsMs The line's `ts`, epoch ms (NaN: unreadable, judged by its values).
+ * @param data The line's `data`.
+ * @param earliestMs The earliest wall time the line can have arrived, epoch ms.
+ * @returns True when it made the type unsafe.
+ *
+ * @example Usage
+ * ```ts
+ * import { unsafeWhenStored } from "./safety.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const spec = { critical: true, stale_after_s: 60, fields: { rain: { alarm_if: true } } };
+ * assert.equal(unsafeWhenStored(spec, 0, { rain: true }, 0), true);
+ * assert.equal(unsafeWhenStored(spec, 0, { rain: false }, 30_000), false);
+ * // A collector catching up: ten minutes old when it could first have arrived.
+ * assert.equal(unsafeWhenStored(spec, 0, { rain: false }, 600_000), true);
+ * ```
+ */
+export function unsafeWhenStored(
+  spec: TypeSpec,
+  tsMs: number,
+  data: Readonly<Record<string, unknown>>,
+  earliestMs: number,
+): boolean {
+  const at = Number.isNaN(tsMs) ? earliestMs : Math.max(earliestMs, tsMs);
+  const state = quickState(spec, tsMs, data, at);
+  return state === "alarm" || state === "stale";
+}
+
+/**
  * Why one critical type is unsafe, in `GET /check`'s words; empty when it is fine.
  */
 function typeReasons(
@@ -534,6 +622,8 @@ export function parseSavedLatch(value: unknown): SavedLatch | null {
     typeof v.since !== "string" || Number.isNaN(Date.parse(v.since)) ||
     typeof v.types !== "object" || v.types === null || Array.isArray(v.types)
   ) return null;
+  const covers = v.covers === undefined ? null : parseCover(v.covers);
+  if (covers === undefined) return null;
   const types: Record<string, SavedTypeLatch> = {};
   for (const [type, raw] of Object.entries(v.types as Record<string, unknown>)) {
     const t = raw as Record<string, unknown> | null;
@@ -542,5 +632,32 @@ export function parseSavedLatch(value: unknown): SavedLatch | null {
     if (until !== null && (typeof until !== "number" || !Number.isFinite(until))) return null;
     types[type] = { unsafe: t.unsafe, latched_until_ms: until as number | null };
   }
-  return { version: 1, saved_at_ms: v.saved_at_ms, safe: v.safe, since: v.since, types };
+  return { version: 1, saved_at_ms: v.saved_at_ms, covers, safe: v.safe, since: v.since, types };
+}
+
+/** A seq or a byte offset: a whole number, 0 or more. */
+function isCount(value: unknown): value is number {
+  return typeof value === "number" && Number.isSafeInteger(value) && value >= 0;
+}
+
+/** The `covers` of a saved latch, or undefined when it is not one this version wrote. */
+function parseCover(value: unknown): LatchCover | undefined {
+  if (typeof value !== "object" || value === null) return undefined;
+  const c = value as Record<string, unknown>;
+  if (!isCount(c.site_seq)) return undefined;
+  let run: LatchCover["run"] = null;
+  if (c.run !== null) {
+    const r = c.run as Record<string, unknown> | undefined;
+    if (typeof r !== "object" || typeof r.dir !== "string" || !isCount(r.seq)) return undefined;
+    run = { dir: r.dir, seq: r.seq };
+  }
+  let log: LatchCover["runs_log"] = null;
+  if (c.runs_log !== null) {
+    const l = c.runs_log as Record<string, unknown> | undefined;
+    if (typeof l !== "object" || !(l.ino === null || isCount(l.ino)) || !isCount(l.offset)) {
+      return undefined;
+    }
+    log = { ino: l.ino, offset: l.offset };
+  }
+  return { site_seq: c.site_seq, run, runs_log: log };
 }

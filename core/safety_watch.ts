@@ -1,8 +1,10 @@
 /**
  * The service's side of the safety verdict (docs/safety.md): when {@linkcode SafetyJudge} judges
  * (after each commit that touched a critical type, on every question, and on a timer that wakes
- * when the verdict can next change by time alone), saving the latch in the site directory,
- * recording each change of the verdict as a `telemetry.safety` event, and telling listeners.
+ * when the verdict can next change by time alone), saving the latch in the site directory (before
+ * a commit group that turns a critical type unsafe is written, and after every change), judging
+ * again at start-up the stored lines written after the saved latch, recording each change of the
+ * verdict as a `telemetry.safety` event, and telling listeners.
  *
  * @example Usage
  * ```ts ignore
@@ -17,13 +19,18 @@
 import type { LatestEvent } from "./freshness.ts";
 import {
   type Judgement,
+  type LatchCover,
+  type Observed,
   parseSavedLatch,
   type SafetyChange,
   SafetyJudge,
   type SafetyVerdict,
+  type SavedLatch,
+  unsafeWhenStored,
 } from "./safety.ts";
 import type { TypesRegistry } from "./types_registry.ts";
 import type { SafetyLatchFile } from "../store/safety_latch.ts";
+import { SAFETY_LATCH_FILE } from "../store/layout.ts";
 import type { EventOp } from "./assign.ts";
 import type { CommittedEvent } from "./service_types.ts";
 
@@ -35,6 +42,13 @@ export const SAFETY_EVENT_TYPE = "telemetry.safety";
  * planned, and is noticed within this time.
  */
 const MAX_SLEEP_MS = 5_000;
+
+/**
+ * Events written since the latch was last saved after which it is saved again with the streams'
+ * new ends (one small write per this many events): a start after a crash judges again at most
+ * about this many lines (docs/safety.md#across-restarts).
+ */
+export const LATCH_REFRESH_EVENTS = 100_000;
 
 /** What the watch needs from the service. */
 export interface SafetyWatchOptions {
@@ -52,8 +66,26 @@ export interface SafetyWatchOptions {
   control: (fn: () => Promise<void>) => Promise<void>;
   /** Queues events for the next commit group (the `telemetry.safety` events). */
   push: (op: EventOp) => void;
-  /** Told when the latch file cannot be written. */
+  /** Told when the latch file cannot be written, and what the start-up replay found. */
   warn: (message: string) => void;
+  /** Where the stored streams end now; called in the service's queue, between commit groups. */
+  cover: () => Promise<LatchCover>;
+  /**
+   * Hands each stored line of the given types written after a cover to `each`
+   * (`latch_replay.ts`).
+   *
+   * @returns Undefined when it did, else why it cannot tell which lines came after the cover.
+   */
+  linesAfter: (
+    cover: LatchCover,
+    types: ReadonlySet<string>,
+    each: (line: string) => void,
+  ) => Promise<string | undefined>;
+  /**
+   * What the checkpoint the snapshot was restored from covers: all a latch file written before
+   * 0.7 can be said to cover (it was saved after each group, before the next checkpoint).
+   */
+  checkpointCover: LatchCover | undefined;
 }
 
 /**
@@ -78,6 +110,9 @@ export class SafetyWatch {
   #saving: Promise<void> = Promise.resolve();
   #failing = false;
   #closed = false;
+  /** Events written since the latch was last saved, and whether a save for them is queued. */
+  #uncovered = 0;
+  #refreshing = false;
   /**
    * The changes the opening judgement found against the saved latch (a site stopped while safe
    * and started after its critical type went stale is unsafe now): nobody listened yet, so they
@@ -102,13 +137,15 @@ export class SafetyWatch {
   }
 
   /**
-   * Reads the saved latch, judges once and saves the result.
+   * Reads the saved latch, judges again the stored lines written after it, judges once and saves
+   * the result.
    *
    * @param options What the watch needs.
    * @returns The running watch; {@linkcode SafetyWatch.close} stops its timer.
    */
   static async open(options: SafetyWatchOptions): Promise<SafetyWatch> {
-    const restored = parseSavedLatch(await options.file.read());
+    const saved = parseSavedLatch(await options.file.read());
+    const restored = await judgeLinesAfter(saved, options);
     const judge = new SafetyJudge(options.registry, {
       wallMs: options.wall(),
       monoMs: options.mono(),
@@ -126,19 +163,22 @@ export class SafetyWatch {
   }
 
   /**
-   * Judges the critical types a commit group made current, one by one and cheaply (the
-   * ingest path, docs/safety.md): the whole verdict is judged again only when one changed.
+   * Judges the critical types a commit group makes current, event by event and cheaply (the
+   * ingest path, docs/safety.md), before the group is written: an alarm followed by a clear in
+   * the same group still latches.
    *
    * @param ops The accepted requests of the group.
-   * @param results Their committed events, per request and item.
-   * @returns True when the verdict must be judged again ({@linkcode SafetyWatch.afterCommit}).
+   * @param results Their events with seqs assigned, per request and item.
+   * @returns `unsafe` when the group turns a critical type unsafe (save the latch with
+   *   {@linkcode SafetyWatch.beforeWrite} before writing it), `changed` when a state changed,
+   *   `same` otherwise; unless `same`, {@linkcode SafetyWatch.afterCommit} follows the write.
    */
   changedBy(
     ops: readonly EventOp[],
     results: readonly (readonly CommittedEvent[])[],
-  ): boolean {
-    if (this.#critical.size === 0) return false;
-    let changed = false, wall = 0, mono = 0;
+  ): Observed {
+    if (this.#critical.size === 0) return "same";
+    let observed: Observed = "same", wall = 0, mono = 0;
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i]!;
       for (let j = 0; j < op.items.length; j++) {
@@ -147,10 +187,43 @@ export class SafetyWatch {
         if (wall === 0) [wall, mono] = [this.#options.wall(), this.#options.mono()];
         // Without a ts the event was stamped with its receive time: no date to parse.
         const tsMs = item.ts === undefined ? op.receivedAt : Date.parse(item.ts);
-        if (this.#judge.observe(item.type, tsMs, results[i]![j]!.data, wall, mono)) changed = true;
+        const one = this.#judge.observe(item.type, tsMs, results[i]![j]!.data, wall, mono);
+        if (one === "unsafe" || (one === "changed" && observed === "same")) observed = one;
       }
     }
-    return changed;
+    return observed;
+  }
+
+  /**
+   * Saves the latch before a commit group that turns a critical type unsafe is written
+   * (docs/safety.md#across-restarts): no crash can leave such a group on disk with a latch file
+   * that does not know it. A save that fails is warned, and the group is written all the same:
+   * the next start judges again the lines written after the latch file it finds.
+   */
+  async beforeWrite(): Promise<void> {
+    this.#dirty = true;
+    await this.save();
+  }
+
+  /**
+   * Counts the events a commit group wrote; after {@linkcode LATCH_REFRESH_EVENTS} of them the
+   * latch is saved again (in the queue, after this group) with where the streams end now.
+   *
+   * @param events Events the group wrote.
+   */
+  written(events: number): void {
+    if (this.#critical.size === 0) return;
+    this.#uncovered += events;
+    if (this.#uncovered < LATCH_REFRESH_EVENTS || this.#refreshing || this.#closed) return;
+    this.#refreshing = true;
+    this.#options.control(async () => {
+      this.#refreshing = false;
+      this.#dirty = true;
+      await this.save();
+    }).catch(() => {
+      // closing: close() saves a last time
+      this.#refreshing = false;
+    });
   }
 
   /** The critical types of the registry. */
@@ -172,10 +245,11 @@ export class SafetyWatch {
   }
 
   /**
-   * Judges after a commit (or a forget) and saves the latch when it changed, before the next
-   * commit group is written: a crash never finds an older latch than the stream.
+   * Judges after a commit (or a forget, or a group the disk refused) and saves the latch when it
+   * changed, before the next commit group is written and before the group is answered.
    */
   async afterCommit(): Promise<void> {
+    this.#judge.release();
     this.#judgeNow();
     await this.save();
   }
@@ -214,13 +288,16 @@ export class SafetyWatch {
     if (!this.#dirty) return;
     this.#dirty = false;
     try {
-      await this.#options.file.write(this.#judge.saved(this.#options.wall()));
+      // In the queue: no group is written between reading where the streams end and the write.
+      const covers = await this.#options.cover();
+      await this.#options.file.write(this.#judge.saved(this.#options.wall(), covers));
+      this.#uncovered = 0;
       this.#failing = false;
     } catch (err) {
       this.#dirty = true;
       if (!this.#failing) {
         this.#options.warn(
-          `Could not save the safety latch (docs/safety.md); a crash now could lose it: ${
+          `Could not save the safety latch ${SAFETY_LATCH_FILE} (docs/safety.md); until it is saved, a restart judges again every stored line written since: ${
             err instanceof Error ? err.message : String(err)
           }`,
         );
@@ -318,6 +395,61 @@ export class SafetyWatch {
       });
     }, Math.max(0, Math.ceil(sleep)));
   }
+}
+
+/**
+ * The saved latch with every critical type that a stored line written after it judges unsafe
+ * counted as judged unsafe when it was saved (docs/safety.md#across-restarts); null (every type
+ * unknown, so unsafe) when there is no latch or it cannot be told which lines came after it.
+ */
+async function judgeLinesAfter(
+  saved: SavedLatch | null,
+  options: SafetyWatchOptions,
+): Promise<SavedLatch | null> {
+  const { registry, warn } = options;
+  const critical = new Set([...registry].filter(([, spec]) => spec.critical).map(([t]) => t));
+  if (saved === null || critical.size === 0) return saved;
+  const cover = saved.covers ?? options.checkpointCover;
+  if (cover === undefined) {
+    warn(
+      `The safety latch ${SAFETY_LATCH_FILE} does not say which stored lines it covers and no checkpoint does; every critical type stays unsafe for its clear_after_s from now (docs/safety.md).`,
+    );
+    return null;
+  }
+  // Written after the latch was saved, so not before it by the wall clock (unless it stepped back).
+  const earliest = Math.min(saved.saved_at_ms, options.wall());
+  const found = new Set<string>();
+  const failed = await options.linesAfter(cover, critical, (line) => {
+    let event: { type?: unknown; ts?: unknown; data?: unknown; meta?: { migrated_from?: unknown } };
+    try {
+      event = JSON.parse(line);
+    } catch {
+      return; // never acknowledged as such
+    }
+    const { type, ts, data } = event;
+    if (typeof type !== "string" || found.has(type)) return;
+    // A migrated night is history the service never judged live (docs/migration.md).
+    if (typeof event.meta?.migrated_from === "string") return;
+    const spec = registry.get(type);
+    if (!spec?.critical || typeof data !== "object" || data === null) return;
+    const tsMs = typeof ts === "string" ? Date.parse(ts) : NaN;
+    if (unsafeWhenStored(spec, tsMs, data as Record<string, unknown>, earliest)) found.add(type);
+  });
+  if (failed !== undefined) {
+    warn(
+      `The stored lines written after the safety latch ${SAFETY_LATCH_FILE} was saved cannot be judged (${failed}); every critical type stays unsafe for its clear_after_s from now (docs/safety.md).`,
+    );
+    return null;
+  }
+  if (found.size === 0) return saved;
+  warn(
+    `Stored lines written after the safety latch ${SAFETY_LATCH_FILE} was saved judge ${
+      [...found].join(", ")
+    } unsafe; each stays unsafe for its clear_after_s from now (docs/safety.md#across-restarts).`,
+  );
+  const types = { ...saved.types };
+  for (const type of found) types[type] = { unsafe: true, latched_until_ms: null };
+  return { ...saved, types };
 }
 
 /**

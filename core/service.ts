@@ -27,7 +27,7 @@ import { type ActiveRun, Runs, type RunStart, toWriteError } from "./runs.ts";
 import { checkpointRecord, Snapshot, type SnapshotBodyOptions } from "./snapshot.ts";
 import { SiteStore } from "../store/site_store.ts";
 import { siteFileName } from "../store/layout.ts";
-import { resumeFromDisk, type SiteCounters } from "./restore.ts";
+import { type Resumed, resumeFromDisk, type SiteCounters } from "./restore.ts";
 import { RetentionScheduler } from "../store/retention.ts";
 import { GroupQueue } from "./queue.ts";
 import { TimestampCache } from "./timestamp.ts";
@@ -39,6 +39,8 @@ import { reservedMark, settledMark } from "../store/seq_marks.ts";
 import { NO_TYPES, type TypesRegistry } from "./types_registry.ts";
 import type { SafetyChange, SafetyVerdict } from "./safety.ts";
 import { openSafetyWatch, SAFETY_EVENT_TYPE, type SafetyWatch } from "./safety_watch.ts";
+import { readLinesAfter, type StreamsNow } from "./latch_replay.ts";
+import { runLogEnd } from "../store/run_log.ts";
 
 export { RUN_ID_PATTERN } from "../store/layout.ts";
 export type { EventCommand, RunStartCommand } from "./commands.ts";
@@ -181,10 +183,11 @@ export class TelemetryService implements AsyncDisposable {
     try {
       // Without a checkpoint to stand on, take one before accepting anything: from then on a
       // restart only reads what follows it, even right after a rotation.
-      if (await service.#resume()) {
+      const resumed = await service.#resume();
+      if (resumed.readAfterCheckpoint !== undefined) {
         if (service.#checkpoints.dirty) service.#checkpoints.arm();
       } else await service.#checkpoints.now();
-      service.#safety = await openSafetyWatch(service.#safetyHost(options));
+      service.#safety = await openSafetyWatch(service.#safetyHost(options, resumed));
       // After the resume read the newest files: compressing them under it would only cost time.
       service.#retention.schedule();
       return service;
@@ -198,20 +201,35 @@ export class TelemetryService implements AsyncDisposable {
    * Resumes seq counters, the snapshot and the active run from the site directory (see
    * {@linkcode resumeFromDisk}).
    *
-   * @returns `true` when it came from a checkpoint.
+   * @returns What the resume found; `readAfterCheckpoint` is set when it came from a checkpoint.
    */
-  async #resume(): Promise<boolean> {
+  async #resume(): Promise<Resumed> {
     const resumed = await resumeFromDisk(this.#store, this.#runs, this.#snapshot, this.#warn);
     this.#site = resumed.site;
     this.#checkpoints.synced();
-    if (resumed.readAfterCheckpoint === undefined) return false;
-    this.#checkpoints.dirty = resumed.readAfterCheckpoint > 0;
-    return true;
+    if (resumed.readAfterCheckpoint !== undefined) {
+      this.#checkpoints.dirty = resumed.readAfterCheckpoint > 0;
+    }
+    return resumed;
   }
 
   /** What the safety watch needs from the service (docs/safety.md). */
-  #safetyHost(options: ServiceOptions): Parameters<typeof openSafetyWatch>[0] {
+  #safetyHost(options: ServiceOptions, resumed: Resumed): Parameters<typeof openSafetyWatch>[0] {
+    const now: StreamsNow = {
+      siteFiles: resumed.siteFiles,
+      activeRunDir: this.#runs.active?.record.run_dir,
+    };
     return {
+      cover: async () => {
+        const run = this.#runs.active;
+        return {
+          site_seq: this.#site.lastWritten,
+          run: run ? { dir: run.record.run_dir, seq: run.lastWritten } : null,
+          runs_log: await runLogEnd(this.siteDir),
+        };
+      },
+      linesAfter: (cover, types, each) => readLinesAfter(this.#store, now, cover, types, each),
+      checkpointCover: resumed.checkpointCover,
       registry: options.types ?? NO_TYPES,
       file: this.#store.safetyLatch,
       wall: this.#clock,
@@ -596,6 +614,10 @@ export class TelemetryService implements AsyncDisposable {
       { seq: this.#site.seq, written: this.#site.lastWritten, unwritten: 0 },
       this.#assignContext,
     );
+    // Judged event by event before the group is written; a group that turns a critical type
+    // unsafe is written only after the latch says so (docs/safety.md#across-restarts).
+    const safety = this.#safety.changedBy(accepted, group.results);
+    if (safety === "unsafe") await this.#safety.beforeWrite();
     const started = performance.now();
     let bytes: number;
     try {
@@ -603,6 +625,8 @@ export class TelemetryService implements AsyncDisposable {
     } catch (err) {
       const failure = toWriteError(err);
       this.#writeListeners.emit({ ok: false, error: failure });
+      // An alarm the disk refused still latches the site: it was reported all the same.
+      if (safety !== "same") await this.#safety.afterCommit();
       for (const op of accepted) op.reject(failure);
       return;
     }
@@ -620,9 +644,10 @@ export class TelemetryService implements AsyncDisposable {
       run.record.events += group.pending.get(run.writer)?.length ?? 0;
     }
     this.#committed(group, bytes);
+    this.#safety.written(group.copies.length);
     // A group that changes the safety verdict is answered once the latch is saved: an answered
     // event is never older than the latch a restart finds (docs/safety.md).
-    const safetyChanged = this.#safety.changedBy(accepted, group.results);
+    const safetyChanged = safety !== "same";
     for (let i = 0; i < accepted.length; i++) {
       const op = accepted[i]!;
       const out = group.results[i]!;

@@ -303,6 +303,31 @@ export async function readRunLog(
   }
 }
 
+/**
+ * Where the run log ends now, without reading it: a later {@linkcode readRunLog} given this as
+ * `after` reads only the lines appended since (the safety latch keeps it, docs/safety.md).
+ *
+ * @param siteDir The site directory.
+ * @returns The log's inode and size; `{ino: null, offset: 0}` when there is no log (or
+ *   something other than a regular file is in its place).
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { readRunLog, runLogEnd } from "./run_log.ts";
+ * const end = await runLogEnd("./telemetry");
+ * const since = await readRunLog("./telemetry", { after: end });
+ * ```
+ */
+export async function runLogEnd(siteDir: string): Promise<RunLogEnd> {
+  try {
+    const info = await Deno.lstat(join(siteDir, RUN_LOG_FILE));
+    if (info.isFile) return { ino: info.ino, offset: info.size };
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
+  return { ino: null, offset: 0 };
+}
+
 function emptyRead(): RunLogRead {
   return { ...new RunLogFold().log(false), end: { ino: null, offset: 0 }, continued: false };
 }

@@ -1,9 +1,10 @@
 /**
  * The safety latch file `<site_dir>/.safety.json` (docs/safety.md): what the service's safety
  * judge saves so a restart, clean or after a crash, never makes an unsafe site safe early. It is
- * written atomically and fdatasynced (`fs.ts`) at every change of a latch, before the next
- * commit group is written. What it holds is `core/safety.ts`'s business; this module only reads
- * and writes the file.
+ * written atomically and fdatasynced (`fs.ts`) before a commit group that turns a critical type
+ * unsafe is written, at every other change of a latch before the next group, and with where the
+ * streams end (its `covers`, which the next start reads on from). What it holds is
+ * `core/safety.ts`'s business; this module only reads and writes the file.
  *
  * @example Usage
  * ```ts ignore

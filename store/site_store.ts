@@ -28,6 +28,7 @@ import { DayKeyer } from "./day_key.ts";
 import { errorText, InvalidRequestError, StorageError, UnsafeFileError } from "../core/errors.ts";
 import type { FsyncMode, NdjsonWriter } from "./writer.ts";
 import {
+  type EachLine,
   readStreamAfter,
   readTail,
   scanStream,
@@ -446,13 +447,15 @@ export class SiteStore {
    *
    * @param runDir The run directory.
    * @param after Where the checkpoint stands in it, or the seq to read past.
+   * @param each Told about every line after it, in order.
    * @returns The lines after it, or `undefined` when the cursor no longer matches the file.
    */
   readRunAfter(
     runDir: string,
     after: StreamCursor | { afterSeq: number },
+    each?: EachLine,
   ): Promise<StreamTail | undefined> {
-    return readStreamAfter(join(runDir, RUN_FILE), after, this.#damage);
+    return readStreamAfter(join(runDir, RUN_FILE), after, this.#damage, each);
   }
 
   /**
@@ -460,13 +463,15 @@ export class SiteStore {
    *
    * @param name The site file's name.
    * @param after The cursor, or the seq to read past.
+   * @param each Told about every line after it, in order.
    * @returns The lines after it, or `undefined` when the cursor no longer matches the file.
    */
   readSiteAfter(
     name: string,
     after: StreamCursor | { afterSeq: number },
+    each?: EachLine,
   ): Promise<StreamTail | undefined> {
-    return readStreamAfter(join(this.siteDir, name), after, this.#damage);
+    return readStreamAfter(join(this.siteDir, name), after, this.#damage, each);
   }
 
   /**

@@ -81,6 +81,12 @@ export interface StreamCursor {
   seq: number;
 }
 
+/**
+ * Told about every line after the point, in order, by {@linkcode readStreamAfter} (the start-up
+ * replay of the safety latch judges each one, not only the latest of each type).
+ */
+export type EachLine = (type: string, line: string) => void;
+
 /** The lines of a stream after a point, found by {@linkcode readStreamAfter}. */
 export interface StreamTail {
   /** The last line of each type after the point, with its seq, in order of last occurrence. */
@@ -295,6 +301,7 @@ export async function readTail(path: string, size?: number, warn?: Warn): Promis
  * @param path The NDJSON file.
  * @param after The cursor of a checkpoint, or the seq to read past.
  * @param warn Told about damage, which is then passed over (default: thrown).
+ * @param each Told about every line after the point, in order.
  * @returns The latest line per type after the point, or `undefined` when the cursor does not
  *   match the file (shorter than the offset, no `\n` before it, another seq on the line before
  *   it): the file was truncated or replaced.
@@ -303,9 +310,10 @@ export async function readStreamAfter(
   path: string,
   after: StreamCursor | { afterSeq: number },
   warn?: Warn,
+  each?: EachLine,
 ): Promise<StreamTail | undefined> {
   const result: StreamTail = { latest: new Map(), count: 0, bytes: 0 };
-  if (isGz(path)) return await readGzAfter(path, after, result, warn);
+  if (isGz(path)) return await readGzAfter(path, after, result, warn, each);
   const overlong = overlongWarn(path, warn);
   let file: Deno.FsFile;
   try {
@@ -346,6 +354,7 @@ export async function readStreamAfter(
       result.count++;
       result.latest.delete(parsed.type);
       result.latest.set(parsed.type, { seq: parsed.seq, line: text });
+      each?.(parsed.type, text);
     }
     return result;
   } finally {
@@ -402,6 +411,7 @@ async function readGzAfter(
   after: StreamCursor | { afterSeq: number },
   result: StreamTail,
   warn: Warn | undefined,
+  each: EachLine | undefined,
 ): Promise<StreamTail | undefined> {
   const cursor = "offset" in after ? after : undefined;
   const afterSeq = cursor ? cursor.seq : (after as { afterSeq: number }).afterSeq;
@@ -419,6 +429,7 @@ async function readGzAfter(
     result.count++;
     result.latest.delete(parsed.type);
     result.latest.set(parsed.type, { seq: parsed.seq, line: line.text });
+    each?.(parsed.type, line.text);
   }
   return matched ? result : undefined;
 }

@@ -51,6 +51,7 @@ export function seedFromEnv(fallback: number): number {
 /** A free TCP port on 127.0.0.1 (closed again; the child binds it right after). */
 export { freePort, rawHttp, type RawResponse } from "./util.ts";
 import { cliRunArgs } from "./util.ts";
+import { permissionFlags } from "../../server.ts";
 
 /** `cli.ts telemetry run` as a child process. */
 export interface ChildServer extends AsyncDisposable {
@@ -73,11 +74,14 @@ export async function spawnCliServer(options: {
   siteDir: string;
   port: number;
   args?: string[];
+  /** Files it reads at start-up (`--types FILE`), added to its read permission. */
+  readFiles?: string[];
   timeoutMs?: number;
 }): Promise<ChildServer> {
-  const { siteDir, port } = options;
+  const { siteDir, port, readFiles = [] } = options;
+  const flags = permissionFlags({ siteDir, host: "127.0.0.1", port, readFiles });
   const child = new Deno.Command(Deno.execPath(), {
-    args: cliRunArgs(siteDir, port, options.args ?? []),
+    args: cliRunArgs(siteDir, port, options.args ?? [], flags),
     stdin: "null",
     stdout: "piped",
     stderr: "piped",
