@@ -487,6 +487,15 @@ async function seedEvery2Min(
   return events.length;
 }
 
+/** Waits until the chart spans the 1-hour range with `n` vertices. */
+function waitForHour(page: Page, chart: string, n: number): Promise<unknown> {
+  return waitFor(page, ([sel, want]) => {
+    const svg = (globalThis as unknown as { document: PageDocument }).document
+      .querySelector(sel + " svg");
+    return svg?.dataset.span === "3600000" && svg.dataset.vertices === String(want);
+  }, [chart, n] as const);
+}
+
 const POWER = parseTypes(
   JSON.stringify({
     power: { stale_after_s: 300, fields: { battery_v: { unit: "V", alarm_below: 11.8 } } },
@@ -494,27 +503,37 @@ const POWER = parseTypes(
   "types.json",
 );
 
+/**
+ * Seeds `type` every 2 minutes over `minutes` (some left out), opens the page at the 1-hour range
+ * (10 s buckets) and returns the vertex count of each piece of its `battery_v` line.
+ */
+async function piecesAtOneHour(
+  types: ReturnType<typeof parseTypes>,
+  type: string,
+  minutes: number,
+  skip: (i: number) => boolean,
+): Promise<number[]> {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path, types });
+  const sent = await seedEvery2Min(server.url, type, minutes, skip);
+  const chart = `[data-type="${type}"] figure.chart[data-field="battery_v"]`;
+  await using browser = await launch();
+  const { page, errors } = await openPage(browser, `${server.url}/`);
+  await page.click('#range button[data-hours="1"]');
+  await waitForHour(page, chart, sent);
+  const drawn = await pieces(page, chart);
+  assert.deepEqual(errors, []);
+  return drawn;
+}
+
 Deno.test({
   name:
     "at 1 h the chart joins a type sent every 2 minutes into one line, broken only past twice its stale_after_s",
   ignore: browserMissing !== undefined,
   async fn() {
-    await using tmp = await tempDir();
-    await using server = await testServer({ siteDir: tmp.path, types: POWER });
-    // 2 to 56 minutes ago; i = 10..14 left out: a hole of 12 minutes, past 2 x 300 s.
-    const sent = await seedEvery2Min(server.url, "power", 56, (i) => i >= 10 && i < 15);
-    const chart = '[data-type="power"] figure.chart[data-field="battery_v"]';
-    await using browser = await launch();
-    const { page, errors } = await openPage(browser, `${server.url}/`);
-    await page.click('#range button[data-hours="1"]');
-    await waitFor(page, ([sel, n]) => {
-      const svg = (globalThis as unknown as { document: PageDocument }).document
-        .querySelector(sel + " svg");
-      return svg?.dataset.span === "3600000" && svg.dataset.vertices === String(n);
-    }, [chart, sent] as const);
-    // Newest first: i = 15..27 before the hole, i = 0..9 after it; 10 s buckets, 2 minutes apart.
-    assert.deepEqual(await pieces(page, chart), [13, 10]);
-    assert.deepEqual(errors, []);
+    // 2 to 56 minutes ago; i = 10..14 left out: a hole of 12 minutes, past 2 x 300 s. Newest
+    // first: i = 15..27 before the hole, i = 0..9 after it.
+    assert.deepEqual(await piecesAtOneHour(POWER, "power", 56, (i) => i >= 10 && i < 15), [13, 10]);
   },
 });
 
@@ -523,21 +542,8 @@ Deno.test({
     "without stale_after_s the chart joins points at the type's median spacing and breaks past twice it",
   ignore: browserMissing !== undefined,
   async fn() {
-    await using tmp = await tempDir();
-    await using server = await testServer({ siteDir: tmp.path, types: TYPES });
     // No stale_after_s for "probe": 2-minute steps, one hole of 6 minutes (past 2 x 2 minutes).
-    const sent = await seedEvery2Min(server.url, "probe", 50, (i) => i === 7 || i === 8);
-    const chart = '[data-type="probe"] figure.chart[data-field="battery_v"]';
-    await using browser = await launch();
-    const { page, errors } = await openPage(browser, `${server.url}/`);
-    await page.click('#range button[data-hours="1"]');
-    await waitFor(page, ([sel, n]) => {
-      const svg = (globalThis as unknown as { document: PageDocument }).document
-        .querySelector(sel + " svg");
-      return svg?.dataset.span === "3600000" && svg.dataset.vertices === String(n);
-    }, [chart, sent] as const);
-    assert.deepEqual(await pieces(page, chart), [16, 7]);
-    assert.deepEqual(errors, []);
+    assert.deepEqual(await piecesAtOneHour(TYPES, "probe", 50, (i) => i === 7 || i === 8), [16, 7]);
   },
 });
 

@@ -52,6 +52,23 @@ function banner(page: Page) {
   }, 0);
 }
 
+/** Waits until the banner lists exactly `reasons`, in order. */
+function waitForReasons(page: Page, reasons: string[], timeout = 10_000): Promise<unknown> {
+  return waitFor(
+    page,
+    (want) =>
+      JSON.stringify(
+        Array.from(
+          (globalThis as unknown as { document: PageDocument }).document
+            .querySelectorAll("#safety .reasons li"),
+          (li) => li.textContent,
+        ),
+      ) === want,
+    JSON.stringify(reasons),
+    timeout,
+  );
+}
+
 Deno.test({
   name: "the dashboard shows SAFE above the cards while every critical type is fine",
   ignore: browserMissing !== undefined,
@@ -96,18 +113,7 @@ Deno.test({
     await waitForText(page, "#safety .verdict", "UNSAFE", 5000);
     const verdict = (await getJson(`${server.url}/safety`)).body as { reasons: string[] };
     assert.ok(verdict.reasons.length > 0);
-    await waitFor(
-      page,
-      (want) =>
-        JSON.stringify(
-          Array.from(
-            (globalThis as unknown as { document: PageDocument }).document
-              .querySelectorAll("#safety .reasons li"),
-            (li) => li.textContent,
-          ),
-        ) === want,
-      JSON.stringify(verdict.reasons),
-    );
+    await waitForReasons(page, verdict.reasons);
     assert.equal((await banner(page)).safe, "false");
     assert.deepEqual(errors, []);
   },
@@ -170,18 +176,7 @@ Deno.test({
     await using browser = await launch();
     const { page, errors } = await openPage(browser, `${server.url}/`);
     const alarm = (await getJson(`${server.url}/safety`)).body as { reasons: string[] };
-    await waitFor(
-      page,
-      (want) =>
-        JSON.stringify(
-          Array.from(
-            (globalThis as unknown as { document: PageDocument }).document
-              .querySelectorAll("#safety .reasons li"),
-            (li) => li.textContent,
-          ),
-        ) === want,
-      JSON.stringify(alarm.reasons),
-    );
+    await waitForReasons(page, alarm.reasons);
     const changes = async () =>
       (await (await fetch(`${server.url}/history?type=telemetry.safety`)).text()).trim()
         .split("\n").length;
@@ -195,19 +190,7 @@ Deno.test({
     assert.match(clearing.reasons.join("\n"), /^weather: clearing, safe at /);
     // Still unsafe: the verdict did not change, so the stream carries no telemetry.safety event.
     assert.equal(await changes(), before);
-    await waitFor(
-      page,
-      (want) =>
-        JSON.stringify(
-          Array.from(
-            (globalThis as unknown as { document: PageDocument }).document
-              .querySelectorAll("#safety .reasons li"),
-            (li) => li.textContent,
-          ),
-        ) === want,
-      JSON.stringify(clearing.reasons),
-      PROMPTLY_MS,
-    );
+    await waitForReasons(page, clearing.reasons, PROMPTLY_MS);
     assert.equal((await banner(page)).clearing, "true");
     assert.deepEqual(errors, []);
   },
@@ -224,18 +207,7 @@ Deno.test({
     const alarm = ((await getJson(`${server.url}/safety`)).body as { reasons: string[] }).reasons;
     await using browser = await launch();
     const { page, errors } = await openPage(browser, `${server.url}/`);
-    await waitFor(
-      page,
-      (want) =>
-        JSON.stringify(
-          Array.from(
-            (globalThis as unknown as { document: PageDocument }).document
-              .querySelectorAll("#safety .reasons li"),
-            (li) => li.textContent,
-          ),
-        ) === want,
-      JSON.stringify(alarm),
-    );
+    await waitForReasons(page, alarm);
     // The page asked before the type turned stale: what it shows next it must ask again for.
     const asked = ((await getJson(`${server.url}/safety`)).body as { reasons: string[] }).reasons;
     assert.deepEqual(asked, alarm, "the page was ready before the type turned stale");
