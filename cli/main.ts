@@ -128,6 +128,20 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
 };
 
 /**
+ * The commands `obs-utils telemetry` knows, in the order its unknown-command error lists them
+ * (`help` aside). The usage texts and docs/cli.md must list each one: tests/cli/usage_docs_test.ts.
+ *
+ * @example Usage
+ * ```ts
+ * import { COMMAND_NAMES } from "./main.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.ok(COMMAND_NAMES.includes("safety"));
+ * ```
+ */
+export const COMMAND_NAMES: readonly string[] = Object.keys(COMMANDS);
+
+/**
  * Whether a fleet command was asked for its help: printed without loading the fleet's npm
  * packages, so `forward --help` works on a machine that never cached them (docs/cli.md).
  */

@@ -3,8 +3,11 @@
  * main script under the page's CSP nonce. Each card's numeric fields get an inline SVG chart of
  * the last hours, loaded from `GET /history?every=` (one vertex per bucket) and extended live from
  * the stream, with the field's warn and alarm limits as their own lines and runs and safety
- * changes marked on the time axis. It defines functions and state only; the main script calls
- * `chartsInit()` and feeds it events, runs and cards.
+ * changes marked on the time axis. A type with less data than the range is drawn over its data (at
+ * least an hour); the line breaks only at a hole longer than three buckets and twice the type's
+ * expected spacing; the value and time labels sit beside and below the plot, never over it. It
+ * defines functions and state only; the main script calls `chartsInit()` and feeds it events, runs
+ * and cards.
  *
  * @module
  */
@@ -26,6 +29,9 @@ const CHART_EVERY_S = { 1: 10, 6: 30, 12: 60, 24: 120, 48: 300 };
 const CHART_MAX_POINTS = 1500;
 const CHART_MAX_FIELDS = 16;
 const CHART_W = 600, CHART_H = 100;
+// The shortest time axis: a type with less data than the range is drawn over its data, but over an
+// hour at least, so a few minutes of points are not stretched across the whole card.
+const CHART_MIN_SPAN_MS = 3600000;
 const CHART_NS = "http://www.w3.org/2000/svg";
 let chartHours = 12;
 // "type\\u0000field" -> [{t: bucket start ms, v: mean, lo, hi, n}], in time order.
@@ -307,10 +313,13 @@ function chartFigure(section, type, field) {
   });
   const tip = el("div", "tip");
   tip.hidden = true;
-  plot.append(svg, el("span", "hi"), el("span", "lo"), tip);
+  plot.append(svg, tip);
+  // The labels get a column and a row of their own (style.ts), so they never cover the line.
+  const scale = el("div", "scale");
+  scale.append(el("span", "hi"), el("span", "lo"));
   const axis = el("div", "axis");
   axis.append(el("span", "t0"), el("span", "t1", "now"));
-  fig.append(cap, plot, axis);
+  fig.append(cap, scale, plot, axis);
   const hover = (e) => chartHover(fig, e);
   plot.addEventListener("pointermove", hover);
   plot.addEventListener("pointerdown", hover);
@@ -369,17 +378,63 @@ function drawCharts(type) {
     return a < b ? -1 : a > b ? 1 : 0;
   });
   for (const fig of [...section.children]) if (!names.includes(fig.dataset.field)) fig.remove();
+  const axis = chartAxis(type);
   for (const field of names) {
     const fig = chartFigure(section, type, field);
     section.append(fig); // keeps the order above
-    drawChart(fig, type, field, fields[field] || null);
+    drawChart(fig, type, field, fields[field] || null, axis);
   }
   section.hidden = names.length === 0;
 }
 
-function drawChart(fig, type, field, f) {
-  const every = chartEveryMs(), span = chartSpanMs();
-  const t0 = Date.now() - span;
+// The time axis of a type's charts (docs/dashboard.md, "The charts"): the range, or, when the
+// type's oldest point in it begins later than a hole (chartHole) after the range's start, from just
+// before that point (an hour at least), so an hour of data fills the chart instead of its right
+// edge. Data that begins within a hole of the start may go on before it: the whole range. The
+// fields of a type share the axis.
+function chartAxis(type) {
+  const every = chartEveryMs(), range = chartSpanMs(), now = Date.now();
+  const start = now - range;
+  let first = Infinity, hole = 3 * every;
+  for (const [key, points] of chartSeries) {
+    if (!key.startsWith(chartKey(type, ""))) continue;
+    const shown = points.filter((p) => p.t + every > start);
+    if (shown.length === 0) continue;
+    first = Math.min(first, shown[0].t);
+    hole = Math.max(hole, chartHole(type, shown, every));
+  }
+  if (first === Infinity || first - start <= hole) return { t0: start, span: range, zoomed: false };
+  const span = Math.min(range, Math.max(CHART_MIN_SPAN_MS, now - first + every));
+  return { t0: now - span, span, zoomed: span < range };
+}
+
+// Where the line breaks (docs/dashboard.md, "Gaps"): at a hole longer than three buckets and twice
+// the spacing expected of the type, its stale_after_s when the types file has one, else the median
+// spacing of its points (from four points on: two or three points say nothing of a cadence). So a
+// type sent every 2 minutes is one line at 1 h (10 s buckets), not a row of dots.
+function chartHole(type, points, every) {
+  const spec = specOf(type);
+  let expected = 0;
+  if (spec && typeof spec.stale_after_s === "number") {
+    expected = spec.stale_after_s * 1000;
+  } else if (points.length >= 4) {
+    const gaps = [];
+    for (let i = 1; i < points.length; i++) gaps.push(points[i].t - points[i - 1].t);
+    gaps.sort((a, b) => a - b);
+    expected = gaps[Math.floor(gaps.length / 2)];
+  }
+  return Math.max(3 * every, 2 * expected);
+}
+
+// "1 h", "1 h 5 min": the span of a zoomed time axis, in whole minutes.
+function chartSpanText(ms) {
+  const min = Math.round(ms / 60000);
+  return Math.floor(min / 60) + " h" + (min % 60 ? " " + (min % 60) + " min" : "");
+}
+
+function drawChart(fig, type, field, f, axis) {
+  const every = chartEveryMs();
+  const { t0, span } = axis;
   const points = (chartSeries.get(chartKey(type, field)) || []).filter((p) => p.t + every > t0);
   const view = { points, t0, span, every, unit: f && f.unit ? f.unit : "" };
   fig.chartView = view;
@@ -419,11 +474,10 @@ function drawChart(fig, type, field, f) {
     line.dataset.value = String(value);
     parts.push(line);
   }
-  // One vertex per point; a gap of more than three buckets breaks the line.
-  // A hole longer than three buckets and a 48th of the range breaks the line; a point alone
-  // between holes gets a zero-length stroke ("h0"), which the round cap shows as a dot.
+  // One vertex per point; a hole (chartHole) breaks the line, and a point alone between holes gets
+  // a zero-length stroke ("h0"), which the round cap shows as a dot.
   let d = "";
-  const hole = Math.max(3 * every, span / 48);
+  const hole = chartHole(type, points, every);
   const gapAt = (i) => i === 0 || i === points.length || points[i].t - points[i - 1].t > hole;
   for (let i = 0; i < points.length; i++) {
     d += (gapAt(i) ? "M" : "L") + chartX(view, points[i].t).toFixed(1) + "," + y(points[i].v);
@@ -435,9 +489,14 @@ function drawChart(fig, type, field, f) {
   parts.push(path, svgEl("line", { class: "cursor", x1: 0, x2: 0, y1: 0, y2: CHART_H, visibility: "hidden" }));
   svg.replaceChildren(...parts);
   svg.dataset.vertices = String(points.length);
+  svg.dataset.hole = String(hole);
   const label = f && f.label ? f.label : field;
   fig.querySelector(".name").textContent = label + (view.unit ? " (" + view.unit + ")" : "");
-  fig.querySelector(".span").textContent = points.length ? "last " + chartHours + " h" : "no history yet";
+  fig.querySelector(".span").textContent = !points.length
+    ? "no history yet"
+    : axis.zoomed
+    ? "last " + chartSpanText(span) + " (all data)"
+    : "last " + chartHours + " h";
   const fmt = (v) => String(Math.round(v * 100) / 100);
   fig.querySelector(".hi").textContent = fmt(hi);
   fig.querySelector(".lo").textContent = fmt(lo);

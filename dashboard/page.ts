@@ -76,7 +76,7 @@ export function renderDashboard(nonce: string): string {
 <p id="banner" role="alert" hidden>disconnected - values may be out of date</p>
 <section id="safety" role="status" aria-live="polite" hidden><span class="verdict"></span><span class="clear" hidden></span><span class="since"></span><ul class="reasons" hidden></ul></section>
 <main id="cards" aria-live="polite">
-  <p id="empty">No events yet. Post one: <code>curl -d '{"type":"weather","data":{"wind_mps":2.1}}' -H 'content-type: application/json' localhost:6562/event</code></p>
+  <p id="empty">No events yet. Post one: <code id="hint"></code></p>
 </main>
 <script nonce="${nonce}">"use strict";${DASHBOARD_CHART_SCRIPT}${DASHBOARD_SAFETY_SCRIPT}${DASHBOARD_SCRIPT}</script>
 </body>

@@ -1,9 +1,11 @@
 /**
  * The dashboard's SAFE / UNSAFE banner (`GET /`, docs/dashboard.md): plain browser JavaScript,
  * inlined before the main script under the page's CSP nonce. It shows the verdict of
- * `GET /safety` with its reasons, and "safe at HH:MM:SS (site zone)" while a latch clears; it
- * follows `telemetry.safety` events, polls, and asks again when `clear_at` passes. Against an older
- * service without `/safety` (404) the banner stays hidden.
+ * `GET /safety` with its reasons, and "safe at HH:MM:SS (site zone)" while a latch clears. It asks
+ * again on every `telemetry.safety` event, after every event of a critical type and when one turns
+ * stale (a latch starting or a reason changing while the site stays unsafe is no `telemetry.safety`
+ * event), when `clear_at` passes, and every 5 s. Against an older service without `/safety` (404)
+ * the banner stays hidden.
  *
  * @module
  */
@@ -24,6 +26,9 @@ let safetyState = null;
 let safetyMissing = false;
 let safetyBusy = false;
 let safetyAsked = 0;
+let safetySoonTimer = 0;
+// The poll: the verdict also changes with time alone (docs/dashboard.md, "The safety banner").
+const SAFETY_POLL_MS = 5000;
 
 function safetyClock(ms) {
   try {
@@ -77,6 +82,18 @@ function safetyEvent(env) {
   loadSafety();
 }
 
+// An event of a critical type, or one turning stale, may change the verdict's reasons without
+// changing the verdict (a latch starts clearing: no telemetry.safety event): ask again, at most once
+// a second however fast the type posts.
+function safetySoon() {
+  if (safetyMissing || safetySoonTimer) return;
+  const wait = Math.max(0, 1000 - (Date.now() - safetyAsked));
+  safetySoonTimer = setTimeout(() => {
+    safetySoonTimer = 0;
+    loadSafety();
+  }, wait);
+}
+
 function drawSafety() {
   const box = document.getElementById("safety");
   const s = safetyState;
@@ -104,14 +121,15 @@ function drawSafety() {
 
 function safetyInit() {
   // The verdict changes with time too (a latch ending, a type going stale): poll, and ask again
-  // just after clear_at. Against a service without /safety, ask rarely.
+  // just after clear_at. Against a service without /safety, ask rarely. (A 15 s poll left the
+  // alarm's reasons up for 15 s after /safety said clearing.)
   let polled = Date.now();
   setInterval(() => {
     const now = Date.now();
     const s = safetyState;
     const clearAt = s && !s.safe && typeof s.clear_at === "string" ? Date.parse(s.clear_at) : NaN;
     const due = !Number.isNaN(clearAt) && now >= clearAt + 300 && now - safetyAsked > 2000;
-    const every = safetyMissing ? 300000 : 15000;
+    const every = safetyMissing ? 300000 : SAFETY_POLL_MS;
     if (due || now - polled >= every) {
       polled = now;
       loadSafety();

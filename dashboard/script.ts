@@ -43,6 +43,16 @@ const SPARK_MAX = 720;
 const history = new Map();
 let everLive = false;
 
+// The empty page's hint posts to the address the page was loaded from (scheme, host, port and any
+// path prefix of a proxy), never a default one: a service on another port or behind TLS would
+// otherwise be told a command that does not reach it.
+function shellWord(s) {
+  return /^[A-Za-z0-9_.:/@%+=,~\\[\\]-]+$/.test(s) ? s : "'" + s.replace(/'/g, "'\\\\''") + "'";
+}
+document.getElementById("hint").textContent = "curl -d '" + JSON.stringify({ type: "weather", data: { wind_mps: 2.1 } }) +
+  "' -H 'content-type: application/json' " +
+  shellWord(location.href.replace(/[?#].*$/, "").replace(/[^/]*$/, "") + "event");
+
 function el(tag, cls, text) {
   const e = document.createElement(tag);
   if (cls) e.className = cls;
@@ -290,6 +300,7 @@ function upsert(env, flash) {
     return;
   }
   chartEvent(env, flash);
+  if (flash && specOf(env.type) && specOf(env.type).critical) safetySoon();
   const entry = cards.get(env.type) || makeCard(env.type);
   entry.env = env;
   const t = Date.parse(env.ts);
@@ -338,6 +349,11 @@ function tick() {
       ? "STALE ts " + formatSpan(ts - now) + " ahead"
       : "STALE " + formatSpan(now - ts);
     card.classList.toggle("stale", isStale);
+    // A critical type turning stale changes the verdict's reasons: ask /safety now, not at the poll.
+    if (spec && spec.critical && entry.staleShown !== isStale) {
+      if (entry.staleShown !== undefined) safetySoon();
+      entry.staleShown = isStale;
+    }
     card.classList.toggle("alarm", !isStale && entry.level === "alarm");
     card.classList.toggle("warn", !isStale && entry.level === "warn");
     if (isStale) stale++;
@@ -491,6 +507,7 @@ function connect() {
       if (key.startsWith(chartKey(type, ""))) chartSeries.delete(key);
     }
     if (cards.has(type)) chartMarkDirty(type);
+    if (spec && spec.critical) safetySoon();
     tick();
   });
 }

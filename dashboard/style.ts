@@ -140,9 +140,15 @@ dd.json { font: .8rem/1.3 ui-monospace, "SFMono-Regular", Menlo, Consolas, monos
 #safety .reasons { flex: 1 0 100%; margin: 0; padding: 0 0 0 1.1rem; font-size: .88rem; }
 .charts { display: grid; flex: 1; align-content: start; gap: .35rem; padding: .2rem .8rem .6rem; }
 .card:has(> .charts:not([hidden])) > dl { flex: 0 0 auto; }
-.chart { margin: 0; }
-.chart figcaption { display: flex; justify-content: space-between; color: var(--muted); font-size: .75rem; }
-.chart .plot { position: relative; height: 64px; touch-action: pan-y; }
+/* The value labels get a column left of the plot and the time labels a row under it: over the plot
+   they covered the line (docs/dashboard.md, "The charts"). */
+.chart { margin: 0; display: grid; grid-template-columns: minmax(2rem, max-content) minmax(0, 1fr); column-gap: .3rem; }
+.chart figcaption { grid-column: 1 / -1; display: flex; justify-content: space-between; color: var(--muted); font-size: .75rem; }
+.chart .plot { grid-column: 2; position: relative; height: 64px; touch-action: pan-y; }
+.chart .scale {
+  grid-column: 1; display: flex; flex-direction: column; justify-content: space-between; align-items: flex-end;
+  color: var(--muted); font-size: .65rem; line-height: 1; font-variant-numeric: tabular-nums; pointer-events: none;
+}
 .chart-svg {
   display: block; width: 100%; height: 100%; background: var(--panel-2); border-radius: 4px;
 }
@@ -155,16 +161,10 @@ dd.json { font: .8rem/1.3 ui-monospace, "SFMono-Regular", Menlo, Consolas, monos
 .chart-svg .mark.safety.unsafe { stroke: var(--bad); stroke-width: 2; }
 .chart-svg .mark.safety.safe { stroke: var(--ok); stroke-width: 2; }
 .chart-svg .cursor { stroke: var(--text); stroke-opacity: .7; }
-.chart .hi, .chart .lo {
-  position: absolute; left: .25rem; color: var(--muted); font-size: .65rem; pointer-events: none;
-  font-variant-numeric: tabular-nums;
-}
-.chart .hi { top: .1rem; }
-.chart .lo { bottom: .1rem; }
 .chart .tip {
   position: absolute; top: -1.6rem; padding: .1rem .4rem; border: 1px solid var(--line); border-radius: 4px;
   background: var(--bg); color: var(--value); font-size: .72rem; white-space: nowrap; pointer-events: none; z-index: 1;
 }
-.chart .axis { display: flex; justify-content: space-between; color: var(--muted); font-size: .65rem; }
+.chart .axis { grid-column: 2; display: flex; justify-content: space-between; color: var(--muted); font-size: .65rem; }
 @media (max-width: 480px) { .top { padding: .6rem .75rem; } main { padding: .75rem; gap: .7rem; } }
 `;

@@ -43,7 +43,7 @@ function random(seed: number): () => number {
   };
 }
 
-/** Twelve hours of weather, power and environment, one reading every two minutes. */
+/** Twelve hours of weather and power every two minutes, and the environment every six. */
 function night(now: number): { type: string; ts: string; data: Record<string, unknown> }[] {
   const rnd = random(42);
   const events = [];
@@ -66,12 +66,14 @@ function night(now: number): { type: string; ts: string; data: Record<string, un
         safe: wind < 15,
       },
     });
+    // Power as often as its stale_after_s (90 s) asks, the environment every six minutes (300 s):
+    // a type read less often than its stale_after_s would be charted as dots (docs/dashboard.md).
+    events.push({
+      type: "power",
+      ts,
+      data: { ac_ok: true, battery_v: round(13.6 - h * 0.04), current_a: round(3 + rnd()) },
+    });
     if (m % 6 === 0) {
-      events.push({
-        type: "power",
-        ts,
-        data: { ac_ok: true, battery_v: round(13.6 - h * 0.04), current_a: round(3 + rnd()) },
-      });
       events.push({
         type: "environment",
         ts,

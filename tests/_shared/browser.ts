@@ -45,7 +45,11 @@ export interface Page {
 /** A browser that closes on dispose. */
 export interface Browser {
   newPage(
-    options: { viewport: { width: number; height: number }; hasTouch?: boolean },
+    options: {
+      viewport: { width: number; height: number };
+      hasTouch?: boolean;
+      ignoreHTTPSErrors?: boolean;
+    },
   ): Promise<Page>;
   close(): Promise<void>;
 }
@@ -95,14 +99,18 @@ export interface OpenPage {
   requests: URL[];
 }
 
-/** Opens `url` in a new page of `browser`. */
+/**
+ * Opens `url` in a new page of `browser`; `trust.ignoreHTTPSErrors` accepts a test's self-signed
+ * certificate.
+ */
 export async function openPage(
   browser: Browser,
   url: string,
   viewport = { width: 1280, height: 900 },
   hasTouch = false,
+  trust: { ignoreHTTPSErrors?: boolean } = {},
 ): Promise<OpenPage> {
-  const page = await browser.newPage({ viewport, hasTouch });
+  const page = await browser.newPage({ viewport, hasTouch, ...trust });
   const errors: string[] = [];
   const requests: URL[] = [];
   page.on("console", (msg) => {

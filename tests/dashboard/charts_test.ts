@@ -190,9 +190,19 @@ Deno.test({
         .querySelector(sel + " svg")!;
       const d = svg.querySelector("path.series")!.getAttribute("d")!;
       const [x, y] = d.split(/[ML]/).at(-1)!.replace("h0", "").split(",").map(Number);
-      return { x: x!, y: y!, lo: Number(svg.dataset.lo), hi: Number(svg.dataset.hi) };
+      return {
+        x: x!,
+        y: y!,
+        lo: Number(svg.dataset.lo),
+        hi: Number(svg.dataset.hi),
+        span: Number(svg.dataset.span),
+      };
     }, WIND);
-    assert.ok(last.x > 599, `x ${last.x}`);
+    // At the middle of its 1-minute bucket: within a bucket of now, whatever the time axis spans.
+    assert.ok(
+      last.x >= 600 - (MIN / last.span) * 600 - 0.1,
+      `x ${last.x} of a ${last.span} ms axis`,
+    );
     assert.ok(Math.abs(100 - ((12.5 - last.lo) / (last.hi - last.lo)) * 100 - last.y) < 0.02);
     assert.deepEqual(errors, []);
   },
@@ -443,5 +453,188 @@ Deno.test({
     await postJson(`${local}/event`, { type: "weather", data: { wind_mps: 5 } });
     await waitForVertices(page, WIND, 11);
     assert.deepEqual(errors, []);
+  },
+});
+
+/** The vertex count of each piece of a chart's line (a piece starts at each M). */
+function pieces(page: Page, selector: string): Promise<number[]> {
+  return page.evaluate((sel) => {
+    const d = (globalThis as unknown as { document: PageDocument }).document
+      .querySelector(sel + " path.series")?.getAttribute("d") ?? "";
+    return d.split("M").slice(1).map((piece) => (piece.match(/L/g) ?? []).length + 1);
+  }, selector);
+}
+
+/** Posts `type` events every 2 minutes back from 2 minutes ago over `minutes`, skipping some. */
+async function seedEvery2Min(
+  url: string,
+  type: string,
+  minutes: number,
+  skip: (i: number) => boolean,
+): Promise<number> {
+  const now = Date.now();
+  const events = [];
+  for (let i = 0; 2 + 2 * i <= minutes; i++) {
+    if (skip(i)) continue;
+    events.push({
+      type,
+      ts: new Date(now - (2 + 2 * i) * MIN).toISOString(),
+      data: { battery_v: 12.5 + (i % 4) / 10 },
+    });
+  }
+  const res = await postJson(`${url}/events`, events.reverse());
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  return events.length;
+}
+
+/** Waits until the chart spans the 1-hour range with `n` vertices. */
+function waitForHour(page: Page, chart: string, n: number): Promise<unknown> {
+  return waitFor(page, ([sel, want]) => {
+    const svg = (globalThis as unknown as { document: PageDocument }).document
+      .querySelector(sel + " svg");
+    return svg?.dataset.span === "3600000" && svg.dataset.vertices === String(want);
+  }, [chart, n] as const);
+}
+
+const POWER = parseTypes(
+  JSON.stringify({
+    power: { stale_after_s: 300, fields: { battery_v: { unit: "V", alarm_below: 11.8 } } },
+  }),
+  "types.json",
+);
+
+/**
+ * Seeds `type` every 2 minutes over `minutes` (some left out), opens the page at the 1-hour range
+ * (10 s buckets) and returns the vertex count of each piece of its `battery_v` line.
+ */
+async function piecesAtOneHour(
+  types: ReturnType<typeof parseTypes>,
+  type: string,
+  minutes: number,
+  skip: (i: number) => boolean,
+): Promise<number[]> {
+  await using tmp = await tempDir();
+  await using server = await testServer({ siteDir: tmp.path, types });
+  const sent = await seedEvery2Min(server.url, type, minutes, skip);
+  const chart = `[data-type="${type}"] figure.chart[data-field="battery_v"]`;
+  await using browser = await launch();
+  const { page, errors } = await openPage(browser, `${server.url}/`);
+  await page.click('#range button[data-hours="1"]');
+  await waitForHour(page, chart, sent);
+  const drawn = await pieces(page, chart);
+  assert.deepEqual(errors, []);
+  return drawn;
+}
+
+Deno.test({
+  name:
+    "at 1 h the chart joins a type sent every 2 minutes into one line, broken only past twice its stale_after_s",
+  ignore: browserMissing !== undefined,
+  async fn() {
+    // 2 to 56 minutes ago; i = 10..14 left out: a hole of 12 minutes, past 2 x 300 s. Newest
+    // first: i = 15..27 before the hole, i = 0..9 after it.
+    assert.deepEqual(await piecesAtOneHour(POWER, "power", 56, (i) => i >= 10 && i < 15), [13, 10]);
+  },
+});
+
+Deno.test({
+  name:
+    "without stale_after_s the chart joins points at the type's median spacing and breaks past twice it",
+  ignore: browserMissing !== undefined,
+  async fn() {
+    // No stale_after_s for "probe": 2-minute steps, one hole of 6 minutes (past 2 x 2 minutes).
+    assert.deepEqual(await piecesAtOneHour(TYPES, "probe", 50, (i) => i === 7 || i === 8), [16, 7]);
+  },
+});
+
+Deno.test({
+  name: "at the default 12 h a type with an hour of data is drawn across the whole chart",
+  ignore: browserMissing !== undefined,
+  async fn() {
+    await using tmp = await tempDir();
+    await using server = await testServer({ siteDir: tmp.path, types: POWER });
+    const sent = await seedEvery2Min(server.url, "power", 60, () => false);
+    const chart = '[data-type="power"] figure.chart[data-field="battery_v"]';
+    await using browser = await launch();
+    const { page, errors } = await openPage(browser, `${server.url}/`);
+    await waitForVertices(page, chart, sent);
+    const drawn = await page.evaluate((sel) => {
+      const fig = (globalThis as unknown as { document: PageDocument }).document.querySelector(
+        sel,
+      )!;
+      const d = fig.querySelector("path.series")!.getAttribute("d")!;
+      const xs = d.split(/[ML]/).slice(1).map((v) => Number(v.replace("h0", "").split(",")[0]));
+      return {
+        xs,
+        span: Number(fig.querySelector("svg")!.dataset.span),
+        caption: fig.querySelector(".span")!.textContent,
+        pressed: (globalThis as unknown as { document: PageDocument }).document
+          .querySelector('#range button[aria-pressed="true"]')?.textContent,
+      };
+    }, chart);
+    assert.equal(drawn.pressed, "12 h");
+    // From a bucket before the first point (an hour ago) to now: about an hour, not 12. The
+    // first point sits a bucket and a half from the left edge, the last (2 minutes before the
+    // seeding) near the right one; 12 hours would have put the first at x = 550.
+    assert.ok(drawn.span >= 3600_000 && drawn.span < 2 * 3600_000, `span ${drawn.span}`);
+    assert.ok(drawn.xs[0]! < 30, `first x ${drawn.xs[0]}`);
+    assert.ok(drawn.xs.at(-1)! > 540, `last x ${drawn.xs.at(-1)}`);
+    assert.match(drawn.caption ?? "", /^last 1 h( [1-9] min)? \(all data\)$/);
+    assert.deepEqual(errors, []);
+  },
+});
+
+/** A box on the page, from getBoundingClientRect. */
+interface Box {
+  left: number;
+  top: number;
+  right: number;
+  bottom: number;
+}
+
+Deno.test({
+  name: "the chart's value and time labels lie outside its plot area, on a desktop and a phone",
+  ignore: browserMissing !== undefined,
+  async fn() {
+    await using tmp = await tempDir();
+    await using server = await testServer({ siteDir: tmp.path, types: TYPES });
+    await seedWeather(server.url, 40, () => false);
+    await using browser = await launch();
+    for (const viewport of [{ width: 1280, height: 900 }, { width: 390, height: 844 }]) {
+      const { page, errors } = await openPage(browser, `${server.url}/`, viewport);
+      await waitForVertices(page, WIND, 40);
+      const boxes = await page.evaluate(() => {
+        type El = { getBoundingClientRect(): Box; dataset: Record<string, string> };
+        const doc = (globalThis as unknown as {
+          document: { querySelectorAll(s: string): El[] };
+        }).document;
+        const box = (e: El | null) => {
+          const r = e!.getBoundingClientRect();
+          return { left: r.left, top: r.top, right: r.right, bottom: r.bottom };
+        };
+        return Array.from(doc.querySelectorAll("figure.chart"), (fig) => {
+          const f = fig as unknown as { querySelector(s: string): El | null };
+          return {
+            field: fig.dataset.field!,
+            plot: box(f.querySelector("svg")),
+            labels: [".hi", ".lo", ".t0", ".t1"].map((s) => ({ s, ...box(f.querySelector(s)) })),
+          };
+        });
+      }, 0);
+      assert.equal(boxes.length, 2);
+      for (const { field, plot, labels } of boxes) {
+        for (const label of labels) {
+          const where = `${viewport.width} px, ${field} ${label.s}: ${JSON.stringify(label)} ${
+            JSON.stringify(plot)
+          }`;
+          assert.ok(label.right > label.left && label.bottom > label.top, `empty ${where}`);
+          const apart = label.right <= plot.left || label.left >= plot.right ||
+            label.bottom <= plot.top || label.top >= plot.bottom;
+          assert.ok(apart, `over the plot: ${where}`);
+        }
+      }
+      assert.deepEqual(errors, []);
+      await page.close();
+    }
   },
 });

@@ -5,6 +5,7 @@ import { createHandler } from "../../server.ts";
 import { TelemetryService } from "../../core/service.ts";
 import { parseTypes } from "../../core/types_registry.ts";
 import { postJson, tempDir, testServer } from "../_shared/util.ts";
+import { curlMissing, opensslMissing, selfSignedCert } from "../_shared/net.ts";
 import {
   type Browser,
   browserMissing,
@@ -162,6 +163,71 @@ Deno.test("GET / is refused with 403 for a foreign Host", async () => {
 
 Deno.test("renderDashboard() rejects a nonce that is not base64", () => {
   assert.throws(() => renderDashboard('x" onload="alert(1)'), SyntaxError);
+});
+
+// --- The empty page's hint --------------------------------------------------------------------
+
+const skipHint = skip ?? curlMissing();
+const skipHttpsHint = skipHint ?? opensslMissing();
+
+/** Runs the empty page's hint in a shell, as a user pasting it would, with `env` added. */
+async function runHint(hint: string, env: Record<string, string> = {}) {
+  const out = await new Deno.Command("sh", {
+    args: ["-c", `${hint} -s --max-time 10`],
+    env,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  return { code: out.code, text: new TextDecoder().decode(out.stdout) };
+}
+
+const HINT_HEAD =
+  `curl -d '{"type":"weather","data":{"wind_mps":2.1}}' -H 'content-type: application/json' `;
+
+Deno.test({
+  name:
+    "GET / with no events hints a curl command posting to the address the page was loaded from, which works",
+  ignore: skipHint !== undefined,
+  async fn() {
+    await using tmp = await tempDir();
+    await using server = await testServer({ siteDir: tmp.path });
+    assert.notEqual(new URL(server.url).port, "6562");
+    await using browser = await launch();
+    const { page, errors } = await openPage(browser, `${server.url}/`);
+    const hint = (await page.textContent("#empty code"))!;
+    assert.equal(hint, `${HINT_HEAD}${server.url}/event`);
+    const ran = await runHint(hint);
+    assert.equal(ran.code, 0, ran.text);
+    await waitForText(page, WIND, "2.1", 5000);
+    assert.deepEqual(errors, []);
+  },
+});
+
+Deno.test({
+  name: "GET / over HTTPS hints a curl command with the https scheme",
+  ignore: skipHttpsHint !== undefined,
+  async fn() {
+    await using dir = await tempDir();
+    await using tmp = await tempDir();
+    const { cert, key } = await selfSignedCert(dir.path);
+    await using server = await testServer({ siteDir: tmp.path, tlsCert: cert, tlsKey: key });
+    assert.match(server.url, /^https:\/\/127\.0\.0\.1:\d+$/);
+    await using browser = await launch();
+    const { page, errors } = await openBrowserPage(
+      browser,
+      `${server.url}/`,
+      { width: 1180, height: 560 },
+      false,
+      { ignoreHTTPSErrors: true },
+    );
+    const hint = (await page.textContent("#empty code"))!;
+    assert.equal(hint, `${HINT_HEAD}${server.url}/event`);
+    // curl trusts the test's certificate through its own variable; the command is the page's.
+    const ran = await runHint(hint, { CURL_CA_BUNDLE: cert });
+    assert.equal(ran.code, 0, ran.text);
+    await waitForText(page, WIND, "2.1", 5000);
+    assert.deepEqual(errors, []);
+  },
 });
 
 // --- The types registry on the dashboard (docs/types.md) ---------------------------------------

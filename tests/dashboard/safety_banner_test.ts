@@ -22,12 +22,13 @@ if (browserMissing) {
   console.log(`skipping the dashboard safety tests: ${browserMissing}`);
 }
 
-function weatherTypes(clearAfterS: number) {
+function weatherTypes(clearAfterS: number, staleAfterS?: number) {
   return parseTypes(
     JSON.stringify({
       weather: {
         critical: true,
         clear_after_s: clearAfterS,
+        ...(staleAfterS === undefined ? {} : { stale_after_s: staleAfterS }),
         fields: { wind_mps: { label: "Wind", unit: "m/s", alarm_above: 15 } },
       },
     }),
@@ -49,6 +50,23 @@ function banner(page: Page) {
       reasons: Array.from(box.querySelectorAll(".reasons li"), (li) => li.textContent ?? ""),
     };
   }, 0);
+}
+
+/** Waits until the banner lists exactly `reasons`, in order. */
+function waitForReasons(page: Page, reasons: string[], timeout = 10_000): Promise<unknown> {
+  return waitFor(
+    page,
+    (want) =>
+      JSON.stringify(
+        Array.from(
+          (globalThis as unknown as { document: PageDocument }).document
+            .querySelectorAll("#safety .reasons li"),
+          (li) => li.textContent,
+        ),
+      ) === want,
+    JSON.stringify(reasons),
+    timeout,
+  );
 }
 
 Deno.test({
@@ -95,18 +113,7 @@ Deno.test({
     await waitForText(page, "#safety .verdict", "UNSAFE", 5000);
     const verdict = (await getJson(`${server.url}/safety`)).body as { reasons: string[] };
     assert.ok(verdict.reasons.length > 0);
-    await waitFor(
-      page,
-      (want) =>
-        JSON.stringify(
-          Array.from(
-            (globalThis as unknown as { document: PageDocument }).document
-              .querySelectorAll("#safety .reasons li"),
-            (li) => li.textContent,
-          ),
-        ) === want,
-      JSON.stringify(verdict.reasons),
-    );
+    await waitForReasons(page, verdict.reasons);
     assert.equal((await banner(page)).safe, "false");
     assert.deepEqual(errors, []);
   },
@@ -148,6 +155,81 @@ Deno.test({
     const safe = await banner(page);
     assert.equal(safe.clear, null);
     assert.equal(safe.clearing, "false");
+    assert.deepEqual(errors, []);
+  },
+});
+
+/**
+ * Well under the 15 s the page once polled at, well over what it takes to ask again: a page that
+ * waits for its poll fails, one that follows the stream passes however loaded the machine.
+ */
+const PROMPTLY_MS = 8_000;
+
+Deno.test({
+  name:
+    "the banner swaps the alarm's reasons for the clearing one as soon as the type is fine again, with no telemetry.safety event",
+  ignore: browserMissing !== undefined,
+  async fn() {
+    await using tmp = await tempDir();
+    await using server = await testServer({ siteDir: tmp.path, types: weatherTypes(600) });
+    await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 16 } });
+    await using browser = await launch();
+    const { page, errors } = await openPage(browser, `${server.url}/`);
+    const alarm = (await getJson(`${server.url}/safety`)).body as { reasons: string[] };
+    await waitForReasons(page, alarm.reasons);
+    const changes = async () =>
+      (await (await fetch(`${server.url}/history?type=telemetry.safety`)).text()).trim()
+        .split("\n").length;
+    const before = await changes();
+    await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 3 } });
+    const clearing = (await getJson(`${server.url}/safety`)).body as {
+      safe: boolean;
+      reasons: string[];
+    };
+    assert.equal(clearing.safe, false);
+    assert.match(clearing.reasons.join("\n"), /^weather: clearing, safe at /);
+    // Still unsafe: the verdict did not change, so the stream carries no telemetry.safety event.
+    assert.equal(await changes(), before);
+    await waitForReasons(page, clearing.reasons, PROMPTLY_MS);
+    assert.equal((await banner(page)).clearing, "true");
+    assert.deepEqual(errors, []);
+  },
+});
+
+Deno.test({
+  name:
+    "the banner shows a critical type's stale reason soon after it turns stale while the site stays unsafe",
+  ignore: browserMissing !== undefined,
+  async fn() {
+    await using tmp = await tempDir();
+    await using server = await testServer({ siteDir: tmp.path, types: weatherTypes(0, 5) });
+    await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 16 } });
+    const alarm = ((await getJson(`${server.url}/safety`)).body as { reasons: string[] }).reasons;
+    await using browser = await launch();
+    const { page, errors } = await openPage(browser, `${server.url}/`);
+    await waitForReasons(page, alarm);
+    // The page asked before the type turned stale: what it shows next it must ask again for.
+    const asked = ((await getJson(`${server.url}/safety`)).body as { reasons: string[] }).reasons;
+    assert.deepEqual(asked, alarm, "the page was ready before the type turned stale");
+    // The service says stale on its own timer; no event marks it, the site was unsafe already.
+    const deadline = Date.now() + 10_000;
+    let reasons: string[] = [];
+    while (Date.now() < deadline) {
+      reasons = ((await getJson(`${server.url}/safety`)).body as { reasons: string[] }).reasons;
+      if (reasons[0]?.startsWith("weather: stale for ")) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    assert.match(reasons[0] ?? "", /^weather: stale for \d+ s \(limit 5 s\)$/);
+    await waitFor(
+      page,
+      () =>
+        (globalThis as unknown as { document: PageDocument }).document
+          .querySelector("#safety .reasons li")?.textContent?.startsWith("weather: stale for ") ===
+          true,
+      0,
+      PROMPTLY_MS,
+    );
+    assert.equal((await banner(page)).reasons.length, reasons.length);
     assert.deepEqual(errors, []);
   },
 });
