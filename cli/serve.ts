@@ -346,6 +346,11 @@ function startupFailure(
       (err as Error).message.replace(/ \(os error \d+\).*$/, "")
     }; choose a writable --site-dir`;
   }
+  if ((err as { code?: unknown } | null)?.code === "EROFS") {
+    return `Cannot use site directory ${ctx.siteDir}: it is on a file system mounted read-only (${
+      (err as Error).message
+    }); choose a writable directory with --site-dir (or OBS_TELEMETRY_SITE_DIR), or remount it read-write`;
+  }
   if (err instanceof Deno.errors.AddrNotAvailable) {
     return `Cannot listen on ${ctx.hostname}:${ctx.port}: the address is not available on this machine; check --host`;
   }
