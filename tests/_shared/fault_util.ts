@@ -73,11 +73,20 @@ export async function spawnCliServer(options: {
   siteDir: string;
   port: number;
   args?: string[];
+  /** The permission flags, when the arguments need more than the site directory and port's. */
+  flags?: readonly string[];
+  /** Another command that serves `siteDir` on `port` (a program and its arguments). */
+  command?: readonly [string, readonly string[]];
+  /** Variables set in the child's environment on top of this process's. */
+  env?: Record<string, string>;
   timeoutMs?: number;
 }): Promise<ChildServer> {
   const { siteDir, port } = options;
-  const child = new Deno.Command(Deno.execPath(), {
-    args: cliRunArgs(siteDir, port, options.args ?? []),
+  const [program, args] = options.command ??
+    [Deno.execPath(), cliRunArgs(siteDir, port, options.args ?? [], options.flags)];
+  const child = new Deno.Command(program, {
+    args: [...args],
+    ...(options.env ? { env: options.env } : {}),
     stdin: "null",
     stdout: "piped",
     stderr: "piped",
