@@ -621,8 +621,11 @@ export class TelemetryService implements AsyncDisposable {
     }
     this.#committed(group, bytes);
     // A group that changes the safety verdict is answered once the latch is saved: an answered
-    // event is never older than the latch a restart finds (docs/safety.md).
-    const safetyChanged = this.#safety.changedBy(accepted, group.results);
+    // event is never older than the latch a restart finds (docs/safety.md). The watch's own
+    // opening group (the `telemetry.safety` event of a change found at start-up) is committed
+    // while the watch is still opening: it judges no critical type.
+    const safetyChanged = this.#safety !== undefined &&
+      this.#safety.changedBy(accepted, group.results);
     for (let i = 0; i < accepted.length; i++) {
       const op = accepted[i]!;
       const out = group.results[i]!;
