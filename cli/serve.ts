@@ -66,6 +66,7 @@ export async function runCommand(args: string[]): Promise<number> {
   using signals = new ShutdownSignals(log);
   const server = await start(flags, warnings, log);
   signals.attach(server);
+  logSafetyChanges(server, warnings);
   if (flags.verbose) logEvents(server, log);
   return await serve(server, flags, warnings, log);
 }
@@ -199,6 +200,20 @@ function connectionLimits(flags: RunFlagValues): ConnectionLimits {
     ...(flags.idleTimeout !== undefined ? { idleTimeoutMs: flags.idleTimeout * 1000 } : {}),
     ...(flags.maxConnsPerPeer !== undefined ? { maxPerPeer: flags.maxConnsPerPeer } : {}),
   };
+}
+
+/**
+ * One log line per change of the safety verdict (docs/operations.md, "Logs"; docs/safety.md):
+ * `info` when the site becomes safe, `warn` with the reasons when it becomes unsafe. The change
+ * found at start-up (stopped safe, started after the night made it unsafe) is one too, printed
+ * after the ready line.
+ */
+function logSafetyChanges(server: ServerHandle, warnings: Warnings): void {
+  server.service.onSafetyChange((change) => {
+    if (change.kind !== "safety") return;
+    if (change.safe) warnings.info("safety verdict: safe (every critical type is fine)");
+    else warnings.warn(`safety verdict: UNSAFE: ${change.reasons.join("; ")}`);
+  }, { replayOpening: true });
 }
 
 function logEvents(server: ServerHandle, log: ServiceLog): void {
