@@ -43,7 +43,8 @@ function printLog(toStderr: boolean): CollectLog {
  * Runs `obs-utils telemetry collect`.
  *
  * @param args The arguments after `collect`.
- * @returns The exit code: 0 stopped by a signal (or `--once` done), 2 a bad config or flag.
+ * @returns The exit code: 0 stopped by a signal (or `--once` done), 1 when `--once` found an
+ *   input that never came up, 2 a bad config or flag.
  */
 export async function collectCommand(args: string[]): Promise<number> {
   const { values } = parse("collect", args, { ...COLLECT_OPTIONS, ...HELP_OPTION }, false);
@@ -64,7 +65,8 @@ export async function collectCommand(args: string[]): Promise<number> {
   const log = printLog(values.once === true);
   const collector = new Collector({ config, log });
   if (values.once) {
-    for (const event of await collector.once(ONCE_LISTEN_MS)) {
+    const { events, neverUp } = await collector.onceReport(ONCE_LISTEN_MS);
+    for (const event of events) {
       console.log(JSON.stringify({
         type: event.type,
         ts: event.ts instanceof Date ? event.ts.toISOString() : event.ts,
@@ -75,7 +77,14 @@ export async function collectCommand(args: string[]): Promise<number> {
           : {}),
       }));
     }
-    return 0;
+    // Trying a config must not pass while a source is down: it read nothing (docs/collect.md).
+    for (const input of neverUp) {
+      log(
+        "error",
+        `input ${input.name} (${input.kind}) never came up, so --once read nothing from it: ${input.reason}`,
+      );
+    }
+    return neverUp.length > 0 ? 1 : 0;
   }
   const stop = new AbortController();
   const signals: Deno.Signal[] = ["SIGINT", "SIGTERM"];

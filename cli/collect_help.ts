@@ -30,7 +30,8 @@ returns. SIGINT or SIGTERM stops it after posting what it holds (at most 5 s).
 Options:
   --config FILE   The inputs, JSON: {"inputs": [...]} [env OBS_TELEMETRY_COLLECT]
   --once          Read every polled input once, listen 5 s to push inputs, print
-                  the events as NDJSON and post nothing (to try a config)
+                  the events as NDJSON and post nothing (to try a config); exit 1
+                  when an input never came up
   --host HOST     [env OBS_TELEMETRY_HOST, default localhost]
   --port PORT     [env OBS_TELEMETRY_PORT, default 6562]
   --token TOKEN   [env OBS_TELEMETRY_TOKEN]

@@ -66,6 +66,8 @@ if (import.meta.main) {
   const given = withoutTaskSeparator(Deno.args);
   const args = collectLaunchArgs(given);
   Deno.exit(
-    args === undefined ? await runCli(["telemetry", "collect", ...given]) : await launch(args),
+    args === undefined
+      ? await runCli(["telemetry", "collect", ...given])
+      : await launch(args, "the collector"),
   );
 }

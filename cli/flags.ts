@@ -258,6 +258,28 @@ export function parseBytes(value: string): number {
   return bytes;
 }
 
+/**
+ * The kernel's file systems: Deno opens a path below them only under `--allow-all`, which the
+ * service never holds, and nothing stored there would be kept (docs/cli.md#permissions).
+ */
+const KERNEL_DIRS = ["/dev", "/proc", "/sys"];
+
+/**
+ * The parser of a flag naming a directory the service stores in: any directory but one of the
+ * kernel's file systems, refused with the flag and an example of a writable directory.
+ */
+function storeDir(flag: string, example: string): (text: string) => string {
+  return (text) => {
+    const kernel = KERNEL_DIRS.find((dir) => text === dir || text.startsWith(`${dir}/`));
+    if (kernel !== undefined) {
+      throw new RangeError(
+        `--${flag} must be a directory the service can store in, not "${text}": ${kernel} holds the kernel's files, not storage; choose a writable directory, such as --${flag} ${example}`,
+      );
+    }
+    return text;
+  };
+}
+
 function parseList(value: string): string[] {
   return value.split(",").map((t) => t.trim()).filter((t) => t !== "");
 }
@@ -270,6 +292,7 @@ export const RUN_FLAGS: readonly RunFlag[] = [
     env: "OBS_TELEMETRY_SITE_DIR",
     help: "Telemetry directory",
     default: DEFAULT_SITE_DIR,
+    parse: storeDir("site-dir", "/var/lib/obs-telemetry"),
     grants: "read-write",
     key: "siteDir",
   },
@@ -332,6 +355,7 @@ export const RUN_FLAGS: readonly RunFlag[] = [
     arg: "DIR",
     help: "Also allow run directories below DIR (repeatable)",
     multiple: true,
+    parse: storeDir("allow-run-root", "/srv/runs"),
     grants: "read-write",
     key: "allowRunRoots",
   },

@@ -3,10 +3,14 @@
  * (docs/cli.md#permissions). `obs-utils telemetry run` with any of its flags re-executes
  * `cli.ts telemetry run` with exactly the permissions those flags need (`runPermissionFlags()`,
  * the derivation `spawnServer()` and the systemd unit use), forwards SIGINT, SIGTERM and SIGHUP
- * to it and exits with its exit code. Every other command runs in this process.
+ * to it and exits with its exit code. `obs-utils telemetry collect --config FILE` likewise runs
+ * the collector under the permissions its config derives (`cli/collect_launch.ts`,
+ * docs/collect.md). Every other command runs in this process.
  *
  * The launcher itself needs only `--allow-run=deno` and `--allow-env` for the variables of the
- * `run` flags: it reads the flags and the environment, and starts Deno.
+ * `run` flags: it reads the flags and the environment, and starts Deno. Deno refuses to start a
+ * program whose environment holds an `LD_*` or `DYLD_*` variable (`LD_PRELOAD`) unless allowed
+ * to run every program: then the launcher says in one line how to run the child by hand.
  *
  * Usage: deno run --no-lock --allow-run=deno --allow-env=OBS_TELEMETRY_... cli/launch.ts telemetry run [flags]
  *
@@ -23,8 +27,10 @@
  * @module
  */
 
+// deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
 import { readEnv } from "../wire/address.ts";
+import { printable } from "../wire/terminal_text.ts";
 import { resolveRunFlags, type RunFlagInput, runParseOptions } from "./flags.ts";
 import { LAUNCHED_ENV, runPermissionFlags } from "./permissions.ts";
 import { runCli } from "./main.ts";
@@ -100,23 +106,99 @@ function denoCommand(): string {
 }
 
 /**
- * Runs the service as a child with its scoped permissions, until it exits. The child has a
- * process group of its own, so a Ctrl-C reaches it once, through this process: the service
- * takes a second signal as "exit now" (docs/operations.md). A signal within a second of the one
- * passed on is the same Ctrl-C and is not passed on again.
+ * The `deno` arguments of the scoped collector for `telemetry collect` with a config
+ * (`collectLaunchArgs()` of `cli/collect_launch.ts`), or `undefined` for any other command, or
+ * when the command itself should answer (help, a bad flag or config, the collector's modules not
+ * in the cache: `deno task cache`).
+ */
+async function collectArgs(args: readonly string[]): Promise<string[] | undefined> {
+  if (args[0] !== "telemetry" || args[1] !== "collect") return undefined;
+  // Computed: the collector's modules and its npm packages stay out of the launcher's graph, so
+  // `telemetry run` never installs them (tests/collect/graph_test.ts).
+  const specifier = ["./collect_launch", "ts"].join(".");
+  try {
+    const { collectLaunchArgs } = await import(specifier);
+    return collectLaunchArgs(args.slice(2));
+  } catch {
+    return undefined;
+  }
+}
+
+/** A child's argument as a command typed by hand has it: without the launcher's mark. */
+function byHand(arg: string): string {
+  return arg.startsWith("--allow-env=") ? arg.replace(`,${LAUNCHED_ENV}`, "") : arg;
+}
+
+/** `text` as one shell word. */
+function shellWord(text: string): string {
+  return /^[\w@%+=:,./-]+$/.test(text) ? text : `'${text.replaceAll("'", `'\\''`)}'`;
+}
+
+/**
+ * Why the child could not be started, as one line with what to do (docs/cli.md#permissions).
+ * Deno starts a program whose environment holds a (non-empty) variable named `LD_*` or `DYLD_*`
+ * only under `--allow-run` for every program, whatever the program: the launcher may run `deno`
+ * alone, so the line gives the child's own command, to run with that variable by hand.
+ *
+ * @param err What `spawn()` threw.
+ * @param args The child's `deno` arguments.
+ * @param what What the child is, for example `"the service"`.
+ * @returns The line, without the `error: ` prefix.
+ *
+ * @example Usage
+ * ```ts
+ * import { spawnFailure } from "./launch.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const err = new Deno.errors.NotCapable(
+ *   "Requires --allow-run permissions to spawn subprocess with LD_PRELOAD environment variable. Alternatively, spawn with the environment variable unset.",
+ * );
+ * assert.equal(
+ *   spawnFailure(err, ["run", "cli.ts", "telemetry", "run"], "the service"),
+ *   "cannot start the service with LD_PRELOAD set: Deno lets a program start another with an LD_* or DYLD_* variable only if it may run every program, and this launcher may run deno alone; run the service itself with that variable: deno run cli.ts telemetry run (or unset LD_PRELOAD)",
+ * );
+ * ```
+ */
+export function spawnFailure(err: unknown, args: readonly string[], what: string): string {
+  const message = (err instanceof Error ? err.message : String(err)).split("\n")[0]!;
+  const linker = /spawn subprocess with (.+?) environment variables?\./.exec(message)?.[1];
+  if (err instanceof Deno.errors.NotCapable && linker !== undefined) {
+    return `cannot start ${what} with ${linker} set: Deno lets a program start another with an LD_* or DYLD_* variable only if it may run every program, and this launcher may run deno alone; run ${what} itself with ${
+      linker.includes(",") ? "those variables" : "that variable"
+    }: deno ${args.map(byHand).map(shellWord).join(" ")} (or unset ${linker})`;
+  }
+  if (err instanceof Deno.errors.NotFound) {
+    return `cannot start ${what}: deno is not on the PATH (${message}); install Deno or add its directory to PATH`;
+  }
+  return `cannot start ${what}: ${message}`;
+}
+
+/**
+ * Runs the service (or the collector) as a child with its scoped permissions, until it exits.
+ * The child has a process group of its own, so a Ctrl-C reaches it once, through this process:
+ * the service takes a second signal as "exit now" (docs/operations.md). A signal within a second
+ * of the one passed on is the same Ctrl-C and is not passed on again. A child that cannot be
+ * started is one line on stderr ({@linkcode spawnFailure}) and exit code 1, never a stack trace.
  *
  * @param args The `deno` arguments from {@linkcode launchArgs}.
+ * @param what What the child is, for the line of a failed start.
  * @returns The child's exit code.
  */
-export async function launch(args: readonly string[]): Promise<number> {
-  const child = new Deno.Command(denoCommand(), {
-    args: [...args],
-    env: { [LAUNCHED_ENV]: "1" },
-    stdin: "inherit",
-    stdout: "inherit",
-    stderr: "inherit",
-    detached: true,
-  }).spawn();
+export async function launch(args: readonly string[], what = "the service"): Promise<number> {
+  let child: Deno.ChildProcess;
+  try {
+    child = new Deno.Command(denoCommand(), {
+      args: [...args],
+      env: { [LAUNCHED_ENV]: "1" },
+      stdin: "inherit",
+      stdout: "inherit",
+      stderr: "inherit",
+      detached: true,
+    }).spawn();
+  } catch (err) {
+    console.error(printable(`error: ${spawnFailure(err, args, what)}`));
+    return 1;
+  }
   const forward: [Deno.Signal, Deno.Signal][] = [
     ["SIGINT", "SIGINT"],
     ["SIGTERM", "SIGTERM"],
@@ -171,8 +253,18 @@ export function withoutTaskSeparator(args: readonly string[]): string[] {
   return at < 0 ? [...args] : [...args.slice(0, at), ...args.slice(at + 1)];
 }
 
+/** The launcher's program: `run` or `collect` as a scoped child, any other command here. */
+async function main(args: readonly string[]): Promise<number> {
+  const given = withoutTaskSeparator(args);
+  const run = launchArgs(given);
+  if (run !== undefined) return await launch(run);
+  const collect = await collectArgs(given);
+  if (collect !== undefined) return await launch(collect, "the collector");
+  return await runCli(given);
+}
+
 if (import.meta.main) {
-  const given = withoutTaskSeparator(Deno.args);
-  const args = launchArgs(given);
-  Deno.exit(args === undefined ? await runCli(given) : await launch(args));
+  // Not a top-level await: `cli/collect_launch.ts` imports this module, and importing it while
+  // this one still awaited at its top level would wait for itself forever.
+  main(Deno.args).then(Deno.exit);
 }

@@ -212,6 +212,13 @@ export function permissionAdvice(err: Error): string {
   if (!m) return `Permission denied: ${err.message.split("\n")[0]}`;
   const [, kind, target] = m as unknown as [string, string, string];
   const denied = `Permission denied: requires ${kind} access to ${target}`;
+  if (kind === "all") {
+    // A path below /dev, /proc or /sys (relative, or a flag without a check of its own): Deno
+    // opens one only under --allow-all, which no scoped program should hold.
+    return `${denied}; Deno opens paths below /dev, /proc and /sys only with --allow-all, which the service is never given: choose a path elsewhere (${
+      flagsGranting("read").join(", ")
+    })`;
+  }
   const flags = flagsGranting(kind).join(", ");
   if (launched()) {
     return flags === ""

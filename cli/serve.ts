@@ -66,6 +66,7 @@ export async function runCommand(args: string[]): Promise<number> {
   using signals = new ShutdownSignals(log);
   const server = await start(flags, warnings, log);
   signals.attach(server);
+  logSafetyChanges(server, warnings);
   if (flags.verbose) logEvents(server, log);
   return await serve(server, flags, warnings, log);
 }
@@ -199,6 +200,20 @@ function connectionLimits(flags: RunFlagValues): ConnectionLimits {
     ...(flags.idleTimeout !== undefined ? { idleTimeoutMs: flags.idleTimeout * 1000 } : {}),
     ...(flags.maxConnsPerPeer !== undefined ? { maxPerPeer: flags.maxConnsPerPeer } : {}),
   };
+}
+
+/**
+ * One log line per change of the safety verdict (docs/operations.md, "Logs"; docs/safety.md):
+ * `info` when the site becomes safe, `warn` with the reasons when it becomes unsafe. The change
+ * found at start-up (stopped safe, started after the night made it unsafe) is one too, printed
+ * after the ready line.
+ */
+function logSafetyChanges(server: ServerHandle, warnings: Warnings): void {
+  server.service.onSafetyChange((change) => {
+    if (change.kind !== "safety") return;
+    if (change.safe) warnings.info("safety verdict: safe (every critical type is fine)");
+    else warnings.warn(`safety verdict: UNSAFE: ${change.reasons.join("; ")}`);
+  }, { replayOpening: true });
 }
 
 function logEvents(server: ServerHandle, log: ServiceLog): void {
@@ -345,6 +360,11 @@ function startupFailure(
     return `Cannot create site directory ${ctx.siteDir}: ${
       (err as Error).message.replace(/ \(os error \d+\).*$/, "")
     }; choose a writable --site-dir`;
+  }
+  if ((err as { code?: unknown } | null)?.code === "EROFS") {
+    return `Cannot use site directory ${ctx.siteDir}: it is on a file system mounted read-only (${
+      (err as Error).message
+    }); choose a writable directory with --site-dir (or OBS_TELEMETRY_SITE_DIR), or remount it read-write`;
   }
   if (err instanceof Deno.errors.AddrNotAvailable) {
     return `Cannot listen on ${ctx.hostname}:${ctx.port}: the address is not available on this machine; check --host`;

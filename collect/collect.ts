@@ -30,7 +30,12 @@ export type {
 export { INPUT_KINDS } from "./inputs/mod.ts";
 export type { EventInput } from "../client/types.ts";
 export type { JsonObject } from "../wire/event.ts";
-export { Collector, type CollectorOptions } from "./collector.ts";
+export {
+  Collector,
+  type CollectorOptions,
+  type InputNeverUp,
+  type OnceReport,
+} from "./collector.ts";
 export { type CollectLog, DEFAULT_QUEUE_CAPACITY, Outbox } from "./outbox.ts";
 
 /** Environment variables the collector may read. */
@@ -51,7 +56,9 @@ export interface CollectService {
 
 /**
  * The Deno permission flags of a collector (docs/collect.md, "Permissions"): net to its inputs'
- * hosts and the service only, read its config and its `file` inputs only, and its variables.
+ * hosts and the service only, read its config and its `file` inputs only, its variables, and
+ * the variables its inputs' libraries read, as unset (`--ignore-env=DEBUG,READABLE_STREAM` with
+ * an MQTT input).
  *
  * @param config The parsed config (its `file` is the path read).
  * @param service Where the service is.
@@ -79,19 +86,21 @@ export function collectPermissionFlags(
   const { host, port } = serviceAddress(service);
   const net = new Set<string>();
   const read = new Set<string>([resolve(config.file)]);
+  const ignored = new Set<string>();
   for (const input of config.inputs) {
     const needs = input.kind.needs?.(input.config) ?? {};
     for (const h of needs.net ?? []) net.add(h);
     for (const f of needs.read ?? []) read.add(resolve(f));
+    for (const v of needs.ignoreEnv ?? []) ignored.add(v);
   }
   net.add(`${host.includes(":") ? `[${host}]` : host}:${port}`);
   return [
     `--allow-net=${[...net].join(",")}`,
     `--allow-read=${[...read].join(",")}`,
     `--allow-env=${COLLECT_ENV_VARS.join(",")}`,
-    // Other variables read as unset instead of failing: MQTT.js's dependencies list the whole
-    // environment when loaded (docs/collect.md, "MQTT").
-    "--ignore-env",
+    // The variables an input's library reads read as unset, by name: MQTT.js's, when the config
+    // has an MQTT input (docs/collect.md, "Permissions"). Any other one still fails loudly.
+    ...(ignored.size > 0 ? [`--ignore-env=${[...ignored].sort().join(",")}`] : []),
   ];
 }
 

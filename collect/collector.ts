@@ -42,7 +42,29 @@ interface Running {
   readonly lastSourceTs: Map<string, { ts: number; data: string | undefined }>;
   /** Not known until the first outcome. */
   readonly state: UpDown;
+  /** Whether it was up at least once (`--once` fails for an input that never was). */
+  everUp: boolean;
+  /** Why it last went down, or failed while down. */
+  lastFailure: string | undefined;
   warned: Set<string>;
+}
+
+/** An input that never came up during {@linkcode Collector.onceReport}, and why. */
+export interface InputNeverUp {
+  /** The input's `name`. */
+  readonly name: string;
+  /** Its `kind`. */
+  readonly kind: string;
+  /** Why: its last failure, or that it gave no answer in the time. */
+  readonly reason: string;
+}
+
+/** What {@linkcode Collector.onceReport} read, and which inputs gave nothing because down. */
+export interface OnceReport {
+  /** The events, in the order read. */
+  readonly events: EventInput[];
+  /** The inputs that never came up, in the config's order; empty when every one did. */
+  readonly neverUp: InputNeverUp[];
 }
 
 /**
@@ -106,12 +128,25 @@ export class Collector {
 
   /**
    * Reads every polled input once and listens to push inputs for `listenMs`; returns the events
-   * it would post (`collect --once`), posting nothing.
+   * it would post, posting nothing. An input that never came up gives nothing and is not
+   * reported here: {@linkcode Collector.onceReport} says which did not.
    *
    * @param listenMs How long push inputs listen.
    * @returns The events, in the order read.
    */
   async once(listenMs: number): Promise<EventInput[]> {
+    return (await this.onceReport(listenMs)).events;
+  }
+
+  /**
+   * Reads every polled input once and listens to push inputs for `listenMs` (`collect --once`);
+   * returns the events it would post, posting nothing, and the inputs that never came up in that
+   * time (down, or no answer), each with why: `--once` fails for them (docs/collect.md).
+   *
+   * @param listenMs How long push inputs listen, and the longest wait for a polled one.
+   * @returns The events, in the order read, and the inputs that never came up.
+   */
+  async onceReport(listenMs: number): Promise<OnceReport> {
     const events: EventInput[] = [];
     this.#deliver = (event) => events.push(event);
     this.#retrying = false;
@@ -132,7 +167,12 @@ export class Collector {
       stop.abort();
       await this.#close(running);
     }
-    return events;
+    const neverUp = running.filter((r) => !r.everUp).map((r) => ({
+      name: r.entry.settings.name,
+      kind: r.entry.settings.kind,
+      reason: r.lastFailure ?? `no answer within ${listenMs / 1000} s`,
+    }));
+    return { events, neverUp };
   }
 
   #start(): Running[] {
@@ -145,6 +185,8 @@ export class Collector {
         }),
         lastSourceTs: new Map(),
         state: new UpDown(),
+        everUp: false,
+        lastFailure: undefined,
         warned: new Set(),
       };
       return r;
@@ -280,12 +322,14 @@ export class Collector {
   }
 
   #up(r: Running): void {
+    r.everUp = true;
     if (!r.state.up()) return;
     r.warned.clear();
     this.#log("info", `input ${r.entry.settings.name} (${r.entry.settings.kind}) up`);
   }
 
   #down(r: Running, err: unknown): void {
+    r.lastFailure = reason(err);
     if (!r.state.down()) return;
     r.warned.clear();
     const retry = this.#retrying ? "; retrying with back-off" : "";

@@ -615,8 +615,11 @@ export class TelemetryService implements AsyncDisposable {
       this.#assignContext,
     );
     // Judged event by event before the group is written; a group that turns a critical type
-    // unsafe is written only after the latch says so (docs/safety.md#across-restarts).
-    const safety = this.#safety.changedBy(accepted, group.results);
+    // unsafe is written only after the latch says so (docs/safety.md#across-restarts). The
+    // watch's own opening group (the `telemetry.safety` event of a change found at start-up) is
+    // committed while the watch is still opening: it judges no critical type.
+    const watch = this.#safety as SafetyWatch | undefined;
+    const safety = watch?.changedBy(accepted, group.results) ?? "same";
     if (safety === "unsafe") await this.#safety.beforeWrite();
     const started = performance.now();
     let bytes: number;
@@ -644,7 +647,7 @@ export class TelemetryService implements AsyncDisposable {
       run.record.events += group.pending.get(run.writer)?.length ?? 0;
     }
     this.#committed(group, bytes);
-    this.#safety.written(group.copies.length);
+    watch?.written(group.copies.length);
     // A group that changes the safety verdict is answered once the latch is saved: an answered
     // event is never older than the latch a restart finds (docs/safety.md).
     const safetyChanged = safety !== "same";

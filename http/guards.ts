@@ -176,13 +176,16 @@ export function guardLoopback(req: Request, url: URL | null = parseRequestUrl(re
 }
 
 /**
- * The bearer-token guard.
+ * The bearer-token guard. Its 401 tells a request without a token (no `Authorization`, or one of
+ * another scheme) from one whose token is wrong, and never repeats the token it was given
+ * (docs/http-api.md#access): the service log's rejection line quotes the `detail`.
  *
  * @param req The request.
  * @param token The token the server requires.
  * @param publicReads The request's URL when reads are public (`--public-read`): the 401 then
  *   names the method and path that needed the token.
- * @throws {HttpError} 401 with `WWW-Authenticate` when it is missing or wrong.
+ * @throws {HttpError} 401 with `WWW-Authenticate` when it is missing or wrong (a wrong one with
+ *   `error="invalid_token"`, as RFC 6750 says).
  *
  * @example Usage
  * ```ts
@@ -191,21 +194,31 @@ export function guardLoopback(req: Request, url: URL | null = parseRequestUrl(re
  *
  * const req = new Request("http://localhost/", { headers: { authorization: "Bearer s3cret" } });
  * guardToken(req, "s3cret");
- * assert.throws(() => guardToken(req, "other"), /requires a token/);
+ * assert.throws(() => guardToken(req, "other"), /The token given is not this server's/);
+ * assert.throws(() => guardToken(new Request("http://localhost/"), "s3cret"), /none was given/);
  * ```
  */
 export function guardToken(req: Request, token: string, publicReads?: URL): void {
-  const auth = req.headers.get("authorization") ?? "";
-  const given = /^Bearer\s+(.+)$/i.exec(auth)?.[1]?.trim();
-  if (given === undefined || !tokensEqual(given, token)) {
+  const auth = req.headers.get("authorization");
+  const given = /^Bearer\s+(.+)$/i.exec(auth ?? "")?.[1]?.trim() || undefined;
+  if (given !== undefined && tokensEqual(given, token)) return;
+  const route = publicReads ? ` for ${req.method} ${publicReads.pathname}` : "";
+  if (given === undefined) {
+    const publicNote = publicReads ? " (only GET and HEAD on the read routes are public)" : "";
+    const none = auth === null
+      ? "none was given"
+      : "the Authorization header holds none (it is not 'Bearer <token>')";
     throw new HttpError(
       401,
-      publicReads
-        ? `This server requires a token for ${req.method} ${publicReads.pathname} (only GET and HEAD on the read routes are public); send it as 'Authorization: Bearer <token>'.`
-        : "This server requires a token; send it as 'Authorization: Bearer <token>'.",
+      `This server requires a token${route}${publicNote}, and ${none}; send it as 'Authorization: Bearer <token>'.`,
       { "www-authenticate": 'Bearer realm="telemetry"' },
     );
   }
+  throw new HttpError(
+    401,
+    `The token given${route} is not this server's; send the token the service was started with (its --token or OBS_TELEMETRY_TOKEN) as 'Authorization: Bearer <token>'.`,
+    { "www-authenticate": 'Bearer realm="telemetry", error="invalid_token"' },
+  );
 }
 
 /**

@@ -158,7 +158,8 @@ export interface InputKind<C> {
   create(config: C, common: InputCommon): Input;
   /**
    * The hosts (`host:port`) the input connects to, for the collector's scoped `--allow-net`;
-   * and files it reads, for `--allow-read`.
+   * files it reads, for `--allow-read`; and environment variables its libraries read that must
+   * read as unset, for `--ignore-env` (docs/collect.md, "Permissions").
    */
-  readonly needs?: (config: C) => { net?: string[]; read?: string[] };
+  readonly needs?: (config: C) => { net?: string[]; read?: string[]; ignoreEnv?: string[] };
 }

@@ -264,9 +264,17 @@ class GuardedSocket extends Duplex {
 }
 
 /**
- * MQTT.js, loaded on first use. Its dependencies list the whole environment when loaded, which
- * the collector's `--ignore-env` allows (docs/collect.md, "Permissions"); without it the error
- * says so.
+ * The variables MQTT.js's dependencies read when it is loaded (Deno 2.9, mqtt 5.16):
+ * `READABLE_STREAM` (readable-stream) and `DEBUG` (debug), which also lists the environment's
+ * names for its `DEBUG_*` options. The collector runs with `--ignore-env` for these two alone
+ * (docs/collect.md, "Permissions"): they read as unset, and the listing holds only the variables
+ * it is granted, so loading MQTT.js needs no `--allow-env` beyond the collector's own.
+ */
+const MQTT_IGNORED_ENV: readonly string[] = ["DEBUG", "READABLE_STREAM"];
+
+/**
+ * MQTT.js, loaded on first use. Without the collector's `--ignore-env` of
+ * {@linkcode MQTT_IGNORED_ENV} it cannot load, and the error says what to run instead.
  */
 async function loadMqtt(): Promise<typeof import("npm:mqtt@^5.14.1")> {
   try {
@@ -274,8 +282,9 @@ async function loadMqtt(): Promise<typeof import("npm:mqtt@^5.14.1")> {
   } catch (err) {
     if (err instanceof Deno.errors.NotCapable) {
       throw new Error(
-        `the MQTT client cannot load without --ignore-env (${err.message}); run the collector as ` +
-          "deno task collect, spawnCollector() or the systemd unit do",
+        `the MQTT client cannot load without --ignore-env=${MQTT_IGNORED_ENV.join(",")} (${
+          err.message.split("\n")[0]
+        }); run the collector as obs-utils telemetry collect, deno task collect, spawnCollector() or the systemd unit do`,
       );
     }
     throw err;
@@ -433,7 +442,10 @@ class MqttInput implements Input {
  * );
  * assert.equal(config.url, "mqtt://127.0.0.1:1883");
  * assert.equal(config.username, "u");
- * assert.deepEqual(mqttInput.needs!(config), { net: ["127.0.0.1:1883"] });
+ * assert.deepEqual(mqttInput.needs!(config), {
+ *   net: ["127.0.0.1:1883"],
+ *   ignoreEnv: ["DEBUG", "READABLE_STREAM"],
+ * });
  * ```
  */
 export const mqttInput: InputKind<MqttConfig> = {
@@ -442,5 +454,5 @@ export const mqttInput: InputKind<MqttConfig> = {
   keys: ["url", "username", "password", "topics", "max_payload_bytes"],
   parse,
   create: (config, common) => new MqttInput(config, common),
-  needs: (config) => ({ net: [new URL(config.url).host] }),
+  needs: (config) => ({ net: [new URL(config.url).host], ignoreEnv: [...MQTT_IGNORED_ENV] }),
 };

@@ -76,12 +76,21 @@ export async function spawnCliServer(options: {
   args?: string[];
   /** Files it reads at start-up (`--types FILE`), added to its read permission. */
   readFiles?: string[];
+  /** The permission flags, when the arguments need more than the site directory and port's. */
+  flags?: readonly string[];
+  /** Another command that serves `siteDir` on `port` (a program and its arguments). */
+  command?: readonly [string, readonly string[]];
+  /** Variables set in the child's environment on top of this process's. */
+  env?: Record<string, string>;
   timeoutMs?: number;
 }): Promise<ChildServer> {
   const { siteDir, port, readFiles = [] } = options;
-  const flags = permissionFlags({ siteDir, host: "127.0.0.1", port, readFiles });
-  const child = new Deno.Command(Deno.execPath(), {
-    args: cliRunArgs(siteDir, port, options.args ?? [], flags),
+  const flags = options.flags ?? permissionFlags({ siteDir, host: "127.0.0.1", port, readFiles });
+  const [program, args] = options.command ??
+    [Deno.execPath(), cliRunArgs(siteDir, port, options.args ?? [], flags)];
+  const child = new Deno.Command(program, {
+    args: [...args],
+    ...(options.env ? { env: options.env } : {}),
     stdin: "null",
     stdout: "piped",
     stderr: "piped",

@@ -116,14 +116,33 @@ Deno.test("collectPermissionFlags grants net to the inputs and the service, read
     "--allow-net=10.1.2.3:8080,127.0.0.1:7000",
     `--allow-read=${config},${file}`,
     `--allow-env=${COLLECT_ENV_VARS.join(",")}`,
-    "--ignore-env",
   ]);
   const args = collectorArgs({ config, host: "127.0.0.1", port: 7000 });
-  assert.deepEqual(args.filter((a) => a.startsWith("--allow-") || a === "--ignore-env"), flags);
+  assert.deepEqual(args.filter((a) => a.startsWith("--allow-")), flags);
   assert.deepEqual(
     collectLaunchArgs(["--config", config, "--host", "127.0.0.1", "--port", "7000"]),
     args,
   );
+});
+
+Deno.test("collectPermissionFlags lets the variables MQTT.js reads read as unset, by name, only for a config with an MQTT input", async () => {
+  await using dir = await tempDir();
+  const config = join(dir.path, "mqtt.json");
+  await Deno.writeTextFile(
+    config,
+    JSON.stringify({
+      inputs: [{
+        name: "m",
+        kind: "mqtt",
+        url: "mqtt://10.1.2.4",
+        topics: { "a/#": { type: "a" } },
+      }],
+    }),
+  );
+  assert.deepEqual(collectPermissionFlags(readCollectConfig(config, INPUT_KINDS)).slice(2), [
+    `--allow-env=${COLLECT_ENV_VARS.join(",")}`,
+    "--ignore-env=DEBUG,READABLE_STREAM",
+  ]);
 });
 
 Deno.test("spawnCollector runs the collector under exactly its scoped permissions, and SIGTERM stops it with 0", async () => {

@@ -21,8 +21,10 @@ async function graph(entry: string): Promise<string[]> {
   return info.modules.map((m: { specifier: string }) => m.specifier);
 }
 
-Deno.test("the service, the CLI and the client never load the collector's modules", async () => {
-  for (const entry of ["cli.ts", "server.ts", "mod.ts", "client.ts", "forward.ts"]) {
+Deno.test("the service, the CLI, its launcher and the client never load the collector's modules", async () => {
+  for (
+    const entry of ["cli.ts", "cli/launch.ts", "server.ts", "mod.ts", "client.ts", "forward.ts"]
+  ) {
     const root = new URL("../..", import.meta.url).href;
     const collect = (await graph(entry))
       .map((s) => s.replace(root, ""))

@@ -257,19 +257,34 @@ Deno.test("guardToken() accepts the bearer token whatever the case of the scheme
 });
 
 Deno.test("guardToken() refuses a missing, wrong, near-miss or non-bearer token with 401 and WWW-Authenticate", () => {
-  const refused = [
-    {},
-    ...["Bearer wrong", "Bearer s3cre", "Bearer s3cret1", "Basic s3cret", "s3cret"]
-      .map((authorization) => ({ authorization })),
+  const none =
+    "This server requires a token, and none was given; send it as 'Authorization: Bearer <token>'.";
+  const notBearer =
+    "This server requires a token, and the Authorization header holds none (it is not 'Bearer <token>'); send it as 'Authorization: Bearer <token>'.";
+  const wrong =
+    "The token given is not this server's; send the token the service was started with (its --token or OBS_TELEMETRY_TOKEN) as 'Authorization: Bearer <token>'.";
+  const refused: [Record<string, string>, string, string][] = [
+    [{}, none, 'Bearer realm="telemetry"'],
+    ...["Basic s3cret", "s3cret", "Bearer  "].map((authorization) =>
+      [{ authorization }, notBearer, 'Bearer realm="telemetry"'] as [
+        Record<string, string>,
+        string,
+        string,
+      ]
+    ),
+    ...["Bearer wrong", "Bearer s3cre", "Bearer s3cret1"].map((authorization) =>
+      [{ authorization }, wrong, 'Bearer realm="telemetry", error="invalid_token"'] as [
+        Record<string, string>,
+        string,
+        string,
+      ]
+    ),
   ];
-  for (const headers of refused) {
+  for (const [headers, message, challenge] of refused) {
     const err = thrown(() => guardToken(request(headers), "s3cret"));
     assert.equal(err.status, 401, JSON.stringify(headers));
-    assert.equal(
-      err.message,
-      "This server requires a token; send it as 'Authorization: Bearer <token>'.",
-    );
-    assert.equal(err.headers["www-authenticate"], 'Bearer realm="telemetry"');
+    assert.equal(err.message, message, JSON.stringify(headers));
+    assert.equal(err.headers["www-authenticate"], challenge, JSON.stringify(headers));
   }
 });
 
