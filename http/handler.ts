@@ -34,6 +34,7 @@ import { ServiceMetrics } from "./metrics.ts";
 import type { NotificationCounts } from "./metrics.ts";
 import { StreamHub } from "./stream_hub.ts";
 import { apiRoutes } from "./routes.ts";
+import { DEFAULT_MAX_HISTORY } from "./history.ts";
 import type { TypesRegistry } from "../core/types_registry.ts";
 import { DiskWatch } from "../store/disk_watch.ts";
 import { ShutdownLifecycle } from "./shutdown.ts";
@@ -72,6 +73,12 @@ export interface HandlerOptions {
    * @default {1048576}
    */
   maxBody?: number;
+  /**
+   * `GET /history` requests served at once (`--max-history`); the next wait up to 10 s for
+   * their turn, then get 503 with `Retry-After` (docs/history.md).
+   * @default {2}
+   */
+  maxHistory?: number;
   /**
    * Called once when `POST /shutdown` was accepted, after its response is sent (ignored when
    * `lifecycle` is given: it has its own).
@@ -199,9 +206,20 @@ class Dispatcher {
       ...(options.notifications ? { notifications: options.notifications } : {}),
     });
     const maxBody = options.maxBody ?? DEFAULT_MAX_BODY;
+    const maxHistory = options.maxHistory ?? DEFAULT_MAX_HISTORY;
     const wrapCurrent = options.wrapCurrent ?? false;
     this.#router = new Router(
-      apiRoutes(service, { maxBody, shutdown, streams, metrics, types, disk, wrapCurrent, pages }),
+      apiRoutes(service, {
+        maxBody,
+        maxHistory,
+        shutdown,
+        streams,
+        metrics,
+        types,
+        disk,
+        wrapCurrent,
+        pages,
+      }),
     );
   }
 

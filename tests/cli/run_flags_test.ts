@@ -221,6 +221,7 @@ Deno.test("spawnServer() takes an option for every run flag and no other but out
     token: "flag",
     allowRunRoots: "flag",
     maxBody: "flag",
+    maxHistory: "flag",
     maxTypes: "flag",
     maxSnapshotBytes: "flag",
     insecure: "flag",
