@@ -248,7 +248,11 @@ export function historyRoute(options: HistoryRouteOptions): (url: URL) => Promis
     waitMs: HISTORY_WAIT_MS,
     signal: options.signal,
   });
-  const reader: Reader = { ...options, cells: Math.floor(HISTORY_CELLS / maxHistory) };
+  const reader: Reader = {
+    ...options,
+    cells: Math.floor(HISTORY_CELLS / maxHistory),
+    pacer: new Pacer(),
+  };
   return async (url) => {
     const query = parseHistoryQuery(url, options.timeZone, Date.now());
     let release: () => void;
@@ -282,9 +286,10 @@ function busy(err: SlotsBusyError, maxHistory: number): HttpError {
   );
 }
 
-/** What a request reads with: the route's options and its share of the cells. */
+/** What a request reads with: the route's options, its share of the cells, the shared turns. */
 interface Reader extends HistoryRouteOptions {
   cells: number;
+  pacer: Pacer;
 }
 
 /** Set once the answer ended or was given up: the reading stops at its next batch. */
@@ -321,7 +326,7 @@ async function historyResponse(
     reading.stopped = true;
     release();
   };
-  const source = sliced(batches, first, reading);
+  const source = sliced(batches, first, reading, reader.pacer);
   const chunks = query.everyMs === undefined
     ? lineChunks(source, query)
     : bucketChunks(source, query, reader, reading);
@@ -355,31 +360,52 @@ async function historyResponse(
 }
 
 /**
- * Gives the event loop back, so that other requests run first (docs/history.md). A timer, not
- * a message to itself: a message came back before the loop had served the sockets, and
- * `POST /event` waited behind the whole scan (its p99 went from 9 ms to 180 ms).
+ * The turns of work of every answer being read (docs/history.md): an answer that worked a slice
+ * waits for a timer, and each timer lets one answer go on, in turn, so that the loop runs at
+ * most one slice of history between two looks at its sockets, however many answers are served.
+ * A timer, not a message to itself: a message came back before the loop had served the sockets,
+ * and `POST /event` waited behind the whole scan (its p99 went from 9 ms to 180 ms).
  */
-function yieldLoop(): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, 0));
+class Pacer {
+  #waiting: (() => void)[] = [];
+  #armed = false;
+
+  /** Resolves when this answer's turn to work again has come. */
+  pause(): Promise<void> {
+    return new Promise((resolve) => {
+      this.#waiting.push(resolve);
+      if (!this.#armed) this.#arm();
+    });
+  }
+
+  #arm(): void {
+    this.#armed = true;
+    setTimeout(() => {
+      this.#armed = false;
+      this.#waiting.shift()?.();
+      if (this.#waiting.length > 0) this.#arm();
+    }, 0);
+  }
 }
 
 /**
- * The batches of a range, with a return to the event loop whenever {@linkcode SLICE_MS} of
- * work has passed since the last one (the reads of the files alone return too seldom: a batch
- * is a whole 64 KiB chunk). It ends early once the reading is stopped, and closes the files
+ * The batches of a range, with a pause for the answer's next turn whenever {@linkcode SLICE_MS}
+ * of work has passed since the last one (the reads of the files alone return too seldom: a
+ * batch is a whole 64 KiB chunk). It ends early once the reading is stopped, and closes the files
  * however it ends.
  */
 async function* sliced(
   batches: AsyncGenerator<string[]>,
   first: IteratorResult<string[]>,
   reading: Reading,
+  pacer: Pacer,
 ): AsyncGenerator<string[]> {
   try {
     let deadline = performance.now() + SLICE_MS;
     for (let r = first; !r.done && !reading.stopped; r = await batches.next()) {
       yield r.value;
       if (performance.now() > deadline) {
-        await yieldLoop();
+        await pacer.pause();
         deadline = performance.now() + SLICE_MS;
       }
     }
@@ -491,7 +517,7 @@ async function* bucketChunks(
     if (out.length >= CHUNK_CHARS || performance.now() > deadline) {
       yield out;
       out = "";
-      await yieldLoop();
+      await reader.pacer.pause();
       deadline = performance.now() + SLICE_MS;
     }
   }
