@@ -101,7 +101,9 @@ const CHILD = new URL("./history_readers_child.ts", import.meta.url).pathname;
 /**
  * Starts one looping reader per URL in another process (as browsers or scripts would be: this
  * process's event loop stays the posting one's): each asks, reads the answer to its end and
- * asks again at once, a 503 included, for `ms` milliseconds.
+ * asks again at once, a 503 included, for `ms` milliseconds. Their process runs at the lowest
+ * priority: readers are browsers and scripts on other machines, and what is measured is the
+ * service, not 16 clients sharing its 2 cores.
  */
 export function startReaders(urls: readonly string[], ms: number): HistoryReaders {
   const child = spawnDeno({
