@@ -15,13 +15,14 @@
 // deno-lint-ignore-file no-console
 
 import { join } from "node:path";
-import { spawnServer, startServer } from "../server.ts";
+import { startServer } from "../server.ts";
 import {
-  NIGHT_RANGE,
-  p99,
-  postMany,
-  postOnce,
-  startReaders,
+  latencyLine,
+  latencyUnderReaders,
+  memoryUnderReaders,
+  READER_FIELDS,
+  readerUrls,
+  spawnSite,
   writeNight,
 } from "../tests/_shared/history_util.ts";
 
@@ -151,12 +152,6 @@ try {
   await Deno.remove(root, { recursive: true });
 }
 
-/** The resident memory of a process, in MB. */
-async function rssMb(pid: number): Promise<number> {
-  const status = await Deno.readTextFile(`/proc/${pid}/status`);
-  return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) / 1024;
-}
-
 /**
  * 4. and 5.: the service spawned as `run` over a 1 Hz night of 3 types with 14 numeric fields,
  * readers in another process looping on the three kinds of the hardening issue.
@@ -164,67 +159,25 @@ async function rssMb(pid: number): Promise<number> {
 async function readersUnderLoad(): Promise<void> {
   const dir = join(root, "readers");
   await Deno.mkdir(dir);
-  const lines = await writeNight(dir, { fields: 12 });
-  const kinds = [
-    `/history?${NIGHT_RANGE}&every=10s&agg=mean,min,max,last,count&limit=1000000`,
-    `/history?${NIGHT_RANGE}&limit=1`,
-    `/history?${NIGHT_RANGE}&format=csv&fields=wind.mps,temp,f0,f1`,
-  ];
-  const urls = (url: string, n: number) =>
-    Array.from({ length: n }, (_, i) => url + kinds[i % kinds.length]);
+  const lines = await writeNight(dir, { fields: READER_FIELDS });
   {
-    await using server = await spawnServer({
-      siteDir: dir,
-      host: "127.0.0.1",
-      port: 0,
-      timeZone: "UTC",
-      output: "null",
-    });
-    await postMany(server.url, 30);
-    const before = await postMany(server.url, 300);
-    const readers = startReaders(urls(server.url, 16), readersMs);
-    let done = false;
-    readers.done.finally(() => done = true).catch(() => {});
-    await new Promise((r) => setTimeout(r, 1500));
-    const during: number[] = [];
-    for (let i = 0; !done; i++) during.push(await postOnce(server.url, i));
-    const report = await readers.done;
-    const after = await postMany(server.url, 300);
-    const reference = Math.max(p99(before), p99(after));
+    await using server = await spawnSite(dir);
+    const result = await latencyUnderReaders(server.url, readerUrls(server.url, 16), readersMs);
     console.log(
-      `16 looping readers over ${lines} lines for ${readersMs / 1000} s: answers ${
-        JSON.stringify(report.statuses)
-      }; POST /event p99 ${p99(before).toFixed(1)} ms before, ${p99(after).toFixed(1)} ms after, ${
-        p99(during).toFixed(1)
-      } ms during (${during.length} posts): ratio ${
-        (p99(during) / reference).toFixed(2)
-      }, bound 2 x ${reference.toFixed(1)} + 35 = ${(2 * reference + 35).toFixed(1)} ms`,
+      `16 looping readers over ${lines} lines for ${readersMs / 1000} s: ${latencyLine(result)}`,
     );
   }
-  await using server = await spawnServer({
-    siteDir: dir,
-    host: "127.0.0.1",
-    port: 0,
-    timeZone: "UTC",
-    output: "null",
-  });
-  await postMany(server.url, 100);
-  const idle = await rssMb(server.pid);
-  let peak = idle, sampling = true;
-  const sampler = (async () => {
-    while (sampling) {
-      peak = Math.max(peak, await rssMb(server.pid));
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  })();
-  const report = await startReaders(urls(server.url, 64), readersMs).done;
-  sampling = false;
-  await sampler;
+  await using server = await spawnSite(dir);
+  const { idle, peak, report } = await memoryUnderReaders(
+    server.url,
+    server.pid,
+    readerUrls(server.url, 64),
+    readersMs,
+  );
+  const mb = (n: number) => (n / 1048576).toFixed(0);
   console.log(
     `64 looping readers for ${readersMs / 1000} s: answers ${
       JSON.stringify(report.statuses)
-    }; service RSS ${idle.toFixed(0)} MB idle, ${peak.toFixed(0)} MB at peak (+${
-      (peak - idle).toFixed(0)
-    } MB)`,
+    }; service RSS ${mb(idle)} MB idle, ${mb(peak)} MB at peak (+${mb(peak - idle)} MB)`,
   );
 }

@@ -10,14 +10,17 @@
 import assert from "node:assert/strict";
 import { tempDir, testServer } from "../_shared/util.ts";
 import {
-  NIGHT_RANGE,
+  latencyLine,
+  latencyUnderReaders,
+  memoryUnderReaders,
   p99,
   postMany,
   postOnce,
-  startReaders,
+  READER_FIELDS,
+  readerUrls,
+  spawnSite,
   writeNight,
 } from "../_shared/history_util.ts";
-import { spawnServer } from "../../server.ts";
 
 for (const [what, query] of [["lines", ""], ["buckets", "&every=1m"]] as const) {
   Deno.test(`a whole night's GET /history (${what}) keeps the p99 of POST /event within 2x + 35 ms`, async () => {
@@ -77,65 +80,18 @@ for (const [what, query] of [["lines", ""], ["buckets", "&every=1m"]] as const) 
   });
 }
 
-/** Extra numeric fields per event: enough for `every=10s` to reach a request's cell budget. */
-const FIELDS = 12;
 /** How long the looping readers run. */
 const READERS_MS = 20_000;
 
-/**
- * `count` looping readers of the three kinds of the issue, in turn: buckets that reach the cell
- * budget (`every=10s`, every aggregate, 14 numeric fields of 3 types), `limit=1` over the whole
- * night, and the whole night as CSV.
- */
-function readerUrls(url: string, count: number): string[] {
-  const kinds = [
-    `${url}/history?${NIGHT_RANGE}&every=10s&agg=mean,min,max,last,count&limit=1000000`,
-    `${url}/history?${NIGHT_RANGE}&limit=1`,
-    `${url}/history?${NIGHT_RANGE}&format=csv&fields=wind.mps,temp,f0,f1`,
-  ];
-  return Array.from({ length: count }, (_, i) => kinds[i % kinds.length]!);
-}
-
-/** The resident memory of a process, in bytes. */
-async function rssOf(pid: number): Promise<number> {
-  const status = await Deno.readTextFile(`/proc/${pid}/status`);
-  const kb = /VmRSS:\s+(\d+) kB/.exec(status);
-  assert.ok(kb, "no VmRSS in /proc status");
-  return Number(kb[1]) * 1024;
-}
-
 Deno.test("16 looping GET /history readers (buckets at the cell budget, limit=1, CSV) keep the p99 of POST /event within 2x + 35 ms of none", async () => {
   await using tmp = await tempDir();
-  const lines = await writeNight(tmp.path, { fields: FIELDS });
-  await using server = await spawnServer({
-    siteDir: tmp.path,
-    host: "127.0.0.1",
-    port: 0,
-    timeZone: "UTC",
-    output: "null",
-  });
-  await postMany(server.url, 30); // warm up
-  const before = await postMany(server.url, 300);
-  await using readers = startReaders(readerUrls(server.url, 16), READERS_MS);
-  let done = false;
-  readers.done.finally(() => done = true).catch(() => {});
-  // The readers' process takes a moment to start: measure from when they ask.
-  await new Promise((r) => setTimeout(r, 1500));
-  const during: number[] = [];
-  for (let i = 0; !done; i++) during.push(await postOnce(server.url, i));
-  const report = await readers.done;
-  const after = await postMany(server.url, 300);
+  const lines = await writeNight(tmp.path, { fields: READER_FIELDS });
+  await using server = await spawnSite(tmp.path);
+  const result = await latencyUnderReaders(server.url, readerUrls(server.url, 16), READERS_MS);
+  const { before, during, after, report } = result;
   const reference = Math.max(p99(before), p99(after));
   // deno-lint-ignore no-console
-  console.log(
-    `16 readers over ${lines} lines: ${JSON.stringify(report.statuses)}, ${
-      (report.bytes / 1e6).toFixed(0)
-    } MB read; POST /event p99 ${p99(before).toFixed(1)} ms before, ${
-      p99(after).toFixed(1)
-    } ms after, ${p99(during).toFixed(1)} ms during (${during.length} posts, ratio ${
-      (p99(during) / reference).toFixed(2)
-    })`,
-  );
+  console.log(`16 readers over ${lines} lines: ${latencyLine(result)}`);
   assert.ok((report.statuses["200"] ?? 0) >= 3, "the readers were answered");
   assert.ok(during.length >= 100, `only ${during.length} posts while the readers ran`);
   assert.ok(
@@ -156,31 +112,14 @@ const READERS_BUDGET = 250 * 1024 * 1024;
 
 Deno.test("64 looping GET /history readers keep the service's memory under twice its idle size plus the answers' budget", async () => {
   await using tmp = await tempDir();
-  await writeNight(tmp.path, { fields: FIELDS });
-  await using server = await spawnServer({
-    siteDir: tmp.path,
-    host: "127.0.0.1",
-    port: 0,
-    timeZone: "UTC",
-    output: "null",
-  });
-  await postMany(server.url, 100); // warm up
-  const idle = await rssOf(server.pid);
-  let peak = idle, sampling = true;
-  const sampler = (async () => {
-    while (sampling) {
-      peak = Math.max(peak, await rssOf(server.pid));
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  })();
-  let report;
-  try {
-    await using readers = startReaders(readerUrls(server.url, 64), READERS_MS);
-    report = await readers.done;
-  } finally {
-    sampling = false;
-    await sampler;
-  }
+  await writeNight(tmp.path, { fields: READER_FIELDS });
+  await using server = await spawnSite(tmp.path);
+  const { idle, peak, report } = await memoryUnderReaders(
+    server.url,
+    server.pid,
+    readerUrls(server.url, 64),
+    READERS_MS,
+  );
   const mb = (n: number) => `${(n / 1048576).toFixed(0)} MB`;
   // deno-lint-ignore no-console
   console.log(

@@ -40,15 +40,21 @@ async function settledWithin(promise: Promise<unknown>, ms: number): Promise<boo
   return settled;
 }
 
+/** Two answers held by clients that do not read them, and a third request waiting its turn. */
+async function twoHeldOneWaiting(url: string) {
+  const first = await open(url, WHOLE);
+  const second = await open(url, WHOLE);
+  const third = fetch(`${url}${SMALL}`);
+  assert.equal(await settledWithin(third, 1000), false, "the third was answered at once");
+  return { first, second, third };
+}
+
 Deno.test("GET /history serves two requests at once: a third waits for its turn and is served when one of them ends", async () => {
   await using tmp = await tempDir();
   await writeNight(tmp.path);
   await using server = await testServer({ siteDir: tmp.path });
-  const first = await open(server.url, WHOLE);
-  const second = await open(server.url, WHOLE);
-  const third = fetch(`${server.url}${SMALL}`);
+  const { first, second, third } = await twoHeldOneWaiting(server.url);
   try {
-    assert.equal(await settledWithin(third, 1000), false, "the third was answered at once");
     const lines = (await first.text()).trimEnd().split("\n").length;
     assert.equal(lines, 129_600, "the first answer ended whole");
     const res = await third;
@@ -120,11 +126,8 @@ Deno.test("GET /history gives the turn of a reader that disconnects to the next 
   await using tmp = await tempDir();
   await writeNight(tmp.path);
   await using server = await testServer({ siteDir: tmp.path });
-  const first = await open(server.url, WHOLE);
-  const second = await open(server.url, WHOLE);
-  const third = fetch(`${server.url}${SMALL}`);
+  const { first, second, third } = await twoHeldOneWaiting(server.url);
   try {
-    assert.equal(await settledWithin(third, 1000), false, "the third was answered at once");
     await first.body?.cancel(); // the client goes away in the middle of its answer
     // Served, not refused: the turn came long before the third's 10 s were over.
     const res = await third;
@@ -159,46 +162,38 @@ Deno.test("spawnServer({maxHistory: 1}) serves one GET /history at once (--max-h
   }
 });
 
-/** A weather line of the night whose `ts` steps back: appended after everything else. */
-function lateLine(ts: string): string {
-  return `{"seq":999999,"ts":"${ts}","type":"weather","data":{"wind":{"mps":99},"temp":99},"meta":{}}\n`;
-}
-
-Deno.test("GET /history?limit=1 reads a large night only as far as the lines after its one line", async () => {
+/**
+ * The answer to `query` over a large night whose last line is a `weather` line with `ts` (a
+ * clock stepped back): a reading of the whole night would see it.
+ */
+async function withLateLine(ts: string, query: string): Promise<Record<string, unknown>[]> {
   await using tmp = await tempDir();
   await writeNight(tmp.path);
-  // The night's last line: a ts between the first two weather lines. A reading of the whole
-  // night would take it for next_since.
   await Deno.writeTextFile(
     join(tmp.path, "site_20260510.ndjson"),
-    lateLine("2026-05-10T12:00:00.500Z"),
+    `{"seq":999999,"ts":"${ts}","type":"weather","data":{"wind":{"mps":99},"temp":99},"meta":{}}\n`,
     { append: true },
   );
   await using server = await testServer({ siteDir: tmp.path });
-  const res = await fetch(`${server.url}/history?${NIGHT_RANGE}&type=weather&limit=1`);
-  const lines = (await res.text()).trimEnd().split("\n").map((l) => JSON.parse(l));
+  const res = await fetch(`${server.url}/history?${NIGHT_RANGE}&type=weather&${query}`);
+  return (await res.text()).trimEnd().split("\n").map((l) => JSON.parse(l));
+}
+
+Deno.test("GET /history?limit=1 reads a large night only as far as the lines after its one line", async () => {
+  // A ts between the first two weather lines: a reading of the whole night takes it for
+  // next_since.
+  const lines = await withLateLine("2026-05-10T12:00:00.500Z", "limit=1");
   assert.equal(lines.length, 2);
-  assert.equal(lines[0].ts, "2026-05-10T12:00:00.000Z");
+  assert.equal(lines[0]!.ts, "2026-05-10T12:00:00.000Z");
   assert.deepEqual(lines[1], { truncated: true, next_since: "2026-05-10T12:00:01.000Z" });
 });
 
 Deno.test("GET /history?every=&limit=1 reads a large night only as far as its bucket and the lines after it", async () => {
-  await using tmp = await tempDir();
-  await writeNight(tmp.path);
-  // The night's last line falls into the first minute: a reading of the whole night counts it.
-  await Deno.writeTextFile(
-    join(tmp.path, "site_20260510.ndjson"),
-    lateLine("2026-05-10T12:00:30.000Z"),
-    { append: true },
-  );
-  await using server = await testServer({ siteDir: tmp.path });
-  const res = await fetch(
-    `${server.url}/history?${NIGHT_RANGE}&type=weather&every=1m&agg=count&limit=1`,
-  );
-  const lines = (await res.text()).trimEnd().split("\n").map((l) => JSON.parse(l));
+  // A ts in the first minute: a reading of the whole night counts it into the first bucket.
+  const lines = await withLateLine("2026-05-10T12:00:30.000Z", "every=1m&agg=count&limit=1");
   assert.equal(lines.length, 2);
-  assert.equal(lines[0].t, "2026-05-10T12:00:00.000Z");
-  assert.equal(lines[0].count, 60, "the minute's 60 lines, not the night's last");
+  assert.equal(lines[0]!.t, "2026-05-10T12:00:00.000Z");
+  assert.equal(lines[0]!.count, 60, "the minute's 60 lines, not the night's last");
   assert.deepEqual(lines[1], { truncated: true, next_since: "2026-05-10T12:01:00.000Z" });
 });
 
