@@ -159,6 +159,8 @@ export function createRouteHandler(
 const OTHER_ROUTE = "other";
 /** The label of `GET /check`, whose 503 is not logged. */
 const CHECK_ROUTE = "/check";
+/** The label of `GET /history`, whose answers give way to the other requests. */
+const HISTORY_ROUTE = "/history";
 /** The label of `GET /current/{type}`, whose 404 is not logged. */
 const CURRENT_TYPE_ROUTE = "/current/{type}";
 
@@ -179,6 +181,8 @@ class Dispatcher {
   #router: Router;
   #onError: ((err: unknown) => void) | undefined;
   #onRejected: ((rejection: Rejection) => void) | undefined;
+  /** Requests other than `GET /history` being answered now. */
+  #answering = 0;
 
   constructor(service: TelemetryService, options: HandlerOptions, pages: readonly Route[]) {
     this.#service = service;
@@ -207,11 +211,13 @@ class Dispatcher {
     });
     const maxBody = options.maxBody ?? DEFAULT_MAX_BODY;
     const maxHistory = options.maxHistory ?? DEFAULT_MAX_HISTORY;
+    const othersBusy = () => this.#answering > 0;
     const wrapCurrent = options.wrapCurrent ?? false;
     this.#router = new Router(
       apiRoutes(service, {
         maxBody,
         maxHistory,
+        othersBusy,
         shutdown,
         streams,
         metrics,
@@ -231,7 +237,7 @@ class Dispatcher {
       const admitted = this.#admit(req, info);
       route = admitted.label;
       if (admitted.refused) throw admitted.refused;
-      res = await admitted.handler(admitted.ctx);
+      res = await this.#answer(admitted);
     } catch (err) {
       await drainSmallBody(req);
       res = this.#handleError(err);
@@ -241,6 +247,20 @@ class Dispatcher {
     this.#metrics.countResponse(route, status);
     if (status >= 400 && this.#onRejected) this.#report(req, info, res, route, status);
     return req.method === "HEAD" ? headOnly(res) : res;
+  }
+
+  /**
+   * Runs the route's handler, counting the requests being answered other than `GET /history`:
+   * while any is, the history answers give the event loop to it first (docs/history.md).
+   */
+  async #answer(admitted: Admitted & { refused?: undefined }): Promise<Response> {
+    if (admitted.label === HISTORY_ROUTE) return await admitted.handler(admitted.ctx);
+    this.#answering++;
+    try {
+      return await admitted.handler(admitted.ctx);
+    } finally {
+      this.#answering--;
+    }
   }
 
   #stopping(): boolean {

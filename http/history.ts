@@ -49,15 +49,15 @@ const DAY_MS = 86_400_000;
  */
 const SLICE_MS = 4;
 /**
- * The most cells (one per bucket plus one per field aggregate) the bucketed answers served at
- * once hold together; each of the `--max-history` holds its share before it ends with
- * `{"truncated": true, "next_since": ...}`, whatever `limit` says (docs/history.md, "Memory").
- * A cell takes about 250 bytes as the service holds it (measured: 15,000 buckets of 40 fields,
- * 615,000 cells, grew the service by 150 MB), so this is about 100 MB in all, 50 MB per request
- * with the default of 2: a read route `--public-read` opens to anyone cannot run the recorder out
- * of memory, however many ask at once.
+ * The most cells (one per bucket plus one per numeric field in it) the bucketed answers served
+ * at once hold together: the budget one answer had alone before there were turns. Each of the
+ * `--max-history` holds its share before it ends with `{"truncated": true, "next_since": ...}`,
+ * whatever `limit` says (docs/history.md, "Memory"). A cell takes 250 to 450 bytes as the service
+ * holds it (measured: 15,000 buckets of 40 flat fields, 615,000 cells, grew the service by 150
+ * MB; 194,000 cells of 14 fields, one nested, by 83 MB), so this is 50 to 90 MB in all: a read
+ * route `--public-read` opens to anyone cannot run the recorder out of memory, however many ask.
  */
-export const HISTORY_CELLS = 400_000;
+export const HISTORY_CELLS = 200_000;
 /** Requests of `GET /history` served at once unless `--max-history` says otherwise. */
 export const DEFAULT_MAX_HISTORY = 2;
 /** The longest a request of `GET /history` waits for its turn before its 503. */
@@ -75,6 +75,11 @@ const RETRY_AFTER_S = HISTORY_WAIT_MS / 1000;
  * many, and then stops, so that `limit` bounds the reading as well as the answer.
  */
 export const HISTORY_LOOKAHEAD_LINES = 10_000;
+/**
+ * The longest the answers being read wait for other requests to be answered before the next
+ * slice runs anyway: under a steady stream of events history still moves on.
+ */
+const YIELD_MAX_MS = 50;
 /** Text handed to the connection at once. */
 const CHUNK_CHARS = 64 * 1024;
 
@@ -213,6 +218,12 @@ export interface HistoryRouteOptions {
   maxHistory?: number | undefined;
   /** Aborts when the server stops: the requests still waiting are answered 503. */
   signal?: AbortSignal | undefined;
+  /**
+   * Whether other requests are being answered: the answers being read then give them the event
+   * loop first (docs/history.md).
+   * @default {never}
+   */
+  othersBusy?: (() => boolean) | undefined;
 }
 
 /**
@@ -251,7 +262,7 @@ export function historyRoute(options: HistoryRouteOptions): (url: URL) => Promis
   const reader: Reader = {
     ...options,
     cells: Math.floor(HISTORY_CELLS / maxHistory),
-    pacer: new Pacer(),
+    pacer: new Pacer(options.othersBusy ?? (() => false)),
   };
   return async (url) => {
     const query = parseHistoryQuery(url, options.timeZone, Date.now());
@@ -360,15 +371,24 @@ async function historyResponse(
 }
 
 /**
- * The turns of work of every answer being read (docs/history.md): an answer that worked a slice
- * waits for a timer, and each timer lets one answer go on, in turn, so that the loop runs at
- * most one slice of history between two looks at its sockets, however many answers are served.
- * A timer, not a message to itself: a message came back before the loop had served the sockets,
- * and `POST /event` waited behind the whole scan (its p99 went from 9 ms to 180 ms).
+ * The turns of work of every answer being read (docs/history.md, "Readers at once"): an answer
+ * that worked a slice waits for a timer, and each timer lets one answer go on, in turn, so that
+ * the loop runs at most one slice of history between two looks at its sockets, however many
+ * answers are served. While other requests are being answered (an event being recorded) no turn
+ * is given, for up to {@linkcode YIELD_MAX_MS} at a time: recording goes first. A timer, not a
+ * message to itself: a message came back before the loop had served the sockets, and
+ * `POST /event` waited behind the whole scan (its p99 went from 9 ms to 180 ms).
  */
 class Pacer {
   #waiting: (() => void)[] = [];
   #armed = false;
+  #busy: () => boolean;
+  /** Since when turns have been held back for other requests; -1 while they are not. */
+  #heldSince = -1;
+
+  constructor(busy: () => boolean) {
+    this.#busy = busy;
+  }
 
   /** Resolves when this answer's turn to work again has come. */
   pause(): Promise<void> {
@@ -382,6 +402,13 @@ class Pacer {
     this.#armed = true;
     setTimeout(() => {
       this.#armed = false;
+      const now = performance.now();
+      if (this.#busy() && (this.#heldSince < 0 || now - this.#heldSince < YIELD_MAX_MS)) {
+        if (this.#heldSince < 0) this.#heldSince = now;
+        this.#arm();
+        return;
+      }
+      this.#heldSince = -1;
       this.#waiting.shift()?.();
       if (this.#waiting.length > 0) this.#arm();
     }, 0);

@@ -28,6 +28,8 @@ export interface RouteDeps {
   maxBody: number;
   /** `GET /history` requests served at once (`--max-history`). */
   maxHistory: number;
+  /** Whether requests other than `GET /history` are being answered (they go first). */
+  othersBusy: () => boolean;
   shutdown: ShutdownLifecycle;
   streams: StreamHub;
   metrics: ServiceMetrics;
@@ -112,6 +114,7 @@ function readRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
     types,
     maxHistory: deps.maxHistory,
     signal: deps.shutdown.signal,
+    othersBusy: deps.othersBusy,
   });
   return [
     route("/history", { GET: ({ url }) => history(url) }),
