@@ -101,12 +101,13 @@ Deno.test("16 looping GET /history readers (buckets at the cell budget, limit=1,
 });
 
 /**
- * The budget of the readers on top of twice the idle size: every bucketed answer served at once
- * together holds at most 400,000 cells (docs/history.md, "Memory"), at most 450 bytes each as
- * the service holds this night's buckets (measured: 4 looping bucket readers, 2 served at once,
- * each holding its 194,000 cells of the whole night, grew the service by 166 MB), so 180 MB; 70
- * MB more for what the answers stream through at once (a 64 KiB read and a 64 KiB chunk per
- * answer, the socket buffers) and garbage a collection has not reclaimed yet.
+ * The budget of the readers on top of twice the idle size: the bucketed answers read at once hold
+ * at most 200,000 cells together (docs/history.md, "Memory"), at most 450 bytes each as the
+ * service holds this night's buckets (measured: 194,000 cells of the whole night grew it by 83
+ * MB), so 90 MB live; the collector lets the garbage of the answers that ended grow to about as
+ * much again before it collects, 180 MB; and 70 MB for what the answers stream through at once
+ * (a 64 KiB read and a 64 KiB chunk per answer, the socket buffers) and the CSV rows and parsed
+ * lines not collected yet.
  */
 const READERS_BUDGET = 250 * 1024 * 1024;
 
