@@ -239,9 +239,9 @@ export interface HistoryRouteOptions {
  * @example Usage
  * ```ts ignore
  * import { historyRoute } from "./history.ts";
- * import { TypesRegistry } from "../core/types_registry.ts";
+ * import { NO_TYPES } from "../core/types_registry.ts";
  *
- * const answer = historyRoute({ siteDir: "./telemetry", timeZone: "UTC", types: new TypesRegistry() });
+ * const answer = historyRoute({ siteDir: "./telemetry", timeZone: "UTC", types: NO_TYPES });
  * const res = await answer(new URL("http://localhost/history?since=12h&limit=10"));
  * console.log(res.status, await res.text());
  * ```
@@ -362,6 +362,8 @@ async function historyResponse(
       cancelled = true;
       finish();
       await chunks.return(undefined);
+      // Before its first pull nothing has opened the generators that close the files: close here.
+      await batches.return(undefined);
     },
   });
   const type = query.everyMs === undefined && query.format === "csv"
