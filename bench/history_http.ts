@@ -2,9 +2,12 @@
  * The `GET /history` benchmark of issue 29 (docs/history.md):
  * - a scan of a whole night through `/history` next to `read` of the same night (ratio);
  * - a 1 Hz night (43,200 lines) bucketed to 720 points: service CPU time of the request;
- * - the service's resident memory while a large night streams through `/history`.
+ * - the service's resident memory while a large night streams through `/history`;
+ * - `POST /event` p99 with 16 looping history readers (buckets at the cell budget, `limit=1`
+ *   over a night, CSV) against none, and the service's peak memory with 64 (hardening 0.6,
+ *   docs/history.md, "Readers at once").
  *
- * Usage: deno run -A bench/history_http.ts [--mb 200]
+ * Usage: deno run -A bench/history_http.ts [--mb 200] [--readers-seconds 20]
  *
  * @module
  */
@@ -13,36 +16,22 @@
 
 import { join } from "node:path";
 import { startServer } from "../server.ts";
+import {
+  latencyLine,
+  latencyUnderReaders,
+  memoryUnderReaders,
+  READER_FIELDS,
+  readerUrls,
+  spawnSite,
+  writeNight,
+} from "../tests/_shared/history_util.ts";
 
 const mbArg = Deno.args.indexOf("--mb");
 const bigMb = mbArg >= 0 ? Number(Deno.args[mbArg + 1]) : 200;
+const secondsArg = Deno.args.indexOf("--readers-seconds");
+const readersMs = (secondsArg >= 0 ? Number(Deno.args[secondsArg + 1]) : 20) * 1000;
 const CLI = new URL("../cli.ts", import.meta.url).pathname;
 const root = await Deno.makeTempDir({ prefix: "history-http-bench-" });
-
-/** Writes one night of `count` lines spread evenly over its 12 hours, types in turn. */
-async function night(dir: string, types: string[], count: number): Promise<number> {
-  const file = await Deno.open(join(dir, "site_20260510.ndjson"), { create: true, write: true });
-  const start = Date.parse("2026-05-10T12:00:00Z");
-  const enc = new TextEncoder();
-  try {
-    for (let k = 0; k < count; k += 1000) {
-      let text = "";
-      for (let j = k; j < Math.min(count, k + 1000); j++) {
-        const ts = new Date(start + Math.floor(j * 43_200_000 / count)).toISOString();
-        text += `{"seq":${j + 1},"ts":"${ts}","type":"${
-          types[j % types.length]
-        }","data":{"wind":{"mps":${(j % 97) / 7}},"temp":${
-          (j % 31) - 10
-        },"note":"steady breeze from the west"},"meta":{}}\n`;
-      }
-      const bytes = enc.encode(text);
-      for (let at = 0; at < bytes.length;) at += await file.write(bytes.subarray(at));
-    }
-  } finally {
-    file.close();
-  }
-  return count;
-}
 
 function cpuMs(): number {
   // user + system CPU of this process (the service runs in it), from /proc.
@@ -63,7 +52,10 @@ try {
   // 1. scan speed: /history against read, the same 3 x 43,200-line night
   const scanDir = join(root, "scan");
   await Deno.mkdir(scanDir);
-  const lines = await night(scanDir, ["weather", "mount", "dome"], 3 * 43_200);
+  const lines = await writeNight(scanDir, {
+    types: ["weather", "mount", "dome"],
+    lines: 3 * 43_200,
+  });
   const server = await startServer({
     siteDir: scanDir,
     hostname: "127.0.0.1",
@@ -113,7 +105,7 @@ try {
   await server.shutdown();
   const hzDir = join(root, "hz");
   await Deno.mkdir(hzDir);
-  const hz = await night(hzDir, ["weather"], 43_200);
+  const hz = await writeNight(hzDir, { types: ["weather"], lines: 43_200 });
   const s2 = await startServer({ siteDir: hzDir, hostname: "127.0.0.1", port: 0, timeZone: "UTC" });
   const cpus = [];
   for (let i = 0; i < 5; i++) {
@@ -132,7 +124,10 @@ try {
   const bigDir = join(root, "big");
   await Deno.mkdir(bigDir);
   // About 160 bytes a line.
-  const bigLines = await night(bigDir, ["weather", "mount", "dome"], Math.round(bigMb * 1e6 / 160));
+  const bigLines = await writeNight(bigDir, {
+    types: ["weather", "mount", "dome"],
+    lines: Math.round(bigMb * 1e6 / 160),
+  });
   const s3 = await startServer({
     siteDir: bigDir,
     hostname: "127.0.0.1",
@@ -152,6 +147,37 @@ try {
     } MB`,
   );
   await s3.shutdown();
+  await readersUnderLoad();
 } finally {
   await Deno.remove(root, { recursive: true });
+}
+
+/**
+ * 4. and 5.: the service spawned as `run` over a 1 Hz night of 3 types with 14 numeric fields,
+ * readers in another process looping on the three kinds of the hardening issue.
+ */
+async function readersUnderLoad(): Promise<void> {
+  const dir = join(root, "readers");
+  await Deno.mkdir(dir);
+  const lines = await writeNight(dir, { fields: READER_FIELDS });
+  {
+    await using server = await spawnSite(dir);
+    const result = await latencyUnderReaders(server.url, readerUrls(server.url, 16), readersMs);
+    console.log(
+      `16 looping readers over ${lines} lines for ${readersMs / 1000} s: ${latencyLine(result)}`,
+    );
+  }
+  await using server = await spawnSite(dir);
+  const { idle, peak, report } = await memoryUnderReaders(
+    server.url,
+    server.pid,
+    readerUrls(server.url, 64),
+    readersMs,
+  );
+  const mb = (n: number) => (n / 1048576).toFixed(0);
+  console.log(
+    `64 looping readers for ${readersMs / 1000} s: answers ${
+      JSON.stringify(report.statuses)
+    }; service RSS ${mb(idle)} MB idle, ${mb(peak)} MB at peak (+${mb(peak - idle)} MB)`,
+  );
 }

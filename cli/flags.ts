@@ -22,6 +22,7 @@ import { checkTimeZone } from "../store/day_key.ts";
 import { DEFAULT_FSYNC, FSYNC_MODES, type FsyncMode } from "../store/writer.ts";
 import { DEFAULT_MIN_FREE_BYTES } from "../store/disk.ts";
 import { DEFAULT_MAX_BODY } from "../http/body.ts";
+import { DEFAULT_MAX_HISTORY } from "../http/history.ts";
 import {
   DEFAULT_HEAD_TIMEOUT_MS,
   DEFAULT_IDLE_TIMEOUT_MS,
@@ -62,6 +63,8 @@ export interface RunFlagValues {
   allowRunRoots: readonly string[];
   /** Largest request body in bytes (`--max-body`). */
   maxBody?: number;
+  /** `GET /history` requests served at once (`--max-history`). */
+  maxHistory?: number;
   /** Most event types the snapshot holds (`--max-types`). */
   maxTypes?: number;
   /** Budget of the snapshot in bytes (`--max-snapshot`). */
@@ -367,6 +370,15 @@ export const RUN_FLAGS: readonly RunFlag[] = [
     noteColumn: 34,
     parse: positiveInt("--max-body"),
     key: "maxBody",
+  },
+  {
+    name: "max-history",
+    arg: "N",
+    help: "Most /history requests at once",
+    shownDefault: String(DEFAULT_MAX_HISTORY),
+    noteColumn: 34,
+    parse: positiveInt("--max-history"),
+    key: "maxHistory",
   },
   {
     name: "max-types",

@@ -160,6 +160,7 @@ async function start(
       timeZone: flags.timeZone,
       fsync: flags.fsync,
       ...(flags.maxBody !== undefined ? { maxBody: flags.maxBody } : {}),
+      ...(flags.maxHistory !== undefined ? { maxHistory: flags.maxHistory } : {}),
       ...(flags.maxTypes !== undefined ? { maxTypes: flags.maxTypes } : {}),
       ...(flags.maxSnapshotBytes !== undefined ? { maxSnapshotBytes: flags.maxSnapshotBytes } : {}),
       token: flags.token,

@@ -91,6 +91,8 @@ export interface SpawnOptions {
   allowRunRoots?: readonly string[];
   /** Largest request body in bytes (`--max-body`). */
   maxBody?: number;
+  /** `GET /history` requests served at once (`--max-history`). */
+  maxHistory?: number;
   /** Most event types the snapshot holds (`--max-types`). */
   maxTypes?: number;
   /** Budget of the snapshot in bytes (`--max-snapshot`). */

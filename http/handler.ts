@@ -34,6 +34,7 @@ import { ServiceMetrics } from "./metrics.ts";
 import type { NotificationCounts } from "./metrics.ts";
 import { StreamHub } from "./stream_hub.ts";
 import { apiRoutes } from "./routes.ts";
+import { DEFAULT_MAX_HISTORY } from "./history.ts";
 import type { TypesRegistry } from "../core/types_registry.ts";
 import { DiskWatch } from "../store/disk_watch.ts";
 import { ShutdownLifecycle } from "./shutdown.ts";
@@ -72,6 +73,12 @@ export interface HandlerOptions {
    * @default {1048576}
    */
   maxBody?: number;
+  /**
+   * `GET /history` requests served at once (`--max-history`); the next wait up to 10 s for
+   * their turn, then get 503 with `Retry-After` (docs/history.md).
+   * @default {2}
+   */
+  maxHistory?: number;
   /**
    * Called once when `POST /shutdown` was accepted, after its response is sent (ignored when
    * `lifecycle` is given: it has its own).
@@ -152,6 +159,8 @@ export function createRouteHandler(
 const OTHER_ROUTE = "other";
 /** The label of `GET /check`, whose 503 is not logged. */
 const CHECK_ROUTE = "/check";
+/** The label of `GET /history`, whose answers give way to the other requests. */
+const HISTORY_ROUTE = "/history";
 /** The label of `GET /current/{type}`, whose 404 is not logged. */
 const CURRENT_TYPE_ROUTE = "/current/{type}";
 
@@ -172,6 +181,8 @@ class Dispatcher {
   #router: Router;
   #onError: ((err: unknown) => void) | undefined;
   #onRejected: ((rejection: Rejection) => void) | undefined;
+  /** Requests other than `GET /history` being answered now. */
+  #answering = 0;
 
   constructor(service: TelemetryService, options: HandlerOptions, pages: readonly Route[]) {
     this.#service = service;
@@ -199,9 +210,22 @@ class Dispatcher {
       ...(options.notifications ? { notifications: options.notifications } : {}),
     });
     const maxBody = options.maxBody ?? DEFAULT_MAX_BODY;
+    const maxHistory = options.maxHistory ?? DEFAULT_MAX_HISTORY;
+    const othersBusy = () => this.#answering > 0;
     const wrapCurrent = options.wrapCurrent ?? false;
     this.#router = new Router(
-      apiRoutes(service, { maxBody, shutdown, streams, metrics, types, disk, wrapCurrent, pages }),
+      apiRoutes(service, {
+        maxBody,
+        maxHistory,
+        othersBusy,
+        shutdown,
+        streams,
+        metrics,
+        types,
+        disk,
+        wrapCurrent,
+        pages,
+      }),
     );
   }
 
@@ -213,7 +237,7 @@ class Dispatcher {
       const admitted = this.#admit(req, info);
       route = admitted.label;
       if (admitted.refused) throw admitted.refused;
-      res = await admitted.handler(admitted.ctx);
+      res = await this.#answer(admitted);
     } catch (err) {
       await drainSmallBody(req);
       res = this.#handleError(err);
@@ -223,6 +247,20 @@ class Dispatcher {
     this.#metrics.countResponse(route, status);
     if (status >= 400 && this.#onRejected) this.#report(req, info, res, route, status);
     return req.method === "HEAD" ? headOnly(res) : res;
+  }
+
+  /**
+   * Runs the route's handler, counting the requests being answered other than `GET /history`:
+   * while any is, the history answers give the event loop to it first (docs/history.md).
+   */
+  async #answer(admitted: Admitted & { refused?: undefined }): Promise<Response> {
+    if (admitted.label === HISTORY_ROUTE) return await admitted.handler(admitted.ctx);
+    this.#answering++;
+    try {
+      return await admitted.handler(admitted.ctx);
+    } finally {
+      this.#answering--;
+    }
   }
 
   #stopping(): boolean {

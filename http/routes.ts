@@ -20,12 +20,16 @@ import type { DiskWatch } from "../store/disk_watch.ts";
 import { readTs } from "../wire/ndjson.ts";
 import type { ShutdownLifecycle } from "./shutdown.ts";
 import { VERSION } from "./version.ts";
-import { historyResponse } from "./history.ts";
+import { historyRoute } from "./history.ts";
 import type { SafetyVerdict } from "../core/safety.ts";
 
 /** What the API routes need besides the service. */
 export interface RouteDeps {
   maxBody: number;
+  /** `GET /history` requests served at once (`--max-history`). */
+  maxHistory: number;
+  /** Whether requests other than `GET /history` are being answered (they go first). */
+  othersBusy: () => boolean;
   shutdown: ShutdownLifecycle;
   streams: StreamHub;
   metrics: ServiceMetrics;
@@ -102,11 +106,18 @@ function eventRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
 /** The stored files and the service's own figures: `/history`, `/metrics`. */
 function readRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
   const { streams, metrics, types, disk } = deps;
+  // The stored files, streamed in slices that give the loop back, so many at once
+  // (docs/history.md).
+  const history = historyRoute({
+    siteDir: service.siteDir,
+    timeZone: service.timeZone,
+    types,
+    maxHistory: deps.maxHistory,
+    signal: deps.shutdown.signal,
+    othersBusy: deps.othersBusy,
+  });
   return [
-    // The stored files, streamed in slices that give the loop back (docs/history.md).
-    route("/history", {
-      GET: ({ url }) => historyResponse(url, service.siteDir, service.timeZone, types),
-    }),
+    route("/history", { GET: ({ url }) => history(url) }),
     route("/metrics", {
       GET: async () => metrics.response({ streams, diskFreeBytes: await disk.sample() }),
     }),

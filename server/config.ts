@@ -61,6 +61,12 @@ export interface ServerOptions extends ServiceOptions {
    * @default {1048576}
    */
   maxBody?: number;
+  /**
+   * `GET /history` requests served at once (`--max-history`); the next wait up to 10 s for
+   * their turn, then get 503 with `Retry-After` (docs/history.md).
+   * @default {2}
+   */
+  maxHistory?: number;
   /** Receives unexpected request errors. */
   onError?: (err: unknown) => void;
   /** Receives every 4xx/5xx answer worth a log line (see {@linkcode HandlerOptions.onRejected}). */

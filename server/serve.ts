@@ -306,6 +306,7 @@ function handlerOptions(
     ...(options.trustLoopback !== undefined ? { trustLoopback: options.trustLoopback } : {}),
     ...(options.wrapCurrent !== undefined ? { wrapCurrent: options.wrapCurrent } : {}),
     ...(options.maxBody !== undefined ? { maxBody: options.maxBody } : {}),
+    ...(options.maxHistory !== undefined ? { maxHistory: options.maxHistory } : {}),
     ...(options.onError ? { onError: options.onError } : {}),
     ...(types ? { types } : {}),
     disk,

@@ -34,6 +34,7 @@ import {
 import { cliRunArgs, freePort, postJson, tempDir, testServer } from "../_shared/util.ts";
 import { join } from "node:path";
 import { siteInUse } from "../../cli/serve.ts";
+import { DEFAULT_MAX_HISTORY } from "../../http/history.ts";
 import { SiteInUseError } from "../../core/errors.ts";
 import { SiteLock } from "../../store/lock.ts";
 
@@ -50,6 +51,7 @@ const EVERY_FLAG: RunFlagValues = {
   token: "s3cret",
   allowRunRoots: ["/data/a", "/data/b"],
   maxBody: 2048,
+  maxHistory: 3,
   maxTypes: 12,
   maxSnapshotBytes: 4096,
   insecure: true,
@@ -132,6 +134,7 @@ Deno.test("HELP_TEXT.run shows the defaults the server really uses", () => {
   assert.equal(shown("port"), String(DEFAULT_PORT));
   assert.equal(shown("site-types"), DEFAULT_SITE_TYPES.join(","));
   assert.equal(shown("max-body"), String(DEFAULT_MAX_BODY));
+  assert.equal(shown("max-history"), String(DEFAULT_MAX_HISTORY));
   assert.equal(shown("max-types"), String(DEFAULT_MAX_TYPES));
   assert.equal(shown("max-snapshot"), String(DEFAULT_MAX_SNAPSHOT_BYTES));
   assert.equal(parseBytes(shown("min-free")!), DEFAULT_MIN_FREE_BYTES);
@@ -199,6 +202,10 @@ Deno.test("resolveRunFlags() throws RangeError naming the flag or variable of a 
     name: "RangeError",
     message: '--max-types must be a positive whole number, not "0"',
   });
+  assert.throws(() => resolveRunFlags({ "max-history": "0" }, noEnv), {
+    name: "RangeError",
+    message: '--max-history must be a positive whole number, not "0"',
+  });
   assert.throws(
     () => resolveRunFlags({}, (name) => name === "OBS_TELEMETRY_FSYNC" ? "x" : undefined),
     {
@@ -221,6 +228,7 @@ Deno.test("spawnServer() takes an option for every run flag and no other but out
     token: "flag",
     allowRunRoots: "flag",
     maxBody: "flag",
+    maxHistory: "flag",
     maxTypes: "flag",
     maxSnapshotBytes: "flag",
     insecure: "flag",

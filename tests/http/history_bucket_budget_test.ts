@@ -9,6 +9,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { tempDir } from "../_shared/util.ts";
+import { rssOf } from "../_shared/history_util.ts";
 import { spawnServer } from "../../server.ts";
 
 const FIELDS = 40;
@@ -56,14 +57,6 @@ function expectedBuckets(): unknown[] {
     });
   }
   return out;
-}
-
-/** The resident memory of a process, in bytes. */
-async function rssOf(pid: number): Promise<number> {
-  const status = await Deno.readTextFile(`/proc/${pid}/status`);
-  const kb = /VmRSS:\s+(\d+) kB/.exec(status);
-  assert.ok(kb, "no VmRSS in /proc status");
-  return Number(kb[1]) * 1024;
 }
 
 Deno.test("history every= answers a range over its memory budget in truncated pages that lose nothing", async () => {
