@@ -160,22 +160,24 @@ function chartRun(run) {
   chartRedrawAll();
 }
 
-async function historyLines(query) {
+async function historyLines(query, from) {
   const lines = [];
-  let since = null;
-  // A truncated answer continues from its next_since; a few pages at most.
+  let since = from;
+  // A truncated answer continues from its next_since, which replaces the first page's since (a
+  // second since= is a 400); a few pages at most.
   for (let page = 0; page < 5; page++) {
-    const res = await fetch(query + (since ? "&since=" + encodeURIComponent(since) : ""), { cache: "no-store" });
+    const res = await fetch(query + "&since=" + encodeURIComponent(since), { cache: "no-store" });
     if (res.status === 404) { historyMissing = true; return null; }
     if (!res.ok) throw new Error("history answered " + res.status);
-    since = null;
+    let next = null;
     for (const line of (await res.text()).split("\\n")) {
       if (!line) continue;
       const obj = JSON.parse(line);
-      if (obj && obj.truncated === true) since = obj.next_since;
+      if (obj && obj.truncated === true) next = obj.next_since;
       else lines.push(obj);
     }
-    if (!since) break;
+    if (!next) break;
+    since = next;
   }
   return lines;
 }
@@ -191,7 +193,7 @@ async function loadTypeHistory(type, epoch) {
     "&agg=mean,min,max";
   let buckets = null;
   try {
-    buckets = await historyLines(query + "&since=" + encodeURIComponent(chartSince()));
+    buckets = await historyLines(query, chartSince());
   } catch {
     // Offline or refused: the live points still come.
   }
@@ -229,7 +231,7 @@ async function loadTypeHistory(type, epoch) {
 
 async function loadSafetyMarks(epoch) {
   try {
-    const lines = await historyLines("history?type=telemetry.safety&since=" + encodeURIComponent(chartSince()));
+    const lines = await historyLines("history?type=telemetry.safety", chartSince());
     if (!lines || epoch !== chartEpoch) return;
     for (const env of lines) {
       if (env && env.type === "telemetry.safety") addSafetyMark(Date.parse(env.ts), env.data && env.data.safe);
