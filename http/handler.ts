@@ -9,6 +9,7 @@
 import type { TelemetryService } from "../core/service.ts";
 import { ShuttingDownError } from "../core/errors.ts";
 import {
+  BodyTimeoutError,
   HttpError,
   IncompleteBodyError,
   problem,
@@ -27,7 +28,12 @@ import {
   peerHost,
   requestUrl,
 } from "./guards.ts";
-import { DEFAULT_MAX_BODY, drainSmallBody } from "./body.ts";
+import {
+  BodyDeadlines,
+  DEFAULT_BODY_TIMEOUT_MS,
+  DEFAULT_MAX_BODY,
+  drainSmallBody,
+} from "./body.ts";
 import { type Route, type RouteContext, type RouteHandler, routeLabel, Router } from "./router.ts";
 import { DEFAULT_HOST } from "../wire/address.ts";
 import { ServiceMetrics } from "./metrics.ts";
@@ -38,6 +44,7 @@ import type { TypesRegistry } from "../core/types_registry.ts";
 import { DiskWatch } from "../store/disk_watch.ts";
 import { ShutdownLifecycle } from "./shutdown.ts";
 import type { Rejection, TelemetryHandler } from "./types.ts";
+import { closeAfterAnswer } from "./conn_guard.ts";
 
 /** Options of `createHandler()` (`server/handler.ts`) and {@linkcode createRouteHandler}. */
 export interface HandlerOptions {
@@ -72,6 +79,12 @@ export interface HandlerOptions {
    * @default {1048576}
    */
   maxBody?: number;
+  /**
+   * Longest time, from a request's head, for its body to arrive in full; a slower one is
+   * answered 408 and its connection closed (docs/operations.md).
+   * @default {10000}
+   */
+  bodyTimeoutMs?: number;
   /**
    * Called once when `POST /shutdown` was accepted, after its response is sent (ignored when
    * `lifecycle` is given: it has its own).
@@ -200,8 +213,19 @@ class Dispatcher {
     });
     const maxBody = options.maxBody ?? DEFAULT_MAX_BODY;
     const wrapCurrent = options.wrapCurrent ?? false;
+    const bodies = new BodyDeadlines(options.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS);
     this.#router = new Router(
-      apiRoutes(service, { maxBody, shutdown, streams, metrics, types, disk, wrapCurrent, pages }),
+      apiRoutes(service, {
+        maxBody,
+        bodies,
+        shutdown,
+        streams,
+        metrics,
+        types,
+        disk,
+        wrapCurrent,
+        pages,
+      }),
     );
   }
 
@@ -276,7 +300,8 @@ class Dispatcher {
     // A body cut off because the server is stopping is not the client's fault.
     if (err instanceof IncompleteBodyError && this.#stopping()) return shuttingDownResponse();
     const mapped = toProblem(err);
-    if (mapped) return mapped;
+    // The rest of a body that timed out is not waited for (docs/operations.md).
+    if (mapped) return err instanceof BodyTimeoutError ? closeAfterAnswer(mapped) : mapped;
     this.#onError?.(err);
     // The raw message may name paths and internals: it goes to the log, never to the client.
     return problem(500, UNEXPECTED_DETAIL);
