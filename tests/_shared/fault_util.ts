@@ -66,18 +66,24 @@ export interface ChildServer extends AsyncDisposable {
 
 /**
  * Starts `cli.ts telemetry run` on 127.0.0.1:`port` with exactly the permissions of
- * `permissionFlags()` and waits for its ready line. Throws with the child's output if it exits
- * or stays silent for `timeoutMs`.
+ * `permissionFlags()` (or `permissions`) and waits for its ready line; with `nofile`, under that
+ * descriptor limit (`prlimit`, util-linux). Throws with the child's output if it exits or stays
+ * silent for `timeoutMs`.
  */
 export async function spawnCliServer(options: {
   siteDir: string;
   port: number;
   args?: string[];
   timeoutMs?: number;
+  /** The Deno permission flags instead of the scoped ones, such as `["--allow-all"]`. */
+  permissions?: string[];
+  /** The soft and hard limit of open files of the child. */
+  nofile?: number;
 }): Promise<ChildServer> {
-  const { siteDir, port } = options;
-  const child = new Deno.Command(Deno.execPath(), {
-    args: cliRunArgs(siteDir, port, options.args ?? []),
+  const { siteDir, port, nofile } = options;
+  const args = cliRunArgs(siteDir, port, options.args ?? [], options.permissions);
+  const child = new Deno.Command(nofile === undefined ? Deno.execPath() : "prlimit", {
+    args: nofile === undefined ? args : [`--nofile=${nofile}:${nofile}`, Deno.execPath(), ...args],
     stdin: "null",
     stdout: "piped",
     stderr: "piped",
