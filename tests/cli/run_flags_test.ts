@@ -67,6 +67,8 @@ const EVERY_FLAG: RunFlagValues = {
   headTimeout: 2.5,
   idleTimeout: 90,
   maxConnsPerPeer: 8,
+  maxConns: 300,
+  bodyTimeout: 4.5,
   notify: ["http://127.0.0.1:9/hook", "https://ntfy.sh/obs-site"],
   notifyFormat: "ntfy",
   alpacaPort: 11111,
@@ -115,7 +117,7 @@ Deno.test("HELP_TEXT.run lists every flag of the table, in its order, with its v
     assert.ok(found > at, `--${flag.name} after the previous flag`);
     at = found;
     const next = RUN_FLAGS[RUN_FLAGS.indexOf(flag) + 1];
-    const entry = help.slice(found, next ? help.indexOf(`  --${next.name}`, found) : undefined);
+    const entry = help.slice(found, next ? help.indexOf(`  --${next.name} `, found) : undefined);
     assert.ok(entry.includes(flag.help), `--${flag.name}: ${flag.help}`);
     if (flag.env !== undefined) assert.ok(entry.includes(`[env ${flag.env}`), entry);
   }
@@ -238,6 +240,8 @@ Deno.test("spawnServer() takes an option for every run flag and no other but out
     headTimeout: "flag",
     idleTimeout: "flag",
     maxConnsPerPeer: "flag",
+    maxConns: "flag",
+    bodyTimeout: "flag",
     notify: "flag",
     notifyFormat: "flag",
     alpacaPort: "flag",
