@@ -9,6 +9,7 @@ import { parseArgs } from "node:util";
 import denoJson from "../../deno.json" with { type: "json" };
 import { HELP_TEXT } from "../../cli.ts";
 import {
+  DEFAULT_BODY_TIMEOUT_MS,
   DEFAULT_HOST,
   DEFAULT_MAX_BODY,
   DEFAULT_MAX_SNAPSHOT_BYTES,
@@ -136,6 +137,7 @@ Deno.test("HELP_TEXT.run shows the defaults the server really uses", () => {
   assert.equal(shown("max-body"), String(DEFAULT_MAX_BODY));
   assert.equal(shown("max-types"), String(DEFAULT_MAX_TYPES));
   assert.equal(shown("max-snapshot"), String(DEFAULT_MAX_SNAPSHOT_BYTES));
+  assert.equal(shown("body-timeout"), String(DEFAULT_BODY_TIMEOUT_MS / 1000));
   assert.equal(parseBytes(shown("min-free")!), DEFAULT_MIN_FREE_BYTES);
 });
 
