@@ -64,6 +64,7 @@ interface PendingBody {
  *
  * One timer serves all the reads (a timer per request costs 3 to 4 µs, more than the rest of a
  * body's read), armed for the oldest pending deadline and unref'd, so it never keeps a process
+ * alive: a read that only this timer could end is a server's, and its listener keeps the process
  * alive.
  *
  * @example Usage
@@ -75,7 +76,7 @@ interface PendingBody {
  * const deadlines = new BodyDeadlines(50);
  * let timer: ReturnType<typeof setTimeout> | undefined;
  * const late = new Promise((resolve) => timer = setTimeout(resolve, 1000)); // a body 1 s late
- * await assert.rejects(deadlines.within(() => late), BodyTimeoutError);
+ * await assert.rejects(deadlines.race(late), BodyTimeoutError);
  * clearTimeout(timer);
  * ```
  */
@@ -96,42 +97,52 @@ export class BodyDeadlines {
   }
 
   /**
-   * Runs one body read under the deadline, counted from now (a route reads its body as soon as
-   * the head passed the guards, which do not wait).
+   * Waits for a read that cannot be told to stop (`req.bytes()`), under the deadline counted from
+   * now (a route reads its body as soon as the head passed the guards, which do not wait). The
+   * cheapest wrap measured: 0.7 µs a request.
    *
-   * @param read The read; it must end when its signal aborts.
+   * @param reading The read.
    * @returns What the read returned.
-   * @throws {BodyTimeoutError} When the deadline passed first; the read's promise is then left
-   *   to settle unobserved.
+   * @throws {BodyTimeoutError} When the deadline passed first; the read is then left to settle
+   *   unobserved (it fails once the answer is sent).
    */
-  within<T>(read: (signal: AbortSignal) => Promise<T>): Promise<T> {
-    const { promise, resolve, reject } = Promise.withResolvers<T>();
+  race<T>(reading: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const pending = this.#enter(reject);
+      reading.then((value) => {
+        this.#pending.delete(pending);
+        resolve(value);
+      }, (err) => {
+        this.#pending.delete(pending);
+        reject(err);
+      });
+    });
+  }
+
+  /**
+   * Runs a read that ends when its signal aborts (`readAtMost()`), under the deadline counted
+   * from now.
+   *
+   * @param read The read; when the deadline passes, its signal aborts with a
+   *   {@linkcode BodyTimeoutError}, which the read throws.
+   * @returns What the read returned.
+   * @throws {BodyTimeoutError} When the deadline passed first.
+   */
+  async within<T>(read: (signal: AbortSignal) => Promise<T>): Promise<T> {
     const controller = new AbortController();
-    const pending: PendingBody = {
-      at: Date.now() + this.timeoutMs,
-      abort: (reason) => {
-        controller.abort(reason);
-        reject(reason);
-      },
-    };
+    const pending = this.#enter((reason) => controller.abort(reason));
+    try {
+      return await read(controller.signal);
+    } finally {
+      this.#pending.delete(pending);
+    }
+  }
+
+  #enter(abort: (reason: BodyTimeoutError) => void): PendingBody {
+    const pending = { at: Date.now() + this.timeoutMs, abort };
     this.#pending.add(pending);
     if (this.#timer === undefined) this.#arm(pending.at);
-    const release = () => this.#pending.delete(pending);
-    let reading: Promise<T>;
-    try {
-      reading = read(controller.signal);
-    } catch (err) {
-      release();
-      throw err;
-    }
-    reading.then((value) => {
-      release();
-      resolve(value);
-    }, (err) => {
-      release();
-      reject(err);
-    });
-    return promise;
+    return pending;
   }
 
   #arm(at: number): void {
@@ -287,10 +298,13 @@ export async function readJsonBody(
     // whole-body read is safe. Touching `req.body` first would build a ReadableStream and push
     // bytes() onto its slow path: about 10 µs a request. Its deadline does not touch it: the
     // read is left behind, and fails once the answer is sent.
-    const read = declared !== undefined
-      ? () => req.bytes()
-      : (signal?: AbortSignal) => readUndeclaredBody(req, maxBody, signal);
-    bytes = deadlines ? await deadlines.within(read) : await read();
+    if (declared !== undefined) {
+      bytes = deadlines ? await deadlines.race(req.bytes()) : await req.bytes();
+    } else {
+      bytes = deadlines
+        ? await deadlines.within((signal) => readUndeclaredBody(req, maxBody, signal))
+        : await readUndeclaredBody(req, maxBody, undefined);
+    }
   } catch (err) {
     throw bodyReadError(err);
   }
