@@ -58,6 +58,19 @@ export function cliRunArgs(
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
+/** Polls `check` every 50 ms until it holds; throws naming `what` after `ms`. */
+export async function waitUntil(
+  check: () => boolean | Promise<boolean>,
+  ms: number,
+  what: string,
+): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 /** A temporary directory removed when disposed. */
 export interface TempDir extends AsyncDisposable {
   path: string;

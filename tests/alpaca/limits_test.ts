@@ -7,7 +7,7 @@
  */
 
 import assert from "node:assert/strict";
-import { slowBody, type SlowBodyResult, tempDir, testServer } from "../_shared/util.ts";
+import { slowBody, type SlowBodyResult, tempDir, testServer, waitUntil } from "../_shared/util.ts";
 import {
   type ChildServer,
   freePort,
@@ -31,39 +31,34 @@ function assertAlpacaTimeout(result: SlowBodyResult): void {
   assert.ok(result.answeredMs !== undefined && result.answeredMs >= TIMEOUT_MS * 0.8);
 }
 
-Deno.test("the Alpaca port behind the guard answers HTTP 400 text to a PUT body slower than --body-timeout, and closes its connection", async () => {
-  await using site = await tempDir();
+/** A slow `PUT` to the Alpaca port of a service with a short `--body-timeout`. */
+async function slowPut(siteDir: string, guarded: boolean): Promise<SlowBodyResult> {
   await using server = await testServer({
-    siteDir: site.path,
+    siteDir,
     alpacaPort: 0,
     alpacaDiscoveryPort: 0,
-    connectionGuard: true,
+    connectionGuard: guarded,
     bodyTimeoutMs: TIMEOUT_MS,
   });
-  const result = await slowBody(server.alpaca!.addr.port, SLOW_PUT, {
+  // Without the guard Deno keeps the connection after the answer: read the answer only.
+  return await slowBody(server.alpaca!.addr.port, SLOW_PUT, {
     everyMs: 100,
     limitMs: 8000,
     byte: "x",
+    untilAnswered: !guarded,
   });
+}
+
+Deno.test("the Alpaca port behind the guard answers HTTP 400 text to a PUT body slower than --body-timeout, and closes its connection", async () => {
+  await using site = await tempDir();
+  const result = await slowPut(site.path, true);
   assertAlpacaTimeout(result);
   assert.ok(result.closedMs !== undefined, "still open after 8 s");
 });
 
 Deno.test("the Alpaca port on loopback answers HTTP 400 text to a PUT body slower than --body-timeout", async () => {
   await using site = await tempDir();
-  await using server = await testServer({
-    siteDir: site.path,
-    alpacaPort: 0,
-    alpacaDiscoveryPort: 0,
-    bodyTimeoutMs: TIMEOUT_MS,
-  });
-  const result = await slowBody(server.alpaca!.addr.port, SLOW_PUT, {
-    everyMs: 100,
-    limitMs: 8000,
-    byte: "x",
-    untilAnswered: true,
-  });
-  assertAlpacaTimeout(result);
+  assertAlpacaTimeout(await slowPut(site.path, false));
 });
 
 // --- floods of connections under a low descriptor limit -----------------------------------
@@ -132,6 +127,33 @@ async function safety(url: string): Promise<void> {
   });
 }
 
+/** The service with an Alpaca port, under `nofile` descriptors and every permission. */
+function alpacaChild(
+  siteDir: string,
+  alpacaPort: number,
+  nofile: number,
+  args: string[] = [],
+): Promise<ChildServer> {
+  return spawnCliServer({
+    siteDir,
+    port: freePort(),
+    nofile,
+    // Every permission: the default --max-conns reads the limit from /proc/self/limits.
+    permissions: ["--allow-all"],
+    args: [...args, "--alpaca-port", String(alpacaPort), "--alpaca-discovery-port", "0"],
+  });
+}
+
+/** The Alpaca port answers `issafe` (false: no critical type is registered). */
+async function issafe(alpacaPort: number): Promise<void> {
+  await eventually("issafe", async () => {
+    const res = await fetch(`http://127.0.0.1:${alpacaPort}/api/v1/safetymonitor/0/issafe`, {
+      signal: AbortSignal.timeout(5000),
+    });
+    assert.equal((await res.json()).Value, false);
+  });
+}
+
 /** The warn lines of one kind in the child's output. */
 function lines(child: ChildServer, pattern: RegExp): number {
   return child.output().split("\n").filter((l) => pattern.test(l)).length;
@@ -149,21 +171,11 @@ Deno.test({
     const alpacaPort = freePort();
     // 160 descriptors: the default --max-conns (64, three descriptors each) and the service's
     // own do not fit, so accepts fail for want of descriptors and the guard must make room.
-    await using child = await spawnCliServer({
-      siteDir: tmp.path,
-      port: freePort(),
-      nofile: 160,
-      permissions: ["--allow-all"],
-      args: [
-        "--host",
-        "0.0.0.0",
-        "--insecure",
-        "--alpaca-port",
-        String(alpacaPort),
-        "--alpaca-discovery-port",
-        "0",
-      ],
-    });
+    await using child = await alpacaChild(tmp.path, alpacaPort, 160, [
+      "--host",
+      "0.0.0.0",
+      "--insecure",
+    ]);
     const started = Date.now();
     const acknowledged: number[] = [await record(child.url, 0)];
     // 12 addresses, 64 connections each (--max-conns-per-peer), in a seeded order.
@@ -193,12 +205,7 @@ Deno.test({
     // After it: the same, and the Alpaca port answers again.
     acknowledged.push(await record(child.url, acknowledged.length));
     await safety(child.url);
-    await eventually("issafe", async () => {
-      const res = await fetch(`http://127.0.0.1:${alpacaPort}/api/v1/safetymonitor/0/issafe`, {
-        signal: AbortSignal.timeout(5000),
-      });
-      assert.equal((await res.json()).Value, false);
-    });
+    await issafe(alpacaPort);
     // One warning per kind every 10 s at most, however many accepts failed.
     const tens = Math.ceil((Date.now() - started) / 10_000) + 1;
     for (const kind of [/Could not accept/, /stopped accepting/, /Could not reach/]) {
@@ -218,13 +225,7 @@ Deno.test({
   async fn() {
     await using tmp = await tempDir();
     const alpacaPort = freePort();
-    await using child = await spawnCliServer({
-      siteDir: tmp.path,
-      port: freePort(),
-      nofile: 96,
-      permissions: ["--allow-all"],
-      args: ["--alpaca-port", String(alpacaPort), "--alpaca-discovery-port", "0"],
-    });
+    await using child = await alpacaChild(tmp.path, alpacaPort, 96);
     const seq = await record(child.url, 0);
     // Connections until one is refused: by then an accept failed and the listener ended.
     const conns: Deno.Conn[] = [];
@@ -237,22 +238,12 @@ Deno.test({
         conns.push(conn);
       }
       assert.ok(conns.length < 500, "500 connections were accepted: the limit did not apply");
-      const deadline = Date.now() + 15_000;
-      while (
-        !/stopped accepting connections[^\n]*\(Alpaca\)|\(Alpaca\) stopped/.test(child.output())
-      ) {
-        assert.ok(Date.now() < deadline, child.output());
-        await delay(20);
-      }
+      const ended = /on 127\.0\.0\.1:\d+ \(Alpaca\) stopped accepting connections/;
+      await waitUntil(() => ended.test(child.output()), 15_000, "the Alpaca listener to end");
     } finally {
       for (const c of conns) c.close();
     }
-    await eventually("issafe", async () => {
-      const res = await fetch(`http://127.0.0.1:${alpacaPort}/api/v1/safetymonitor/0/issafe`, {
-        signal: AbortSignal.timeout(5000),
-      });
-      assert.equal((await res.json()).Value, false);
-    });
+    await issafe(alpacaPort);
     await safety(child.url);
     assert.equal(await record(child.url, 1), seq + 1);
     assert.equal((await child.kill("SIGTERM")).code, 0, child.output());

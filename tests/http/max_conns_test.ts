@@ -8,19 +8,9 @@
 import assert from "node:assert/strict";
 import { connectFrom, type PeerConn } from "../_shared/net.ts";
 import { freePort, Rng, seedFromEnv, spawnCliServer } from "../_shared/fault_util.ts";
-import { tempDir, testServer } from "../_shared/util.ts";
+import { tempDir, testServer, waitUntil } from "../_shared/util.ts";
 
 const SEED = seedFromEnv(0x3a7c_0c01);
-
-/** Waits until `done()` holds, polling; gives up after `limitMs`. */
-async function until(done: () => boolean, limitMs: number): Promise<boolean> {
-  const deadline = Date.now() + limitMs;
-  while (!done()) {
-    if (Date.now() > deadline) return false;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return true;
-}
 
 Deno.test("startServer() keeps at most --max-conns silent connections of many addresses open, on both ports together", async () => {
   const rng = new Rng(SEED);
@@ -44,7 +34,7 @@ Deno.test("startServer() keeps at most --max-conns silent connections of many ad
       conns.push(await connectFrom(from, rng.pick(ports)));
     }
     const open = () => conns.filter((c) => !c.closedByServer()).length;
-    assert.ok(await until(() => open() <= maxConns, 5000), `${open()} still open`);
+    await waitUntil(() => open() <= maxConns, 5000, `at most ${maxConns} open`);
     // The newest were kept: the oldest, never served, were the ones closed.
     assert.ok(conns.slice(-maxConns + 4).every((c) => !c.closedByServer()));
     const res = await fetch(`${server.url}/safety`);
@@ -71,12 +61,12 @@ Deno.test("startServer() answers 503 naming --max-conns to a new connection when
       const conn = await connectFrom(from, server.addr.port);
       streams.push(conn);
       await conn.write("GET /stream HTTP/1.1\r\nHost: localhost\r\n\r\n");
-      assert.ok(await until(() => conn.received().includes("event: snapshot"), 5000));
+      await waitUntil(() => conn.received().includes("event: snapshot"), 5000, "the snapshot");
     }
     const third = await connectFrom("127.0.4.3", server.addr.port);
     try {
       await third.write("GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n");
-      assert.ok(await until(() => third.closedByServer(), 5000), third.received());
+      await waitUntil(() => third.closedByServer(), 5000, "the third connection to be closed");
       assert.match(third.received(), /^HTTP\/1\.1 503 /);
       assert.match(third.received(), /content-type: application\/problem\+json/);
       assert.match(third.received(), /--max-conns\b/);
@@ -117,7 +107,7 @@ Deno.test({
         conns.push(await connectFrom(`127.0.7.${rng.int(1, 12)}`, port));
       }
       const open = () => conns.filter((c) => !c.closedByServer()).length;
-      assert.ok(await until(() => open() <= 84, 5000), `${open()} still open`);
+      await waitUntil(() => open() <= 84, 5000, "at most 84 open");
       // Exactly the bound: no connection was lost for want of a descriptor.
       await new Promise((r) => setTimeout(r, 200));
       assert.equal(open(), 84, child.output());
