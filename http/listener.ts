@@ -135,8 +135,8 @@ export const TRANSIENT: RegExp =
 
 /**
  * Listens again after the listener ended by itself, with bounded backoff (up to 2 s between
- * tries); logs one line when it went down (at most one a second, counting the rest) and one when
- * it is back. Out of descriptors it never gives up (docs/operations.md): only an error that is
+ * tries); logs one line when it went down (at most one every 10 s, counting the rest) and one
+ * when it is back. Out of descriptors it never gives up (docs/operations.md): only an error that is
  * not transient, `attempts` times in a row, ends it.
  */
 export class Relistener {
@@ -182,7 +182,7 @@ export class Relistener {
       if (stopped()) return undefined;
       try {
         const server = listen();
-        // Said only when its "stopped" line was: a flapping listener stays at a line a second.
+        // Said only when its "stopped" line was: a flapping listener stays at a line in 10 s.
         if (this.#downLogged) {
           this.#warn(`Listening again on ${this.#where} after ${this.#tries} tries.`);
         }
@@ -205,7 +205,10 @@ export class Relistener {
     );
   }
 
-  /** Warns at most once a second; `false` when the line was suppressed. */
+  /**
+   * Warns at most once every 10 s, as the connection guard does: a flood that ends the listener
+   * at every accept is one line, not one a second; `false` when the line was suppressed.
+   */
   #log(line: string): boolean {
     const now = Date.now();
     if (now - this.#lastLine < 10_000) {
