@@ -80,7 +80,7 @@ export type { Rejection, TelemetryHandler } from "./http/types.ts";
 export { VERSION } from "./http/version.ts";
 export { toProblem } from "./http/problems.ts";
 export { isLoopback, PUBLIC_READ_PATHS } from "./http/guards.ts";
-export { DEFAULT_MAX_BODY } from "./http/body.ts";
+export { DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MAX_BODY } from "./http/body.ts";
 export { ListenerError, type RelistenOptions } from "./http/listener.ts";
 export type { AlpacaHandle } from "./alpaca/listener.ts";
 export { ALPACA_PROPERTIES, type AlpacaProperty } from "./core/units.ts";
@@ -89,6 +89,7 @@ export {
   DEFAULT_HEAD_TIMEOUT_MS,
   DEFAULT_IDLE_TIMEOUT_MS,
   DEFAULT_MAX_CONNS_PER_PEER,
+  defaultMaxConns,
 } from "./http/conn_guard.ts";
 export { type RenderMetricsOptions, ServiceMetrics, type StreamCounts } from "./http/metrics.ts";
 export { Histogram } from "./http/prometheus.ts";

@@ -5,7 +5,9 @@
  * service. Alpaca has no authentication: the listener needs no token and answers only read-only
  * devices; bound to loopback it keeps the Host check of the main listener, and bound to the
  * network it stands behind the same connection guard (head and idle timeouts, connections per
- * peer).
+ * peer and, with the main port, of all peers). Like the main port it listens again when an
+ * accept fails for want of descriptors, and a `PUT` body slower than `--body-timeout` is answered
+ * 400 and its connection closed.
  *
  * Every device answer is HTTP 200 with `ClientTransactionID`, `ServerTransactionID`,
  * `ErrorNumber` and `ErrorMessage` (and `Value`); a request the device cannot understand (an
@@ -19,8 +21,16 @@ import type { TypesRegistry } from "../core/types_registry.ts";
 import { hostForUrl } from "../wire/address.ts";
 import { BoundExceededError, readAtMost } from "../wire/bounded_read.ts";
 import { guardLoopback, isLoopback, parseRequestUrl } from "../http/guards.ts";
-import { HttpError } from "../http/problems.ts";
-import { ConnectionGuard, type ConnectionLimits, INTERNAL_HOST } from "../http/conn_guard.ts";
+import { BodyTimeoutError, HttpError } from "../http/problems.ts";
+import { BodyDeadlines, DEFAULT_BODY_TIMEOUT_MS } from "../http/body.ts";
+import { keepListening, Relistener, type RelistenOptions } from "../http/listener.ts";
+import {
+  closeAfterAnswer,
+  ConnectionGuard,
+  type ConnectionLimits,
+  type ConnectionPool,
+  INTERNAL_HOST,
+} from "../http/conn_guard.ts";
 import {
   ALPACA_DEVICES,
   type AlpacaDevice,
@@ -63,6 +73,11 @@ export interface AlpacaHandlerOptions {
   hostname: string;
   /** Receives an unexpected error of a request (answered 500), for the service log. */
   onError?: (err: unknown) => void;
+  /**
+   * Longest time, from a request's head, for a `PUT` body to arrive in full (`--body-timeout`).
+   * @default {10000}
+   */
+  bodyTimeoutMs?: number;
 }
 
 /** The Alpaca request handler. */
@@ -113,6 +128,7 @@ export async function createAlpacaHandler(options: AlpacaHandlerOptions): Promis
   const devices = new AlpacaDevices(options.types, options.source);
   const configured = await configuredDevices(options.siteId);
   const loopback = isLoopback(options.hostname);
+  const bodies = new BodyDeadlines(options.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS);
   let serverTransaction = 0;
   const nextTransaction = () =>
     serverTransaction = serverTransaction >= UINT32_MAX ? 1 : serverTransaction + 1;
@@ -123,6 +139,7 @@ export async function createAlpacaHandler(options: AlpacaHandlerOptions): Promis
       types: options.types,
       siteId: options.siteId,
       nextTransaction,
+      bodies,
     });
   return async (req) => {
     try {
@@ -146,6 +163,14 @@ export async function createAlpacaHandler(options: AlpacaHandlerOptions): Promis
       if (err instanceof AlpacaRequestError) {
         return new Response(`${err.message}\n`, { status: 400, headers: TEXT });
       }
+      if (err instanceof BodyTimeoutError) {
+        // Alpaca answers what it cannot take with 400 text; the rest of the body is not waited
+        // for (docs/safety.md).
+        const text = `The PUT body did not arrive in full within ${
+          err.timeoutMs / 1000
+        } s of its head; send the form at once (or have the operator raise --body-timeout).\n`;
+        return closeAfterAnswer(new Response(text, { status: 400, headers: TEXT }));
+      }
       if (err instanceof HttpError) {
         return new Response(`${err.message}\n`, { status: err.status, headers: TEXT });
       }
@@ -164,6 +189,7 @@ interface Answering {
   types: TypesRegistry;
   siteId: string;
   nextTransaction: () => number;
+  bodies: BodyDeadlines;
 }
 
 const API_PATH = /^\/api\/v1\/([^/]*)\/([^/]*)\/([^/]*)$/;
@@ -184,7 +210,7 @@ async function respond(req: Request, url: URL, at: Answering): Promise<Response>
   if (api) {
     const [, type, number, member] = api as unknown as [string, string, string, string];
     const device = deviceOf(type, number);
-    const params = await readParams(req, url);
+    const params = await readParams(req, url, at.bodies);
     const client = clientTransaction(params);
     const result = at.devices.call(device, method, member, params);
     return alpacaJson(result, client, at.nextTransaction());
@@ -193,7 +219,7 @@ async function respond(req: Request, url: URL, at: Answering): Promise<Response>
     throw new PlainAnswer(405, `${path.slice(0, 100)} answers GET only.`, false, "GET");
   }
   if (path.startsWith("/management/")) {
-    const params = await readParams(req, url);
+    const params = await readParams(req, url, at.bodies);
     const client = clientTransaction(params);
     const value = managementValue(path, at.siteId, at.configured);
     if (value === undefined) {
@@ -278,11 +304,13 @@ function uint32(params: AlpacaParams, name: string): number | undefined {
 /**
  * The request's parameters by lower-case name, the first of each name kept: the query string
  * of a GET, the `application/x-www-form-urlencoded` body of a PUT (at most
- * {@linkcode ALPACA_MAX_BODY} bytes).
+ * {@linkcode ALPACA_MAX_BODY} bytes, within `--body-timeout`).
  */
-async function readParams(req: Request, url: URL): Promise<AlpacaParams> {
+async function readParams(req: Request, url: URL, bodies: BodyDeadlines): Promise<AlpacaParams> {
   const params = new Map<string, string>();
-  const source = req.method === "PUT" ? new URLSearchParams(await readForm(req)) : url.searchParams;
+  const source = req.method === "PUT"
+    ? new URLSearchParams(await readForm(req, bodies))
+    : url.searchParams;
   for (const [name, value] of source) {
     const key = name.toLowerCase();
     if (!params.has(key)) params.set(key, value);
@@ -290,14 +318,14 @@ async function readParams(req: Request, url: URL): Promise<AlpacaParams> {
   return params;
 }
 
-async function readForm(req: Request): Promise<string> {
+async function readForm(req: Request, bodies: BodyDeadlines): Promise<string> {
   const type = (req.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase();
   const declared = Number(req.headers.get("content-length") ?? "NaN");
   if (declared > ALPACA_MAX_BODY) {
     await req.body?.cancel();
     throw tooLarge();
   }
-  const bytes = await readBounded(req);
+  const bytes = await readBounded(req, bodies);
   if (bytes.length === 0) return "";
   if (type !== "application/x-www-form-urlencoded") {
     throw new AlpacaRequestError(
@@ -313,10 +341,11 @@ async function readForm(req: Request): Promise<string> {
   }
 }
 
-async function readBounded(req: Request): Promise<Uint8Array> {
-  if (req.body === null) return new Uint8Array();
+async function readBounded(req: Request, bodies: BodyDeadlines): Promise<Uint8Array> {
+  const body = req.body;
+  if (body === null) return new Uint8Array();
   try {
-    return await readAtMost(req.body, ALPACA_MAX_BODY);
+    return await bodies.within((signal) => readAtMost(body, ALPACA_MAX_BODY, { signal }));
   } catch (err) {
     throw err instanceof BoundExceededError ? tooLarge() : err;
   }
@@ -336,8 +365,15 @@ export interface AlpacaOptions extends AlpacaHandlerOptions {
   discoveryPort: number;
   /** Whether the connection guard stands in front (default: on a non-loopback host). */
   connectionGuard?: boolean;
-  /** The guard's limits (`--head-timeout`, `--idle-timeout`, `--max-conns-per-peer`). */
+  /**
+   * The guard's limits (`--head-timeout`, `--idle-timeout`, `--max-conns-per-peer`,
+   * `--max-conns`).
+   */
   connectionLimits?: ConnectionLimits;
+  /** The connections counted against `--max-conns`, shared with the main port's guard. */
+  connectionPool?: ConnectionPool;
+  /** How the listener is opened again when it ends by itself (EMFILE). */
+  relisten?: RelistenOptions;
   /** Receives warn lines. */
   warn: (message: string) => void;
 }
@@ -369,16 +405,16 @@ export async function startAlpaca(options: AlpacaOptions): Promise<AlpacaHandle>
   const handler = await createAlpacaHandler(options);
   const guarded = options.connectionGuard ?? !isLoopback(options.hostname);
   let guard: ConnectionGuard | undefined;
-  const server = Deno.serve(
-    {
-      hostname: guarded ? INTERNAL_HOST : options.hostname,
-      port: guarded ? 0 : options.port,
-      onListen: () => {},
-    },
-    guarded ? (req, info) => (guard!.info(info), handler(req)) : handler,
-  );
+  const listen = (port: number) =>
+    Deno.serve(
+      { hostname: guarded ? INTERNAL_HOST : options.hostname, port, onListen: () => {} },
+      guarded ? (req, info) => guard!.serve(req, info, handler) : handler,
+    );
+  let server = listen(guarded ? 0 : options.port);
+  let stopped = false;
   const closers: (() => Promise<void>)[] = [() => server.shutdown()];
   const close = async () => {
+    stopped = true;
     for (const closer of closers.reverse()) await closer().catch(() => {});
   };
   try {
@@ -390,6 +426,7 @@ export async function startAlpaca(options: AlpacaOptions): Promise<AlpacaHandle>
         warn: options.warn,
         where: `${hostForUrl(options.hostname)}:${options.port} (Alpaca)`,
         ...(options.connectionLimits ? { limits: options.connectionLimits } : {}),
+        ...(options.connectionPool ? { pool: options.connectionPool } : {}),
       });
       const running = guard.run().catch((err) => options.warn(`Alpaca: ${err.message}`));
       closers.push(async () => {
@@ -399,6 +436,11 @@ export async function startAlpaca(options: AlpacaOptions): Promise<AlpacaHandle>
       });
     }
     const addr = guard ? guard.addr : server.addr;
+    relistenAlpaca(server, addr, options, {
+      stopped: () => stopped,
+      listen: () => listen(server.addr.port),
+      replaced: (next) => void (server = next),
+    });
     let discovery: DiscoveryHandle | undefined;
     if (options.discoveryPort !== 0) {
       discovery = await startDiscovery({
@@ -414,4 +456,32 @@ export async function startAlpaca(options: AlpacaOptions): Promise<AlpacaHandle>
     await close();
     throw err;
   }
+}
+
+/**
+ * Listens again, on the same port, when `Deno.serve` ends the Alpaca listener on a failed accept
+ * (EMFILE), as the main port does (docs/operations.md): the process never ends for it. Should
+ * it keep failing for another reason (the port taken by another program), the Alpaca port stays
+ * closed, with a warning, and the service goes on recording.
+ */
+function relistenAlpaca(
+  server: Deno.HttpServer<Deno.NetAddr>,
+  addr: Deno.NetAddr,
+  options: AlpacaOptions,
+  on: {
+    stopped: () => boolean;
+    listen: () => Deno.HttpServer<Deno.NetAddr>;
+    replaced: (next: Deno.HttpServer<Deno.NetAddr>) => void;
+  },
+): void {
+  const where = `${hostForUrl(options.hostname)}:${addr.port} (Alpaca)`;
+  const relisten = new Relistener(options.relisten ?? {}, options.warn, where);
+  keepListening(server, {
+    relisten,
+    ...on,
+    failed: () => {
+      options.warn(`${relisten.failure().message}; the Alpaca port stays closed until a restart.`);
+      return Promise.resolve();
+    },
+  });
 }

@@ -21,12 +21,14 @@ import { DEFAULT_HOST, DEFAULT_PORT, readEnv } from "../wire/address.ts";
 import { checkTimeZone } from "../store/day_key.ts";
 import { DEFAULT_FSYNC, FSYNC_MODES, type FsyncMode } from "../store/writer.ts";
 import { DEFAULT_MIN_FREE_BYTES } from "../store/disk.ts";
-import { DEFAULT_MAX_BODY } from "../http/body.ts";
+import { DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MAX_BODY } from "../http/body.ts";
 import { DEFAULT_MAX_HISTORY } from "../http/history.ts";
 import {
   DEFAULT_HEAD_TIMEOUT_MS,
   DEFAULT_IDLE_TIMEOUT_MS,
   DEFAULT_MAX_CONNS_PER_PEER,
+  MIN_DEFAULT_MAX_CONNS,
+  SERVICE_DESCRIPTORS,
 } from "../http/conn_guard.ts";
 import { type LogFormat, parseLogFormat } from "../core/log.ts";
 import { type NotifyFormat, parseNotifyFormat, parseNotifyUrl } from "../notify/post.ts";
@@ -99,6 +101,10 @@ export interface RunFlagValues {
   idleTimeout?: number;
   /** Most connections one peer address may hold (`--max-conns-per-peer`). */
   maxConnsPerPeer?: number;
+  /** Most connections all peers together may hold, both ports together (`--max-conns`). */
+  maxConns?: number;
+  /** Seconds a request body may take to arrive in full after its head (`--body-timeout`). */
+  bodyTimeout?: number;
   /** Receivers of the safety notifications (`--notify`, repeatable). */
   notify: readonly string[];
   /** How the notifications are written (`--notify-format`). */
@@ -452,6 +458,22 @@ export const RUN_FLAGS: readonly RunFlag[] = [
     shownDefault: String(DEFAULT_MAX_CONNS_PER_PEER),
     parse: positiveInt("--max-conns-per-peer"),
     key: "maxConnsPerPeer",
+  },
+  {
+    name: "max-conns",
+    arg: "N",
+    help: "Most connections all addresses may hold open together",
+    shownDefault: `(ulimit -n - ${SERVICE_DESCRIPTORS})/4, at least ${MIN_DEFAULT_MAX_CONNS}`,
+    parse: positiveInt("--max-conns"),
+    key: "maxConns",
+  },
+  {
+    name: "body-timeout",
+    arg: "SECS",
+    help: "Answer 408 to a request body slower than this",
+    shownDefault: String(DEFAULT_BODY_TIMEOUT_MS / 1000),
+    parse: seconds("--body-timeout"),
+    key: "bodyTimeout",
   },
   { name: "insecure", help: "Allow a non-loopback --host without a token", key: "insecure" },
   { name: "verbose", help: "Log one line per incoming event", key: "verbose" },

@@ -185,6 +185,7 @@ async function start(
       notify: flags.notify,
       ...(flags.notifyFormat !== undefined ? { notifyFormat: flags.notifyFormat } : {}),
       connectionLimits: connectionLimits(flags),
+      ...(flags.bodyTimeout !== undefined ? { bodyTimeoutMs: flags.bodyTimeout * 1000 } : {}),
       onError: (err) => warnings.error(unexpectedErrorLine(err)),
       onRejected: (rejection) => log.rejection(rejection),
     });
@@ -194,12 +195,16 @@ async function start(
   }
 }
 
-/** The connection guard's limits of `--head-timeout`, `--idle-timeout`, `--max-conns-per-peer`. */
+/**
+ * The connection guard's limits of `--head-timeout`, `--idle-timeout`, `--max-conns-per-peer`
+ * and `--max-conns`.
+ */
 function connectionLimits(flags: RunFlagValues): ConnectionLimits {
   return {
     ...(flags.headTimeout !== undefined ? { headTimeoutMs: flags.headTimeout * 1000 } : {}),
     ...(flags.idleTimeout !== undefined ? { idleTimeoutMs: flags.idleTimeout * 1000 } : {}),
     ...(flags.maxConnsPerPeer !== undefined ? { maxPerPeer: flags.maxConnsPerPeer } : {}),
+    ...(flags.maxConns !== undefined ? { maxConns: flags.maxConns } : {}),
   };
 }
 

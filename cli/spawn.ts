@@ -127,6 +127,10 @@ export interface SpawnOptions {
   idleTimeout?: number;
   /** Most connections one peer address may hold (`--max-conns-per-peer`). */
   maxConnsPerPeer?: number;
+  /** Most connections all peers together may hold (`--max-conns`). */
+  maxConns?: number;
+  /** Seconds a request body may take to arrive in full after its head (`--body-timeout`). */
+  bodyTimeout?: number;
   /** Receivers of the safety notifications (`--notify`); the child may connect to their hosts. */
   notify?: readonly string[];
   /** How the notifications are written (`--notify-format`). */

@@ -9,6 +9,7 @@
 import type { TelemetryService } from "../core/service.ts";
 import { ShuttingDownError } from "../core/errors.ts";
 import {
+  BodyTimeoutError,
   HttpError,
   IncompleteBodyError,
   problem,
@@ -27,7 +28,12 @@ import {
   peerHost,
   requestUrl,
 } from "./guards.ts";
-import { DEFAULT_MAX_BODY, drainSmallBody } from "./body.ts";
+import {
+  BodyDeadlines,
+  DEFAULT_BODY_TIMEOUT_MS,
+  DEFAULT_MAX_BODY,
+  drainSmallBody,
+} from "./body.ts";
 import { type Route, type RouteContext, type RouteHandler, routeLabel, Router } from "./router.ts";
 import { DEFAULT_HOST } from "../wire/address.ts";
 import { ServiceMetrics } from "./metrics.ts";
@@ -39,6 +45,7 @@ import type { TypesRegistry } from "../core/types_registry.ts";
 import { DiskWatch } from "../store/disk_watch.ts";
 import { ShutdownLifecycle } from "./shutdown.ts";
 import type { Rejection, TelemetryHandler } from "./types.ts";
+import { closeAfterAnswer } from "./conn_guard.ts";
 
 /** Options of `createHandler()` (`server/handler.ts`) and {@linkcode createRouteHandler}. */
 export interface HandlerOptions {
@@ -79,6 +86,12 @@ export interface HandlerOptions {
    * @default {2}
    */
   maxHistory?: number;
+  /**
+   * Longest time, from a request's head, for its body to arrive in full; a slower one is
+   * answered 408 and its connection closed (docs/operations.md).
+   * @default {10000}
+   */
+  bodyTimeoutMs?: number;
   /**
    * Called once when `POST /shutdown` was accepted, after its response is sent (ignored when
    * `lifecycle` is given: it has its own).
@@ -213,11 +226,13 @@ class Dispatcher {
     const maxHistory = options.maxHistory ?? DEFAULT_MAX_HISTORY;
     const othersBusy = () => this.#answering > 0;
     const wrapCurrent = options.wrapCurrent ?? false;
+    const bodies = new BodyDeadlines(options.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS);
     this.#router = new Router(
       apiRoutes(service, {
         maxBody,
         maxHistory,
         othersBusy,
+        bodies,
         shutdown,
         streams,
         metrics,
@@ -314,7 +329,8 @@ class Dispatcher {
     // A body cut off because the server is stopping is not the client's fault.
     if (err instanceof IncompleteBodyError && this.#stopping()) return shuttingDownResponse();
     const mapped = toProblem(err);
-    if (mapped) return mapped;
+    // The rest of a body that timed out is not waited for (docs/operations.md).
+    if (mapped) return err instanceof BodyTimeoutError ? closeAfterAnswer(mapped) : mapped;
     this.#onError?.(err);
     // The raw message may name paths and internals: it goes to the log, never to the client.
     return problem(500, UNEXPECTED_DETAIL);

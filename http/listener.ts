@@ -12,7 +12,11 @@ import type { TelemetryHandler } from "./types.ts";
 
 /** How a listener that ended by itself is opened again. */
 export interface RelistenOptions {
-  /** Tries before giving up. */
+  /**
+   * Tries in a row that fail with an error that is not transient (the port taken by another
+   * program, a missing permission) before giving up. Out of descriptors or memory, it tries for
+   * as long as that lasts.
+   */
   attempts?: number;
   /** The first wait, doubled after each try. */
   firstDelayMs?: number;
@@ -113,13 +117,27 @@ export function keepListening(current: Deno.HttpServer<Deno.NetAddr>, on: Relist
   }).catch(() => {}); // failures surface via `finished`
 }
 
-/** Errors of a failed `accept` or `listen` that pass once descriptors or memory are back. */
-const TRANSIENT =
+/**
+ * Errors of a failed `accept`, `listen` or `connect` that pass once descriptors or memory are
+ * back (EMFILE, ENFILE, ENOMEM, ENOBUFS, ECONNABORTED, EAGAIN).
+ *
+ * @example Usage
+ * ```ts
+ * import { TRANSIENT } from "./listener.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.ok(TRANSIENT.test("Too many open files (os error 24)"));
+ * assert.ok(!TRANSIENT.test("Address already in use (os error 98)"));
+ * ```
+ */
+export const TRANSIENT: RegExp =
   /os error (24|23|12|103|105|11)\b|too many open files|EMFILE|ENFILE|ENOMEM|ENOBUFS|ECONNABORTED/i;
 
 /**
- * Listens again after the listener ended by itself, with bounded backoff; logs one line when it
- * went down (at most one a second, counting the rest) and one when it is back.
+ * Listens again after the listener ended by itself, with bounded backoff (up to 2 s between
+ * tries); logs one line when it went down (at most one every 10 s, counting the rest) and one
+ * when it is back. Out of descriptors it never gives up (docs/operations.md): only an error that is
+ * not transient, `attempts` times in a row, ends it.
  */
 export class Relistener {
   #attempts: number;
@@ -138,7 +156,7 @@ export class Relistener {
     warn: (message: string) => void,
     where: string,
   ) {
-    this.#attempts = Math.max(1, options.attempts ?? 40);
+    this.#attempts = Math.max(1, options.attempts ?? 5);
     this.#firstDelayMs = Math.max(0, options.firstDelayMs ?? 50);
     this.#maxDelayMs = Math.max(this.#firstDelayMs, options.maxDelayMs ?? 2000);
     this.#warn = warn;
@@ -159,38 +177,41 @@ export class Relistener {
     );
     const backoff = new Backoff({ firstMs: this.#firstDelayMs, maxMs: this.#maxDelayMs });
     let fatalTries = 0;
-    for (this.#tries = 1; this.#tries <= this.#attempts; this.#tries++) {
+    for (this.#tries = 1;; this.#tries++) {
       await new Promise((r) => setTimeout(r, backoff.next()));
       if (stopped()) return undefined;
       try {
         const server = listen();
-        // Said only when its "stopped" line was: a flapping listener stays at a line a second.
+        // Said only when its "stopped" line was: a flapping listener stays at a line in 10 s.
         if (this.#downLogged) {
           this.#warn(`Listening again on ${this.#where} after ${this.#tries} tries.`);
         }
         return server;
       } catch (err) {
         this.#lastError = err;
-        if (!TRANSIENT.test(errorText(err)) && ++fatalTries >= 5) break;
+        if (TRANSIENT.test(errorText(err))) fatalTries = 0;
+        else if (++fatalTries >= this.#attempts) return undefined;
       }
     }
-    return undefined;
   }
 
   /** The error `finished` rejects with after {@linkcode Relistener.run} gave up. */
   failure(): ListenerError {
     return new ListenerError(
-      `Cannot listen on ${this.#where} again after ${
-        Math.min(this.#tries, this.#attempts)
-      } tries: ${errorText(this.#lastError)}`,
+      `Cannot listen on ${this.#where} again after ${this.#tries} tries: ${
+        errorText(this.#lastError)
+      }`,
       { cause: this.#lastError },
     );
   }
 
-  /** Warns at most once a second; `false` when the line was suppressed. */
+  /**
+   * Warns at most once every 10 s, as the connection guard does: a flood that ends the listener
+   * at every accept is one line, not one a second; `false` when the line was suppressed.
+   */
   #log(line: string): boolean {
     const now = Date.now();
-    if (now - this.#lastLine < 1000) {
+    if (now - this.#lastLine < 10_000) {
       this.#suppressed++;
       return false;
     }

@@ -26,6 +26,7 @@ const REASONS: Record<number, string> = {
   403: "Forbidden",
   404: "Not Found",
   405: "Method Not Allowed",
+  408: "Request Timeout",
   409: "Conflict",
   413: "Content Too Large",
   415: "Unsupported Media Type",
@@ -54,6 +55,25 @@ export class HttpError extends Error {
 
 /** The body ended early: the client's fault, unless the server cut it off while stopping. */
 export class IncompleteBodyError extends HttpError {}
+
+/**
+ * A request body that did not arrive in full within `--body-timeout` of its head
+ * (docs/operations.md): answered 408, and the connection is closed after the answer.
+ */
+export class BodyTimeoutError extends HttpError {
+  /** The timeout that passed, in milliseconds. */
+  readonly timeoutMs: number;
+  constructor(timeoutMs: number) {
+    super(
+      408,
+      `The request body did not arrive in full within ${
+        timeoutMs / 1000
+      } s of its head; send the whole body at once (or have the operator raise --body-timeout).`,
+    );
+    this.name = "BodyTimeoutError";
+    this.timeoutMs = timeoutMs;
+  }
+}
 
 /**
  * A problem+json answer (`type` `about:blank`, the status's reason as `title`), never cached or

@@ -9,7 +9,7 @@
 import type { TelemetryService } from "../core/service.ts";
 import { HttpError } from "./problems.ts";
 import { isLoopback } from "./guards.ts";
-import { parseNdjsonLines, readJsonBody } from "./body.ts";
+import { type BodyDeadlines, parseNdjsonLines, readJsonBody } from "./body.ts";
 import { parseEvent, parseEvents, parseRunStart } from "../core/commands.ts";
 import { type Route, route, type RouteContext } from "./router.ts";
 import type { ServiceMetrics } from "./metrics.ts";
@@ -30,6 +30,8 @@ export interface RouteDeps {
   maxHistory: number;
   /** Whether requests other than `GET /history` are being answered (they go first). */
   othersBusy: () => boolean;
+  /** The deadline of every body read (`--body-timeout`). */
+  bodies: BodyDeadlines;
   shutdown: ShutdownLifecycle;
   streams: StreamHub;
   metrics: ServiceMetrics;
@@ -55,7 +57,7 @@ export function apiRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
 }
 
 /** `/run`, `/run/start`, `/run/stop` (docs/http-api.md). */
-function runRoutes(service: TelemetryService, { maxBody }: RouteDeps): Route[] {
+function runRoutes(service: TelemetryService, { maxBody, bodies }: RouteDeps): Route[] {
   return [
     route("/run", {
       GET: () => {
@@ -66,14 +68,14 @@ function runRoutes(service: TelemetryService, { maxBody }: RouteDeps): Route[] {
     }),
     route("/run/start", {
       POST: async ({ req }) => {
-        const { value } = await readJsonBody(req, maxBody);
+        const { value } = await readJsonBody(req, maxBody, false, bodies);
         const { run, created } = await service.startRun(parseRunStart(value));
         return json(created ? 201 : 200, JSON.stringify(run));
       },
     }),
     route("/run/stop", {
       POST: async ({ req }) => {
-        await readJsonBody(req, maxBody);
+        await readJsonBody(req, maxBody, false, bodies);
         return json(200, JSON.stringify(await service.stopRun()));
       },
     }),
@@ -82,10 +84,10 @@ function runRoutes(service: TelemetryService, { maxBody }: RouteDeps): Route[] {
 
 /** What is written and what is read of it live: `/event`, `/events`, `/current`, `/stream`. */
 function eventRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
-  const { maxBody, streams, wrapCurrent } = deps;
+  const { streams, wrapCurrent } = deps;
   return [
-    route("/event", { POST: ({ req }) => postEvent(service, req, maxBody) }),
-    route("/events", { POST: ({ req }) => postEvents(service, req, maxBody) }),
+    route("/event", { POST: ({ req }) => postEvent(service, req, deps) }),
+    route("/events", { POST: ({ req }) => postEvents(service, req, deps) }),
     // Streamed in chunks: a snapshot of any size is answered, and no answer holds the loop long.
     route("/current", {
       GET: ({ url }) => {
@@ -172,13 +174,13 @@ function statusRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
 /** `POST /shutdown`, accepted from the machine the server runs on only. */
 async function shutdownRequest(
   { req, info }: RouteContext,
-  { maxBody, shutdown }: RouteDeps,
+  { maxBody, bodies, shutdown }: RouteDeps,
 ): Promise<Response> {
   const peer = info?.remoteAddr;
   if (peer && "hostname" in peer && !isLoopback(peer.hostname)) {
     throw new HttpError(403, "Shutdown is only accepted from the machine the server runs on.");
   }
-  await readJsonBody(req, maxBody);
+  await readJsonBody(req, maxBody, false, bodies);
   shutdown.request();
   return json(202, '{"shutting_down":true}');
 }
@@ -282,9 +284,9 @@ function latestOf(
 async function postEvent(
   service: TelemetryService,
   req: Request,
-  maxBody: number,
+  { maxBody, bodies }: RouteDeps,
 ): Promise<Response> {
-  const { value } = await readJsonBody(req, maxBody);
+  const { value } = await readJsonBody(req, maxBody, false, bodies);
   if (value === undefined) {
     throw new HttpError(
       400,
@@ -298,9 +300,9 @@ async function postEvent(
 async function postEvents(
   service: TelemetryService,
   req: Request,
-  maxBody: number,
+  { maxBody, bodies }: RouteDeps,
 ): Promise<Response> {
-  const { value, ndjson } = await readJsonBody(req, maxBody, true);
+  const { value, ndjson } = await readJsonBody(req, maxBody, true, bodies);
   let items: unknown[];
   let lines: number[] | undefined;
   if (ndjson !== undefined) ({ items, lines } = parseNdjsonLines(ndjson));

@@ -67,6 +67,13 @@ export interface ServerOptions extends ServiceOptions {
    * @default {2}
    */
   maxHistory?: number;
+  /**
+   * Longest time, from a request's head, for its body to arrive in full, on the main port and
+   * the Alpaca port alike; a slower one is answered 408 (Alpaca: 400) and its connection closed
+   * (`--body-timeout`, docs/operations.md).
+   * @default {10000}
+   */
+  bodyTimeoutMs?: number;
   /** Receives unexpected request errors. */
   onError?: (err: unknown) => void;
   /** Receives every 4xx/5xx answer worth a log line (see {@linkcode HandlerOptions.onRejected}). */
@@ -77,17 +84,19 @@ export interface ServerOptions extends ServiceOptions {
    */
   shutdownGraceMs?: number;
   /**
-   * How the server listens again when the listener ends by itself (a failed `accept`, such as
-   * EMFILE): at most `attempts` tries, waiting from `firstDelayMs` doubling up to `maxDelayMs`
-   * between them. An error that is not transient (the port taken by another process, a missing
-   * permission) gets at most 5 tries.
-   * @default {{ attempts: 40, firstDelayMs: 50, maxDelayMs: 2000 }}
+   * How the main port and the Alpaca port listen again when their listener ends by itself (a
+   * failed `accept`, such as EMFILE): waiting from `firstDelayMs` doubling up to `maxDelayMs`
+   * between tries, for as long as descriptors or memory are short; an error that is not
+   * transient (the port taken by another process, a missing permission) gets `attempts` tries
+   * in a row, after which the main port shuts the server down and the Alpaca port stays closed.
+   * @default {{ attempts: 5, firstDelayMs: 50, maxDelayMs: 2000 }}
    */
   relisten?: RelistenOptions;
   /**
-   * Head timeout, idle timeout and connections per peer of the connection guard
-   * (`--head-timeout`, `--idle-timeout`, `--max-conns-per-peer`; docs/operations.md).
-   * @default {{ headTimeoutMs: 10000, idleTimeoutMs: 60000, maxPerPeer: 64 }}
+   * Head timeout, idle timeout, connections per peer and of all peers together of the
+   * connection guard (`--head-timeout`, `--idle-timeout`, `--max-conns-per-peer`, `--max-conns`;
+   * docs/operations.md). `maxConns` bounds the main port and the Alpaca port together.
+   * @default {{ headTimeoutMs: 10000, idleTimeoutMs: 60000, maxPerPeer: 64, maxConns: defaultMaxConns() }}
    */
   connectionLimits?: ConnectionLimits;
   /**

@@ -12,7 +12,7 @@ import { recordLockHolder } from "../store/lock.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl } from "../wire/address.ts";
 import { raceDeadline } from "../wire/async.ts";
 import { InFlight, keepListening, type ListenerError, Relistener } from "../http/listener.ts";
-import { ConnectionGuard, INTERNAL_HOST } from "../http/conn_guard.ts";
+import { ConnectionGuard, ConnectionPool, INTERNAL_HOST } from "../http/conn_guard.ts";
 import {
   loadTypes,
   staleLessCriticalWarnings,
@@ -116,8 +116,10 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   // an internal loopback port behind our own accept layer (docs/operations.md).
   const guarded = options.connectionGuard ?? !isLoopback(hostname);
   let guard: ConnectionGuard | undefined;
+  // One bound of connections for both listeners: descriptors are the process's (--max-conns).
+  const pool = guarded ? new ConnectionPool(options.connectionLimits?.maxConns) : undefined;
   const serve = guarded
-    ? (req: Request, info: Deno.ServeHandlerInfo<Deno.NetAddr>) => counted(req, guard!.info(info))
+    ? (req: Request, info: Deno.ServeHandlerInfo<Deno.NetAddr>) => guard!.serve(req, info, counted)
     : counted;
   const listen = (at: number) =>
     Deno.serve({
@@ -128,8 +130,8 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
     }, serve);
   const explain = (err: unknown) => listenFailure(err, tls !== undefined, options);
   let server = await listenOrClose(() => listen(guarded ? 0 : port), service, explain);
-  if (guarded) guard = await openGuard(hostname, port, server, service, explain, options, warn);
-  const alpaca = await openAlpaca(service, hostname, options, warn).catch(async (err) => {
+  if (pool) guard = await openGuard(hostname, port, server, service, explain, options, pool, warn);
+  const alpaca = await openAlpaca(service, hostname, options, pool, warn).catch(async (err) => {
     guard?.close();
     await server.shutdown();
     await service.close();
@@ -254,6 +256,7 @@ async function openAlpaca(
   service: TelemetryService,
   hostname: string,
   options: ServerOptions,
+  pool: ConnectionPool | undefined,
   warn: (message: string) => void,
 ): Promise<AlpacaHandle | undefined> {
   if (options.alpacaPort === undefined) return undefined;
@@ -275,6 +278,9 @@ async function openAlpaca(
         ? { connectionGuard: options.connectionGuard }
         : {}),
       ...(options.connectionLimits ? { connectionLimits: options.connectionLimits } : {}),
+      ...(pool ? { connectionPool: pool } : {}),
+      ...(options.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: options.bodyTimeoutMs } : {}),
+      ...(options.relisten ? { relisten: options.relisten } : {}),
     });
   } catch (err) {
     if (err instanceof Deno.errors.AddrInUse) {
@@ -307,6 +313,7 @@ function handlerOptions(
     ...(options.wrapCurrent !== undefined ? { wrapCurrent: options.wrapCurrent } : {}),
     ...(options.maxBody !== undefined ? { maxBody: options.maxBody } : {}),
     ...(options.maxHistory !== undefined ? { maxHistory: options.maxHistory } : {}),
+    ...(options.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: options.bodyTimeoutMs } : {}),
     ...(options.onError ? { onError: options.onError } : {}),
     ...(types ? { types } : {}),
     disk,
@@ -325,6 +332,7 @@ async function openGuard(
   service: TelemetryService,
   explain: (err: unknown) => unknown,
   options: ServerOptions,
+  pool: ConnectionPool,
   warn: (message: string) => void,
 ): Promise<ConnectionGuard> {
   let listener: Deno.TcpListener;
@@ -343,6 +351,7 @@ async function openGuard(
     plain: options.tlsCert === undefined,
     warn,
     where: `${hostForUrl(hostname)}:${listener.addr.port}`,
+    pool,
     ...(options.connectionLimits ? { limits: options.connectionLimits } : {}),
   });
 }

@@ -1,7 +1,8 @@
 /**
  * Reading a stream of bytes with a bound: a request body, a page, an answer. The read stops, and
  * the stream is cancelled, as soon as the bound is passed, so a hostile or runaway sender costs at
- * most the bound in memory. Each caller turns {@linkcode BoundExceededError} into its own answer
+ * most the bound in memory; a signal ends it the same way when the bytes are too slow (a request
+ * body's deadline). Each caller turns {@linkcode BoundExceededError} into its own answer
  * (an HTTP 413, an Alpaca 400, a collector's refusal). {@linkcode concatBytes} joins the chunks
  * read, and the live stream's batches too. Web APIs only.
  *
@@ -45,15 +46,26 @@ export class BoundExceededError extends RangeError {
   }
 }
 
+/** What {@linkcode readAtMost} is given besides the stream and its bound. */
+export interface ReadAtMostOptions {
+  /**
+   * Ends the read when aborted: the stream is cancelled, the bytes already read are dropped, and
+   * the read throws the signal's reason (a deadline: a request body that is too slow).
+   */
+  signal?: AbortSignal;
+}
+
 /**
  * Reads a stream to its end, or throws as soon as it has passed `max` bytes; the stream is then
  * cancelled, and the bytes already read are dropped. A stream of one chunk is returned without a
- * copy.
+ * copy. With a `signal`, the read also ends when it aborts, the same way.
  *
  * @param stream The bytes.
  * @param max The bound: the most bytes accepted.
+ * @param options The signal that ends the read early.
  * @returns All the bytes of the stream.
  * @throws {BoundExceededError} When the stream holds more than `max` bytes.
+ * @throws {unknown} The signal's reason, when it aborted before the stream ended.
  *
  * @example Usage
  * ```ts
@@ -67,17 +79,37 @@ export class BoundExceededError extends RangeError {
  *   (err) => err instanceof BoundExceededError && err.bound === 10,
  * );
  * ```
+ *
+ * @example A deadline
+ * ```ts
+ * import { readAtMost } from "./bounded_read.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const never = new ReadableStream<Uint8Array>(); // a sender that never sends
+ * const late = new Error("too slow");
+ * const controller = new AbortController();
+ * const reading = readAtMost(never, 10, { signal: controller.signal });
+ * controller.abort(late);
+ * await assert.rejects(reading, (err) => err === late);
+ * ```
  */
 export async function readAtMost(
   stream: ReadableStream<Uint8Array>,
   max: number,
+  options: ReadAtMostOptions = {},
 ): Promise<Uint8Array> {
+  const { signal } = options;
+  signal?.throwIfAborted();
   const reader = stream.getReader();
+  // A cancelled stream ends its pending read as done: the loop below then throws the reason.
+  const onAbort = () => void reader.cancel(signal?.reason).catch(() => {});
+  signal?.addEventListener("abort", onAbort, { once: true });
   const chunks: Uint8Array[] = [];
   let size = 0;
   try {
     while (true) {
       const { done, value } = await reader.read();
+      signal?.throwIfAborted();
       if (done) break;
       size += value.length;
       if (size > max) {
@@ -87,6 +119,7 @@ export async function readAtMost(
       chunks.push(value);
     }
   } finally {
+    signal?.removeEventListener("abort", onAbort);
     reader.releaseLock();
   }
   return concatBytes(chunks);

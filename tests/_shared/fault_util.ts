@@ -67,8 +67,9 @@ export interface ChildServer extends AsyncDisposable {
 
 /**
  * Starts `cli.ts telemetry run` on 127.0.0.1:`port` with exactly the permissions of
- * `permissionFlags()` and waits for its ready line. Throws with the child's output if it exits
- * or stays silent for `timeoutMs`.
+ * `permissionFlags()` (or `permissions`) and waits for its ready line; with `nofile`, under that
+ * descriptor limit (`prlimit`, util-linux). Throws with the child's output if it exits or stays
+ * silent for `timeoutMs`.
  */
 export async function spawnCliServer(options: {
   siteDir: string;
@@ -83,13 +84,20 @@ export async function spawnCliServer(options: {
   /** Variables set in the child's environment on top of this process's. */
   env?: Record<string, string>;
   timeoutMs?: number;
+  /** The Deno permission flags instead of the scoped ones, such as `["--allow-all"]`. */
+  permissions?: string[];
+  /** The soft and hard limit of open files of the child. */
+  nofile?: number;
 }): Promise<ChildServer> {
-  const { siteDir, port, readFiles = [] } = options;
-  const flags = options.flags ?? permissionFlags({ siteDir, host: "127.0.0.1", port, readFiles });
-  const [program, args] = options.command ??
+  const { siteDir, port, readFiles = [], nofile } = options;
+  const flags = options.flags ?? options.permissions ??
+    permissionFlags({ siteDir, host: "127.0.0.1", port, readFiles });
+  const [command, commandArgs] = options.command ??
     [Deno.execPath(), cliRunArgs(siteDir, port, options.args ?? [], flags)];
-  const child = new Deno.Command(program, {
-    args: [...args],
+  const child = new Deno.Command(nofile === undefined ? command : "prlimit", {
+    args: nofile === undefined
+      ? [...commandArgs]
+      : [`--nofile=${nofile}:${nofile}`, command, ...commandArgs],
     ...(options.env ? { env: options.env } : {}),
     stdin: "null",
     stdout: "piped",

@@ -7,7 +7,7 @@
 
 import { join } from "node:path";
 import assert from "node:assert/strict";
-import { freePort, postJson, type TempDir, tempDir } from "./util.ts";
+import { freePort, postJson, type TempDir, tempDir, waitUntil } from "./util.ts";
 import { forward, type ForwardOptions, type ForwardStats } from "../../forward.ts";
 import { establishSiteIdentity } from "../../store/site_identity.ts";
 
@@ -219,18 +219,7 @@ export class PostgresServer implements AsyncDisposable {
 /** The forwarder's own program, as `spawnForwarder()` and `deno task forward` run it. */
 export const FORWARD_MAIN: string = new URL("../../cli/forward_main.ts", import.meta.url).pathname;
 
-/** Polls `check` every 50 ms until it holds; throws naming `what` after `ms`. */
-export async function waitUntil(
-  check: () => boolean | Promise<boolean>,
-  ms: number,
-  what: string,
-): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+export { waitUntil };
 
 /**
  * Runs `forward()` until `done` holds, then stops it and returns what it did. When `done` does not

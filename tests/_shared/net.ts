@@ -6,6 +6,7 @@
  * @module
  */
 import { join } from "node:path";
+import net from "node:net";
 
 const decoder = new TextDecoder();
 
@@ -169,4 +170,65 @@ export async function selfSignedCert(dir: string, addresses: string[] = []): Pro
   }).output();
   if (!out.success) throw new Error(`openssl req failed: ${decoder.decode(out.stderr)}`);
   return { cert, key };
+}
+
+/** A TCP connection from a chosen source address, seen from the client's side. */
+export interface PeerConn {
+  /** The source address it was opened from. */
+  readonly from: string;
+  /** `true` once the server ended or reset it. */
+  closedByServer(): boolean;
+  /** Everything the server sent so far. */
+  received(): string;
+  /** Settles once the server ended or reset it. */
+  readonly closed: Promise<void>;
+  /** Sends text. */
+  write(text: string): Promise<void>;
+  /** Closes it from this side and waits until it is gone. */
+  destroy(): Promise<void>;
+}
+
+/**
+ * Opens a TCP connection to `127.0.0.1:port` from `from`, a loopback source address such as
+ * `127.0.1.7`: Linux routes all of 127/8 to the loopback interface, so many peer addresses need
+ * no namespace. `Deno.connect` cannot choose its source address; `node:net` can.
+ */
+export function connectFrom(from: string, port: number, host = "127.0.0.1"): Promise<PeerConn> {
+  return new Promise((resolve, reject) => {
+    const socket = net.createConnection({ host, port, localAddress: from });
+    let text = "";
+    let ended = false;
+    const closed = Promise.withResolvers<void>();
+    const gone = Promise.withResolvers<void>();
+    socket.setEncoding("utf8");
+    socket.on("data", (chunk: string) => text += chunk);
+    socket.on("end", () => {
+      ended = true;
+      closed.resolve();
+      socket.end();
+    });
+    socket.on("close", () => {
+      ended = true;
+      closed.resolve();
+      gone.resolve();
+    });
+    socket.on("error", (err) => {
+      ended = true;
+      closed.resolve();
+      reject(err);
+    });
+    socket.once("connect", () =>
+      resolve({
+        from,
+        closedByServer: () => ended,
+        received: () => text,
+        closed: closed.promise,
+        write: (chunk) =>
+          new Promise((done, failed) => socket.write(chunk, (err) => err ? failed(err) : done())),
+        destroy: async () => {
+          socket.destroy();
+          await gone.promise;
+        },
+      }));
+  });
 }

@@ -58,6 +58,19 @@ export function cliRunArgs(
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
+/** Polls `check` every 50 ms until it holds; throws naming `what` after `ms`. */
+export async function waitUntil(
+  check: () => boolean | Promise<boolean>,
+  ms: number,
+  what: string,
+): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 /** A temporary directory removed when disposed. */
 export interface TempDir extends AsyncDisposable {
   path: string;
@@ -182,6 +195,69 @@ export async function rawHttp(
     headers.append(line.slice(0, colon).trim(), line.slice(colon + 1).trim());
   }
   return { status: Number(statusLine!.split(" ")[1]), headers, body: text.slice(split + 4) };
+}
+
+/** What {@linkcode slowBody} saw. */
+export interface SlowBodyResult {
+  /** The answer's status, 0 when none came. */
+  status: number;
+  /** Everything that came back. */
+  text: string;
+  /** Milliseconds from the head to the end of the answer's head, if one came. */
+  answeredMs: number | undefined;
+  /** Milliseconds from the head until the server closed the connection, if it did. */
+  closedMs: number | undefined;
+}
+
+/**
+ * Sends a request head, then its body one byte every `everyMs` (a slow sender), and reads what
+ * comes back until the server closes the connection (or, with `untilAnswered`, until a whole
+ * answer came) or `limitMs` passes.
+ */
+export async function slowBody(
+  port: number,
+  head: string,
+  options: { everyMs: number; limitMs: number; byte?: string; untilAnswered?: boolean },
+): Promise<SlowBodyResult> {
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+  const t0 = performance.now();
+  let text = "";
+  let answeredMs: number | undefined;
+  let closedMs: number | undefined;
+  const byte = encoder.encode(options.byte ?? " ");
+  const drip = setInterval(
+    () => conn.write(byte).catch(() => clearInterval(drip)),
+    options.everyMs,
+  );
+  const limit = setTimeout(() => closeQuietly(conn), options.limitMs);
+  try {
+    await conn.write(encoder.encode(head));
+    const buf = new Uint8Array(16 * 1024);
+    while (true) {
+      const n = await conn.read(buf);
+      if (n === null) {
+        closedMs = performance.now() - t0;
+        break;
+      }
+      text += decoder.decode(buf.subarray(0, n));
+      const split = text.indexOf("\r\n\r\n");
+      if (split < 0) continue;
+      answeredMs ??= performance.now() - t0;
+      const length = Number(/content-length: *(\d+)/i.exec(text.slice(0, split))?.[1] ?? 0);
+      if (options.untilAnswered && encoder.encode(text.slice(split + 4)).length >= length) break;
+    }
+  } catch (err) {
+    // Closed by the limit (still open then), or reset by the server (closed).
+    if (err instanceof Deno.errors.ConnectionReset) closedMs = performance.now() - t0;
+    else if (!(err instanceof Deno.errors.BadResource || err instanceof Deno.errors.Interrupted)) {
+      throw err;
+    }
+  } finally {
+    clearInterval(drip);
+    clearTimeout(limit);
+    closeQuietly(conn);
+  }
+  return { status: Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0), text, answeredMs, closedMs };
 }
 
 /** Closes a connection that the timer may already have closed. */

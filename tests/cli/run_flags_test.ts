@@ -9,6 +9,7 @@ import { parseArgs } from "node:util";
 import denoJson from "../../deno.json" with { type: "json" };
 import { HELP_TEXT } from "../../cli.ts";
 import {
+  DEFAULT_BODY_TIMEOUT_MS,
   DEFAULT_HOST,
   DEFAULT_MAX_BODY,
   DEFAULT_MAX_SNAPSHOT_BYTES,
@@ -69,6 +70,8 @@ const EVERY_FLAG: RunFlagValues = {
   headTimeout: 2.5,
   idleTimeout: 90,
   maxConnsPerPeer: 8,
+  maxConns: 300,
+  bodyTimeout: 4.5,
   notify: ["http://127.0.0.1:9/hook", "https://ntfy.sh/obs-site"],
   notifyFormat: "ntfy",
   alpacaPort: 11111,
@@ -117,7 +120,7 @@ Deno.test("HELP_TEXT.run lists every flag of the table, in its order, with its v
     assert.ok(found > at, `--${flag.name} after the previous flag`);
     at = found;
     const next = RUN_FLAGS[RUN_FLAGS.indexOf(flag) + 1];
-    const entry = help.slice(found, next ? help.indexOf(`  --${next.name}`, found) : undefined);
+    const entry = help.slice(found, next ? help.indexOf(`  --${next.name} `, found) : undefined);
     assert.ok(entry.includes(flag.help), `--${flag.name}: ${flag.help}`);
     if (flag.env !== undefined) assert.ok(entry.includes(`[env ${flag.env}`), entry);
   }
@@ -137,6 +140,7 @@ Deno.test("HELP_TEXT.run shows the defaults the server really uses", () => {
   assert.equal(shown("max-history"), String(DEFAULT_MAX_HISTORY));
   assert.equal(shown("max-types"), String(DEFAULT_MAX_TYPES));
   assert.equal(shown("max-snapshot"), String(DEFAULT_MAX_SNAPSHOT_BYTES));
+  assert.equal(shown("body-timeout"), String(DEFAULT_BODY_TIMEOUT_MS / 1000));
   assert.equal(parseBytes(shown("min-free")!), DEFAULT_MIN_FREE_BYTES);
 });
 
@@ -246,6 +250,8 @@ Deno.test("spawnServer() takes an option for every run flag and no other but out
     headTimeout: "flag",
     idleTimeout: "flag",
     maxConnsPerPeer: "flag",
+    maxConns: "flag",
+    bodyTimeout: "flag",
     notify: "flag",
     notifyFormat: "flag",
     alpacaPort: "flag",

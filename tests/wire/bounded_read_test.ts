@@ -79,6 +79,40 @@ Deno.test("readAtMost leaves a stream unlocked after passing its bound", async (
   assert.equal(stream.locked, false);
 });
 
+Deno.test("readAtMost ends a read when its signal aborts, with the signal's reason, cancelling the stream", async () => {
+  let cancelled: unknown;
+  let pulls = 0;
+  // A sender that sends one chunk, then nothing: the read waits until the signal aborts.
+  const stream = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      if (pulls++ === 0) controller.enqueue(bytes("ab"));
+      return new Promise(() => {}); // never more
+    },
+    cancel(reason) {
+      cancelled = reason;
+    },
+  }, { highWaterMark: 0 });
+  const controller = new AbortController();
+  const late = new Error("the body is late");
+  const reading = readAtMost(stream, 10, { signal: controller.signal });
+  // Held open by a timer, as a server's listener holds the process open.
+  await new Promise((r) => setTimeout(r, 10));
+  controller.abort(late);
+  await assert.rejects(reading, (err) => err === late);
+  assert.equal(cancelled, late);
+  assert.equal(stream.locked, false);
+});
+
+Deno.test("readAtMost reads nothing from a stream when its signal has already aborted", async () => {
+  const source = chunked([bytes("ab")]);
+  const late = new Error("the body is late");
+  await assert.rejects(
+    readAtMost(source.stream, 10, { signal: AbortSignal.abort(late) }),
+    (err) => err === late,
+  );
+  assert.equal(source.pulled(), 0);
+});
+
 Deno.test("BoundExceededError is a RangeError that says its bound", () => {
   const err = new BoundExceededError(16384);
   assert.ok(err instanceof RangeError);
