@@ -34,6 +34,7 @@ export {
   type WriteReport,
 } from "./core/service.ts";
 export {
+  IdempotencyConflictError,
   InvalidRequestError,
   NoActiveRunError,
   RunConflictError,

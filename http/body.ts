@@ -107,7 +107,8 @@ function parseJson(text: string, what: string): unknown {
  * @param req The request.
  * @param maxBody The largest body accepted, in bytes.
  * @param allowNdjson Also accept `application/x-ndjson`, returned as text in `ndjson`.
- * @returns The parsed JSON value, or the NDJSON text.
+ * @returns The parsed JSON value, or the NDJSON text, and the body's bytes as received (what an
+ *   `Idempotency-Key`'s hash covers).
  * @throws {HttpError} 415, 413 or 400 naming what to send instead.
  *
  * @example Usage
@@ -126,6 +127,7 @@ function parseJson(text: string, what: string): unknown {
 export async function readJsonBody(req: Request, maxBody: number, allowNdjson = false): Promise<{
   value: unknown;
   ndjson: string | undefined;
+  bytes: Uint8Array;
 }> {
   const contentType = req.headers.get("content-type") ?? "";
   const isNdjson = allowNdjson && NDJSON_TYPE.test(contentType);
@@ -159,10 +161,10 @@ export async function readJsonBody(req: Request, maxBody: number, allowNdjson = 
   } catch (err) {
     throw bodyReadError(err);
   }
-  if (bytes.length === 0) return { value: undefined, ndjson: undefined };
+  if (bytes.length === 0) return { value: undefined, ndjson: undefined, bytes };
   const text = decodeText(bytes);
-  if (isNdjson) return { value: undefined, ndjson: text };
-  return { value: parseJson(text, "The body"), ndjson: undefined };
+  if (isNdjson) return { value: undefined, ndjson: text, bytes };
+  return { value: parseJson(text, "The body"), ndjson: undefined, bytes };
 }
 
 /**
