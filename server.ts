@@ -19,6 +19,7 @@
 
 export {
   type CommittedEvent,
+  type KeyedAnswer,
   DEFAULT_MAX_SNAPSHOT_BYTES,
   DEFAULT_MAX_TYPES,
   DEFAULT_SITE_TYPES,

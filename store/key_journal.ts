@@ -27,7 +27,7 @@
 
 import { join } from "node:path";
 import { KEY_JOURNAL_FILE, keyJournalName, openPlainWriter } from "./layout.ts";
-import { DamagedFileError, readLines, storedFile } from "./site_files.ts";
+import { type DamagedFileError, readLines, storedFile } from "./site_files.ts";
 import { errorText } from "../core/errors.ts";
 import { removeIfExists, syncDirectory } from "./fs.ts";
 import type { FsyncMode, NdjsonWriter } from "./writer.ts";
