@@ -11,6 +11,7 @@ import { TelemetryClient } from "../../client.ts";
 import { Outbox } from "../../collect/outbox.ts";
 import type { InputKind } from "../../collect/inputs/input.ts";
 import { freePort, tempDir, testServer } from "../_shared/util.ts";
+import { answerDroppingProxy } from "../_shared/net.ts";
 import {
   linesWith,
   localServer,
@@ -158,4 +159,26 @@ Deno.test("a backlog of large records is posted in batches the service's body li
   const metrics = await (await fetch(`${service.url}/metrics`)).text();
   assert.doesNotMatch(metrics, /telemetry_http_responses_total\{[^}]*code="413"[^}]*\}/, "no 413");
   assert.deepEqual(log, []);
+});
+
+Deno.test("Outbox.run() posts a batch again with its Idempotency-Key after its answer was lost, and it is stored once", async () => {
+  await using site = await tempDir();
+  await using service = await testServer({ siteDir: site.path });
+  await using proxy = answerDroppingProxy(service.addr.port, 1);
+  const log: LogLine[] = [];
+  const outbox = new Outbox(
+    new TelemetryClient({ baseUrl: proxy.url, timeoutMs: 2000 }),
+    (level, message) => log.push({ level, message }),
+  );
+  for (let i = 0; i < 3; i++) outbox.push({ type: "q", data: { i } });
+  const stop = new AbortController();
+  const sending = outbox.run(stop.signal);
+  try {
+    await waitUntil(() => outbox.size === 0, 30_000, "drained");
+  } finally {
+    stop.abort();
+    await sending;
+  }
+  assert.equal(proxy.dropped(), 1, "the first answer was lost");
+  assert.deepEqual((await storedEvents(site.path)).map((e) => e.data.i), [0, 1, 2]);
 });
