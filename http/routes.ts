@@ -21,7 +21,7 @@ import { readTs } from "../wire/ndjson.ts";
 import type { ShutdownLifecycle } from "./shutdown.ts";
 import { VERSION } from "./version.ts";
 import { historyResponse } from "./history.ts";
-import { idempotencyKeyOf, keyedAnswer, requestHash } from "./idempotency.ts";
+import { idempotencyKeyOf, keyedAnswer, requestHash } from "./idempotent.ts";
 import type { SafetyVerdict } from "../core/safety.ts";
 
 /** What the API routes need besides the service. */

@@ -6,7 +6,7 @@
  *
  * @example Usage
  * ```ts
- * import { idempotencyKeyOf } from "./idempotency.ts";
+ * import { idempotencyKeyOf } from "./idempotent.ts";
  * import assert from "node:assert/strict";
  *
  * const req = new Request("http://localhost/event", { headers: { "idempotency-key": "k-1" } });
@@ -38,7 +38,7 @@ const PRINTABLE = /^[\x20-\x7e]+$/;
  *
  * @example Usage
  * ```ts
- * import { idempotencyKeyOf } from "./idempotency.ts";
+ * import { idempotencyKeyOf } from "./idempotent.ts";
  * import assert from "node:assert/strict";
  *
  * assert.equal(idempotencyKeyOf(new Request("http://localhost/event")), undefined);
@@ -79,7 +79,7 @@ const encoder = new TextEncoder();
  *
  * @example Usage
  * ```ts
- * import { requestHash } from "./idempotency.ts";
+ * import { requestHash } from "./idempotent.ts";
  * import assert from "node:assert/strict";
  *
  * const body = new TextEncoder().encode('{"type":"a","data":{}}');
@@ -113,7 +113,7 @@ const REPLAY_HEADERS = { ...ANSWER_HEADERS, [IDEMPOTENT_REPLAYED_HEADER.toLowerC
  *
  * @example Usage
  * ```ts
- * import { keyedAnswer } from "./idempotency.ts";
+ * import { keyedAnswer } from "./idempotent.ts";
  * import assert from "node:assert/strict";
  *
  * assert.equal(keyedAnswer("{}", true).headers.get("idempotent-replayed"), "true");
