@@ -91,7 +91,8 @@ export interface IdempotencyKeysOptions {
  */
 export class IdempotencyKeys {
   #entries = new Map<string, KeyEntry>();
-  #pending = new Map<string, { settled: Promise<void>; settle: () => void }>();
+  /** The keys being answered, with the promise their waiters wait on, made by the first waiter. */
+  #pending = new Map<string, { settled?: Promise<void>; settle?: () => void }>();
   #clock: () => number;
   #maxKeys: number;
   #maxAgeMs: number;
@@ -136,10 +137,11 @@ export class IdempotencyKeys {
       return entry.hash === hash ? { kind: "replay", entry } : { kind: "conflict", entry };
     }
     const pending = this.#pending.get(key);
-    if (pending !== undefined) return { kind: "wait", settled: pending.settled };
-    let settle!: () => void;
-    const settled = new Promise<void>((resolve) => (settle = resolve));
-    this.#pending.set(key, { settled, settle });
+    if (pending !== undefined) {
+      pending.settled ??= new Promise<void>((resolve) => (pending.settle = resolve));
+      return { kind: "wait", settled: pending.settled };
+    }
+    this.#pending.set(key, {});
     return { kind: "claimed" };
   }
 
@@ -153,7 +155,7 @@ export class IdempotencyKeys {
     const pending = this.#pending.get(key);
     if (pending === undefined) return;
     this.#pending.delete(key);
-    pending.settle();
+    pending.settle?.();
   }
 
   /**

@@ -287,7 +287,7 @@ async function postEvent(
     const events = await service.submit([parseEvent(value)]);
     return json(200, events[0]!.line);
   }
-  const hash = await requestHash("/event", false, bytes);
+  const hash = requestHash("/event", false, bytes);
   const answer = await service.submitOnce({ key, hash }, () => [parseEvent(value)]);
   return keyedAnswer(answer.lines[0]!, answer.replayed);
 }
@@ -315,7 +315,7 @@ async function postEvents(
     const events = await service.submit(parseEvents(items, true, lines));
     return json(200, batchBody(events.map((e) => e.line)));
   }
-  const hash = await requestHash("/events", ndjson !== undefined, bytes);
+  const hash = requestHash("/events", ndjson !== undefined, bytes);
   const answer = await service.submitOnce({ key, hash }, () => parseEvents(items, true, lines));
   return keyedAnswer(batchBody(answer.lines), answer.replayed);
 }

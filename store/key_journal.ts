@@ -265,11 +265,12 @@ export class KeyJournal {
           const head = parseHead(text);
           if (head === undefined) continue;
           firstAt ??= head.at;
+          // Past its 24 hours a key is never loaded, so its events need no looking up.
+          if (head.at <= options.now - options.maxAgeMs) continue;
           if (head.stored !== null && await lastSeq(head.stored) < head.stored.seq) {
             cut = { offset: start, dropped: 1 };
             continue;
           }
-          if (head.at <= options.now - options.maxAgeMs) continue;
           records.push({
             key: head.key,
             hash: head.hash,

@@ -137,3 +137,21 @@ Deno.test("TelemetryService keeps two generations of its key journal, beginning 
   assert.deepEqual(lines.map((l) => JSON.parse(l).key), ["day-3"]);
   assert.equal((await service.submitOnce({ key: "day-2.5", hash: "h" }, parse)).replayed, true);
 });
+
+Deno.test("TelemetryService.open() keeps a key answered during a run, whose events went to the run's file", async () => {
+  await using site = await tempDir();
+  const parse = () =>
+    parseEvents([{ type: "focuser", data: { position: 1 } }, { type: "weather", data: {} }], true);
+  let first;
+  {
+    await using service = await openService(site.path);
+    await service.startRun({ runId: "night-1" });
+    first = await service.submitOnce({ key: "in-run", hash: "h" }, parse);
+  }
+  await using service = await openService(site.path);
+  assert.deepEqual(await service.submitOnce({ key: "in-run", hash: "h" }, parse), {
+    lines: first.lines,
+    replayed: true,
+  });
+  assert.equal((await readLines(join(site.path, "night-1", "telemetry.ndjson"))).length, 2);
+});
