@@ -19,11 +19,11 @@
 
 export {
   type CommittedEvent,
-  type KeyedAnswer,
   DEFAULT_MAX_SNAPSHOT_BYTES,
   DEFAULT_MAX_TYPES,
   DEFAULT_SITE_TYPES,
   type EventCommand,
+  type KeyedAnswer,
   RUN_ID_PATTERN,
   type RunStart,
   type RunStartCommand,

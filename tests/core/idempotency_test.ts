@@ -122,7 +122,9 @@ Deno.test("TelemetryService keeps two generations of its key journal, beginning 
   await using service = await openService(site.path, {}, now);
   const parse = () => parseEvents([{ type: "weather", data: { t: 1 } }], false);
   const journals = async () =>
-    [...Deno.readDirSync(site.path)].map((e) => e.name).filter((n) => n.startsWith(".idempotency"))
+    (await Array.fromAsync(Deno.readDir(site.path))).map((e) => e.name).filter((n) =>
+      n.startsWith(".idempotency")
+    )
       .sort();
   await service.submitOnce({ key: "day-1", hash: "h" }, parse);
   now.ms += DAY_MS;
