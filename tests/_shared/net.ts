@@ -175,6 +175,8 @@ export async function selfSignedCert(dir: string, addresses: string[] = []): Pro
 export interface AnswerDroppingProxy extends AsyncDisposable {
   /** `http://127.0.0.1:<port>` of the proxy. */
   readonly url: string;
+  /** The proxy's port. */
+  readonly port: number;
   /** Connections accepted so far. */
   connections(): number;
   /** Connections whose answer was dropped so far. */
@@ -244,8 +246,10 @@ export function answerDroppingProxy(targetPort: number, drop = 1): AnswerDroppin
       // the listener closed
     }
   })();
+  const port = (listener.addr as Deno.NetAddr).port;
   return {
-    url: `http://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`,
+    url: `http://127.0.0.1:${port}`,
+    port,
     connections: () => connections,
     dropped: () => dropped,
     async [Symbol.asyncDispose]() {

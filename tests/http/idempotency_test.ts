@@ -16,34 +16,35 @@ interface Answer {
   body: string;
 }
 
-/** Posts a raw body with a key (none when `key` is undefined). */
+/** Posts a raw body with a key and checks that the answer has `status`. */
 async function post(
   url: string,
   body: string,
-  key: string | undefined,
+  key: string,
+  status: number,
   contentType = "application/json",
 ): Promise<Answer> {
-  const headers: Record<string, string> = { "content-type": contentType };
-  if (key !== undefined) headers["idempotency-key"] = key;
+  const headers = { "content-type": contentType, "idempotency-key": key };
   const res = await fetch(url, { method: "POST", headers, body });
-  return {
+  const answer = {
     status: res.status,
     replayed: res.headers.get("idempotent-replayed"),
     body: await res.text(),
   };
+  assert.equal(answer.status, status, `${JSON.stringify(key)}: ${answer.body}`);
+  return answer;
 }
 
 Deno.test("POST /event answers a retried Idempotency-Key with its first answer and Idempotent-Replayed: true, storing nothing", async () => {
   await using site = await tempDir();
   await using server = await testServer({ siteDir: site.path });
   const body = '{"type":"weather","data":{"wind_mps":2.1}}';
-  const first = await post(`${server.url}/event`, body, "retry-1");
-  assert.equal(first.status, 200, first.body);
+  const first = await post(`${server.url}/event`, body, "retry-1", 200);
   assert.equal(first.replayed, null);
-  const again = await post(`${server.url}/event`, body, "retry-1");
+  const again = await post(`${server.url}/event`, body, "retry-1", 200);
   assert.deepEqual(again, { status: 200, replayed: "true", body: first.body });
   assert.deepEqual(await readSiteLines(site.path), [first.body]);
-  const next = await post(`${server.url}/event`, body, "retry-2");
+  const next = await post(`${server.url}/event`, body, "retry-2", 200);
   assert.equal(JSON.parse(next.body).seq, 2, "the replay used no seq");
 });
 
@@ -52,10 +53,9 @@ Deno.test("POST /events answers a retried Idempotency-Key with its first answer,
   await using server = await testServer({ siteDir: site.path });
   const ndjson =
     '{"type":"weather","data":{"t":1}}\n{"type":"dome","data":{"open":true},"store_permanently":false}\n';
-  const first = await post(`${server.url}/events`, ndjson, "batch-1", "application/x-ndjson");
-  assert.equal(first.status, 200, first.body);
+  const first = await post(`${server.url}/events`, ndjson, "batch-1", 200, "application/x-ndjson");
   assert.equal(JSON.parse(first.body).accepted, 2);
-  const again = await post(`${server.url}/events`, ndjson, "batch-1", "application/x-ndjson");
+  const again = await post(`${server.url}/events`, ndjson, "batch-1", 200, "application/x-ndjson");
   assert.deepEqual(again, { status: 200, replayed: "true", body: first.body });
   assert.equal((await readSiteLines(site.path)).length, 1, "the weather event, once");
 });
@@ -63,16 +63,14 @@ Deno.test("POST /events answers a retried Idempotency-Key with its first answer,
 Deno.test("POST /event answers 422 to a known Idempotency-Key sent with another body or to another route, storing nothing", async () => {
   await using site = await tempDir();
   await using server = await testServer({ siteDir: site.path });
-  const first = await post(`${server.url}/event`, '{"type":"weather","data":{"t":1}}', "k-422");
-  assert.equal(first.status, 200, first.body);
-  const other = await post(`${server.url}/event`, '{"type":"weather","data":{"t":2}}', "k-422");
-  assert.equal(other.status, 422, other.body);
+  const event = '{"type":"weather","data":{"t":1}}';
+  const first = await post(`${server.url}/event`, event, "k-422", 200);
+  const other = await post(`${server.url}/event`, event.replace("1", "2"), "k-422", 422);
   assert.match(
     JSON.parse(other.body).detail,
     /Idempotency-Key "k-422" was answered at .* another body or route; nothing was stored/,
   );
-  const batch = await post(`${server.url}/events`, '[{"type":"weather","data":{"t":1}}]', "k-422");
-  assert.equal(batch.status, 422, batch.body);
+  await post(`${server.url}/events`, `[${event}]`, "k-422", 422);
   assert.deepEqual(await readSiteLines(site.path), [first.body]);
 });
 
@@ -80,21 +78,18 @@ Deno.test("POST /event answers 400 naming the Idempotency-Key header to an empty
   await using site = await tempDir();
   await using server = await testServer({ siteDir: site.path });
   const body = '{"type":"weather","data":{"t":1}}';
-  for (
-    const [key, found] of [
-      ["", "it is empty"],
-      ["x".repeat(201), "it has 201"],
-      ["a\tb", "character 2 is U+0009"],
-      ["caf\u00e9", "character 4 is U+00E9"],
-    ]
-  ) {
-    const answer = await post(`${server.url}/event`, body, key);
-    assert.equal(answer.status, 400, `${JSON.stringify(key)}: ${answer.body}`);
-    const { detail } = JSON.parse(answer.body);
+  const bad: [key: string, found: string][] = [
+    ["", "it is empty"],
+    ["x".repeat(201), "it has 201"],
+    ["a\tb", "character 2 is U+0009"],
+    ["caf\u00e9", "character 4 is U+00E9"],
+  ];
+  for (const [key, found] of bad) {
+    const { detail } = JSON.parse((await post(`${server.url}/event`, body, key, 400)).body);
     assert.match(detail, /^The Idempotency-Key header must be 1 to 200 printable ASCII characters/);
     assert.ok(detail.includes(found), detail);
   }
-  assert.equal((await post(`${server.url}/event`, body, "x".repeat(200))).status, 200);
+  await post(`${server.url}/event`, body, "x".repeat(200), 200);
   assert.equal((await readSiteLines(site.path)).length, 1);
 });
 
@@ -103,12 +98,9 @@ Deno.test("POST /event stores once when requests with one Idempotency-Key arrive
   await using server = await testServer({ siteDir: site.path });
   const body = '{"type":"weather","data":{"t":1}}';
   const answers = await Promise.all(
-    Array.from({ length: 8 }, () => post(`${server.url}/event`, body, "together")),
+    Array.from({ length: 8 }, () => post(`${server.url}/event`, body, "together", 200)),
   );
-  assert.ok(
-    answers.every((a) => a.status === 200 && a.body === answers[0]!.body),
-    JSON.stringify(answers),
-  );
+  assert.ok(answers.every((a) => a.body === answers[0]!.body), JSON.stringify(answers));
   assert.equal(answers.filter((a) => a.replayed === null).length, 1, "one first answer");
   assert.equal((await readSiteLines(site.path)).length, 1);
 });
@@ -116,12 +108,11 @@ Deno.test("POST /event stores once when requests with one Idempotency-Key arrive
 Deno.test("POST /event keeps no Idempotency-Key whose request was refused, so its corrected retry is stored", async () => {
   await using site = await tempDir();
   await using server = await testServer({ siteDir: site.path });
-  const bad = await post(`${server.url}/event`, '{"type":"weather","data":5}', "fix-me");
-  assert.equal(bad.status, 400, bad.body);
-  const good = await post(`${server.url}/event`, '{"type":"weather","data":{"t":1}}', "fix-me");
-  assert.equal(good.status, 200, good.body);
+  const event = '{"type":"weather","data":{"t":1}}';
+  await post(`${server.url}/event`, '{"type":"weather","data":5}', "fix-me", 400);
+  const good = await post(`${server.url}/event`, event, "fix-me", 200);
   assert.equal(good.replayed, null);
-  const again = await post(`${server.url}/event`, '{"type":"weather","data":{"t":1}}', "fix-me");
+  const again = await post(`${server.url}/event`, event, "fix-me", 200);
   assert.deepEqual(again, { status: 200, replayed: "true", body: good.body }, "kept from then on");
   assert.deepEqual(await readSiteLines(site.path), [good.body]);
 });
