@@ -32,7 +32,7 @@
  *
  * Usage: deno run -A bench/ingest.ts [--seconds 5] [--rounds 3] [--warmup 3] [--connections 16]
  *   [--skip-memory]
- *   [--baseline DIR] [--keyed]
+ *   [--baseline DIR] [--keyed] [--targets interval,key,nokey,baseline]
  * @module
  */
 
@@ -63,6 +63,7 @@ const { values: flags } = parseArgs({
     "no-wrk": { type: "boolean", default: false },
     baseline: { type: "string" },
     keyed: { type: "boolean", default: false },
+    targets: { type: "string" },
   },
   strict: true,
 });
@@ -383,6 +384,11 @@ async function main() {
   const targets: Target[] = ["floor", "interval", "always", "never"];
   if (BASELINE) targets.push("baseline");
   if (flags.keyed) targets.push("key", "nokey");
+  // `--targets` keeps only those named (in this order): a comparison of two need not run all.
+  if (flags.targets !== undefined) {
+    const only = flags.targets.split(",") as Target[];
+    targets.splice(0, targets.length, ...only.filter((t) => targets.includes(t)));
+  }
   const samples: Sample[] = [];
   for (let round = 1; round <= ROUNDS; round++) {
     for (const mode of ["single", "batch"] as Mode[]) {
