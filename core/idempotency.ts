@@ -5,7 +5,7 @@
  * second request with one of them waits for that answer instead of storing its events again.
  *
  * Memory is bounded: at most `maxKeys` keys are remembered (100,000 by default: measured at about
- * 250 bytes each with a UUID for key, 24 MiB in all, and 40 MiB with 200-character keys), the
+ * 300 bytes each with a UUID for key, 28 MiB in all, and 44 MiB with 200-character keys), the
  * oldest forgotten first; a forgotten key's request, sent again, is stored again (docs/storage.md,
  * "Idempotency keys", says why that bound holds every retry the client and the collector make).
  *
@@ -42,6 +42,11 @@ export interface KeyEntry {
   at: number;
   /** Where its answer is kept. */
   ref: KeyRef;
+}
+
+/** An entry with its key, as the order of answers keeps it. */
+interface Remembered extends KeyEntry {
+  key: string;
 }
 
 /** What {@linkcode IdempotencyKeys.claim} found. */
@@ -90,7 +95,14 @@ export interface IdempotencyKeysOptions {
  * ```
  */
 export class IdempotencyKeys {
-  #entries = new Map<string, KeyEntry>();
+  #entries = new Map<string, Remembered>();
+  /**
+   * The remembered entries, oldest first, from `#head` on: the oldest is found here, not by
+   * iterating the `Map`, whose deleted slots an iteration from its start walks over until it is
+   * rebuilt (at the bound, one per key answered).
+   */
+  #order: (Remembered | undefined)[] = [];
+  #head = 0;
   /** The keys being answered, with the promise their waiters wait on, made by the first waiter. */
   #pending = new Map<string, { settled?: Promise<void>; settle?: () => void }>();
   #clock: () => number;
@@ -165,24 +177,15 @@ export class IdempotencyKeys {
    * @param entry Its hash, time and answer.
    */
   remember(key: string, entry: KeyEntry): void {
-    this.#entries.delete(key);
-    this.#entries.set(key, entry);
+    const remembered: Remembered = { ...entry, key };
+    this.#entries.set(key, remembered);
+    this.#order.push(remembered);
     let early = 0;
     while (this.#entries.size > this.#maxKeys) {
-      const oldest = this.#entries.keys().next().value!;
-      this.#entries.delete(oldest);
+      this.#dropOldest();
       early++;
     }
     if (early > 0) this.#forgot(early, `more than ${this.#maxKeys} keys were answered`);
-  }
-
-  /**
-   * Forgets a key whose answer cannot be read back any more.
-   *
-   * @param key The key.
-   */
-  forget(key: string): void {
-    this.#entries.delete(key);
   }
 
   /**
@@ -191,22 +194,43 @@ export class IdempotencyKeys {
    * @param gen The deleted generation.
    */
   forgetGeneration(gen: number): void {
-    const now = this.#clock();
+    const recent = this.#clock() - this.#maxAgeMs;
     let early = 0;
-    for (const [key, entry] of this.#entries) {
-      if (entry.ref.gen > gen) break;
-      this.#entries.delete(key);
-      if (entry.at > now - this.#maxAgeMs) early++;
+    for (let oldest = this.#oldest(); oldest && oldest.ref.gen <= gen; oldest = this.#oldest()) {
+      this.#dropOldest();
+      if (oldest.at > recent) early++;
     }
     if (early > 0) this.#forgot(early, "the journal of keys reached its size bound");
   }
 
   /** Forgets the keys older than `maxAgeMs`: the oldest are first. */
   #expire(): void {
-    const oldest = this.#clock() - this.#maxAgeMs;
-    for (const [key, entry] of this.#entries) {
-      if (entry.at > oldest) return;
-      this.#entries.delete(key);
+    const before = this.#clock() - this.#maxAgeMs;
+    for (let oldest = this.#oldest(); oldest && oldest.at <= before; oldest = this.#oldest()) {
+      this.#dropOldest();
+    }
+  }
+
+  /** The oldest entry still remembered, passing over those remembered again since. */
+  #oldest(): Remembered | undefined {
+    while (this.#head < this.#order.length) {
+      const entry = this.#order[this.#head]!;
+      if (this.#entries.get(entry.key) === entry) return entry;
+      this.#order[this.#head++] = undefined;
+    }
+    return undefined;
+  }
+
+  /** Forgets the oldest entry. */
+  #dropOldest(): void {
+    const oldest = this.#oldest();
+    if (oldest === undefined) return;
+    this.#entries.delete(oldest.key);
+    this.#order[this.#head++] = undefined;
+    // The consumed front is dropped now and then, so the array follows the number of keys.
+    if (this.#head > 1024 && this.#head * 2 > this.#order.length) {
+      this.#order = this.#order.slice(this.#head);
+      this.#head = 0;
     }
   }
 
