@@ -143,9 +143,9 @@ export class IdempotencyKeys {
    * @returns What to do with the request.
    */
   claim(key: string, hash: string): Claim {
-    this.#expire();
     const entry = this.#entries.get(key);
-    if (entry !== undefined) {
+    // An entry past its time is no longer there; `remember` clears such entries out.
+    if (entry !== undefined && entry.at > this.#clock() - this.#maxAgeMs) {
       return entry.hash === hash ? { kind: "replay", entry } : { kind: "conflict", entry };
     }
     const pending = this.#pending.get(key);
@@ -177,6 +177,7 @@ export class IdempotencyKeys {
    * @param entry Its hash, time and answer.
    */
   remember(key: string, entry: KeyEntry): void {
+    this.#expire();
     const remembered: Remembered = { ...entry, key };
     this.#entries.set(key, remembered);
     this.#order.push(remembered);
