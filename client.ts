@@ -30,6 +30,7 @@
 export {
   DEFAULT_CLIENT_HOST,
   DEFAULT_CLIENT_PORT,
+  DEFAULT_POST_RETRIES,
   DEFAULT_TIMEOUT_MS,
   TelemetryClient,
 } from "./client/client.ts";
@@ -40,6 +41,7 @@ export type {
   FieldInfo,
   HealthInfo,
   PostEventOptions,
+  PostOptions,
   ReadyInfo,
   RequestOptions,
   RunInfo,

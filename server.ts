@@ -23,6 +23,7 @@ export {
   DEFAULT_MAX_TYPES,
   DEFAULT_SITE_TYPES,
   type EventCommand,
+  type KeyedAnswer,
   RUN_ID_PATTERN,
   type RunStart,
   type RunStartCommand,
@@ -34,6 +35,7 @@ export {
   type WriteReport,
 } from "./core/service.ts";
 export {
+  IdempotencyConflictError,
   InvalidRequestError,
   NoActiveRunError,
   RunConflictError,

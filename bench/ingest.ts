@@ -20,6 +20,11 @@
  * service from DIR runs too, with `--fsync interval`, as target `baseline`: before/after ratios
  * come from the same rounds.
  *
+ * With `--keyed`, two more targets run with `--fsync interval` (docs/http-api.md, "Retrying
+ * safely"): `key`, whose every request (every batch) carries a new `Idempotency-Key`, and
+ * `nokey`, loaded by the same wrk script with the same values sent as `X-Request-Id`, which the
+ * service ignores: the two differ only in what the service does with the key.
+ *
  * Every measurement starts a fresh process (so each file check counts only its own events) and
  * first sends it `--warmup` seconds of the same load, unmeasured but checked in the files: a
  * service runs for hours, and until V8 has compiled its hot code the larger program pays more
@@ -27,7 +32,7 @@
  *
  * Usage: deno run -A bench/ingest.ts [--seconds 5] [--rounds 3] [--warmup 3] [--connections 16]
  *   [--skip-memory]
- *   [--baseline DIR]
+ *   [--baseline DIR] [--keyed] [--targets interval,key,nokey,baseline]
  * @module
  */
 
@@ -57,6 +62,8 @@ const { values: flags } = parseArgs({
     "memory-events": { type: "string", default: "1000000" },
     "no-wrk": { type: "boolean", default: false },
     baseline: { type: "string" },
+    keyed: { type: "boolean", default: false },
+    targets: { type: "string" },
   },
   strict: true,
 });
@@ -72,7 +79,7 @@ const EVENT = {
 const EVENT_JSON = JSON.stringify(EVENT);
 const BATCH_BODY = Array.from({ length: BATCH }, () => EVENT_JSON).join("\n") + "\n";
 
-type Target = "floor" | "interval" | "always" | "never" | "baseline";
+type Target = "floor" | "interval" | "always" | "never" | "baseline" | "key" | "nokey";
 const BASELINE = flags.baseline === undefined ? undefined : resolve(flags.baseline);
 type Mode = "single" | "batch";
 
@@ -118,7 +125,7 @@ async function start(target: Target): Promise<Running> {
       root: target === "baseline" ? BASELINE! : ROOT,
       siteDir,
       port,
-      fsync: target === "baseline" ? "interval" : target,
+      fsync: target === "always" || target === "never" ? target : "interval",
     });
   }
   const t0 = performance.now();
@@ -150,20 +157,53 @@ async function stop(run: Running): Promise<void> {
   await run.child.status;
 }
 
-async function loadWithWrk(url: string, mode: Mode, seconds: number): Promise<WrkResult> {
+/**
+ * The Lua lines that give every request a header of its own value, unique across wrk's threads
+ * and across runs: `Idempotency-Key` for target `key`, `X-Request-Id` (ignored) for `nokey`.
+ */
+function perRequestHeader(target: Target): string {
+  if (target !== "key" && target !== "nokey") return "";
+  const header = target === "key" ? "Idempotency-Key" : "X-Request-Id";
+  const run = crypto.randomUUID();
+  return `local threads = 0
+function setup(thread)
+  threads = threads + 1
+  thread:set("tid", threads)
+end
+local counter = 0
+function request()
+  counter = counter + 1
+  wrk.headers["${header}"] = "${run}-" .. tid .. "-" .. counter
+  return wrk.format()
+end
+`;
+}
+
+async function loadWithWrk(
+  url: string,
+  mode: Mode,
+  seconds: number,
+  target: Target,
+): Promise<WrkResult> {
   const body = mode === "single" ? EVENT_JSON : BATCH_BODY;
   const contentType = mode === "single" ? "application/json" : "application/x-ndjson";
   return await runWrk({
     url: `${url}${mode === "single" ? "/event" : "/events"}`,
     script: `wrk.method = "POST"\nwrk.body = ${
       luaString(body)
-    }\nwrk.headers["Content-Type"] = "${contentType}"\n`,
+    }\nwrk.headers["Content-Type"] = "${contentType}"\n${perRequestHeader(target)}`,
     connections: mode === "single" ? CONNECTIONS : 4,
     seconds,
   });
 }
 
-async function loadWithFetch(url: string, mode: Mode, seconds: number): Promise<WrkResult> {
+async function loadWithFetch(
+  url: string,
+  mode: Mode,
+  seconds: number,
+  target: Target,
+): Promise<WrkResult> {
+  const header = target === "key" ? "idempotency-key" : target === "nokey" ? "x-request-id" : "";
   const latencies: number[] = [];
   let requests = 0, errors = 0;
   const end = performance.now() + seconds * 1000;
@@ -177,6 +217,7 @@ async function loadWithFetch(url: string, mode: Mode, seconds: number): Promise<
           method: "POST",
           headers: {
             "content-type": mode === "single" ? "application/json" : "application/x-ndjson",
+            ...(header ? { [header]: crypto.randomUUID() } : {}),
           },
           body: mode === "single" ? EVENT_JSON : BATCH_BODY,
         });
@@ -238,7 +279,9 @@ async function measure(target: Target, mode: Mode, useWrk: boolean): Promise<Sam
   const run = await start(target);
   try {
     const loadFor = (seconds: number) =>
-      useWrk ? loadWithWrk(run.url, mode, seconds) : loadWithFetch(run.url, mode, seconds);
+      useWrk
+        ? loadWithWrk(run.url, mode, seconds, target)
+        : loadWithFetch(run.url, mode, seconds, target);
     const warm = WARMUP > 0 ? await loadFor(WARMUP) : undefined;
     const load = await loadFor(SECONDS);
     const perRequest = mode === "single" ? 1 : BATCH;
@@ -340,6 +383,12 @@ async function main() {
   );
   const targets: Target[] = ["floor", "interval", "always", "never"];
   if (BASELINE) targets.push("baseline");
+  if (flags.keyed) targets.push("key", "nokey");
+  // `--targets` keeps only those named (in this order): a comparison of two need not run all.
+  if (flags.targets !== undefined) {
+    const only = flags.targets.split(",") as Target[];
+    targets.splice(0, targets.length, ...only.filter((t) => targets.includes(t)));
+  }
   const samples: Sample[] = [];
   for (let round = 1; round <= ROUNDS; round++) {
     for (const mode of ["single", "batch"] as Mode[]) {

@@ -18,8 +18,9 @@ import { COLLECT_HELP, COLLECT_OPTIONS } from "./collect_help.ts";
 
 /**
  * How long the outbox waits for the answer to one post. A batch the service stored but answered
- * late (a disk stalling in fsync) and given up on is posted again, stored twice: so the wait is
- * long, and only a service that is really gone times out (docs/collect.md, "Faults").
+ * late (a disk stalling in fsync) and given up on is posted again with its `Idempotency-Key` and
+ * answered from it, not stored twice; the long wait spares a stalling disk the retries, so only a
+ * service that is really gone times out (docs/collect.md, "Faults").
  */
 const POST_TIMEOUT_MS = 30_000;
 

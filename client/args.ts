@@ -213,3 +213,89 @@ export function streamPath(types: readonly string[] | undefined, action: string)
   }
   return path;
 }
+
+/** The most times a post is sent again when no answer came back. */
+const MAX_RETRIES = 10;
+
+/**
+ * Checks a `retries` option: how many times a post is sent again after no answer came back.
+ *
+ * @param value The option as given.
+ * @param action What was being done, for the message.
+ * @param fallback The value when it is not given.
+ * @returns A whole number from 0 to 10.
+ * @throws {RangeError} For anything else.
+ *
+ * @example Usage
+ * ```ts
+ * import { checkRetries } from "./args.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(checkRetries(undefined, "Cannot post", 2), 2);
+ * assert.throws(() => checkRetries(-1, "Cannot post", 2), RangeError);
+ * ```
+ */
+export function checkRetries(value: unknown, action: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== "number" || !Number.isInteger(value) || value < 0 || value > MAX_RETRIES) {
+    throw new RangeError(
+      `${action}: "retries" must be a whole number from 0 to ${MAX_RETRIES}, not ${String(value)}`,
+    );
+  }
+  return value;
+}
+
+/**
+ * Checks a caller's `idempotencyKey`: 1 to 200 printable ASCII characters, as the service
+ * accepts it (docs/http-api.md).
+ *
+ * @param value The option as given.
+ * @param action What was being done, for the message.
+ * @returns The key, or `undefined` when none was given.
+ * @throws {TypeError} For anything else.
+ *
+ * @example Usage
+ * ```ts
+ * import { checkIdempotencyKey } from "./args.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(checkIdempotencyKey("batch-17", "Cannot post"), "batch-17");
+ * assert.throws(() => checkIdempotencyKey("", "Cannot post"), TypeError);
+ * ```
+ */
+export function checkIdempotencyKey(value: unknown, action: string): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== "string" || !/^[\x20-\x7e]{1,200}$/.test(value)) {
+    throw new TypeError(
+      `${action}: "idempotencyKey" must be 1 to 200 printable ASCII characters, not ${
+        describe(value)
+      }; leave it out and the client makes one`,
+    );
+  }
+  return value;
+}
+
+/**
+ * A new idempotency key: `crypto.randomUUID()`, or where a runtime lacks it (a browser page
+ * served over plain HTTP) a version 4 UUID made from `crypto.getRandomValues()`.
+ *
+ * @returns A UUID such as `"3f2c9a4e-5b1d-4c6e-9f0a-7d8e2b1c4a5f"`.
+ *
+ * @example Usage
+ * ```ts
+ * import { newIdempotencyKey } from "./args.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.match(newIdempotencyKey(), /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+ * ```
+ */
+export function newIdempotencyKey(): string {
+  if (typeof crypto.randomUUID === "function") return crypto.randomUUID();
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  bytes[6] = (bytes[6]! & 0x0f) | 0x40;
+  bytes[8] = (bytes[8]! & 0x3f) | 0x80;
+  const hex = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${
+    hex.slice(20)
+  }`;
+}

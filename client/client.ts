@@ -6,7 +6,9 @@
 
 import { describe, isJsonObject, type JsonObject, type TelemetryEvent } from "../wire/event.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, resolveBaseUrl, resolveToken } from "../wire/address.ts";
-import { Transport } from "./transport.ts";
+import { type Answer, Transport } from "./transport.ts";
+import { Backoff } from "../wire/backoff.ts";
+import { TelemetryConnectionError } from "./errors.ts";
 import { checkOf, healthOf, readyOf, safetyOf, typesOf } from "./answers.ts";
 import { type FollowMessage, type FollowOptions, followStream } from "./follow.ts";
 import { type HistoryBucketOptions, type HistoryOptions, historyPages } from "./history.ts";
@@ -14,12 +16,15 @@ import type { HistoryBucket } from "../wire/history.ts";
 import {
   checkDelay,
   checkFetch,
+  checkIdempotencyKey,
   checkOptionsObject,
+  checkRetries,
   checkSignal,
   checkTimeout,
   checkToken,
   checkType,
   eventsBody,
+  newIdempotencyKey,
   runStartBody,
   streamPath,
   stringifyBody,
@@ -31,6 +36,7 @@ import type {
   EventInput,
   HealthInfo,
   PostEventOptions,
+  PostOptions,
   ReadyInfo,
   RequestOptions,
   RunInfo,
@@ -50,6 +56,11 @@ export const DEFAULT_CLIENT_PORT: number = DEFAULT_PORT;
 export const DEFAULT_CLIENT_HOST: string = DEFAULT_HOST;
 /** The default per-request timeout in milliseconds. */
 export const DEFAULT_TIMEOUT_MS = 5000;
+/** How many times a post is sent again by default when no answer came back (docs/client.md). */
+export const DEFAULT_POST_RETRIES = 2;
+/** The wait before a post's first retry; each next one waits twice as long, up to 2 s. */
+const RETRY_FIRST_MS = 250;
+const RETRY_MAX_MS = 2000;
 
 /**
  * A client for the telemetry service (docs/client.md). Every method that talks to the
@@ -72,6 +83,7 @@ export class TelemetryClient {
   /** The resolved base address, for example `"http://localhost:6562"`, without trailing `/`. */
   readonly baseUrl: string;
   #transport: Transport;
+  #retries: number;
 
   /**
    * Creates a client. Resolution: `baseUrl`, else `host`/`port`, else the environment variables
@@ -91,6 +103,11 @@ export class TelemetryClient {
       timeoutMs: checkTimeout(options.timeoutMs ?? DEFAULT_TIMEOUT_MS),
       fetch: checkFetch(options.fetch),
     });
+    this.#retries = checkRetries(
+      options.retries,
+      "Cannot create a TelemetryClient",
+      DEFAULT_POST_RETRIES,
+    );
   }
 
   /**
@@ -272,10 +289,11 @@ export class TelemetryClient {
    *
    * @param type Event type, for example `"weather"`: 1 to 128 characters, no control characters.
    * @param data Payload; a plain JSON object.
-   * @param options `meta`, `ts`, `storePermanently`, `makeCurrent` and an abort signal.
+   * @param options `meta`, `ts`, `storePermanently`, `makeCurrent`, the post's `idempotencyKey`
+   *   and `retries` (docs/client.md), and an abort signal.
    * @returns The envelope exactly as the server wrote it to disk.
    * @throws {TypeError} If an argument has the wrong type; no request is made.
-   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`, on every try.
    * @throws {TelemetryHttpError} If the server refuses the event; `detail` says what to fix.
    *
    * @example Usage
@@ -295,7 +313,7 @@ export class TelemetryClient {
     }`;
     const signal = this.#requestSignal(options, action);
     const body = stringifyBody(toWire(type, data, options, action), action);
-    const answer = await this.#transport.call("POST", "/event", { signal, body });
+    const answer = await this.#post("/event", body, signal, options, action);
     return this.#transport.toEvent(answer, "/event");
   }
 
@@ -304,11 +322,11 @@ export class TelemetryClient {
    * order.
    *
    * @param items The events; each is validated before anything is sent.
-   * @param options An optional abort signal.
+   * @param options The post's `idempotencyKey` and `retries` (docs/client.md), and an abort signal.
    * @returns The envelopes as written, in the order of `items`.
    * @throws {TypeError} If `items` is not an array or an item is malformed (the message names its
    * index); no request is made.
-   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`, on every try.
    * @throws {TelemetryHttpError} If the server refuses the batch; `detail` names the bad item.
    *
    * @example Usage
@@ -322,12 +340,12 @@ export class TelemetryClient {
    */
   async postEvents(
     items: readonly EventInput[],
-    options: RequestOptions = {},
+    options: PostOptions = {},
   ): Promise<TelemetryEvent[]> {
     const action = "Cannot post events";
     const signal = this.#requestSignal(options, action);
     const body = eventsBody(items, action);
-    const { value, res } = await this.#transport.call("POST", "/events", { signal, body });
+    const { value, res } = await this.#post("/events", body, signal, options, action);
     if (!isJsonObject(value) || !Array.isArray(value.events)) {
       throw this.#transport.shapeError(
         res,
@@ -638,6 +656,34 @@ export class TelemetryClient {
     checkOptionsObject(options, action);
     checkSignal(options.signal, action);
     return historyPages(this.#transport, options);
+  }
+
+  /**
+   * One post, sent again with the same `Idempotency-Key` while no answer comes back, at most
+   * `retries` times (docs/client.md): the service answers a key it has stored once more, without
+   * storing it again.
+   */
+  async #post(
+    path: "/event" | "/events",
+    body: string,
+    signal: AbortSignal | undefined,
+    options: PostOptions,
+    action: string,
+  ): Promise<Answer> {
+    const idempotencyKey = checkIdempotencyKey(options.idempotencyKey, action) ??
+      newIdempotencyKey();
+    const retries = checkRetries(options.retries, action, this.#retries);
+    let backoff: Backoff | undefined;
+    for (let attempt = 0;; attempt++) {
+      try {
+        return await this.#transport.call("POST", path, { signal, body, idempotencyKey });
+      } catch (err) {
+        if (!(err instanceof TelemetryConnectionError) || attempt >= retries) throw err;
+        backoff ??= new Backoff({ firstMs: RETRY_FIRST_MS, maxMs: RETRY_MAX_MS });
+        await backoff.wait(signal);
+        if (signal?.aborted) throw signal.reason;
+      }
+    }
   }
 
   #requestSignal(options: RequestOptions, action: string): AbortSignal | undefined {

@@ -172,6 +172,8 @@ export interface CallOptions {
   nullOn404?: boolean;
   /** Statuses besides 2xx whose JSON body is the answer (`GET /check` answers 503). */
   okStatuses?: readonly number[];
+  /** Sent as the `Idempotency-Key` header (docs/http-api.md). */
+  idempotencyKey?: string | undefined;
 }
 
 /** A 2xx answer read as JSON, with its response for the status in later errors. */
@@ -288,6 +290,9 @@ export class Transport {
           signal: exchange.controller.signal,
         };
         if (options.body !== undefined) init.body = options.body;
+        if (options.idempotencyKey !== undefined) {
+          (init.headers as Record<string, string>)["idempotency-key"] = options.idempotencyKey;
+        }
         res = await doFetch(url, init);
         text = await res.text();
       } catch (err) {

@@ -47,6 +47,15 @@ export interface ClientOptions {
    * @default {globalThis.fetch}
    */
   fetch?: FetchFunction;
+  /**
+   * How many times a post (`postEvent`, `postEvents`, `insert`, `insertCurrent`) is sent again
+   * when no answer came back (the connection failed or `timeoutMs` passed), after 250 ms, then
+   * twice as long each time. Every post carries an `Idempotency-Key`, the same on each try, so a
+   * post the service stored but could not answer is answered again, never stored twice
+   * (docs/client.md). 0 sends each post once.
+   * @default {2}
+   */
+  retries?: number;
 }
 
 /** Per-call options shared by the client's methods. */
@@ -58,8 +67,23 @@ export interface RequestOptions {
   signal?: AbortSignal;
 }
 
+/** Options of the posts: {@linkcode TelemetryClient.postEvents}, and of `postEvent` with its own. */
+export interface PostOptions extends RequestOptions {
+  /**
+   * The post's `Idempotency-Key` (1 to 200 printable ASCII characters, docs/http-api.md): give
+   * the same key again to retry a post yourself, for example after a restart of your program.
+   * @default {a new crypto.randomUUID() per call, the same on its retries}
+   */
+  idempotencyKey?: string;
+  /**
+   * How many times this post is sent again when no answer came back.
+   * @default {the client's `retries`}
+   */
+  retries?: number;
+}
+
 /** Options of {@linkcode TelemetryClient.postEvent}. */
-export interface PostEventOptions extends RequestOptions {
+export interface PostEventOptions extends PostOptions {
   /**
    * Caller metadata copied into the envelope; the server adds `run_id` during a run.
    * @default {{}}

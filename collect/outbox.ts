@@ -1,7 +1,8 @@
 /**
  * The collector's queue to the service (docs/collect.md, "Faults"): bounded (the oldest event
- * dropped, counted, one warning), posted in order in `POST /events` batches, kept whole through
- * any transient failure and drained when the service returns.
+ * dropped, counted, one warning), posted in order in `POST /events` batches, each with an
+ * `Idempotency-Key` it keeps on every retry, kept whole through any transient failure and drained
+ * when the service returns.
  *
  * @module
  */
@@ -65,9 +66,14 @@ export class Outbox {
   #head = 0;
   /**
    * The batch being posted, oldest first: never dropped by a full queue, since the service may
-   * take it; it leaves as it is posted or refused, or returns to the front if the post fails.
+   * have taken it; it leaves as it is posted or refused, and stays, with its key, while posts of
+   * it fail.
    */
   #flight: EventInput[] = [];
+  /** The `Idempotency-Key` of the batch in flight (of its first event, one at a time). */
+  #flightKey: string | undefined;
+  /** The batch in flight was refused: its events are posted one at a time. */
+  #oneAtATime = false;
   #dropped = 0;
   #overflowing = false;
   /** Whether the service takes events: one line when it stops, one when it takes them again. */
@@ -157,8 +163,8 @@ export class Outbox {
         });
         continue;
       }
-      // The batch in flight is not aborted with the loop: the service may have taken it, and a
-      // retry by drain() would post it twice. The client's own timeout bounds it.
+      // The batch in flight is not aborted with the loop: the service may be storing it, and
+      // drain() would only wait for its answer again. The client's own timeout bounds it.
       if (await this.#sendOne(undefined)) {
         backoff.reset();
       } else {
@@ -181,30 +187,43 @@ export class Outbox {
     return this.size;
   }
 
-  /** Sends the oldest batch; true when it left the queue (posted, or refused as bad). */
+  /**
+   * Sends the batch in flight, or the oldest waiting batch when none is; true when it left the
+   * queue (posted, or refused as bad). A batch keeps its `Idempotency-Key` until it leaves, so a
+   * retry of a batch the service stored without answering is answered, not stored again.
+   */
   async #sendOne(signal: AbortSignal | undefined): Promise<boolean> {
-    const batch = this.#batch();
+    if (this.#flight.length === 0) {
+      this.#batch();
+      this.#flightKey = crypto.randomUUID();
+      this.#oneAtATime = false;
+    }
+    if (this.#oneAtATime) return await this.#oneByOne(signal);
     try {
-      await this.#client.postEvents(batch, signal ? { signal } : {});
-      this.#taken(batch.length);
+      await this.#post(this.#flight, signal);
+      this.#taken(this.#flight.length);
       return true;
     } catch (err) {
       if (refusal(err)) {
-        return await this.#oneByOne(batch, signal);
+        this.#oneAtATime = true;
+        this.#flightKey = crypto.randomUUID();
+        return await this.#oneByOne(signal);
       }
       this.#failed(err);
-      this.#requeue();
-      return false;
+      return false; // the batch stays in flight, with its key, for the next try
     }
   }
 
-  /** A failed post: the batch in flight returns to the front, the oldest dropped beyond capacity. */
-  #requeue(): void {
-    this.#items = this.#flight.concat(this.#items.slice(this.#head));
-    this.#flight = [];
-    this.#head = 0;
-    const over = this.size - this.#capacity;
-    if (over > 0) this.#drop(over);
+  /**
+   * One post of events with the key in flight. The client sends it once: the queue's loop, with
+   * its back-off and its log lines, is the one that retries.
+   */
+  async #post(events: EventInput[], signal: AbortSignal | undefined): Promise<void> {
+    await this.#client.postEvents(events, {
+      idempotencyKey: this.#flightKey!,
+      retries: 0,
+      ...(signal ? { signal } : {}),
+    });
   }
 
   /**
@@ -228,25 +247,28 @@ export class Outbox {
   }
 
   /**
-   * A batch the service refused: each event alone, so one bad event costs only itself.
+   * A batch the service refused: each event alone, each with a key of its own, so one bad event
+   * costs only itself. A transient failure keeps the rest in flight, the event being posted with
+   * its key.
    *
-   * @returns Whether the whole batch left (false: a transient failure, the rest is requeued).
+   * @returns Whether the whole batch left (false: a transient failure).
    */
-  async #oneByOne(batch: EventInput[], signal: AbortSignal | undefined): Promise<boolean> {
-    for (const event of batch) {
+  async #oneByOne(signal: AbortSignal | undefined): Promise<boolean> {
+    while (this.#flight.length > 0) {
+      const event = this.#flight[0]!;
       try {
-        await this.#client.postEvents([event], signal ? { signal } : {});
+        await this.#post([event], signal);
       } catch (err) {
         if (!refusal(err)) {
           this.#failed(err);
-          this.#requeue(); // the rest stays queued, in order
-          return false;
+          return false; // the rest stays in flight, in order
         }
         this.#refused++;
         const why = err instanceof TelemetryHttpError ? err.detail : (err as Error).message;
         this.#log("error", `the service refused an event of type "${event.type}": ${why}`);
       }
       this.#taken(1);
+      this.#flightKey = crypto.randomUUID();
     }
     return true;
   }

@@ -34,6 +34,8 @@ export interface EventOp {
   resolve: (events: CommittedEvent[]) => void;
   /** Refuses the request. */
   reject: (err: unknown) => void;
+  /** The request's `Idempotency-Key` and the hash of its body, when it was sent with one. */
+  key?: { key: string; hash: string } | undefined;
 }
 
 /** Seq accounting of one stream while a group is being assigned. */

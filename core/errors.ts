@@ -268,6 +268,45 @@ export class ShuttingDownError extends Error {
 }
 
 /**
+ * An `Idempotency-Key` came back with another request than the one it was first answered for
+ * (docs/http-api.md): another body, or another route. Nothing was stored.
+ *
+ * @example Usage
+ * ```ts
+ * import { IdempotencyConflictError } from "@obs-utils/telemetry/server";
+ * import assert from "node:assert/strict";
+ *
+ * const err = new IdempotencyConflictError("3f2c", Date.parse("2026-11-27T06:00:00Z"));
+ * assert.equal(err.key, "3f2c");
+ * assert.match(err.message, /2026-11-27T06:00:00.000Z/);
+ * ```
+ */
+export class IdempotencyConflictError extends Error {
+  /** The key. */
+  readonly key: string;
+  /** When its first request was answered, epoch milliseconds. */
+  readonly firstAt: number;
+  /**
+   * Creates the error.
+   *
+   * @param key The key sent again.
+   * @param firstAt When its first request was answered, epoch milliseconds.
+   */
+  constructor(key: string, firstAt: number) {
+    super(
+      `Idempotency-Key ${
+        JSON.stringify(key.length > 60 ? `${key.slice(0, 60)}...` : key)
+      } was answered at ${
+        new Date(firstAt).toISOString()
+      } for a request with another body or route; nothing was stored`,
+    );
+    this.name = "IdempotencyConflictError";
+    this.key = key;
+    this.firstAt = firstAt;
+  }
+}
+
+/**
  * The disk refused a write. Nothing of the failed write remains on disk and no seq was consumed.
  * It names the file being written and, when it could be found, the mount point of the file
  * system that holds it, so the operator knows which disk to free.

@@ -19,10 +19,10 @@
  */
 
 import type { JsonObject, RunRecord } from "../wire/event.ts";
-import { ShuttingDownError } from "./errors.ts";
+import { IdempotencyConflictError, ShuttingDownError, StorageError } from "./errors.ts";
 import { type EventCommand, parseEvents, parseRunStart, type RunStartCommand } from "./commands.ts";
 import { checkTimeZone } from "../store/day_key.ts";
-import { DEFAULT_FSYNC, type FsyncMode } from "../store/writer.ts";
+import { DEFAULT_FSYNC, type FsyncMode, type NdjsonWriter } from "../store/writer.ts";
 import { type ActiveRun, Runs, type RunStart, toWriteError } from "./runs.ts";
 import { checkpointRecord, Snapshot, type SnapshotBodyOptions } from "./snapshot.ts";
 import { SiteStore } from "../store/site_store.ts";
@@ -41,6 +41,10 @@ import type { SafetyChange, SafetyVerdict } from "./safety.ts";
 import { openSafetyWatch, SAFETY_EVENT_TYPE, type SafetyWatch } from "./safety_watch.ts";
 import { readLinesAfter, type StreamsNow } from "./latch_replay.ts";
 import { runLogEnd } from "../store/run_log.ts";
+import { IdempotencyKeys } from "./idempotency.ts";
+import { encodeKeyRecord, type KeyRef, type KeyStored } from "../store/key_journal.ts";
+import { MAX_LINE_BYTES } from "../store/site_files.ts";
+import { utf8Length } from "./snapshot.ts";
 
 export { RUN_ID_PATTERN } from "../store/layout.ts";
 export type { EventCommand, RunStartCommand } from "./commands.ts";
@@ -52,12 +56,20 @@ import {
   DEFAULT_MAX_SNAPSHOT_BYTES,
   DEFAULT_MAX_TYPES,
   DEFAULT_SITE_TYPES,
+  type KeyedAnswer,
   type ServiceMessage,
   type ServiceOptions,
   type StreamName,
   type WriteReport,
 } from "./service_types.ts";
-export type { CommittedEvent, ServiceMessage, ServiceOptions, StreamName, WriteReport };
+export type {
+  CommittedEvent,
+  KeyedAnswer,
+  ServiceMessage,
+  ServiceOptions,
+  StreamName,
+  WriteReport,
+};
 export {
   DEFAULT_COMPRESS_AFTER,
   DEFAULT_MAX_SNAPSHOT_BYTES,
@@ -105,6 +117,10 @@ export class TelemetryService implements AsyncDisposable {
     (ops) => this.#commit(ops),
     (ops, err) => ops.forEach((op) => op.reject(err)),
   );
+  /** The idempotency keys answered in the last 24 hours and those being answered. */
+  #keys: IdempotencyKeys;
+  /** Whether a key's answer too large to keep was warned about. */
+  #warnedLargeKey = false;
   #closing = false;
   #closed: Promise<void> | undefined;
   #receiveTimes = new TimestampCache();
@@ -140,6 +156,11 @@ export class TelemetryService implements AsyncDisposable {
       maxSnapshotBytes: options.maxSnapshotBytes ?? DEFAULT_MAX_SNAPSHOT_BYTES,
     });
     this.#runs = new Runs(store, this.#clock, this.#warn);
+    this.#keys = new IdempotencyKeys({
+      clock: this.#clock,
+      maxKeys: options.maxIdempotencyKeys,
+      warn: this.#warn,
+    });
     this.#retention = new RetentionScheduler({
       siteDir: store.siteDir,
       timeZone,
@@ -187,6 +208,9 @@ export class TelemetryService implements AsyncDisposable {
       if (resumed.readAfterCheckpoint !== undefined) {
         if (service.#checkpoints.dirty) service.#checkpoints.arm();
       } else await service.#checkpoints.now();
+      // Before anything is written: the key lines of events that never reached a file go first.
+      const keys = await store.openKeyJournal(service.#clock(), service.#keys.maxAgeMs);
+      for (const { key, hash, at, ref } of keys) service.#keys.remember(key, { hash, at, ref });
       service.#safety = await openSafetyWatch(service.#safetyHost(options, resumed));
       // After the resume read the newest files: compressing them under it would only cost time.
       service.#retention.schedule();
@@ -359,6 +383,69 @@ export class TelemetryService implements AsyncDisposable {
     return new Promise((resolve, reject) => {
       this.#queue.push({ items: commands, receivedAt, resolve, reject });
     });
+  }
+
+  /**
+   * Records the events of a request sent with an `Idempotency-Key` (docs/http-api.md) once: a
+   * key answered in the last 24 hours is answered again with the same lines and nothing is
+   * stored; the key with another request is refused; while the key's first request is being
+   * answered, this waits for that answer. The key is kept with the events, in the same group write
+   * (docs/storage.md, "Idempotency keys"), so it survives every restart its events survive. A
+   * request that is refused or fails leaves no key behind.
+   *
+   * @param idempotency The key, and a hash of the request (its route and body) that tells a
+   *   retry from another request.
+   * @param parse Validates the request into commands; called only when the key is new.
+   * @returns The answered lines, and whether they are a replay of the first answer.
+   * @throws {IdempotencyConflictError} When the key was answered for another request.
+   * @throws {InvalidRequestError} From `parse`, or when `meta.run_id` does not name the active run.
+   * @throws {TypeLimitError} When a new type would pass `maxTypes`.
+   * @throws {ShuttingDownError} When closing.
+   * @throws {WriteError} When the disk refused the write (nothing was stored).
+   * @throws {StorageError} When a key's first answer cannot be read back.
+   *
+   * @example Usage
+   * ```ts ignore
+   * const { lines, replayed } = await service.submitOnce(
+   *   { key: crypto.randomUUID(), hash: "..." },
+   *   () => parseEvents(items, true),
+   * );
+   * ```
+   */
+  async submitOnce(
+    idempotency: { key: string; hash: string },
+    parse: () => EventCommand[],
+  ): Promise<KeyedAnswer> {
+    const { key, hash } = idempotency;
+    while (true) {
+      if (this.#closing) throw new ShuttingDownError();
+      const claim = this.#keys.claim(key, hash);
+      if (claim.kind === "wait") {
+        await claim.settled;
+        continue;
+      }
+      if (claim.kind === "conflict") throw new IdempotencyConflictError(key, claim.entry.at);
+      if (claim.kind === "replay") {
+        // In the queue, so that no new generation of the journal begins under the read.
+        const lines = await this.#control(() => this.#store.keys.read(claim.entry.ref, key));
+        if (lines !== undefined) return { lines, replayed: true };
+        throw new StorageError(
+          `The first answer of Idempotency-Key ${
+            JSON.stringify(key.slice(0, 60))
+          } cannot be read back from the site directory's key journal (deleted or cut since); its events were stored then, so nothing was stored again`,
+        );
+      }
+      try {
+        const commands = parse();
+        const receivedAt = this.#clock();
+        const events = await new Promise<CommittedEvent[]>((resolve, reject) => {
+          this.#queue.push({ items: commands, receivedAt, resolve, reject, key: idempotency });
+        });
+        return { lines: events.map((event) => event.line), replayed: false };
+      } finally {
+        this.#keys.release(key);
+      }
+    }
   }
 
   /**
@@ -621,10 +708,11 @@ export class TelemetryService implements AsyncDisposable {
     const watch = this.#safety as SafetyWatch | undefined;
     const safety = watch?.changedBy(accepted, group.results) ?? "same";
     if (safety === "unsafe") await this.#safety.beforeWrite();
+    const keyed = this.#keyLines(accepted, group, run);
     const started = performance.now();
     let bytes: number;
     try {
-      bytes = await this.#write(group, run);
+      bytes = await this.#write(group, run, keyed);
     } catch (err) {
       const failure = toWriteError(err);
       this.#writeListeners.emit({ ok: false, error: failure });
@@ -648,6 +736,7 @@ export class TelemetryService implements AsyncDisposable {
     }
     this.#committed(group, bytes);
     watch?.written(group.copies.length);
+    if (keyed) this.#rememberKeys(keyed);
     // A group that changes the safety verdict is answered once the latch is saved: an answered
     // event is never older than the latch a restart finds (docs/safety.md).
     const safetyChanged = safety !== "same";
@@ -678,11 +767,76 @@ export class TelemetryService implements AsyncDisposable {
   }
 
   /**
-   * Reserves unwritten seqs on disk, then appends the group (see {@linkcode SiteStore.append}).
+   * The key lines of a group's requests sent with an `Idempotency-Key` (docs/storage.md,
+   * "Idempotency keys"): each request's answered lines and where its last stored event goes.
    *
-   * @returns The bytes appended.
+   * @returns The lines, or `undefined` when no request of the group has a key.
    */
-  async #write(group: Assigned, run: ActiveRun | undefined): Promise<number> {
+  #keyLines(
+    accepted: EventOp[],
+    group: Assigned,
+    run: ActiveRun | undefined,
+  ): KeyedLines | undefined {
+    let keyed: KeyedLines | undefined;
+    for (let i = 0; i < accepted.length; i++) {
+      const op = accepted[i]!;
+      if (op.key === undefined) continue;
+      keyed ??= { at: this.#clock(), ops: [], texts: [], sizes: [], bytes: 0, refs: [] };
+      const out = group.results[i]!;
+      let last = -1;
+      for (let j = 0; j < out.length; j++) if (op.items[j]!.storePermanently) last = j;
+      let stored: KeyStored | null = null;
+      if (last >= 0) {
+        const event = out[last]!;
+        stored = event.stream === "run"
+          ? { run: run!.record.run_dir, seq: event.seq }
+          : { night: this.#store.nightOf(op.receivedAt), seq: event.seq };
+      }
+      const text = encodeKeyRecord({
+        key: op.key.key,
+        hash: op.key.hash,
+        at: keyed.at,
+        stored,
+        lines: out.map((event) => event.line),
+      });
+      const size = utf8Length(text);
+      if (size > MAX_LINE_BYTES) {
+        // A start would take such a line for damage: the request is stored without its key.
+        if (!this.#warnedLargeKey) {
+          this.#warn(
+            `An answer of ${size} bytes is too large to keep for its Idempotency-Key (at most ${MAX_LINE_BYTES}); its retries would be stored again: keep --max-body at 4 MiB or less (docs/storage.md).`,
+          );
+        }
+        this.#warnedLargeKey = true;
+        continue;
+      }
+      keyed.ops.push(op);
+      keyed.texts.push(text);
+      keyed.sizes.push(size);
+      keyed.bytes += size + 1;
+    }
+    return keyed && keyed.ops.length > 0 ? keyed : undefined;
+  }
+
+  /** After the group was written: its keys are answered from their key lines from now on. */
+  #rememberKeys(keyed: KeyedLines): void {
+    for (let i = 0; i < keyed.ops.length; i++) {
+      const { key, hash } = keyed.ops[i]!.key!;
+      this.#keys.remember(key, { hash, at: keyed.at, ref: keyed.refs[i]! });
+    }
+  }
+
+  /**
+   * Reserves unwritten seqs on disk, then appends the group (see {@linkcode SiteStore.append}),
+   * its key lines first.
+   *
+   * @returns The bytes appended, without the key lines.
+   */
+  async #write(
+    group: Assigned,
+    run: ActiveRun | undefined,
+    keyed: KeyedLines | undefined,
+  ): Promise<number> {
     // Seqs that reach no file must still never be handed out again (docs/storage.md): reserve a
     // block above them on disk before anyone is told about them.
     const siteMark = reservedMark(group.site.unwritten, this.#site.mark);
@@ -695,11 +849,39 @@ export class TelemetryService implements AsyncDisposable {
       await this.#store.writeSeqMark(run.record.run_dir, runMark);
       run.mark = runMark;
     }
-    return await this.#store.append(group.pending);
+    if (keyed === undefined) return await this.#store.append(group.pending);
+    const journal = this.#store.keys;
+    const dropped = await journal.rotateIfDue(keyed.at, this.#keys.maxAgeMs);
+    if (dropped !== undefined) this.#keys.forgetGeneration(dropped);
+    // The key lines are written before the events, in the same group: a failure rolls both back,
+    // and a crash between the two writes leaves key lines that the next start drops.
+    const lines = new Map<NdjsonWriter | string, readonly string[]>([
+      [await journal.writer(), keyed.texts],
+    ]);
+    for (const [target, list] of group.pending) lines.set(target, list);
+    const bytes = await this.#store.append(lines);
+    keyed.refs = journal.placed(keyed.sizes, keyed.at);
+    return bytes - keyed.bytes;
   }
 
   /** The `ts` of a receive time (`formatTimestamp`, the minute's text reused). */
   #receivedTs(ms: number): string {
     return this.#receiveTimes.format(ms);
   }
+}
+
+/** The key lines of a commit group (see `TelemetryService.#keyLines`). */
+interface KeyedLines {
+  /** When the group was answered. */
+  at: number;
+  /** The requests with a key, in order. */
+  ops: EventOp[];
+  /** Their key lines. */
+  texts: string[];
+  /** The lines' sizes in bytes. */
+  sizes: number[];
+  /** Bytes of all the lines with their `\n`. */
+  bytes: number;
+  /** Where they were written, once they were. */
+  refs: KeyRef[];
 }

@@ -84,6 +84,12 @@ export interface ServiceOptions {
    * @default {0}
    */
   retain?: number;
+  /**
+   * How many `Idempotency-Key`s are remembered at most; past it the oldest are forgotten before
+   * their 24 hours (docs/storage.md, "Idempotency keys").
+   * @default {100000}
+   */
+  maxIdempotencyKeys?: number;
   /** Receives information lines (a file compressed or deleted by compression or retention). */
   onInfo?: (message: string) => void;
 }
@@ -105,6 +111,14 @@ export interface CommittedEvent {
   data: JsonObject;
   /** The run id stamped into `meta`, if any. */
   runId: string | undefined;
+}
+
+/** The answer of a request sent with an `Idempotency-Key` (`TelemetryService.submitOnce`). */
+export interface KeyedAnswer {
+  /** The envelope lines answered, in order: exactly those of the key's first answer. */
+  lines: readonly string[];
+  /** `true` when the key had been answered before and nothing was stored now. */
+  replayed: boolean;
 }
 
 /** What `TelemetryService.subscribe` listeners receive. */

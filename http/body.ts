@@ -254,7 +254,8 @@ function parseJson(text: string, what: string): unknown {
  * @param allowNdjson Also accept `application/x-ndjson`, returned as text in `ndjson`.
  * @param deadlines The body's deadline (`--body-timeout`); without it the read may take as long
  *   as the client does.
- * @returns The parsed JSON value, or the NDJSON text.
+ * @returns The parsed JSON value, or the NDJSON text, and the body's bytes as received (what an
+ *   `Idempotency-Key`'s hash covers).
  * @throws {HttpError} 415, 413 or 400 naming what to send instead.
  * @throws {BodyTimeoutError} 408 when the body did not arrive in full within the timeout.
  *
@@ -279,6 +280,7 @@ export async function readJsonBody(
 ): Promise<{
   value: unknown;
   ndjson: string | undefined;
+  bytes: Uint8Array;
 }> {
   const contentType = req.headers.get("content-type") ?? "";
   const isNdjson = allowNdjson && NDJSON_TYPE.test(contentType);
@@ -319,10 +321,10 @@ export async function readJsonBody(
   } catch (err) {
     throw bodyReadError(err);
   }
-  if (bytes.length === 0) return { value: undefined, ndjson: undefined };
+  if (bytes.length === 0) return { value: undefined, ndjson: undefined, bytes };
   const text = decodeText(bytes);
-  if (isNdjson) return { value: undefined, ndjson: text };
-  return { value: parseJson(text, "The body"), ndjson: undefined };
+  if (isNdjson) return { value: undefined, ndjson: text, bytes };
+  return { value: parseJson(text, "The body"), ndjson: undefined, bytes };
 }
 
 /**

@@ -8,6 +8,7 @@
 
 import {
   errorText,
+  IdempotencyConflictError,
   InvalidRequestError,
   NoActiveRunError,
   RunConflictError,
@@ -30,6 +31,7 @@ const REASONS: Record<number, string> = {
   409: "Conflict",
   413: "Content Too Large",
   415: "Unsupported Media Type",
+  422: "Unprocessable Content",
   500: "Internal Server Error",
   503: "Service Unavailable",
   507: "Insufficient Storage",
@@ -163,6 +165,12 @@ export function toProblem(err: unknown): Response | undefined {
     );
   }
   if (err instanceof RunIdReusedError) return problem(409, `${err.message}.`);
+  if (err instanceof IdempotencyConflictError) {
+    return problem(
+      422,
+      `${err.message}. A retry must send the same body to the same route; send a new Idempotency-Key with a new request.`,
+    );
+  }
   if (err instanceof NoActiveRunError) {
     return problem(409, "No run is active; start one with POST /run/start.");
   }

@@ -21,6 +21,7 @@ import { readTs } from "../wire/ndjson.ts";
 import type { ShutdownLifecycle } from "./shutdown.ts";
 import { VERSION } from "./version.ts";
 import { historyRoute } from "./history.ts";
+import { idempotencyKeyOf, keyedAnswer, requestHash } from "./idempotent.ts";
 import type { SafetyVerdict } from "../core/safety.ts";
 
 /** What the API routes need besides the service. */
@@ -281,28 +282,37 @@ function latestOf(
   };
 }
 
+/** `POST /event` (docs/http-api.md), once per `Idempotency-Key` when it has one. */
 async function postEvent(
   service: TelemetryService,
   req: Request,
   { maxBody, bodies }: RouteDeps,
 ): Promise<Response> {
-  const { value } = await readJsonBody(req, maxBody, false, bodies);
+  const key = idempotencyKeyOf(req);
+  const { value, bytes } = await readJsonBody(req, maxBody, false, bodies);
   if (value === undefined) {
     throw new HttpError(
       400,
       'The body is empty; send a JSON object such as {"type": "weather", "data": {"wind_mps": 2.1}}.',
     );
   }
-  const events = await service.submit([parseEvent(value)]);
-  return json(200, events[0]!.line);
+  if (key === undefined) {
+    const events = await service.submit([parseEvent(value)]);
+    return json(200, events[0]!.line);
+  }
+  const hash = requestHash("/event", false, bytes);
+  const answer = await service.submitOnce({ key, hash }, () => [parseEvent(value)]);
+  return keyedAnswer(answer.lines[0]!, answer.replayed);
 }
 
+/** `POST /events` (docs/http-api.md), once per `Idempotency-Key` when it has one. */
 async function postEvents(
   service: TelemetryService,
   req: Request,
   { maxBody, bodies }: RouteDeps,
 ): Promise<Response> {
-  const { value, ndjson } = await readJsonBody(req, maxBody, true, bodies);
+  const key = idempotencyKeyOf(req);
+  const { value, ndjson, bytes } = await readJsonBody(req, maxBody, true, bodies);
   let items: unknown[];
   let lines: number[] | undefined;
   if (ndjson !== undefined) ({ items, lines } = parseNdjsonLines(ndjson));
@@ -314,11 +324,18 @@ async function postEvents(
       "A batch must be a JSON array of events, or NDJSON (one event per line) sent as application/x-ndjson.",
     );
   }
-  const events = await service.submit(parseEvents(items, true, lines));
-  return json(
-    200,
-    `{"accepted":${events.length},"events":[${events.map((e) => e.line).join(",")}]}`,
-  );
+  if (key === undefined) {
+    const events = await service.submit(parseEvents(items, true, lines));
+    return json(200, batchBody(events.map((e) => e.line)));
+  }
+  const hash = requestHash("/events", ndjson !== undefined, bytes);
+  const answer = await service.submitOnce({ key, hash }, () => parseEvents(items, true, lines));
+  return keyedAnswer(batchBody(answer.lines), answer.replayed);
+}
+
+/** The answer of `POST /events`: the envelope lines as they were stored. */
+function batchBody(lines: readonly string[]): string {
+  return `{"accepted":${lines.length},"events":[${lines.join(",")}]}`;
 }
 
 /** `DELETE /current/{type}` (docs/http-api.md): 204 once the forget is durable, 404 when absent. */

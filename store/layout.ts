@@ -78,6 +78,28 @@ export const SITE_IDENTITY_FILE = ".site.json";
 /** The safety latch of each critical type, kept across restarts (docs/safety.md). */
 export const SAFETY_LATCH_FILE = ".safety.json";
 
+/**
+ * The name of one generation of the idempotency keys' journal (docs/storage.md, "Idempotency
+ * keys"): the first answer of each request sent with an `Idempotency-Key`.
+ *
+ * @param gen The generation, from 1.
+ * @returns For example `.idempotency-1.ndjson`.
+ *
+ * @example Usage
+ * ```ts
+ * import { keyJournalName } from "./layout.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(keyJournalName(3), ".idempotency-3.ndjson");
+ * ```
+ */
+export function keyJournalName(gen: number): string {
+  return `.idempotency-${gen}.ndjson`;
+}
+
+/** Names of the generations of the idempotency keys' journal; group 1 is the generation. */
+export const KEY_JOURNAL_FILE: RegExp = /^\.idempotency-(\d{1,15})\.ndjson$/;
+
 // --- reserved names and run directories ------------------------------------------------------
 
 /**
@@ -95,7 +117,9 @@ const RESERVED_NAMES: readonly { pattern: RegExp; what: string }[] = [
     // One dot, not two: `..2026` cannot be mistaken for a record, and docs/http-api.md allows it.
     pattern: /^\.(?!\.)/,
     what:
-      `names starting with one "." hold the service's records (${LOCK_FILE}, ${ACTIVE_RUN_FILE}, ${SNAPSHOT_FILE}, ${SEQ_MARK_FILE}, ${SITE_IDENTITY_FILE}, ${SAFETY_LATCH_FILE}, ${FORWARD_DIR}/, temporary files)`,
+      `names starting with one "." hold the service's records (${LOCK_FILE}, ${ACTIVE_RUN_FILE}, ${SNAPSHOT_FILE}, ${SEQ_MARK_FILE}, ${SITE_IDENTITY_FILE}, ${SAFETY_LATCH_FILE}, ${
+        keyJournalName(1)
+      }, ${FORWARD_DIR}/, temporary files)`,
   },
   { pattern: /^site_\d{8}\.ndjson/i, what: "site_YYYYMMDD.ndjson names the site stream's files" },
   ...([
@@ -123,7 +147,8 @@ const SERVICE_FILE = new RegExp(
     ) => RegExp.escape(name))
       .join("|")
   }` +
-    `|${RegExp.escape(RUN_LOG_FILE)}${STREAM_SUFFIXES}|site_\\d{8}\\.ndjson${STREAM_SUFFIXES})$`,
+    `|${RegExp.escape(RUN_LOG_FILE)}${STREAM_SUFFIXES}|site_\\d{8}\\.ndjson${STREAM_SUFFIXES}` +
+    `|\\.idempotency-\\d{1,15}\\.ndjson${STREAM_SUFFIXES})$`,
   "i",
 );
 

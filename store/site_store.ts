@@ -56,6 +56,7 @@ import { SavedSnapshotFile } from "./saved_snapshot.ts";
 import { readSeqMark, writeSeqMark } from "./seq_marks.ts";
 import { resumeSite, type SiteResume } from "./site_resume.ts";
 import { establishSiteIdentity, type SiteIdentity } from "./site_identity.ts";
+import { KeyJournal, type KeyStored, type LoadedKey } from "./key_journal.ts";
 
 const encoder = new TextEncoder();
 
@@ -125,6 +126,7 @@ export class SiteStore {
   #syncing: Promise<void> | undefined;
   /** Damage already reported (docs/storage.md): a damaged file is named once, not per read. */
   #damageSeen = new Set<string>();
+  #keys: KeyJournal | undefined;
 
   private constructor(
     siteDir: string,
@@ -494,6 +496,55 @@ export class SiteStore {
     await writer.close();
   }
 
+  // --- idempotency keys ---------------------------------------------------------------------
+
+  /**
+   * Opens the journal of idempotency keys (docs/storage.md, "Idempotency keys"), dropping the key
+   * lines whose events never reached their file; call it once, before the first append.
+   *
+   * @param now Now, epoch milliseconds (the service's clock).
+   * @param maxAgeMs How long keys are kept.
+   * @returns The keys of the last `maxAgeMs`, oldest first.
+   */
+  async openKeyJournal(now: number, maxAgeMs: number): Promise<LoadedKey[]> {
+    const { journal, records } = await KeyJournal.open(this.siteDir, {
+      fsync: this.fsync,
+      warn: this.#warn,
+      now,
+      maxAgeMs,
+      lastSeq: (stored) => this.#lastSeqOf(stored),
+    });
+    this.#keys = journal;
+    return records;
+  }
+
+  /**
+   * The journal of idempotency keys.
+   *
+   * @returns The journal opened by {@linkcode SiteStore.openKeyJournal}.
+   * @throws {Error} If it was not opened.
+   */
+  get keys(): KeyJournal {
+    if (!this.#keys) throw new Error("The key journal is not open: call openKeyJournal() first.");
+    return this.#keys;
+  }
+
+  /** The last seq on disk of the file a key line's events went to; 0 when it cannot be read. */
+  async #lastSeqOf(stored: KeyStored): Promise<number> {
+    let path: string;
+    if ("night" in stored) {
+      if (!/^\d{8}$/.test(stored.night)) return 0;
+      path = join(this.siteDir, siteFileName(stored.night));
+    } else path = join(stored.run, RUN_FILE);
+    try {
+      const plain = await readTail(path, undefined, this.#damage);
+      if (plain.lastSeq > 0) return plain.lastSeq;
+      return (await readTail(path + GZ_SUFFIX, undefined, this.#damage)).lastSeq;
+    } catch {
+      return 0; // gone or out of reach: the key's events cannot be shown to be there
+    }
+  }
+
   // --- seq marks ------------------------------------------------------------------------------
 
   /**
@@ -518,7 +569,7 @@ export class SiteStore {
    */
   syncAll(): Promise<void> {
     return (async () => {
-      for (const writer of [...this.#siteWriters.values(), ...this.#runWriters]) {
+      for (const writer of this.#writers()) {
         try {
           this.#noteVerified(writer, await writer.verify());
         } catch (err) {
@@ -531,6 +582,11 @@ export class SiteStore {
       }
       await this.#lock.check();
     })().finally(() => this.#syncing = undefined);
+  }
+
+  /** Every open file: the site files, the runs' files and the key journal's. */
+  #writers(): NdjsonWriter[] {
+    return [...this.#siteWriters.values(), ...this.#runWriters, ...(this.#keys?.writers ?? [])];
   }
 
   #noteVerified(writer: NdjsonWriter, message: string | undefined): void {
@@ -547,7 +603,7 @@ export class SiteStore {
     clearInterval(this.#syncTimer);
     await this.#syncing;
     const errors: unknown[] = [];
-    for (const writer of [...this.#siteWriters.values(), ...this.#runWriters]) {
+    for (const writer of this.#writers()) {
       try {
         // A file deleted since the last tick gets its last lines back before it is closed.
         this.#noteVerified(writer, await writer.verify().catch((e) => errorText(e)));
@@ -558,6 +614,7 @@ export class SiteStore {
     }
     this.#siteWriters.clear();
     this.#runWriters.clear();
+    await this.#keys?.close().catch((err) => errors.push(err));
     await this.#lock.release();
     if (errors.length > 0) throw errors[0];
   }

@@ -12,7 +12,8 @@ import { INPUT_KINDS } from "../../collect/inputs/mod.ts";
 import type { InputKind } from "../../collect/inputs/input.ts";
 import { Outbox } from "../../collect/outbox.ts";
 import { readSiteLines } from "./util.ts";
-export { waitUntil } from "./fleet_util.ts";
+import { waitUntil } from "./fleet_util.ts";
+export { waitUntil };
 
 /** A log line a collector wrote. */
 export interface LogLine {
@@ -102,4 +103,16 @@ export function linesWith(log: readonly LogLine[], text: string | RegExp): LogLi
   return log.filter((l) =>
     typeof text === "string" ? l.message.includes(text) : text.test(l.message)
   );
+}
+
+/** Runs an outbox until it holds nothing (or `timeoutMs` passes), then stops it. */
+export async function runUntilDrained(outbox: Outbox, timeoutMs: number): Promise<void> {
+  const stop = new AbortController();
+  const sending = outbox.run(stop.signal);
+  try {
+    await waitUntil(() => outbox.size === 0, timeoutMs, "drained");
+  } finally {
+    stop.abort();
+    await sending;
+  }
 }

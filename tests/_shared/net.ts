@@ -232,3 +232,93 @@ export function connectFrom(from: string, port: number, host = "127.0.0.1"): Pro
       }));
   });
 }
+
+/** A TCP proxy on loopback that loses the answers of its first connections. */
+export interface AnswerDroppingProxy extends AsyncDisposable {
+  /** `http://127.0.0.1:<port>` of the proxy. */
+  readonly url: string;
+  /** The proxy's port. */
+  readonly port: number;
+  /** Connections accepted so far. */
+  connections(): number;
+  /** Connections whose answer was dropped so far. */
+  dropped(): number;
+}
+
+/**
+ * A proxy on 127.0.0.1 to a server on `targetPort`: each of its first `drop` connections has its
+ * request forwarded, but when the server's answer comes back the proxy closes both sides without
+ * passing it on, as a network that fails after the write would; later connections are relayed
+ * both ways.
+ */
+export function answerDroppingProxy(targetPort: number, drop = 1): AnswerDroppingProxy {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const conns = new Set<Deno.Conn>();
+  const relays = new Set<Promise<void>>();
+  let connections = 0;
+  let dropped = 0;
+  const close = (conn: Deno.Conn) => {
+    if (!conns.delete(conn)) return;
+    try {
+      conn.close();
+    } catch {
+      // already closed
+    }
+  };
+  /** Copies `from` to `to` until `from` ends; with `dropAnswer`, closes both at the first bytes. */
+  const pump = async (from: Deno.Conn, to: Deno.Conn, dropAnswer: boolean) => {
+    const buf = new Uint8Array(64 * 1024);
+    try {
+      while (true) {
+        const n = await from.read(buf);
+        if (n === null) break;
+        if (dropAnswer) break;
+        let off = 0;
+        while (off < n) off += await to.write(buf.subarray(off, n));
+      }
+    } catch {
+      // a side closed
+    }
+    close(from);
+    close(to);
+  };
+  const relay = async (client: Deno.Conn, dropAnswer: boolean) => {
+    conns.add(client);
+    let server: Deno.Conn;
+    try {
+      server = await Deno.connect({ hostname: "127.0.0.1", port: targetPort });
+    } catch {
+      close(client);
+      return;
+    }
+    conns.add(server);
+    await Promise.all([pump(client, server, false), pump(server, client, dropAnswer)]);
+  };
+  const accepting = (async () => {
+    try {
+      for await (const client of listener) {
+        connections++;
+        const dropAnswer = dropped < drop;
+        if (dropAnswer) dropped++;
+        const task = relay(client, dropAnswer);
+        relays.add(task);
+        task.finally(() => relays.delete(task));
+      }
+    } catch {
+      // the listener closed
+    }
+  })();
+  const port = (listener.addr as Deno.NetAddr).port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    connections: () => connections,
+    dropped: () => dropped,
+    async [Symbol.asyncDispose]() {
+      listener.close();
+      await accepting;
+      for (const conn of [...conns]) close(conn);
+      await Promise.all(relays);
+    },
+  };
+}

@@ -11,10 +11,12 @@ import { TelemetryClient } from "../../client.ts";
 import { Outbox } from "../../collect/outbox.ts";
 import type { InputKind } from "../../collect/inputs/input.ts";
 import { freePort, tempDir, testServer } from "../_shared/util.ts";
+import { answerDroppingProxy } from "../_shared/net.ts";
 import {
   linesWith,
   localServer,
   type LogLine,
+  runUntilDrained,
   startCollector,
   storedEvents,
   waitUntil,
@@ -59,14 +61,7 @@ Deno.test("a full queue drops the oldest events, counts them and warns once", as
   assert.equal(warnings.length, 1, JSON.stringify(log));
   assert.match(warnings[0]!.message, /queue to the service is full \(10000 events\)/);
   await using _service = await testServer({ siteDir: site.path, port });
-  const stop = new AbortController();
-  const sending = outbox.run(stop.signal);
-  try {
-    await waitUntil(() => outbox.size === 0, 60_000, "drained");
-  } finally {
-    stop.abort();
-    await sending;
-  }
+  await runUntilDrained(outbox, 60_000);
   const stored = (await storedEvents(site.path)).map((e) => e.data.i as number);
   assert.equal(stored.length, 10_000);
   assert.equal(stored[0], 50, "the oldest were the ones dropped");
@@ -81,14 +76,7 @@ Deno.test("an event the service refuses is logged and left out, and the events a
   outbox.push({ type: "q", data: { i: 1 } });
   outbox.push({ type: "q".repeat(200), data: { i: 2 } });
   outbox.push({ type: "q", data: { i: 3 } });
-  const stop = new AbortController();
-  const sending = outbox.run(stop.signal);
-  try {
-    await waitUntil(() => outbox.size === 0, 10_000, "drained");
-  } finally {
-    stop.abort();
-    await sending;
-  }
+  await runUntilDrained(outbox, 10_000);
   assert.deepEqual((await storedEvents(site.path)).map((e) => e.data.i), [1, 3]);
   assert.equal(outbox.refused, 1);
   assert.equal(log.filter((l) => l.level === "error").length, 1, JSON.stringify(log));
@@ -143,14 +131,7 @@ Deno.test("a backlog of large records is posted in batches the service's body li
   const outbox = outboxTo(service.addr.port, log);
   const big = "x".repeat(100_000);
   for (let i = 0; i < 20; i++) outbox.push({ type: "big", data: { i, big } });
-  const stop = new AbortController();
-  const sending = outbox.run(stop.signal);
-  try {
-    await waitUntil(() => outbox.size === 0, 20_000, "drained");
-  } finally {
-    stop.abort();
-    await sending;
-  }
+  await runUntilDrained(outbox, 20_000);
   assert.deepEqual(
     (await storedEvents(site.path)).map((e) => e.data.i),
     Array.from({ length: 20 }, (_, i) => i),
@@ -158,4 +139,15 @@ Deno.test("a backlog of large records is posted in batches the service's body li
   const metrics = await (await fetch(`${service.url}/metrics`)).text();
   assert.doesNotMatch(metrics, /telemetry_http_responses_total\{[^}]*code="413"[^}]*\}/, "no 413");
   assert.deepEqual(log, []);
+});
+
+Deno.test("Outbox.run() posts a batch again with its Idempotency-Key after its answer was lost, and it is stored once", async () => {
+  await using site = await tempDir();
+  await using service = await testServer({ siteDir: site.path });
+  await using proxy = answerDroppingProxy(service.addr.port, 1);
+  const outbox = outboxTo(proxy.port, []);
+  for (let i = 0; i < 3; i++) outbox.push({ type: "q", data: { i } });
+  await runUntilDrained(outbox, 30_000);
+  assert.equal(proxy.dropped(), 1, "the first answer was lost");
+  assert.deepEqual((await storedEvents(site.path)).map((e) => e.data.i), [0, 1, 2]);
 });

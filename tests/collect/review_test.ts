@@ -17,6 +17,7 @@ import {
   linesWith,
   localServer,
   type LogLine,
+  runUntilDrained,
   startCollector,
   storedEvents,
   waitUntil,
@@ -331,14 +332,7 @@ Deno.test("a backlog of events with large meta is posted in batches the service'
   );
   const note = "x".repeat(100_000);
   for (let i = 0; i < 20; i++) outbox.push({ type: "big", data: { i }, meta: { note } });
-  const stop = new AbortController();
-  const sending = outbox.run(stop.signal);
-  try {
-    await waitUntil(() => outbox.size === 0, 20_000, "drained");
-  } finally {
-    stop.abort();
-    await sending;
-  }
+  await runUntilDrained(outbox, 20_000);
   assert.deepEqual(
     (await storedEvents(site.path)).map((e) => e.data.i),
     Array.from({ length: 20 }, (_, i) => i),
