@@ -4,6 +4,7 @@
  */
 
 import assert from "node:assert/strict";
+import dgram from "node:dgram";
 import { join } from "node:path";
 import {
   permissionFlags,
@@ -37,16 +38,14 @@ function ephemeralRangeStart(): number | undefined {
 
 const EPHEMERAL_FROM = ephemeralRangeStart();
 
-/** Whether nothing holds `port` on 127.0.0.1 right now: binds it and lets it go. */
-function bindable(port: number): boolean {
-  try {
-    Deno.listen({ hostname: "127.0.0.1", port }).close();
-    return true;
-  } catch (err) {
-    if (err instanceof Deno.errors.AddrInUse) return false;
-    throw err;
-  }
+/** A random port below the kernel's ephemeral range, or `undefined` where that range is unknown. */
+function belowEphemeral(): number | undefined {
+  if (EPHEMERAL_FROM === undefined) return undefined;
+  return FREE_PORTS_FROM + Math.floor(Math.random() * (EPHEMERAL_FROM - FREE_PORTS_FROM));
 }
+
+/** How many random ports {@linkcode freePort} and {@linkcode freeUdpPort} try. */
+const FREE_PORT_DRAWS = 1000;
 
 /**
  * A TCP port free on 127.0.0.1 for a child process to bind a moment later (subprocess servers).
@@ -58,17 +57,33 @@ function bindable(port: number): boolean {
  * (`ServerProcess`, `PostgresServer`) still try another port when they lose that race.
  */
 export function freePort(): number {
-  if (EPHEMERAL_FROM === undefined) {
-    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-    const port = (listener.addr as Deno.NetAddr).port;
-    listener.close();
-    return port;
+  for (let draw = 0; draw < FREE_PORT_DRAWS; draw++) {
+    const port = belowEphemeral() ?? 0;
+    try {
+      const listener = Deno.listen({ hostname: "127.0.0.1", port });
+      const taken = (listener.addr as Deno.NetAddr).port;
+      listener.close();
+      return taken;
+    } catch (err) {
+      if (!(err instanceof Deno.errors.AddrInUse)) throw err;
+    }
   }
-  for (let attempt = 0; attempt < 1000; attempt++) {
-    const port = FREE_PORTS_FROM + Math.floor(Math.random() * (EPHEMERAL_FROM - FREE_PORTS_FROM));
-    if (bindable(port)) return port;
+  throw new Error(`no free TCP port on 127.0.0.1 between ${FREE_PORTS_FROM} and ${EPHEMERAL_FROM}`);
+}
+
+/** The UDP twin of {@linkcode freePort}, for a child's datagram socket (Alpaca discovery). */
+export async function freeUdpPort(): Promise<number> {
+  for (let draw = 0; draw < FREE_PORT_DRAWS; draw++) {
+    const socket = dgram.createSocket("udp4");
+    const bound = await new Promise<boolean>((resolve) => {
+      socket.once("error", () => resolve(false));
+      socket.bind(belowEphemeral() ?? 0, "127.0.0.1", () => resolve(true));
+    });
+    const port = bound ? socket.address().port : 0;
+    await new Promise<void>((resolve) => socket.close(() => resolve()));
+    if (bound) return port;
   }
-  throw new Error(`no free port on 127.0.0.1 between ${FREE_PORTS_FROM} and ${EPHEMERAL_FROM}`);
+  throw new Error(`no free UDP port on 127.0.0.1 between ${FREE_PORTS_FROM} and ${EPHEMERAL_FROM}`);
 }
 
 /**
