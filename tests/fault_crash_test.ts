@@ -142,6 +142,17 @@ async function runController(
   }
 }
 
+/**
+ * Waits until the ledger holds `count` acknowledged events, or every writer has ended. The kill
+ * then comes at a random moment after that: on a machine busy with other work (another suite
+ * beside this one) the first answers may come later than any fixed delay.
+ */
+async function untilAcked(ledger: Ledger, count: number, work: Promise<unknown>[]): Promise<void> {
+  let ended = false;
+  void Promise.allSettled(work).then(() => (ended = true));
+  while (ledger.acked.size < count && !ended) await delay(10);
+}
+
 /** Simulates a torn last line (a power cut mid-write): half an envelope without `\n`. */
 async function tearFile(path: string, marker: string): Promise<string> {
   const torn =
@@ -164,6 +175,8 @@ Deno.test("the service keeps every acknowledged event across repeated kill -9", 
   const ledger = new Ledger();
   const tornExpected = new Map<string, string>(); // file relative to siteDir -> injected bytes
   const rounds = 5;
+  // Each round is killed only after this many more acknowledgements, so all of them make > 100.
+  const ackedPerRound = 25;
 
   for (let round = 0; round < rounds; round++) {
     // Round 0 fsyncs before every answer; the others rely on the page cache (see module doc).
@@ -187,6 +200,7 @@ Deno.test("the service keeps every acknowledged event across repeated kill -9", 
         ),
         runController(server.url, client, round, new Rng(rng.int(0, 2 ** 31)), ledger, () => dead),
       ];
+      await untilAcked(ledger, ledger.acked.size + ackedPerRound, work);
       await delay(rng.int(150, 600));
       dead = true;
       const status = await server.kill("SIGKILL");
@@ -306,6 +320,7 @@ Deno.test("the service resumes an active run and its seq after kill -9 under loa
       (_, w) =>
         writer(server.url, client, `w${w}`, new Rng(rng.int(0, 2 ** 31)), ledger, () => dead),
     );
+    await untilAcked(ledger, 1, work);
     await delay(rng.int(200, 400));
     dead = true;
     await server.kill("SIGKILL");

@@ -211,6 +211,9 @@ const BAD_RUN_IDS = [
   " x",
 ];
 
+/** An absolute path outside any temp dir, of this run only (the suite may run twice at once). */
+const ESCAPE = `/tmp/obs-fault-escape-${Deno.pid}-${crypto.randomUUID()}`;
+
 /** `run_dir` values that lead outside the site directory; `outside` and `site` are absolute. */
 function badRunDirs(site: string, outside: string): string[] {
   return [
@@ -219,7 +222,7 @@ function badRunDirs(site: string, outside: string): string[] {
     "../outside/run",
     `${outside}/run`,
     outside,
-    `/tmp/obs-fault-escape-${Deno.pid}`,
+    ESCAPE,
     "link/run", // link -> ../outside
     "link",
     "sub/../../x",
@@ -260,7 +263,7 @@ Deno.test("POST /run/start cannot reach outside the site directory through run_i
     assertProblem(400, res.contentType, res.text, what);
   }
   assert.deepEqual(await listTree(parent.path), before);
-  await assert.rejects(Deno.stat(`/tmp/obs-fault-escape-${Deno.pid}`), Deno.errors.NotFound);
+  await assert.rejects(Deno.stat(ESCAPE), Deno.errors.NotFound);
   assert.equal((await send(`${server.url}/run`, {})).status, 404);
   // Percent-encoding is never decoded: "..%2Fx" is a plain directory name inside the site dir.
   const literal = await send(`${server.url}/run/start`, {

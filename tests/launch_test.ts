@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import denoJson from "../deno.json" with { type: "json" };
 import { freePort, tempDir } from "./_shared/util.ts";
+import { curl, netns, netnsUnavailable } from "./_shared/net.ts";
 import { DEFAULT_HOST, DEFAULT_PORT } from "../wire/address.ts";
 import { RUN_FLAGS, SERVER_ENV_VARS } from "../cli/flags.ts";
 import { LAUNCHED_ENV, runPermissionFlags } from "../cli/permissions.ts";
@@ -61,10 +62,31 @@ async function freshCheckout(into: string): Promise<string | undefined> {
   return undefined;
 }
 
-/** Waits (at most `ms`) until `url/health` answers 200, or throws with the process's output. */
+/** Sends a request to `url` and answers the status, 0 when nothing answered. */
+type Ask = (method: "GET" | "POST", url: string) => Promise<number>;
+
+/** Asks with `fetch`, from this machine. */
+const fetchAsk: Ask = async (method, url) => {
+  try {
+    const res = await fetch(url, { method, signal: AbortSignal.timeout(1000) });
+    await res.body?.cancel();
+    return res.status;
+  } catch {
+    return 0; // not listening (yet)
+  }
+};
+
+/**
+ * Waits (at most `ms`) until the service `child` started on `siteDir` answers `url/health` with
+ * 200, or throws with the process's output. The port was free when the test picked it, but another
+ * program on this machine (another copy of the suite) may have bound it since: the answer is this
+ * service's once the site's lock names `url`, as the service writes it once it listens.
+ */
 async function waitHealthy(
   url: string,
   child: Deno.ChildProcess,
+  siteDir: string,
+  ask: Ask = fetchAsk,
   ms = 30_000,
 ): Promise<void> {
   let exited: Deno.CommandStatus | undefined;
@@ -72,13 +94,8 @@ async function waitHealthy(
   const deadline = Date.now() + ms;
   while (Date.now() < deadline) {
     if (exited) throw new Error(`exited with ${exited.code} before answering /health`);
-    try {
-      const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(1000) });
-      await res.body?.cancel();
-      if (res.ok) return;
-    } catch {
-      // not listening yet
-    }
+    const lock = await Deno.readTextFile(join(siteDir, ".lock")).catch(() => "");
+    if (lock.split("\n")[1] === url && await ask("GET", `${url}/health`) === 200) return;
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`${url}/health did not answer within ${ms} ms`);
@@ -103,9 +120,12 @@ function servingArgs(siteDir: string): string[] {
 }
 
 /** Ends the service (POST /shutdown) and returns the exit code of `child`. */
-async function shutdown(url: string, child: Deno.ChildProcess): Promise<number> {
-  const res = await fetch(`${url}/shutdown`, { method: "POST" });
-  await res.body?.cancel();
+async function shutdown(
+  url: string,
+  child: Deno.ChildProcess,
+  ask: Ask = fetchAsk,
+): Promise<number> {
+  await ask("POST", `${url}/shutdown`);
   const status = await Promise.race([
     child.status,
     new Promise<never>((_, reject) =>
@@ -143,7 +163,7 @@ Deno.test({
     ]);
     const url = `http://localhost:${port}`;
     try {
-      await waitHealthy(url, child);
+      await waitHealthy(url, child, site.path);
     } catch (err) {
       try {
         child.kill("SIGKILL");
@@ -174,7 +194,7 @@ Deno.test({
       stderr: "null",
     }).spawn();
     const url = `http://localhost:${port}`;
-    await waitHealthy(url, child);
+    await waitHealthy(url, child, site.path);
     const args = servingArgs(site.path);
     const allow = args.filter((a) => a.startsWith("--allow-"));
     assert.deepEqual(
@@ -212,7 +232,7 @@ Deno.test({
       stderr: "null",
     }).spawn();
     const url = `http://localhost:${port}`;
-    await waitHealthy(url, child);
+    await waitHealthy(url, child, site.path);
     const allow = servingArgs(site.path).filter((a) => a.startsWith("--allow-"));
     assert.deepEqual(
       allow,
@@ -444,26 +464,36 @@ function defaultPortFree(): boolean {
   }
 }
 
+const noNetns = netnsUnavailable();
+
 Deno.test({
   name: "deno run with the compile task's permission flags serves run's defaults",
   ignore: skip !== undefined,
   async fn() {
-    if (!defaultPortFree()) {
+    // Run's default port is fixed: the service gets a network namespace of its own, so a service
+    // on this machine (another copy of the suite) neither blocks it nor is reached by it.
+    if (noNetns && !defaultPortFree()) {
       // deno-lint-ignore no-console
-      console.log(`launch_test: skipping: port ${DEFAULT_PORT} is in use (the binary's default)`);
+      console.log(
+        `launch_test: skipping: port ${DEFAULT_PORT} is in use (the binary's default), ${noNetns}`,
+      );
       return;
     }
+    await using ns = noNetns ? undefined : await netns();
     await using cwd = await tempDir();
     const words = denoJson.tasks.compile.split(/\s+/);
-    const child = new Deno.Command(Deno.execPath(), {
-      args: [
-        "run",
-        "--no-prompt",
-        ...words.filter((w) => w.startsWith("--allow-") || w.startsWith("--v8-flags")),
-        join(ROOT, "cli.ts"),
-        "telemetry",
-        "run",
-      ],
+    const deno = [
+      Deno.execPath(),
+      "run",
+      "--no-prompt",
+      ...words.filter((w) => w.startsWith("--allow-") || w.startsWith("--v8-flags")),
+      join(ROOT, "cli.ts"),
+      "telemetry",
+      "run",
+    ];
+    const [cmd, ...args] = ns ? ["ip", "netns", "exec", ns.name, ...deno] : deno;
+    const child = new Deno.Command(cmd!, {
+      args,
       cwd: cwd.path,
       env: { NO_COLOR: "1" },
       stdout: "null",
@@ -471,8 +501,11 @@ Deno.test({
     }).spawn();
     const stderr = new Response(child.stderr).text();
     const url = `http://localhost:${DEFAULT_PORT}`;
+    const ask: Ask = ns
+      ? async (method, url) => (await curl(url, { method, ns: ns.name })).status
+      : fetchAsk;
     try {
-      await waitHealthy(url, child);
+      await waitHealthy(url, child, join(cwd.path, "telemetry"), ask);
     } catch (err) {
       try {
         child.kill("SIGKILL");
@@ -482,7 +515,7 @@ Deno.test({
       await child.status;
       throw new Error(`${(err as Error).message}: ${await stderr}`);
     }
-    assert.equal(await shutdown(url, child), 0);
+    assert.equal(await shutdown(url, child, ask), 0);
     await stderr;
     assert.ok((await Deno.stat(join(cwd.path, "telemetry", ".site.json"))).isFile);
   },
@@ -508,7 +541,7 @@ Deno.test({
       new Response(child.stdout).text(),
       new Response(child.stderr).text(),
     ]);
-    await waitHealthy(`http://localhost:${port}`, child);
+    await waitHealthy(`http://localhost:${port}`, child, site.path);
     Deno.kill(-child.pid, "SIGINT");
     // The same keypress as `deno task` relays it on a loaded machine: a moment later, not merged
     // with the first, while the service is still shutting down (unless it is already gone).

@@ -16,8 +16,8 @@ import type {
   InputSink,
   RecordReading,
 } from "../../collect/inputs/input.ts";
-import { freePort } from "./util.ts";
 import { waitUntil } from "./fleet_util.ts";
+import { ServerProcess } from "./server_process.ts";
 
 export { waitUntil };
 
@@ -120,59 +120,12 @@ export function indiMissing(): string | undefined {
     : "indiserver or indi_simulator_weather is not installed (apt-get install -y indi-bin)";
 }
 
-async function accepts(port: number): Promise<boolean> {
-  try {
-    const conn = await Deno.connect({ hostname: "127.0.0.1", port });
-    conn.close();
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** A server process on a free loopback port in a temp dir, restartable, stopped on dispose. */
-class ServerProcess implements AsyncDisposable {
-  readonly port: number;
-  readonly dir: string;
-  #child: Deno.ChildProcess | undefined;
-  #command: (port: number, dir: string) => [string, string[]];
-
-  constructor(dir: string, command: (port: number, dir: string) => [string, string[]]) {
-    this.dir = dir;
-    this.port = freePort();
-    this.#command = command;
-  }
-
-  /** Starts (again) on the same port; waits until it accepts connections. */
-  async restart(): Promise<void> {
-    const [cmd, args] = this.#command(this.port, this.dir);
-    this.#child = new Deno.Command(cmd, { args, stdout: "null", stderr: "null" }).spawn();
-    await waitUntil(() => accepts(this.port), 15_000, `${cmd} on port ${this.port}`);
-  }
-
-  /** Kills the process and waits for it to exit. */
-  async kill(signal: Deno.Signal = "SIGKILL"): Promise<void> {
-    const child = this.#child;
-    if (!child) return;
-    this.#child = undefined;
-    try {
-      child.kill(signal);
-    } catch { /* already gone */ }
-    await child.status;
-  }
-
-  async [Symbol.asyncDispose](): Promise<void> {
-    await this.kill();
-    await Deno.remove(this.dir, { recursive: true }).catch(() => {});
-  }
-}
-
 /** A real `mosquitto` on 127.0.0.1, anonymous, with its config file in a temp directory. */
 export class Mosquitto extends ServerProcess {
   /** Starts a broker on a free port. */
   static async start(): Promise<Mosquitto> {
     const dir = await Deno.makeTempDir({ prefix: "obs-mosquitto-" });
-    const broker = new Mosquitto(dir, (port, dir) => {
+    const broker = new Mosquitto("mosquitto", dir, (port, dir) => {
       const conf = join(dir, "mosquitto.conf");
       Deno.writeTextFileSync(
         conf,
@@ -180,7 +133,7 @@ export class Mosquitto extends ServerProcess {
       );
       return [MOSQUITTO!, ["-c", conf]];
     });
-    await broker.restart();
+    await broker.firstStart();
     return broker;
   }
 
@@ -190,16 +143,20 @@ export class Mosquitto extends ServerProcess {
   }
 }
 
-/** A real `indiserver` running the given drivers on 127.0.0.1. */
+/**
+ * A real `indiserver` running the given drivers on 127.0.0.1. Its local socket (abstract, named
+ * `/tmp/indiserver` unless `-u` says otherwise) is named after its temp dir: a second indiserver
+ * with the default name on this machine would exit at once.
+ */
 export class IndiServer extends ServerProcess {
-  /** Starts `indiserver -p PORT <drivers>` on a free port. */
+  /** Starts `indiserver -p PORT -u DIR/indiserver.sock <drivers>` on a free port. */
   static async start(drivers = ["indi_simulator_weather"]): Promise<IndiServer> {
     const dir = await Deno.makeTempDir({ prefix: "obs-indi-" });
-    const server = new IndiServer(dir, (port, dir) => [
+    const server = new IndiServer("indiserver", dir, (port, dir) => [
       "indiserver",
       ["-p", String(port), "-u", join(dir, "indiserver.sock"), "-r", "0", ...drivers],
     ]);
-    await server.restart();
+    await server.firstStart();
     return server;
   }
 }

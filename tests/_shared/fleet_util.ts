@@ -8,6 +8,7 @@
 import { join } from "node:path";
 import assert from "node:assert/strict";
 import { freePort, postJson, type TempDir, tempDir, waitUntil } from "./util.ts";
+import { ServerProcess } from "./server_process.ts";
 import { forward, type ForwardOptions, type ForwardStats } from "../../forward.ts";
 import { establishSiteIdentity } from "../../store/site_identity.ts";
 
@@ -49,111 +50,95 @@ export function postgresMissing(): string | undefined {
   return undefined;
 }
 
-async function waitFor(check: () => Promise<boolean>, what: string, ms = 15_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error(`${what} did not come up within ${ms} ms`);
-}
-
-async function accepts(port: number): Promise<boolean> {
-  try {
-    const conn = await Deno.connect({ hostname: "127.0.0.1", port });
-    conn.close();
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** A running `nats-server -js` on 127.0.0.1 with its store in a temp directory. */
-export class NatsServer implements AsyncDisposable {
-  readonly port: number;
-  readonly dir: string;
-  #child: Deno.ChildProcess | undefined;
-
-  private constructor(dir: string, port: number) {
-    this.dir = dir;
-    this.port = port;
-  }
-
-  /** Starts a server on a free port with JetStream enabled. */
+export class NatsServer extends ServerProcess {
   /**
    * Starts a server on a free port with JetStream enabled; `nice` runs it at a lower CPU
    * priority (a benchmark's stand-in for a destination on another machine).
    */
   static async start(options: { nice?: number } = {}): Promise<NatsServer> {
     const dir = await Deno.makeTempDir({ prefix: "obs-nats-" });
-    const server = new NatsServer(dir, freePort());
-    server.#nice = options.nice ?? 0;
-    await server.restart();
+    const nice = options.nice ?? 0;
+    const server = new NatsServer("nats-server", dir, (port, dir) => {
+      const args = ["-js", "-a", "127.0.0.1", "-p", String(port), "-sd", join(dir, "js")];
+      return nice ? ["nice", ["-n", String(nice), "nats-server", ...args]] : ["nats-server", args];
+    });
+    await server.firstStart();
     return server;
   }
-
-  #nice = 0;
 
   /** `nats://127.0.0.1:<port>`. */
   get url(): string {
     return `nats://127.0.0.1:${this.port}`;
   }
-
-  /** Starts the server again on the same port and store (after `kill`). */
-  async restart(): Promise<void> {
-    const args = ["-js", "-a", "127.0.0.1", "-p", String(this.port), "-sd", join(this.dir, "js")];
-    this.#child = new Deno.Command(this.#nice ? "nice" : "nats-server", {
-      args: this.#nice ? ["-n", String(this.#nice), "nats-server", ...args] : args,
-      stdout: "null",
-      stderr: "null",
-    }).spawn();
-    await waitFor(() => accepts(this.port), "nats-server");
-  }
-
-  /** Kills the server (SIGKILL by default) and waits for it to exit. */
-  async kill(signal: Deno.Signal = "SIGKILL"): Promise<void> {
-    const child = this.#child;
-    if (!child) return;
-    this.#child = undefined;
-    try {
-      child.kill(signal);
-    } catch { /* already gone */ }
-    await child.status;
-  }
-
-  async [Symbol.asyncDispose](): Promise<void> {
-    await this.kill();
-    await Deno.remove(this.dir, { recursive: true }).catch(() => {});
-  }
 }
+
+/** `pg_ctl start` failed because another program holds the port. */
+class PortTaken extends Error {}
+
+/** How many ports a first start tries before it gives up. */
+const PG_START_ATTEMPTS = 3;
 
 /** A PostgreSQL cluster in a temp directory, listening on 127.0.0.1, trust authentication. */
 export class PostgresServer implements AsyncDisposable {
-  readonly port: number;
   readonly dir: string;
   readonly #bin: string;
+  #port = 0;
   #running = false;
 
-  private constructor(dir: string, port: number, bin: string) {
+  private constructor(dir: string, bin: string) {
     this.dir = dir;
-    this.port = port;
     this.#bin = bin;
   }
 
-  /** Creates the cluster (`initdb`) and starts it on a free port. */
+  /**
+   * Creates the cluster (`initdb`) and starts it on a free port. The port is picked once the
+   * cluster exists, right before the server binds it; a start that finds it taken by another
+   * program (another copy of the suite on this machine) tries another.
+   */
   static async start(): Promise<PostgresServer> {
     const bin = pgBin();
     if (!bin) throw new Error(postgresMissing());
     const dir = await Deno.makeTempDir({ prefix: "obs-pg-" });
     await Deno.chmod(dir, 0o777);
-    const server = new PostgresServer(dir, freePort(), bin);
-    await server.#pg("initdb", ["-D", server.#data, "-A", "trust", "-U", "postgres", "-E", "UTF8"]);
-    await server.restart();
-    return server;
+    const server = new PostgresServer(dir, bin);
+    try {
+      await server.#pg("initdb", [
+        "-D",
+        server.#data,
+        "-A",
+        "trust",
+        "-U",
+        "postgres",
+        "-E",
+        "UTF8",
+      ]);
+      for (let attempt = 1;; attempt++) {
+        server.#port = freePort();
+        try {
+          await server.restart();
+          return server;
+        } catch (err) {
+          if (!(err instanceof PortTaken) || attempt >= PG_START_ATTEMPTS) throw err;
+        }
+      }
+    } catch (err) {
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+      throw err;
+    }
+  }
+
+  /** The port it listens on. */
+  get port(): number {
+    return this.#port;
   }
 
   get #data(): string {
     return join(this.dir, "data");
+  }
+
+  get #log(): string {
+    return join(this.dir, "log");
   }
 
   /** `postgres://postgres@127.0.0.1:<port>/postgres`. */
@@ -172,23 +157,28 @@ export class PostgresServer implements AsyncDisposable {
     }
   }
 
-  /** Starts the server (again) on the same port and data directory. */
+  /**
+   * Starts the server (again) on the same port and data directory; `pg_ctl -w` returns once it
+   * accepts connections.
+   *
+   * @throws {Error} With the server log's last lines when it does not start.
+   */
   async restart(): Promise<void> {
     // fsync=off is safe for the crashes these tests make (a killed process, not a lost
     // machine): the WAL is written before each commit answers, only not flushed to the disk.
     const options = `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1 -c fsync=off`;
-    await this.#pg("pg_ctl", [
-      "-D",
-      this.#data,
-      "-o",
-      options,
-      "-l",
-      join(this.dir, "log"),
-      "-w",
-      "start",
-    ]);
+    const logged = (await Deno.readTextFile(this.#log).catch(() => "")).length;
+    try {
+      await this.#pg("pg_ctl", ["-D", this.#data, "-o", options, "-l", this.#log, "-w", "start"]);
+    } catch (err) {
+      const log = (await Deno.readTextFile(this.#log).catch(() => "")).slice(logged).trim();
+      const tail = log.split("\n").slice(-5).join(" | ");
+      const taken = /could not bind IPv4 address|Address already in use/.test(log);
+      throw new (taken ? PortTaken : Error)(
+        `${(err as Error).message} (port ${this.port}): ${tail}`,
+      );
+    }
     this.#running = true;
-    await waitFor(() => accepts(this.port), "postgres");
   }
 
   /** Stops the server: `immediate` is the crash-like stop (no checkpoint), `fast` a clean one. */

@@ -42,7 +42,7 @@ export function netnsUnavailable(): string | undefined {
   if (Deno.build.os !== "linux") return `network namespaces need Linux, this is ${Deno.build.os}`;
   const missing = curlMissing();
   if (missing) return missing;
-  const name = `obs-probe-${Deno.pid}`;
+  const name = `obs-probe-${uniqueTag()}`;
   const added = tryRun("ip", ["netns", "add", name]);
   if (!added.ok) return `ip netns add is not permitted here: ${added.text}`;
   tryRun("ip", ["netns", "del", name]);
@@ -58,30 +58,105 @@ export interface Netns extends AsyncDisposable {
   readonly nsAddr: string;
 }
 
-async function ip(args: string[]): Promise<void> {
-  const out = await new Deno.Command("ip", { args, stdout: "null", stderr: "piped" }).output();
-  if (!out.success) throw new Error(`ip ${args.join(" ")}: ${decoder.decode(out.stderr).trim()}`);
+/** `ip` failed: its arguments and what it printed. */
+class IpError extends Error {
+  readonly stderr: string;
+  constructor(args: string[], stderr: string) {
+    super(`ip ${args.join(" ")}: ${stderr}`);
+    this.stderr = stderr;
+  }
+}
+
+async function ip(args: string[]): Promise<string> {
+  const out = await new Deno.Command("ip", { args, stdout: "piped", stderr: "piped" }).output();
+  if (!out.success) throw new IpError(args, decoder.decode(out.stderr).trim());
+  return decoder.decode(out.stdout);
 }
 
 /**
+ * A name part no other run on this machine is using: the test files of one `deno test` share its
+ * pid and other copies of the suite run beside it, so the pid alone is not enough: the pid and
+ * six random characters, at most 11 in all, so `obh<tag>` fits an interface name (15).
+ */
+function uniqueTag(): string {
+  const random = crypto.getRandomValues(new Uint32Array(1))[0]! % 36 ** 6;
+  return `${Deno.pid.toString(36)}${random.toString(36).padStart(6, "0")}`;
+}
+
+/** The IPv4 address `a.b.c.d` as a number. */
+function ipv4(address: string): number {
+  return address.split(".").reduce((n, part) => n * 256 + Number(part), 0);
+}
+
+/**
+ * Whether an interface other than `own` holds an address whose network overlaps `address`/30:
+ * another namespace of this kind (another run) that drew the same /30, whose route could carry
+ * this one's traffic.
+ */
+async function subnetTaken(own: string, address: string): Promise<boolean> {
+  const ours = ipv4(address) - (ipv4(address) % 4);
+  for (const line of (await ip(["-o", "-4", "addr", "show"])).split("\n")) {
+    const m = /^\d+:\s+(\S+)\s+inet\s+([\d.]+)\/(\d+)/.exec(line);
+    if (!m || m[1] === own) continue;
+    const size = 2 ** (32 - Number(m[3]));
+    const theirs = ipv4(m[2]!) - (ipv4(m[2]!) % size);
+    if (Math.max(ours, theirs) < Math.min(ours + 4, theirs + size)) return true;
+  }
+  return false;
+}
+
+/** A name or a /30 another run holds: this attempt gave way, the next draws again. */
+class Taken extends Error {}
+
+/** How many draws of names and /30 a namespace tries before it gives up. */
+const NETNS_ATTEMPTS = 5;
+
+/**
  * Creates a namespace and a veth pair with a random /30 in 10.213.0.0/16 (traffic stays on this
- * machine: the namespace has no other route). Removed on dispose, also after a failed set-up.
+ * machine: the namespace has no other route). Its names carry this process's pid and a random
+ * part, and only what this call created is ever removed: a name or a /30 another run holds
+ * (another copy of the suite on this machine) is drawn again, never taken over. Removed on
+ * dispose, also after a failed set-up.
  */
 export async function netns(): Promise<Netns> {
-  const tag = `${Deno.pid % 10000}${Math.floor(Math.random() * 1000)}`;
+  for (let attempt = 1;; attempt++) {
+    try {
+      return await tryNetns();
+    } catch (err) {
+      if (!(err instanceof Taken) || attempt >= NETNS_ATTEMPTS) throw err;
+    }
+  }
+}
+
+async function tryNetns(): Promise<Netns> {
+  const tag = uniqueTag();
   const name = `obs-t-${tag}`;
-  const hostIf = `obh${tag}`.slice(0, 15), nsIf = `obn${tag}`.slice(0, 15);
+  const hostIf = `obh${tag}`, nsIf = `obn${tag}`;
   const third = Math.floor(Math.random() * 256), fourth = Math.floor(Math.random() * 63) * 4;
   const hostAddr = `10.213.${third}.${fourth + 1}`, nsAddr = `10.213.${third}.${fourth + 2}`;
+  // What this call created, undone last first (deleting the host end deletes the pair).
+  const undo: string[][] = [];
   const cleanup = async () => {
-    await ip(["link", "del", hostIf]).catch(() => {});
-    await ip(["netns", "del", name]).catch(() => {});
+    for (const args of undo.splice(0).reverse()) await ip(args).catch(() => {});
+  };
+  // A name that exists already belongs to another run: give way rather than use or delete it.
+  const create = async (args: string[], remove: string[]) => {
+    try {
+      await ip(args);
+    } catch (err) {
+      if (err instanceof IpError && /File exists/.test(err.stderr)) throw new Taken(err.message);
+      throw err;
+    }
+    undo.push(remove);
   };
   try {
-    await ip(["netns", "add", name]);
-    await ip(["link", "add", hostIf, "type", "veth", "peer", "name", nsIf]);
+    await create(["netns", "add", name], ["netns", "del", name]);
+    const veth = ["link", "add", hostIf, "type", "veth", "peer", "name", nsIf];
+    await create(veth, ["link", "del", hostIf]);
     await ip(["link", "set", nsIf, "netns", name]);
     await ip(["addr", "add", `${hostAddr}/30`, "dev", hostIf]);
+    // Two runs may draw the same /30 at once: each sees the other and draws again.
+    if (await subnetTaken(hostIf, hostAddr)) throw new Taken(`${hostAddr}/30 is in use`);
     await ip(["link", "set", hostIf, "up"]);
     await ip(["netns", "exec", name, "ip", "addr", "add", `${nsAddr}/30`, "dev", nsIf]);
     await ip(["netns", "exec", name, "ip", "link", "set", nsIf, "up"]);

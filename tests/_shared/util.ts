@@ -4,6 +4,7 @@
  */
 
 import assert from "node:assert/strict";
+import dgram from "node:dgram";
 import { join } from "node:path";
 import {
   permissionFlags,
@@ -18,12 +19,119 @@ import {
 /** Path of the command-line entry point, for subprocess tests. */
 export const CLI = new URL("../../cli.ts", import.meta.url).pathname;
 
-/** A port that was free a moment ago on 127.0.0.1 (for subprocess servers). */
+/** The lowest port {@linkcode freePort} picks; below it lie the usual fixed ports of services. */
+const FREE_PORTS_FROM = 10_000;
+
+/**
+ * The first port of the kernel's ephemeral range (port-0 binds and outgoing connections take
+ * theirs from it), or `undefined` where it cannot be read or leaves no room below.
+ */
+function ephemeralRangeStart(): number | undefined {
+  try {
+    const text = Deno.readTextFileSync("/proc/sys/net/ipv4/ip_local_port_range");
+    const low = Number(text.trim().split(/\s+/)[0]);
+    return Number.isInteger(low) && low > FREE_PORTS_FROM + 1000 ? low : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const EPHEMERAL_FROM = ephemeralRangeStart();
+
+/** A random port below the kernel's ephemeral range, or `undefined` where that range is unknown. */
+function belowEphemeral(): number | undefined {
+  if (EPHEMERAL_FROM === undefined) return undefined;
+  return FREE_PORTS_FROM + Math.floor(Math.random() * (EPHEMERAL_FROM - FREE_PORTS_FROM));
+}
+
+/** How many random ports {@linkcode freePort} and {@linkcode freeUdpPort} try. */
+const FREE_PORT_DRAWS = 1000;
+
+/**
+ * A TCP port free on 127.0.0.1 for a child process to bind a moment later (subprocess servers).
+ *
+ * Picked at random below the kernel's ephemeral range, not with port 0: a port-0 port is free
+ * again once the check closes it, and until the child binds it, any port-0 bind or outgoing
+ * connection on this machine (another test, another copy of the suite beside this one) may take
+ * it. Below the range only another explicit pick can, one in about 20,000; the shared starters
+ * (`ServerProcess`, `PostgresServer`) still try another port when they lose that race.
+ */
 export function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (listener.addr as Deno.NetAddr).port;
-  listener.close();
-  return port;
+  for (let draw = 0; draw < FREE_PORT_DRAWS; draw++) {
+    const port = belowEphemeral() ?? 0;
+    try {
+      const listener = Deno.listen({ hostname: "127.0.0.1", port });
+      const taken = (listener.addr as Deno.NetAddr).port;
+      listener.close();
+      return taken;
+    } catch (err) {
+      if (!(err instanceof Deno.errors.AddrInUse)) throw err;
+    }
+  }
+  throw new Error(`no free TCP port on 127.0.0.1 between ${FREE_PORTS_FROM} and ${EPHEMERAL_FROM}`);
+}
+
+/** The UDP twin of {@linkcode freePort}, for a child's datagram socket (Alpaca discovery). */
+export async function freeUdpPort(): Promise<number> {
+  for (let draw = 0; draw < FREE_PORT_DRAWS; draw++) {
+    const socket = dgram.createSocket("udp4");
+    const bound = await new Promise<boolean>((resolve) => {
+      socket.once("error", () => resolve(false));
+      socket.bind(belowEphemeral() ?? 0, "127.0.0.1", () => resolve(true));
+    });
+    const port = bound ? socket.address().port : 0;
+    await new Promise<void>((resolve) => socket.close(() => resolve()));
+    if (bound) return port;
+  }
+  throw new Error(`no free UDP port on 127.0.0.1 between ${FREE_PORTS_FROM} and ${EPHEMERAL_FROM}`);
+}
+
+/**
+ * Whether the process `pid` itself holds a listening TCP socket on `port` (Linux: the socket's
+ * inode in /proc/net/tcp and tcp6 among the process's descriptors). A child that lost its port to
+ * another program never does, though that program answers on the port. Elsewhere, whether
+ * anything accepts on 127.0.0.1:`port`.
+ */
+export async function listensOn(pid: number, port: number): Promise<boolean> {
+  const inodes = new Set<string>();
+  let tables = 0;
+  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    let text: string;
+    try {
+      text = await Deno.readTextFile(table);
+    } catch {
+      continue;
+    }
+    tables++;
+    // "sl local_address rem_address st ... inode": the address is hex "ADDR:PORT", 0A is LISTEN.
+    for (const line of text.split("\n").slice(1)) {
+      const f = line.trim().split(/\s+/);
+      if (f[3] === "0A" && parseInt(f[1]?.split(":")[1] ?? "", 16) === port) inodes.add(f[9]!);
+    }
+  }
+  if (tables === 0) return await accepts(port);
+  if (inodes.size === 0) return false;
+  try {
+    for await (const fd of Deno.readDir(`/proc/${pid}/fd`)) {
+      const link = await Deno.readLink(`/proc/${pid}/fd/${fd.name}`).catch(() => "");
+      const inode = /^socket:\[(\d+)\]$/.exec(link)?.[1];
+      if (inode !== undefined && inodes.has(inode)) return true;
+    }
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err; // the process is gone
+  }
+  return false;
+}
+
+/** Whether anything accepts a connection on 127.0.0.1:`port` now. */
+async function accepts(port: number): Promise<boolean> {
+  try {
+    const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+    conn.close();
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**

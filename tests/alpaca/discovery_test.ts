@@ -7,17 +7,8 @@
 import assert from "node:assert/strict";
 import dgram from "node:dgram";
 import { join } from "node:path";
-import { freePort, tempDir, testServer } from "../_shared/util.ts";
+import { freePort, freeUdpPort, tempDir, testServer } from "../_shared/util.ts";
 import { spawnServer } from "../../server.ts";
-
-/** A UDP port that was free a moment ago on 127.0.0.1. */
-async function freeUdpPort(): Promise<number> {
-  const socket = dgram.createSocket("udp4");
-  await new Promise<void>((resolve) => socket.bind(0, "127.0.0.1", resolve));
-  const port = socket.address().port;
-  await new Promise<void>((resolve) => socket.close(() => resolve()));
-  return port;
-}
 
 /** A client socket that collects what it receives. */
 async function client(): Promise<

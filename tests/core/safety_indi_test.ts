@@ -6,7 +6,8 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { parseTypes } from "../../core/types_registry.ts";
-import { freePort, getJson, postJson, tempDir, testServer } from "../_shared/util.ts";
+import { getJson, postJson, tempDir, testServer } from "../_shared/util.ts";
+import { IndiServer } from "../_shared/collect_push_util.ts";
 
 const DEVICE = "Weather Safety Proxy";
 
@@ -74,8 +75,6 @@ Deno.test({
   ignore: missing !== undefined,
   async fn() {
     await using dir = await tempDir();
-    const home = join(dir.path, "home");
-    await Deno.mkdir(home);
     await using server = await testServer({ siteDir: join(dir.path, "site"), types: TYPES });
     const doc = await getJson(`${server.url}/safety/indi`);
     assert.equal(doc.status, 200);
@@ -83,64 +82,54 @@ Deno.test({
     assert.match(body.timestamp_utc, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
     assert.deepEqual(body.roof_status, { open_ok: 0, reasons: "weather: stale, never seen" });
 
-    const port = freePort();
-    const indiserver = new Deno.Command("indiserver", {
-      args: ["-p", String(port), "indi_weather_safety_proxy"],
-      env: { HOME: home },
-      stdin: "null",
-      stdout: "null",
-      stderr: "null",
-    }).spawn();
-    try {
-      const p = ["-p", String(port), "-t", "2"];
-      const get = async (prop: string) =>
-        (await indi("indi_getprop", [...p, "-1", `${DEVICE}.${prop}`], home)).trim();
-      await until(
-        "indiserver to list the driver",
-        async () => (await get("SCRIPT_OR_CURL.Use url")) === "Off",
-      );
-      const url = `${server.url}/safety/indi`;
-      await indi(
-        "indi_setprop",
-        [...p, `${DEVICE}.WEATHER_SAFETY_URLS.WEATHER_SAFETY_URL=${url}`],
-        home,
-      );
-      await indi(
-        "indi_setprop",
-        [...p, `${DEVICE}.SCRIPT_OR_CURL.Use script;Use url=Off;On`],
-        home,
-      );
-      await until(
-        "the URL to be set",
-        async () => (await get("WEATHER_SAFETY_URLS.WEATHER_SAFETY_URL")) === url,
-      );
-      await indi("indi_setprop", [...p, `${DEVICE}.CONNECTION.CONNECT=On`], home);
-      await until("the driver to connect", async () => (await get("CONNECTION.CONNECT")) === "On");
-      await indi("indi_setprop", [...p, `${DEVICE}.WEATHER_UPDATE.PERIOD=1`], home);
-      await until(
-        "WEATHER_SAFETY 0 while unsafe",
-        async () => Number(await get("WEATHER_PARAMETERS.WEATHER_SAFETY")) === 0,
-      );
-      assert.equal(await get("WEATHER_SAFETY_REASONS.Reasons"), "weather: stale, never seen");
+    // Its own local socket and HOME: another indiserver on this machine is not disturbed.
+    await using indiserver = await IndiServer.start(["indi_weather_safety_proxy"]);
+    const home = indiserver.home;
+    const p = ["-p", String(indiserver.port), "-t", "2"];
+    const get = async (prop: string) =>
+      (await indi("indi_getprop", [...p, "-1", `${DEVICE}.${prop}`], home)).trim();
+    await until(
+      "indiserver to list the driver",
+      async () => (await get("SCRIPT_OR_CURL.Use url")) === "Off",
+    );
+    const url = `${server.url}/safety/indi`;
+    await indi(
+      "indi_setprop",
+      [...p, `${DEVICE}.WEATHER_SAFETY_URLS.WEATHER_SAFETY_URL=${url}`],
+      home,
+    );
+    await indi(
+      "indi_setprop",
+      [...p, `${DEVICE}.SCRIPT_OR_CURL.Use script;Use url=Off;On`],
+      home,
+    );
+    await until(
+      "the URL to be set",
+      async () => (await get("WEATHER_SAFETY_URLS.WEATHER_SAFETY_URL")) === url,
+    );
+    await indi("indi_setprop", [...p, `${DEVICE}.CONNECTION.CONNECT=On`], home);
+    await until("the driver to connect", async () => (await get("CONNECTION.CONNECT")) === "On");
+    await indi("indi_setprop", [...p, `${DEVICE}.WEATHER_UPDATE.PERIOD=1`], home);
+    await until(
+      "WEATHER_SAFETY 0 while unsafe",
+      async () => Number(await get("WEATHER_PARAMETERS.WEATHER_SAFETY")) === 0,
+    );
+    assert.equal(await get("WEATHER_SAFETY_REASONS.Reasons"), "weather: stale, never seen");
 
-      await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 3 } });
-      await until(
-        "WEATHER_SAFETY 1 once safe",
-        async () => Number(await get("WEATHER_PARAMETERS.WEATHER_SAFETY")) === 1,
-      );
+    await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 3 } });
+    await until(
+      "WEATHER_SAFETY 1 once safe",
+      async () => Number(await get("WEATHER_PARAMETERS.WEATHER_SAFETY")) === 1,
+    );
 
-      await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 22 } });
-      await until(
-        "WEATHER_SAFETY 0 in alarm",
-        async () => Number(await get("WEATHER_PARAMETERS.WEATHER_SAFETY")) === 0,
-      );
-      assert.equal(
-        await get("WEATHER_SAFETY_REASONS.Reasons"),
-        "weather: wind_mps 22 m/s above alarm 15",
-      );
-    } finally {
-      indiserver.kill("SIGTERM");
-      await indiserver.status;
-    }
+    await postJson(`${server.url}/event`, { type: "weather", data: { wind_mps: 22 } });
+    await until(
+      "WEATHER_SAFETY 0 in alarm",
+      async () => Number(await get("WEATHER_PARAMETERS.WEATHER_SAFETY")) === 0,
+    );
+    assert.equal(
+      await get("WEATHER_SAFETY_REASONS.Reasons"),
+      "weather: wind_mps 22 m/s above alarm 15",
+    );
   },
 });
