@@ -40,10 +40,13 @@ function positiveInt(value: string | undefined, flag: string, command: string): 
   return n;
 }
 
+/** A stack frame in an npm package (Deno's npm cache or a node_modules folder). */
+const LIBRARY_FRAME = /[\\/]npm[\\/]registry\.npmjs\.org[\\/]|[\\/]node_modules[\\/]/;
+
 /**
  * An AbortSignal that SIGINT or SIGTERM aborts; the process then ends after the batch in hand.
  * While it is held, a rejected promise nobody awaits (a database client's own reconnect attempt,
- * say) is logged and passed over instead of ending the process: the forwarder and the archiver
+ * say), or an exception a client library throws from its own callback, is logged and passed over instead of ending the process: the forwarder and the archiver
  * own their retries, and a process that exits stops forwarding until someone restarts it
  * (docs/fleet.md, "Faults").
  */
@@ -52,9 +55,7 @@ function stopSignal(): { signal: AbortSignal; dispose(): void } {
   const stop = () => controller.abort();
   const signals: Deno.Signal[] = ["SIGINT", "SIGTERM"];
   for (const s of signals) Deno.addSignalListener(s, stop);
-  const stray = (event: PromiseRejectionEvent) => {
-    event.preventDefault();
-    const reason: unknown = event.reason;
+  const warn = (reason: unknown) => {
     const where = reason instanceof Error
       ? (reason.stack ?? "").split("\n").slice(1, 4).map((l) => l.trim()).join(" < ")
       : "";
@@ -65,12 +66,28 @@ function stopSignal(): { signal: AbortSignal; dispose(): void } {
       }${where ? `; at ${where}` : ""}); going on, its next request retries`,
     );
   };
+  const stray = (event: PromiseRejectionEvent) => {
+    event.preventDefault();
+    warn(event.reason);
+  };
+  // An exception thrown inside a client library's own socket callback (postgres.js 3.4 writes to
+  // a connection PostgreSQL closed mid-write: "Cannot read properties of null (reading 'write')")
+  // cannot be caught by any request; ours still end the process.
+  const thrown = (event: ErrorEvent) => {
+    const err: unknown = event.error;
+    const stack = err instanceof Error ? err.stack ?? "" : "";
+    if (!LIBRARY_FRAME.test(stack)) return;
+    event.preventDefault();
+    warn(err);
+  };
   globalThis.addEventListener("unhandledrejection", stray);
+  globalThis.addEventListener("error", thrown);
   return {
     signal: controller.signal,
     dispose: () => {
       for (const s of signals) Deno.removeSignalListener(s, stop);
       globalThis.removeEventListener("unhandledrejection", stray);
+      globalThis.removeEventListener("error", thrown);
     },
   };
 }
