@@ -71,15 +71,6 @@ export class PeerState {
   }
 
   /**
-   * Whether the last attempt failed.
-   *
-   * @returns True while the peer is down.
-   */
-  get down(): boolean {
-    return this.#state.state === "down";
-  }
-
-  /**
    * Records a failure; logs it only when the peer was up.
    *
    * @param err Why the attempt failed.
