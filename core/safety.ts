@@ -37,45 +37,98 @@ import {
   type TypeState,
   valueAt,
 } from "./freshness.ts";
-import type { TypeSpec, TypesRegistry } from "./types_registry.ts";
+import {
+  isCriticalAnywhere,
+  isCriticalFor,
+  safetyProfiles,
+  SITE_PROFILE,
+  type TypeSpec,
+  type TypesRegistry,
+} from "./types_registry.ts";
+import {
+  eventTypeOf,
+  type ExternalEvent,
+  INTERNAL_ID_PREFIX,
+  INTERNAL_SOURCE,
+  type SafetyEvent,
+  type Waiver,
+} from "./safety_events.ts";
 
 /** The verdict of one critical type, as `GET /safety` lists it. */
 export interface SafetyTypeVerdict {
   /** The type's usual state (`GET /types`); a latched type keeps `ok` or `warn`. */
   state: "ok" | "warn" | "alarm" | "stale";
-  /** False while the type is stale, never seen, in alarm or latched. */
+  /** False while the type is stale, never seen, in alarm or latched; true while waived. */
   safe: boolean;
   /** While latched: when the latch ends if nothing changes (ISO 8601 UTC); else null. */
   latched_until: string | null;
+  /** While waived: when the waiver ends (ISO 8601 UTC); else null (docs/safety.md#waivers). */
+  waived_until: string | null;
 }
 
-/** The `GET /safety` document. */
+/** A waiver as the verdict lists it (docs/safety.md#waivers). */
+export interface WaiverView {
+  /** The waived critical type. */
+  type: string;
+  /** When the waiver ends (ISO 8601 UTC, whole seconds). */
+  until: string;
+  /** Why it was set. */
+  reason: string;
+  /** Who set it (the peer's address). */
+  peer: string;
+}
+
+/** The `GET /safety` document of one profile (docs/safety.md). */
 export interface SafetyVerdict {
-  /** True when at least one critical type is registered and every one of them is safe. */
+  /** The profile judged: `site` for the types with `critical: true` (docs/safety.md#profiles). */
+  profile: string;
+  /** True when at least one critical type is registered, every one of them is safe, and no external event holds the profile shut. */
   safe: boolean;
   /** When `safe` last changed (ISO 8601 UTC). */
   since: string;
   /** When the latest latch ends if nothing else changes; null when safe or no latch decides. */
   clear_at: string | null;
-  /** Why the site is unsafe, one line each, such as `weather: stale for 412 s (limit 180 s)`. */
+  /**
+   * Why the profile is unsafe, one line each, such as `weather: stale for 412 s (limit 180 s)`,
+   * and each waiver (`weather: WAIVED until ...`), which leaves it safe.
+   */
   reasons: string[];
   /** Each critical type's verdict. */
   types: Record<string, SafetyTypeVerdict>;
+  /**
+   * The draft ISafetyMonitorV4 `SafetyEvents`: one internal event per reason it is unsafe, then
+   * every external event that applies; empty when safe.
+   */
+  events: SafetyEvent[];
+  /** The waivers in force over its types. */
+  waivers: WaiverView[];
 }
 
-/** A change of the verdict (`kind: "safety"`) or of a critical type's state (`kind: "type"`). */
+/**
+ * A change the safety watch tells: of a profile's verdict (`kind: "safety"`), of a critical
+ * type's state (`kind: "type"`), of the external events (`kind: "external"`) or of the waivers
+ * (`kind: "waiver"`, docs/safety.md#notifications).
+ */
 export interface SafetyChange {
   /** What changed. */
-  kind: "safety" | "type";
+  kind: "safety" | "type" | "external" | "waiver";
+  /** The profile whose verdict changed (`kind: "safety"`), absent for `site`. */
+  profile?: string;
   /** The new verdict (`kind: "safety"`). */
   safe?: boolean;
-  /** The critical type (`kind: "type"`). */
+  /** The critical type (`kind: "type"` and `"waiver"`). */
   type?: string;
   /** Its new state (`kind: "type"`). */
   state?: string;
   /** Its state before (`kind: "type"`). */
   previous?: string;
-  /** The verdict's reasons (`kind: "safety"`), or the type's (`kind: "type"`). */
+  /** `set` or `clear` (`kind: "external"`), `set` or `end` (`kind: "waiver"`). */
+  action?: string;
+  /** The external event (`kind: "external"`). */
+  event?: SafetyEvent;
+  /** The waiver's end (`kind: "waiver"`, `action: "set"`). */
+  until?: string;
+  /** The verdict's reasons (`kind: "safety"`), the type's (`kind: "type"`), or what was done. */
   reasons: string[];
   /** The moment of the change (ISO 8601 UTC). */
   ts: string;
@@ -118,10 +171,12 @@ export interface SavedLatch {
    * not say (the next start then takes the checkpoint's cursors, docs/safety.md).
    */
   covers: LatchCover | null;
-  /** The verdict when saved. */
+  /** The site's verdict when saved. */
   safe: boolean;
-  /** When the verdict last changed (ISO 8601 UTC). */
+  /** When the site's verdict last changed (ISO 8601 UTC). */
   since: string;
+  /** Every other profile's verdict and its `since` (absent in a file written before 0.7). */
+  profiles?: Record<string, { safe: boolean; since: string }>;
   /** Per critical type. */
   types: Record<string, SavedTypeLatch>;
 }
@@ -139,11 +194,13 @@ export interface JudgeStart {
   restored: SavedLatch | null;
 }
 
-/** One judgement: the verdict, and what changed since the judgement before. */
+/** One judgement: every profile's verdict, and what changed since the judgement before. */
 export interface Judgement {
-  /** The verdict now. */
+  /** The site's verdict now. */
   verdict: SafetyVerdict;
-  /** Changes since the previous judgement, verdict first; empty for the first one. */
+  /** Every profile's verdict now, `site` first. */
+  verdicts: ReadonlyMap<string, SafetyVerdict>;
+  /** Changes since the previous judgement, verdicts first; empty for the first one. */
   changes: SafetyChange[];
   /** True when the saved latch must be rewritten (a verdict, state or latch changed). */
   dirty: boolean;
@@ -158,6 +215,47 @@ export type Observed = "same" | "changed" | "unsafe";
 
 /** The reason given when no critical type is registered. */
 export const NO_CRITICAL_REASON = "no critical types registered (--types)";
+
+/** A waiver in force, as the judge holds it: its wall end and its monotonic bound. */
+export interface ActiveWaiver extends Waiver {
+  /** Its wall end, epoch ms. */
+  readonly untilMs: number;
+  /**
+   * Its end on the monotonic clock: a wall clock set back never stretches a waiver past the
+   * length it was given (docs/safety.md#waivers).
+   */
+  readonly endMono: number;
+}
+
+/** What the hub adds to the judgement: external events and waivers (docs/safety.md). */
+export interface HubInput {
+  /** External events, in the order they were first set. */
+  readonly external: readonly ExternalEvent[];
+  /** Waivers by type. */
+  readonly waivers: ReadonlyMap<string, ActiveWaiver>;
+}
+
+/**
+ * Whether a waiver is in force at these times.
+ *
+ * @param waiver The waiver.
+ * @param wallMs Wall time, epoch ms.
+ * @param monoMs Monotonic time, ms.
+ * @returns True until its wall end or its monotonic bound, whichever comes first.
+ *
+ * @example Usage
+ * ```ts
+ * import { waiverActive } from "./safety.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const waiver = { type: "weather", until: "", reason: "", peer: "", untilMs: 1000, endMono: 500 };
+ * assert.equal(waiverActive(waiver, 900, 400), true);
+ * assert.equal(waiverActive(waiver, 900, 600), false);
+ * ```
+ */
+export function waiverActive(waiver: ActiveWaiver, wallMs: number, monoMs: number): boolean {
+  return wallMs < waiver.untilMs && monoMs < waiver.endMono;
+}
 
 /** Per critical type: what the judge remembers between judgements. */
 interface TypeLatch {
@@ -184,6 +282,39 @@ interface TypeLatch {
   staleAtWall: number | undefined;
 }
 
+/** One reason a critical type is unsafe, with what its SafetyEvent says. */
+interface Condition {
+  /** The internal event's `Id`. */
+  id: string;
+  /** The reason line. */
+  reason: string;
+  /** `SafetyEventType`. */
+  type: string;
+  /** `SafetyEventTrigger`. */
+  trigger: string;
+}
+
+/** One critical type judged once, for every profile it counts in. */
+interface TypeResult {
+  verdict: SafetyTypeVerdict;
+  /** Unsafe now (stale, never seen, alarm); a latch alone is `latchedUntil`. */
+  unsafe: boolean;
+  /** Its latch's wall end while latched. */
+  latchedUntil: number | undefined;
+  conditions: Condition[];
+  waiver: ActiveWaiver | undefined;
+}
+
+/** One profile's memory between judgements. */
+interface ProfileMemory {
+  readonly name: string;
+  /** Its critical types, in the order of the types file. */
+  readonly types: readonly string[];
+  verdict: SafetyVerdict | undefined;
+  restoredSafe: boolean | undefined;
+  since: string;
+}
+
 /** A wall clock that moved more than this against the monotonic one has stepped. */
 const STEP_MS = 1000;
 
@@ -197,8 +328,13 @@ function isoSeconds(ms: number): string {
   return new Date(Math.ceil(ms / 1000) * 1000).toISOString().replace(".000Z", "Z");
 }
 
+const NO_HUB: HubInput = { external: [], waivers: new Map() };
+const NO_CRITICAL_ID = `${INTERNAL_ID_PREFIX}no-critical-types`;
+
 /**
- * The latched verdict over the critical types of a registry (docs/safety.md).
+ * The latched verdicts over the critical types of a registry (docs/safety.md): the site's, and
+ * one per profile named by a `critical_for` (docs/safety.md#profiles). Each type is judged once
+ * and its latch is shared by every profile it counts in.
  *
  * @example Usage
  * ```ts
@@ -215,22 +351,34 @@ export class SafetyJudge {
   #critical: [string, TypeSpec][];
   #specs: Map<string, TypeSpec>;
   #latches = new Map<string, TypeLatch>();
-  #verdict: SafetyVerdict | undefined;
-  #restoredSafe: boolean | undefined;
-  #since: string;
+  #profiles: ProfileMemory[];
+  #hub: HubInput = NO_HUB;
+  /** When each internal event's condition began (wall, ISO): kept while it lasts. */
+  #eventSince = new Map<string, string>();
+  #judged = false;
 
   /**
    * Starts judging; the first {@linkcode SafetyJudge.judge} sets the baseline.
    *
-   * @param registry The types registry; only its critical types count.
+   * @param registry The types registry; its critical types (for any profile) count.
    * @param start The clocks at start and the latch saved by the previous run.
    */
   constructor(registry: TypesRegistry, start: JudgeStart) {
-    this.#critical = [...registry].filter(([, spec]) => spec.critical);
+    this.#critical = [...registry].filter(([, spec]) => isCriticalAnywhere(spec));
     this.#specs = new Map(this.#critical);
     const { wallMs, monoMs, restored } = start;
-    this.#since = restored?.since ?? iso(wallMs);
-    this.#restoredSafe = restored?.safe;
+    this.#profiles = safetyProfiles(registry).map((name) => {
+      const saved = name === SITE_PROFILE
+        ? (restored ? { safe: restored.safe, since: restored.since } : undefined)
+        : restored?.profiles?.[name];
+      return {
+        name,
+        types: this.#critical.filter(([, spec]) => isCriticalFor(spec, name)).map(([t]) => t),
+        verdict: undefined,
+        restoredSafe: saved?.safe,
+        since: saved?.since ?? iso(wallMs),
+      };
+    });
     for (const [type, spec] of this.#critical) {
       const clearMs = (spec.clear_after_s ?? 0) * 1000;
       const saved = restored?.types[type];
@@ -256,9 +404,23 @@ export class SafetyJudge {
     }
   }
 
-  /** The latest verdict, or undefined before the first judgement. */
+  /** The profiles judged, `site` first, then by name (the Alpaca device number is the index). */
+  get profiles(): readonly string[] {
+    return this.#profiles.map((p) => p.name);
+  }
+
+  /** The site's latest verdict, or undefined before the first judgement. */
   get verdict(): SafetyVerdict | undefined {
-    return this.#verdict;
+    return this.#profiles[0]!.verdict;
+  }
+
+  /**
+   * Sets the external events and waivers the next judgements count (docs/safety.md).
+   *
+   * @param hub The external events and the waivers by type.
+   */
+  setHub(hub: HubInput): void {
+    this.#hub = hub;
   }
 
   /**
@@ -267,101 +429,240 @@ export class SafetyJudge {
    * @param latest The latest event of a type, or undefined when never seen.
    * @param wallMs Wall time, epoch ms.
    * @param monoMs Monotonic time, ms.
-   * @returns The verdict and the changes since the judgement before.
+   * @returns Every profile's verdict and the changes since the judgement before.
    */
   judge(
     latest: (type: string) => LatestEvent | undefined,
     wallMs: number,
     monoMs: number,
   ): Judgement {
-    const types: Record<string, SafetyTypeVerdict> = {};
-    const reasons: string[] = [];
+    const first = !this.#judged;
+    this.#judged = true;
+    const results = new Map<string, TypeResult>();
     const typeChanges: SafetyChange[] = [];
-    let dirty = this.#verdict === undefined;
-    let clearAt: number | undefined;
-    let onlyLatches = true;
+    let dirty = first;
     for (const [type, spec] of this.#critical) {
-      const latch = this.#latches.get(type)!;
-      const seen = latest(type);
-      if (wentStale(latch, wallMs)) latch.wasUnsafe = true;
-      latch.staleAtWall = staleAt(spec, seen ? Date.parse(seen.ts) : NaN);
-      const status = judgeType(spec, seen, wallMs);
-      const own = typeReasons(type, spec, seen, status.state, status.reasons);
-      const unsafe = own.length > 0;
-      // The moment it turns fine counts as unsafe too: the count starts at the change.
-      if (unsafe !== latch.wasUnsafe) dirty = true;
-      if (unsafe || latch.wasUnsafe) {
-        latch.lastUnsafeMono = monoMs;
-        latch.untilWall = undefined;
-      }
-      const clearMs = (spec.clear_after_s ?? 0) * 1000;
-      const endMono = latch.lastUnsafeMono === undefined
-        ? undefined
-        : latch.lastUnsafeMono + clearMs;
-      const latched = !unsafe && endMono !== undefined && monoMs < endMono;
-      let until: number | undefined;
-      if (latched) {
-        const offset = wallMs - monoMs;
-        if (latch.untilWall === undefined || Math.abs(offset - latch.offset) > STEP_MS) {
-          latch.untilWall = Math.ceil(endMono! + offset);
-          latch.offset = offset;
-          dirty = true;
-        }
-        until = latch.untilWall;
-        reasons.push(
-          `${type}: clearing, safe at ${isoSeconds(until)} (clear_after_s ${spec.clear_after_s})`,
-        );
-        clearAt = Math.max(clearAt ?? until, until);
-      } else if (latch.untilWall !== undefined) {
-        latch.untilWall = undefined;
-        dirty = true;
-      }
-      if (unsafe) onlyLatches = false;
-      reasons.push(...own);
-      if (latch.state !== undefined && latch.state !== status.state) {
-        typeChanges.push({
-          kind: "type",
-          type,
-          state: status.state,
-          previous: latch.state,
-          reasons: status.reasons,
-          ts: iso(wallMs),
+      const judged = this.#judgeType(type, spec, latest(type), wallMs, monoMs);
+      if (judged.dirty) dirty = true;
+      if (judged.change) typeChanges.push(judged.change);
+      results.set(type, judged.result);
+    }
+    this.#keepEventTimes(results, wallMs);
+    const verdicts = new Map<string, SafetyVerdict>();
+    const changes: SafetyChange[] = [];
+    for (const profile of this.#profiles) {
+      const verdict = this.#profileVerdict(profile, results, wallMs);
+      // The first verdict of a site directory is where it starts, not a change; after a restart
+      // the saved verdict is the one before.
+      const previous = profile.verdict?.safe ?? profile.restoredSafe;
+      if (previous !== undefined && previous !== verdict.safe) {
+        profile.since = iso(wallMs);
+        verdict.since = profile.since;
+        changes.push({
+          kind: "safety",
+          ...(profile.name === SITE_PROFILE ? {} : { profile: profile.name }),
+          safe: verdict.safe,
+          reasons: verdict.reasons,
+          ts: profile.since,
         });
         dirty = true;
       }
-      latch.state = status.state;
-      latch.wasUnsafe = unsafe || latch.held;
-      types[type] = {
-        state: status.state,
-        safe: !unsafe && !latched,
-        latched_until: until === undefined ? null : iso(until),
-      };
+      profile.restoredSafe = undefined;
+      profile.verdict = verdict;
+      verdicts.set(profile.name, verdict);
     }
-    if (this.#critical.length === 0) reasons.push(NO_CRITICAL_REASON);
-    const safe = reasons.length === 0;
-    // The first verdict of a site directory is where it starts, not a change; after a restart the
-    // saved verdict is the one before.
-    const previous = this.#verdict?.safe ?? this.#restoredSafe;
-    const changes: SafetyChange[] = [];
-    if (previous !== undefined && previous !== safe) {
-      this.#since = iso(wallMs);
-      changes.push({ kind: "safety", safe, reasons, ts: this.#since });
-      dirty = true;
-    }
-    this.#restoredSafe = undefined;
-    const first = this.#verdict === undefined;
-    this.#verdict = {
-      safe,
-      since: this.#since,
-      clear_at: !safe && onlyLatches && clearAt !== undefined ? iso(clearAt) : null,
-      reasons,
-      types,
-    };
     return {
-      verdict: this.#verdict,
+      verdict: verdicts.get(SITE_PROFILE)!,
+      verdicts,
       changes: first ? changes : [...changes, ...typeChanges],
       dirty,
     };
+  }
+
+  /** One critical type's judgement, its latch moved; shared by every profile it counts in. */
+  #judgeType(
+    type: string,
+    spec: TypeSpec,
+    seen: LatestEvent | undefined,
+    wallMs: number,
+    monoMs: number,
+  ): { result: TypeResult; change: SafetyChange | undefined; dirty: boolean } {
+    const latch = this.#latches.get(type)!;
+    const waiver = this.#waiverOf(type, wallMs, monoMs);
+    const status = judgeType(spec, seen, wallMs);
+    let dirty = false;
+    let change: SafetyChange | undefined;
+    if (latch.state !== undefined && latch.state !== status.state) {
+      change = {
+        kind: "type",
+        type,
+        state: status.state,
+        previous: latch.state,
+        reasons: status.reasons,
+        ts: iso(wallMs),
+      };
+      dirty = true;
+    }
+    latch.state = status.state;
+    if (waiver) {
+      // Not judged at all while waived: the latch stands as it was when the waiver began, and
+      // counts again from the waiver's end (docs/safety.md#waivers).
+      latch.staleAtWall = staleAt(spec, seen ? Date.parse(seen.ts) : NaN);
+      return {
+        result: {
+          verdict: {
+            state: status.state,
+            safe: true,
+            latched_until: null,
+            waived_until: isoSeconds(waiver.untilMs),
+          },
+          unsafe: false,
+          latchedUntil: undefined,
+          conditions: [],
+          waiver,
+        },
+        change,
+        dirty,
+      };
+    }
+    if (wentStale(latch, wallMs)) latch.wasUnsafe = true;
+    latch.staleAtWall = staleAt(spec, seen ? Date.parse(seen.ts) : NaN);
+    const conditions = typeConditions(type, spec, seen, status.state, status.reasons);
+    const unsafe = conditions.length > 0;
+    // The moment it turns fine counts as unsafe too: the count starts at the change.
+    if (unsafe !== latch.wasUnsafe) dirty = true;
+    if (unsafe || latch.wasUnsafe) {
+      latch.lastUnsafeMono = monoMs;
+      latch.untilWall = undefined;
+    }
+    const clearMs = (spec.clear_after_s ?? 0) * 1000;
+    const endMono = latch.lastUnsafeMono === undefined ? undefined : latch.lastUnsafeMono + clearMs;
+    const latched = !unsafe && endMono !== undefined && monoMs < endMono;
+    let until: number | undefined;
+    if (latched) {
+      const offset = wallMs - monoMs;
+      if (latch.untilWall === undefined || Math.abs(offset - latch.offset) > STEP_MS) {
+        latch.untilWall = Math.ceil(endMono! + offset);
+        latch.offset = offset;
+        dirty = true;
+      }
+      until = latch.untilWall;
+      conditions.push({
+        id: `${INTERNAL_ID_PREFIX}${type}:clearing`,
+        reason: `${type}: clearing, safe at ${
+          isoSeconds(until)
+        } (clear_after_s ${spec.clear_after_s})`,
+        type: typeEventType(spec),
+        trigger: "Unsafe",
+      });
+    } else if (latch.untilWall !== undefined) {
+      latch.untilWall = undefined;
+      dirty = true;
+    }
+    latch.wasUnsafe = unsafe || latch.held;
+    return {
+      result: {
+        verdict: {
+          state: status.state,
+          safe: !unsafe && !latched,
+          latched_until: until === undefined ? null : iso(until),
+          waived_until: null,
+        },
+        unsafe,
+        latchedUntil: until,
+        conditions,
+        waiver: undefined,
+      },
+      change,
+      dirty,
+    };
+  }
+
+  /** Keeps each internal event's start while its condition lasts (its `EventTimeUtc`). */
+  #keepEventTimes(results: ReadonlyMap<string, TypeResult>, wallMs: number): void {
+    const now = new Map<string, string>();
+    const keep = (id: string) => now.set(id, this.#eventSince.get(id) ?? iso(wallMs));
+    for (const result of results.values()) for (const c of result.conditions) keep(c.id);
+    if (this.#profiles.some((p) => p.types.length === 0)) keep(NO_CRITICAL_ID);
+    this.#eventSince = now;
+  }
+
+  /** One profile's verdict over the types judged. */
+  #profileVerdict(
+    profile: ProfileMemory,
+    results: ReadonlyMap<string, TypeResult>,
+    wallMs: number,
+  ): SafetyVerdict {
+    const reasons: string[] = [];
+    const types: Record<string, SafetyTypeVerdict> = {};
+    const events: SafetyEvent[] = [];
+    const waivers: WaiverView[] = [];
+    let unsafe = false, onlyLatches = true;
+    let clearAt: number | undefined;
+    const internal = (c: Condition, name: string): SafetyEvent => ({
+      Source: INTERNAL_SOURCE,
+      Name: name,
+      Id: c.id,
+      Type: c.type,
+      Trigger: c.trigger,
+      Description: c.reason,
+      EventTimeUtc: this.#eventSince.get(c.id) ?? iso(wallMs),
+    });
+    for (const type of profile.types) {
+      const result = results.get(type)!;
+      types[type] = result.verdict;
+      if (result.waiver) {
+        const { until, reason, peer, untilMs } = result.waiver;
+        reasons.push(`${type}: WAIVED until ${isoSeconds(untilMs)} (${reason})`);
+        waivers.push({ type, until: until, reason, peer });
+        continue;
+      }
+      if (result.conditions.length === 0) continue;
+      unsafe = true;
+      if (result.unsafe) onlyLatches = false;
+      if (result.latchedUntil !== undefined) {
+        clearAt = Math.max(clearAt ?? result.latchedUntil, result.latchedUntil);
+      }
+      for (const c of result.conditions) {
+        reasons.push(c.reason);
+        events.push(internal(c, type));
+      }
+    }
+    if (profile.types.length === 0) {
+      unsafe = true;
+      onlyLatches = false;
+      reasons.push(NO_CRITICAL_REASON);
+      events.push(
+        internal({
+          id: NO_CRITICAL_ID,
+          reason: NO_CRITICAL_REASON,
+          type: "Safety",
+          trigger: "ErrorCondition",
+        }, profile.name === SITE_PROFILE ? "critical types" : `critical types of ${profile.name}`),
+      );
+    }
+    for (const external of this.#hub.external) {
+      if (external.profile !== null && external.profile !== profile.name) continue;
+      unsafe = true;
+      onlyLatches = false;
+      reasons.push(`external: ${external.event.Source}: ${external.event.Description}`);
+      events.push(external.event);
+    }
+    return {
+      profile: profile.name,
+      safe: !unsafe,
+      since: profile.since,
+      clear_at: unsafe && onlyLatches && clearAt !== undefined ? iso(clearAt) : null,
+      reasons,
+      types,
+      events,
+      waivers,
+    };
+  }
+
+  #waiverOf(type: string, wallMs: number, monoMs: number): ActiveWaiver | undefined {
+    const waiver = this.#hub.waivers.get(type);
+    return waiver && waiverActive(waiver, wallMs, monoMs) ? waiver : undefined;
   }
 
   /**
@@ -370,6 +671,7 @@ export class SafetyJudge {
    * ({@linkcode SafetyJudge.judge}) only then. Called for each event of a commit group before
    * the group is written: an event that turns the type unsafe holds it judged unsafe until
    * {@linkcode SafetyJudge.release}, and the caller saves the latch before writing the group.
+   * A waived type is not judged (docs/safety.md#waivers).
    *
    * @param type The type.
    * @param tsMs Its new latest event's `ts`, epoch ms (NaN when it cannot be read).
@@ -391,6 +693,7 @@ export class SafetyJudge {
     if (!latch || !spec) return "same";
     if (latch.state === undefined) return "changed";
     const state = quickState(spec, tsMs, data, wallMs);
+    if (this.#waiverOf(type, wallMs, monoMs)) return state === latch.state ? "same" : "changed";
     // Stale since the event before, unseen by any judgement: that counts as judged unsafe too.
     const unsafe = wentStale(latch, wallMs) || state === "stale" || state === "alarm";
     if (unsafe && !latch.wasUnsafe) {
@@ -418,8 +721,8 @@ export class SafetyJudge {
   }
 
   /**
-   * How long until the verdict can next change by the passing of time alone: a latch ending,
-   * a type going stale, or a `ts` from the future coming within the tolerance.
+   * How long until a verdict can next change by the passing of time alone: a latch ending,
+   * a type going stale, a `ts` from the future coming within the tolerance, or a waiver ending.
    *
    * @param latest The latest event of a type.
    * @param wallMs Wall time, epoch ms.
@@ -433,7 +736,13 @@ export class SafetyJudge {
   ): number | undefined {
     let next: number | undefined;
     const at = (ms: number) => void (next = Math.min(next ?? ms, Math.max(0, ms)));
+    for (const waiver of this.#hub.waivers.values()) {
+      if (waiverActive(waiver, wallMs, monoMs)) {
+        at(Math.min(waiver.untilMs - wallMs, waiver.endMono - monoMs));
+      }
+    }
     for (const [type, spec] of this.#critical) {
+      if (this.#waiverOf(type, wallMs, monoMs)) continue;
       const latch = this.#latches.get(type)!;
       if (latch.lastUnsafeMono !== undefined && !latch.wasUnsafe) {
         const end = latch.lastUnsafeMono + (spec.clear_after_s ?? 0) * 1000 - monoMs;
@@ -466,15 +775,69 @@ export class SafetyJudge {
       const latch = this.#latches.get(type)!;
       types[type] = { unsafe: latch.wasUnsafe, latched_until_ms: latch.untilWall ?? null };
     }
+    const [site, ...others] = this.#profiles;
+    const profiles: Record<string, { safe: boolean; since: string }> = {};
+    for (const p of others) profiles[p.name] = { safe: p.verdict?.safe ?? false, since: p.since };
     return {
       version: 1,
       saved_at_ms: wallMs,
       covers,
-      safe: this.#verdict?.safe ?? false,
-      since: this.#since,
+      safe: site!.verdict?.safe ?? false,
+      since: site!.since,
+      ...(others.length > 0 ? { profiles } : {}),
       types,
     };
   }
+}
+
+/** The `SafetyEventType` of a type as a whole: its first field with an Alpaca property's. */
+function typeEventType(spec: TypeSpec): string {
+  for (const field of Object.values(spec.fields)) {
+    if (field.alpaca !== undefined) return eventTypeOf(field.alpaca);
+  }
+  return "Safety";
+}
+
+/**
+ * Why one critical type is unsafe, in `GET /check`'s words, each with its SafetyEvent's `Id`,
+ * `Type` and `Trigger`; empty when it is fine.
+ */
+function typeConditions(
+  type: string,
+  spec: TypeSpec,
+  seen: LatestEvent | undefined,
+  state: TypeState,
+  reasons: readonly string[],
+): Condition[] {
+  const offline = (id: string, reason: string): Condition => ({
+    id: `${INTERNAL_ID_PREFIX}${type}:${id}`,
+    reason,
+    type: typeEventType(spec),
+    trigger: "Offline",
+  });
+  if (!seen) return [offline("never-seen", `${type}: stale, never seen`)];
+  const out: Condition[] = [];
+  if (state === "stale") out.push(offline("stale", `${type}: ${reasons[0]}`));
+  if (state === "stale" || state === "alarm") {
+    for (const [path, field] of Object.entries(spec.fields)) {
+      const raw = valueAt(seen.data, path);
+      const past = fieldLevel(path, field, raw);
+      if (past?.level !== "alarm") continue;
+      const n = numericValue(raw, field.unit);
+      const trigger = n !== undefined && field.alarm_above !== undefined && n > field.alarm_above
+        ? "AboveThreshold"
+        : n !== undefined && field.alarm_below !== undefined && n < field.alarm_below
+        ? "BelowThreshold"
+        : "Active";
+      out.push({
+        id: `${INTERNAL_ID_PREFIX}${type}:${path}`,
+        reason: `${type}: ${past.reason}`,
+        type: eventTypeOf(field.alpaca),
+        trigger,
+      });
+    }
+  }
+  return out;
 }
 
 /** When an event of `ts` `tsMs` goes stale, by the wall clock; undefined when never. */
@@ -578,28 +941,6 @@ export function unsafeWhenStored(
 }
 
 /**
- * Why one critical type is unsafe, in `GET /check`'s words; empty when it is fine.
- */
-function typeReasons(
-  type: string,
-  spec: TypeSpec,
-  seen: LatestEvent | undefined,
-  state: TypeState,
-  reasons: readonly string[],
-): string[] {
-  if (!seen) return [`${type}: stale, never seen`];
-  const out: string[] = [];
-  if (state === "stale") out.push(`${type}: ${reasons[0]}`);
-  if (state === "stale" || state === "alarm") {
-    for (const [path, field] of Object.entries(spec.fields)) {
-      const past = fieldLevel(path, field, valueAt(seen.data, path));
-      if (past?.level === "alarm") out.push(`${type}: ${past.reason}`);
-    }
-  }
-  return out;
-}
-
-/**
  * Reads a saved latch back, or null when it is not one this version wrote (then the judge
  * treats every latch as unknown: unsafe, docs/safety.md).
  *
@@ -624,6 +965,8 @@ export function parseSavedLatch(value: unknown): SavedLatch | null {
   ) return null;
   const covers = v.covers === undefined ? null : parseCover(v.covers);
   if (covers === undefined) return null;
+  const profiles = v.profiles === undefined ? undefined : parseProfiles(v.profiles);
+  if (profiles === null) return null;
   const types: Record<string, SavedTypeLatch> = {};
   for (const [type, raw] of Object.entries(v.types as Record<string, unknown>)) {
     const t = raw as Record<string, unknown> | null;
@@ -632,7 +975,30 @@ export function parseSavedLatch(value: unknown): SavedLatch | null {
     if (until !== null && (typeof until !== "number" || !Number.isFinite(until))) return null;
     types[type] = { unsafe: t.unsafe, latched_until_ms: until as number | null };
   }
-  return { version: 1, saved_at_ms: v.saved_at_ms, covers, safe: v.safe, since: v.since, types };
+  return {
+    version: 1,
+    saved_at_ms: v.saved_at_ms,
+    covers,
+    safe: v.safe,
+    since: v.since,
+    ...(profiles ? { profiles } : {}),
+    types,
+  };
+}
+
+/** The `profiles` of a saved latch, or null when it is not one this version wrote. */
+function parseProfiles(value: unknown): Record<string, { safe: boolean; since: string }> | null {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return null;
+  const out: Record<string, { safe: boolean; since: string }> = {};
+  for (const [name, raw] of Object.entries(value as Record<string, unknown>)) {
+    const p = raw as Record<string, unknown> | null;
+    if (
+      typeof p !== "object" || p === null || typeof p.safe !== "boolean" ||
+      typeof p.since !== "string" || Number.isNaN(Date.parse(p.since))
+    ) return null;
+    out[name] = { safe: p.safe, since: p.since };
+  }
+  return out;
 }
 
 /** A seq or a byte offset: a whole number, 0 or more. */

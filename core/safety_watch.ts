@@ -1,10 +1,11 @@
 /**
- * The service's side of the safety verdict (docs/safety.md): when {@linkcode SafetyJudge} judges
+ * The service's side of the safety verdicts (docs/safety.md): when {@linkcode SafetyJudge} judges
  * (after each commit that touched a critical type, on every question, and on a timer that wakes
- * when the verdict can next change by time alone), saving the latch in the site directory (before
+ * when a verdict can next change by time alone), saving the latch in the site directory (before
  * a commit group that turns a critical type unsafe is written, and after every change), judging
- * again at start-up the stored lines written after the saved latch, recording each change of the
- * verdict as a `telemetry.safety` event, and telling listeners.
+ * again at start-up the stored lines written after the saved latch, recording each change of a
+ * profile's verdict as a `telemetry.safety` event, keeping the safety hub's external events and
+ * waivers (`safety_hub.ts`), and telling listeners.
  *
  * @example Usage
  * ```ts ignore
@@ -27,9 +28,22 @@ import {
   type SafetyVerdict,
   type SavedLatch,
   unsafeWhenStored,
+  waiverActive,
 } from "./safety.ts";
-import type { TypesRegistry } from "./types_registry.ts";
+import {
+  isCriticalAnywhere,
+  SITE_PROFILE,
+  type TypesRegistry,
+} from "./types_registry.ts";
 import type { SafetyLatchFile } from "../store/safety_latch.ts";
+import { SafetyHub } from "./safety_hub.ts";
+import {
+  checkWaiver,
+  type HubActor,
+  type SafetyEvent,
+  SafetyHubInputError,
+  type Waiver,
+} from "./safety_events.ts";
 import { SAFETY_LATCH_FILE } from "../store/layout.ts";
 import type { EventOp } from "./assign.ts";
 import type { CommittedEvent } from "./service_types.ts";
@@ -56,6 +70,8 @@ export interface SafetyWatchOptions {
   registry: TypesRegistry;
   /** The latch file of the site directory. */
   file: SafetyLatchFile;
+  /** The safety hub's file: external events and waivers (docs/safety.md#safety-events). */
+  hubFile: SafetyLatchFile;
   /** The service clock (wall time, epoch ms). */
   wall: () => number;
   /** A monotonic clock in ms: latches are counted on it. */
@@ -102,6 +118,7 @@ export class SafetyWatch {
   #options: SafetyWatchOptions;
   #latest: (type: string) => LatestEvent | undefined;
   #judge: SafetyJudge;
+  #hub!: SafetyHub;
   #critical: ReadonlySet<string>;
   #listeners = new Set<(change: SafetyChange) => void>();
   #timer: ReturnType<typeof setTimeout> | undefined;
@@ -132,7 +149,7 @@ export class SafetyWatch {
       return { ts, data };
     };
     this.#critical = new Set(
-      [...options.registry].filter(([, spec]) => spec.critical).map(([type]) => type),
+      [...options.registry].filter(([, spec]) => isCriticalAnywhere(spec)).map(([type]) => type),
     );
   }
 
@@ -151,8 +168,17 @@ export class SafetyWatch {
       monoMs: options.mono(),
       restored,
     });
+    const { hub, opened } = await SafetyHub.open({
+      file: options.hubFile,
+      wall: options.wall,
+      mono: options.mono,
+      push: options.push,
+      warn: options.warn,
+    });
+    judge.setHub(hub.input());
     const watch = new SafetyWatch(options, judge);
-    watch.#opening = watch.#judgeNow().changes;
+    watch.#hub = hub;
+    watch.#opening = [...opened, ...watch.#judgeNow().changes];
     await watch.save();
     return watch;
   }
@@ -160,6 +186,11 @@ export class SafetyWatch {
   /** The types registry judged by. */
   get registry(): TypesRegistry {
     return this.#options.registry;
+  }
+
+  /** The profiles judged: `site` first, then by name (docs/safety.md#profiles). */
+  get profiles(): readonly string[] {
+    return this.#judge.profiles;
   }
 
   /**
@@ -232,16 +263,137 @@ export class SafetyWatch {
   }
 
   /**
-   * The verdict judged now; a change found is recorded, told and saved (in the queue).
+   * A profile's verdict judged now; a change found is recorded, told and saved (in the queue).
    *
-   * @returns The `GET /safety` document.
+   * @param profile The profile (default `site`).
+   * @returns The `GET /safety` document, or undefined for a profile the types file does not name.
    */
-  verdict(): SafetyVerdict {
+  verdict(profile: string = SITE_PROFILE): SafetyVerdict | undefined {
     const judged = this.#judgeNow();
     if (this.#dirty && !this.#closed) {
       this.#options.control(() => this.save()).catch(() => {});
     }
-    return judged.verdict;
+    return judged.verdicts.get(profile);
+  }
+
+  /**
+   * Adds external events, or replaces those with the same `Id` (docs/safety.md#safety-events):
+   * saved and fdatasynced, judged, and answered once the audit events are written.
+   *
+   * @param events The events, checked (`checkSafetyEvents`).
+   * @param profile The profile they hold shut; `site` holds every profile.
+   * @param actor Who set them.
+   * @throws {SafetyHubInputError} For an unknown profile or more than 256 external events.
+   */
+  async setExternal(
+    events: readonly SafetyEvent[],
+    profile: string,
+    actor: HubActor,
+  ): Promise<void> {
+    const scope = this.#scope(profile);
+    await this.#change(() => this.#hub.set(events, scope, actor));
+  }
+
+  /**
+   * Removes external events by `Id`; never an internal one (docs/safety.md#safety-events).
+   *
+   * @param ids The `Id`s.
+   * @param profile The profile asking (its own events and those of every profile).
+   * @param actor Who cleared them.
+   * @throws {SafetyHubInputError} When an `Id` is not an external event the profile sees.
+   */
+  async clearExternal(ids: readonly string[], profile: string, actor: HubActor): Promise<void> {
+    const scope = this.#scope(profile);
+    await this.#change(() => this.#hub.clear(ids, scope, actor));
+  }
+
+  /**
+   * Stops judging a critical type for `forS` seconds (docs/safety.md#waivers).
+   *
+   * @param type A type critical for some profile.
+   * @param forS 60 to 43,200 seconds.
+   * @param reason Why.
+   * @param actor Who.
+   * @returns The waiver.
+   * @throws {SafetyHubInputError} For a type that is not critical, or a length or reason out of
+   *   bounds.
+   */
+  async waive(type: string, forS: number, reason: string, actor: HubActor): Promise<Waiver> {
+    checkWaiver(forS, reason);
+    if (!this.#critical.has(type)) {
+      throw new SafetyHubInputError(
+        `${JSON.stringify(type.slice(0, 200))} is not a critical type, so there is nothing to waive; the critical types are ${
+          [...this.#critical].join(", ") || "none (--types)"
+        }`,
+      );
+    }
+    let waiver: Waiver | undefined;
+    await this.#change(async () => {
+      const done = await this.#hub.waive(type, forS, reason, actor);
+      waiver = done.waiver;
+      return done;
+    });
+    return waiver!;
+  }
+
+  /**
+   * Ends a type's waiver early (docs/safety.md#waivers).
+   *
+   * @param type The type.
+   * @param actor Who.
+   * @throws {SafetyHubInputError} When it has no waiver in force.
+   */
+  async unwaive(type: string, actor: HubActor): Promise<void> {
+    await this.#change(() => this.#hub.unwaive(type, actor));
+  }
+
+  /** Waivers in force now (`telemetry_safety_waivers`). */
+  get waiverCount(): number {
+    const wall = this.#options.wall(), mono = this.#options.mono();
+    let n = 0;
+    for (const w of this.#hub.waivers.values()) if (waiverActive(w, wall, mono)) n++;
+    return n;
+  }
+
+  /** The hub's scope of a profile: null (every profile) for `site`. */
+  #scope(profile: string): string | null {
+    if (!this.#judge.profiles.includes(profile)) {
+      throw new SafetyHubInputError(
+        `there is no safety profile ${
+          JSON.stringify(profile.slice(0, 80))
+        }; the profiles are ${this.#judge.profiles.join(", ")} (critical_for in the types file)`,
+      );
+    }
+    return profile === SITE_PROFILE ? null : profile;
+  }
+
+  /**
+   * Runs one change of the hub in the queue, between commit groups: saved before anything is
+   * judged or told; the caller's answer waits until its audit events are written.
+   */
+  async #change(
+    op: () => Promise<{ changes: readonly SafetyChange[]; recorded: Promise<void> }>,
+  ): Promise<void> {
+    let recorded: Promise<void> = Promise.resolve();
+    await this.#options.control(async () => {
+      try {
+        const done = await op();
+        recorded = done.recorded;
+        this.#tellAll(done.changes);
+      } finally {
+        this.#judge.setHub(this.#hub.input());
+      }
+      this.#judgeNow();
+      await this.save();
+    });
+    await recorded;
+  }
+
+  #tellAll(changes: readonly SafetyChange[]): void {
+    if (changes.length > 0) this.#opening = [];
+    for (const change of changes) {
+      for (const listener of this.#listeners) this.#tell(listener, change);
+    }
   }
 
   /**
@@ -250,6 +402,20 @@ export class SafetyWatch {
    */
   async afterCommit(): Promise<void> {
     this.#judge.release();
+    if (this.#hub.hasExpired() && !this.#closed) {
+      // The judge already ignores a waiver that ran out: this records its end.
+      try {
+        this.#tellAll(await this.#hub.expire());
+      } catch (err) {
+        this.#options.warn(
+          `Could not save the end of a waiver in the safety hub file: ${
+            err instanceof Error ? err.message : String(err)
+          }`,
+        );
+      } finally {
+        this.#judge.setHub(this.#hub.input());
+      }
+    }
     this.#judgeNow();
     await this.save();
   }
@@ -331,7 +497,9 @@ export class SafetyWatch {
       if (change.kind === "safety") {
         this.changes++;
         // On close the change is left to the next start, which finds the saved verdict differs.
-        if (!this.#closed) this.#record(change, judged.verdict);
+        if (!this.#closed) {
+          this.#record(change, judged.verdicts.get(change.profile ?? SITE_PROFILE)!);
+        }
       }
       for (const listener of this.#listeners) this.#tell(listener, change);
     }
@@ -349,9 +517,17 @@ export class SafetyWatch {
     });
   }
 
-  /** Queues the `telemetry.safety` event of a change of the verdict, stamped with its moment. */
+  /**
+   * Queues the `telemetry.safety` event of a change of a profile's verdict, stamped with its
+   * moment; a profile other than `site` is named in it.
+   */
   #record(change: SafetyChange, verdict: SafetyVerdict): void {
-    const data = { safe: verdict.safe, reasons: verdict.reasons, clear_at: verdict.clear_at };
+    const data = {
+      safe: verdict.safe,
+      reasons: verdict.reasons,
+      clear_at: verdict.clear_at,
+      ...(change.profile === undefined ? {} : { profile: change.profile }),
+    };
     this.#options.push({
       items: [{
         type: SAFETY_EVENT_TYPE,
@@ -407,7 +583,9 @@ async function judgeLinesAfter(
   options: SafetyWatchOptions,
 ): Promise<SavedLatch | null> {
   const { registry, warn } = options;
-  const critical = new Set([...registry].filter(([, spec]) => spec.critical).map(([t]) => t));
+  const critical = new Set(
+    [...registry].filter(([, spec]) => isCriticalAnywhere(spec)).map(([t]) => t),
+  );
   if (saved === null || critical.size === 0) return saved;
   const cover = saved.covers ?? options.checkpointCover;
   if (cover === undefined) {
@@ -431,7 +609,7 @@ async function judgeLinesAfter(
     // A migrated night is history the service never judged live (docs/migration.md).
     if (typeof event.meta?.migrated_from === "string") return;
     const spec = registry.get(type);
-    if (!spec?.critical || typeof data !== "object" || data === null) return;
+    if (!spec || !isCriticalAnywhere(spec) || typeof data !== "object" || data === null) return;
     const tsMs = typeof ts === "string" ? Date.parse(ts) : NaN;
     if (unsafeWhenStored(spec, tsMs, data as Record<string, unknown>, earliest)) found.add(type);
   });

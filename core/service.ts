@@ -36,9 +36,10 @@ import { Admission } from "./admission.ts";
 import { type AssignContext, type Assigned, assignGroup, type EventOp } from "./assign.ts";
 import { Fanout } from "./fanout.ts";
 import { reservedMark, settledMark } from "../store/seq_marks.ts";
-import { NO_TYPES, type TypesRegistry } from "./types_registry.ts";
+import { NO_TYPES, SITE_PROFILE, type TypesRegistry } from "./types_registry.ts";
 import type { SafetyChange, SafetyVerdict } from "./safety.ts";
 import { openSafetyWatch, SAFETY_EVENT_TYPE, type SafetyWatch } from "./safety_watch.ts";
+import { SafetyHubInputError } from "./safety_events.ts";
 import { readLinesAfter, type StreamsNow } from "./latch_replay.ts";
 import { runLogEnd } from "../store/run_log.ts";
 import { IdempotencyKeys } from "./idempotency.ts";
@@ -256,6 +257,7 @@ export class TelemetryService implements AsyncDisposable {
       checkpointCover: resumed.checkpointCover,
       registry: options.types ?? NO_TYPES,
       file: this.#store.safetyLatch,
+      hubFile: this.#store.safetyHub,
       wall: this.#clock,
       mono: options.monotonicClock ?? (() => performance.now()),
       line: (type) => this.#snapshot.line(type),
@@ -271,17 +273,58 @@ export class TelemetryService implements AsyncDisposable {
   }
 
   /**
-   * The safety verdict judged now: the `GET /safety` document (docs/safety.md).
+   * A profile's safety verdict judged now: the `GET /safety` document (docs/safety.md).
    *
-   * @returns The verdict, its reasons and each critical type's latch.
+   * @param profile The profile (docs/safety.md#profiles); `site` by default.
+   * @returns The verdict, its reasons, its SafetyEvents, its waivers and each critical type's
+   *   latch.
+   * @throws {SafetyHubInputError} For a profile the types file does not name.
    *
    * @example Usage
    * ```ts ignore
    * if (!service.safety().safe) console.log(service.safety().reasons.join("; "));
    * ```
    */
-  safety(): SafetyVerdict {
-    return this.#safety.verdict();
+  safety(profile: string = SITE_PROFILE): SafetyVerdict {
+    const verdict = this.#safety.verdict(profile);
+    if (verdict === undefined) {
+      throw new SafetyHubInputError(
+        `there is no safety profile ${
+          JSON.stringify(profile.slice(0, 80))
+        }; the profiles are ${this.#safety.profiles.join(", ")} (critical_for in the types file)`,
+      );
+    }
+    return verdict;
+  }
+
+  /** The safety profiles: `site` first, then by name (docs/safety.md#profiles). */
+  get safetyProfiles(): readonly string[] {
+    return this.#safety.profiles;
+  }
+
+  /**
+   * The safety hub (docs/safety.md#safety-events): external events other programs set to hold
+   * the site (or one profile) shut, and waivers over dead sensors. Each change is saved before
+   * the returned promise resolves.
+   *
+   * @example Usage
+   * ```ts ignore
+   * await service.safetyHub.setExternal(events, "site", { via: "http", peer: "192.0.2.7" });
+   * ```
+   */
+  get safetyHub(): Pick<SafetyWatch, "setExternal" | "clearExternal" | "waive" | "unwaive"> {
+    const watch = this.#safety;
+    return {
+      setExternal: (events, profile, actor) => watch.setExternal(events, profile, actor),
+      clearExternal: (ids, profile, actor) => watch.clearExternal(ids, profile, actor),
+      waive: (type, forS, reason, actor) => watch.waive(type, forS, reason, actor),
+      unwaive: (type, actor) => watch.unwaive(type, actor),
+    };
+  }
+
+  /** Waivers in force now (`telemetry_safety_waivers`). */
+  get safetyWaivers(): number {
+    return this.#safety.waiverCount;
   }
 
   /**

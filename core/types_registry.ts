@@ -72,6 +72,11 @@ export interface TypeSpec {
    * the site is safe again (docs/safety.md); absent: 0.
    */
   readonly clear_after_s?: number;
+  /**
+   * The safety profiles (enclosures) this type is critical for besides the site's own verdict
+   * (`critical`), names of 1 to 64 letters, digits, `_` or `-` (docs/safety.md#profiles).
+   */
+  readonly critical_for?: readonly string[];
   /** Fields by dotted path, in the order of the file. */
   readonly fields: Readonly<Record<string, FieldSpec>>;
 }
@@ -114,6 +119,7 @@ const TYPE_KEYS = [
   "critical",
   "order",
   "clear_after_s",
+  "critical_for",
   "fields",
 ];
 const FIELD_KEYS = [
@@ -245,6 +251,7 @@ function parseTypeSpec(
     critical: boolean;
     order?: number;
     clear_after_s?: number;
+    critical_for?: readonly string[];
     fields: Record<string, FieldSpec>;
   } = { critical: false, fields: {} };
   if (spec.description !== undefined) {
@@ -279,6 +286,12 @@ function parseTypeSpec(
     }
     out.clear_after_s = s as number;
   }
+  if (spec.critical_for !== undefined) {
+    const names = parseCriticalFor([...at, "critical_for"], spec.critical_for, fail);
+    // Naming the site's own profile says what `critical: true` says.
+    if (names.includes(SITE_PROFILE)) out.critical = true;
+    out.critical_for = names.filter((name) => name !== SITE_PROFILE);
+  }
   if (spec.fields !== undefined) {
     if (!isObject(spec.fields)) {
       fail(
@@ -295,6 +308,123 @@ function parseTypeSpec(
     }
   }
   return out;
+}
+
+/** `critical_for`: a list of distinct profile names (docs/safety.md#profiles). */
+function parseCriticalFor(
+  at: string[],
+  value: unknown,
+  fail: (parts: readonly string[], what: string) => never,
+): readonly string[] {
+  if (!Array.isArray(value)) {
+    fail(at, `expected a list of profile names such as ["north-roof"], not ${kind(value)}`);
+  }
+  const names: string[] = [];
+  for (const [i, name] of (value as unknown[]).entries()) {
+    if (typeof name !== "string" || !PROFILE_NAME.test(name)) {
+      fail(
+        [...at, String(i)],
+        `a profile name is 1 to 64 letters, digits, "_" or "-", not ${
+          typeof name === "string" ? JSON.stringify(name.slice(0, 80)) : kind(name)
+        }`,
+      );
+    }
+    if (!names.includes(name as string)) names.push(name as string);
+  }
+  return names;
+}
+
+/**
+ * The name of a safety profile (docs/safety.md#profiles): 1 to 64 letters, digits, `_` or `-`.
+ *
+ * @example Usage
+ * ```ts
+ * import { PROFILE_NAME } from "./types_registry.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.ok(PROFILE_NAME.test("north-roof"));
+ * assert.ok(!PROFILE_NAME.test("north roof"));
+ * ```
+ */
+export const PROFILE_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+/**
+ * The profile of the site's own verdict: the types with `critical: true` (docs/safety.md).
+ *
+ * @example Usage
+ * ```ts
+ * import { SITE_PROFILE } from "./types_registry.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(SITE_PROFILE, "site");
+ * ```
+ */
+export const SITE_PROFILE = "site";
+
+/**
+ * Whether a type is critical for a profile: `critical: true` for `site` (a `critical_for` naming
+ * `site` is read as `critical: true`), `critical_for` naming it for the others.
+ *
+ * @param spec The type's registry entry.
+ * @param profile The profile.
+ * @returns True when the type's judgement counts in the profile's verdict.
+ *
+ * @example Usage
+ * ```ts
+ * import { isCriticalFor } from "./types_registry.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const spec = { critical: false, critical_for: ["north"], fields: {} };
+ * assert.equal(isCriticalFor(spec, "north"), true);
+ * assert.equal(isCriticalFor(spec, "site"), false);
+ * ```
+ */
+export function isCriticalFor(spec: TypeSpec, profile: string): boolean {
+  if (profile === SITE_PROFILE) return spec.critical;
+  return spec.critical_for?.includes(profile) ?? false;
+}
+
+/**
+ * Whether a type counts in any profile's verdict (docs/safety.md#profiles).
+ *
+ * @param spec The type's registry entry.
+ * @returns True when it is critical for the site or for a named profile.
+ *
+ * @example Usage
+ * ```ts
+ * import { isCriticalAnywhere } from "./types_registry.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(isCriticalAnywhere({ critical: false, critical_for: ["north"], fields: {} }), true);
+ * ```
+ */
+export function isCriticalAnywhere(spec: TypeSpec): boolean {
+  return spec.critical || (spec.critical_for?.length ?? 0) > 0;
+}
+
+/**
+ * The safety profiles of a registry: `site` first (it always exists, and without a critical type
+ * it is unsafe), then every profile named by a `critical_for`, in name order; the device number
+ * of each Alpaca SafetyMonitor is its index (docs/safety.md#profiles).
+ *
+ * @param registry The types registry.
+ * @returns The profile names.
+ *
+ * @example Usage
+ * ```ts
+ * import { parseTypes, safetyProfiles } from "./types_registry.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const types = parseTypes('{"rain": {"critical": true, "critical_for": ["south", "north"]}}', "t.json");
+ * assert.deepEqual(safetyProfiles(types), ["site", "north", "south"]);
+ * ```
+ */
+export function safetyProfiles(registry: TypesRegistry): string[] {
+  const named = new Set<string>();
+  for (const spec of registry.values()) {
+    for (const name of spec.critical_for ?? []) named.add(name);
+  }
+  return [SITE_PROFILE, ...[...named].sort()];
 }
 
 function parseField(
@@ -472,7 +602,7 @@ export async function loadTypes(file: string): Promise<TypesRegistry> {
 export function staleLessCriticalWarnings(registry: TypesRegistry): string[] {
   const out: string[] = [];
   for (const [type, spec] of registry) {
-    if (!spec.critical || spec.stale_after_s !== undefined) continue;
+    if (!isCriticalAnywhere(spec) || spec.stale_after_s !== undefined) continue;
     out.push(
       `The critical type ${
         JSON.stringify(type)

@@ -79,6 +79,12 @@ export const SITE_IDENTITY_FILE = ".site.json";
 export const SAFETY_LATCH_FILE = ".safety.json";
 
 /**
+ * The safety hub's external events and waivers, kept across restarts
+ * (docs/safety.md#safety-events).
+ */
+export const SAFETY_HUB_FILE = ".safety-hub.json";
+
+/**
  * The name of one generation of the idempotency keys' journal (docs/storage.md, "Idempotency
  * keys"): the first answer of each request sent with an `Idempotency-Key`.
  *
@@ -117,7 +123,7 @@ const RESERVED_NAMES: readonly { pattern: RegExp; what: string }[] = [
     // One dot, not two: `..2026` cannot be mistaken for a record, and docs/http-api.md allows it.
     pattern: /^\.(?!\.)/,
     what:
-      `names starting with one "." hold the service's records (${LOCK_FILE}, ${ACTIVE_RUN_FILE}, ${SNAPSHOT_FILE}, ${SEQ_MARK_FILE}, ${SITE_IDENTITY_FILE}, ${SAFETY_LATCH_FILE}, ${
+      `names starting with one "." hold the service's records (${LOCK_FILE}, ${ACTIVE_RUN_FILE}, ${SNAPSHOT_FILE}, ${SEQ_MARK_FILE}, ${SITE_IDENTITY_FILE}, ${SAFETY_LATCH_FILE}, ${SAFETY_HUB_FILE}, ${
         keyJournalName(1)
       }, ${FORWARD_DIR}/, temporary files)`,
   },
@@ -142,7 +148,14 @@ const STREAM_SUFFIXES = `(?:${RegExp.escape(TORN_SUFFIX)}|${RegExp.escape(GZ_SUF
  */
 const SERVICE_FILE = new RegExp(
   `^(?:${
-    [ACTIVE_RUN_FILE, SNAPSHOT_FILE, SEQ_MARK_FILE, SITE_IDENTITY_FILE, SAFETY_LATCH_FILE].map((
+    [
+      ACTIVE_RUN_FILE,
+      SNAPSHOT_FILE,
+      SEQ_MARK_FILE,
+      SITE_IDENTITY_FILE,
+      SAFETY_LATCH_FILE,
+      SAFETY_HUB_FILE,
+    ].map((
       name,
     ) => RegExp.escape(name))
       .join("|")

@@ -113,6 +113,8 @@ export class SiteStore {
   readonly savedSnapshot: SavedSnapshotFile;
   /** The safety latch file `.safety.json` (docs/safety.md). */
   readonly safetyLatch: SafetyLatchFile;
+  /** The safety hub's file `.safety-hub.json`: external events and waivers (docs/safety.md). */
+  readonly safetyHub: SafetyLatchFile;
   /** The site's identity (`.site.json`), established when the store opened. */
   readonly identity: SiteIdentity;
   #lock: LockKeeper;
@@ -143,6 +145,7 @@ export class SiteStore {
     this.runRecords = new RunRecords(siteDir, options.warn);
     this.savedSnapshot = new SavedSnapshotFile(siteDir, options.warn);
     this.safetyLatch = new SafetyLatchFile(siteDir, options.warn);
+    this.safetyHub = new SafetyLatchFile(siteDir, options.warn, "hub");
     this.#lock = lock;
     this.#warn = options.warn;
     this.#problems = problems;

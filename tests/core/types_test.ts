@@ -42,7 +42,7 @@ Deno.test("the registry keeps types and fields in the order of the file", () => 
 Deno.test("a types file with an unknown key is refused naming the file, the JSON path and the keys accepted", () => {
   assert.equal(
     refusal('{"weather": {"stale_after": 180}}'),
-    'Cannot use --types types.json: at $.weather.stale_after unknown key "stale_after"; a type accepts description, stale_after_s, critical, order, clear_after_s, fields',
+    'Cannot use --types types.json: at $.weather.stale_after unknown key "stale_after"; a type accepts description, stale_after_s, critical, order, clear_after_s, critical_for, fields',
   );
   assert.equal(
     refusal('{"weather": {"fields": {"system.free_space": {"warn_bellow": 20}}}}'),
