@@ -67,7 +67,10 @@ export {
 export type { LogFormat } from "./core/log.ts";
 export type { NotificationCounts } from "./http/metrics.ts";
 export type { NotifyFormat } from "./notify/post.ts";
-export type { SafetyChange, SafetyTypeVerdict, SafetyVerdict } from "./core/safety.ts";
+export type { SafetyChange, SafetyTypeVerdict, SafetyVerdict, WaiverView } from "./core/safety.ts";
+export type { HubActor, HubVia, SafetyEvent, Waiver } from "./core/safety_events.ts";
+export { SafetyHubInputError } from "./core/safety_events.ts";
+export type { SafetyHubApi } from "./core/service.ts";
 export type { JsonObject, RunRecord } from "./wire/event.ts";
 export { DEFAULT_HOST, DEFAULT_PORT } from "./wire/address.ts";
 export type { FsyncMode } from "./store/writer.ts";

@@ -2,7 +2,10 @@
  * The safety verdict (docs/safety.md): one latched answer to "may the roof open?", judged from
  * the critical types of the registry. A critical type that is stale, never seen or in alarm
  * makes the site unsafe, and keeps it unsafe until it has been continuously fine for its
- * `clear_after_s`, counted from the last moment it was judged unsafe.
+ * `clear_after_s`, counted from the last moment it was judged unsafe. Each profile named by a
+ * `critical_for` gets a verdict of its own over its types, sharing their latches
+ * (docs/safety.md#profiles); external events hold profiles shut and waivers take a type out of
+ * the judgement for a bounded time (docs/safety.md#safety-events, #waivers).
  *
  * Pure: no clock, no timer, no I/O. The caller gives two clocks at each judgement: the wall
  * clock (freshness is judged on events' own `ts`, and answers carry wall times) and a monotonic

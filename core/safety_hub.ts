@@ -252,7 +252,9 @@ export class SafetyHub {
     const waiver = this.#waivers.get(type);
     if (!waiver || !waiverActive(waiver, this.#host.wall(), this.#host.mono())) {
       throw new SafetyHubInputError(
-        `${JSON.stringify(type.slice(0, 200))} has no waiver in force; GET /safety lists the waivers`,
+        `${
+          JSON.stringify(type.slice(0, 200))
+        } has no waiver in force; GET /safety lists the waivers`,
       );
     }
     const made = [this.#waiverMade("end", waiver, actor)];

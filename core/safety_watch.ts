@@ -30,11 +30,7 @@ import {
   unsafeWhenStored,
   waiverActive,
 } from "./safety.ts";
-import {
-  isCriticalAnywhere,
-  SITE_PROFILE,
-  type TypesRegistry,
-} from "./types_registry.ts";
+import { isCriticalAnywhere, SITE_PROFILE, type TypesRegistry } from "./types_registry.ts";
 import type { SafetyLatchFile } from "../store/safety_latch.ts";
 import { SafetyHub } from "./safety_hub.ts";
 import {
@@ -322,7 +318,9 @@ export class SafetyWatch {
     checkWaiver(forS, reason);
     if (!this.#critical.has(type)) {
       throw new SafetyHubInputError(
-        `${JSON.stringify(type.slice(0, 200))} is not a critical type, so there is nothing to waive; the critical types are ${
+        `${
+          JSON.stringify(type.slice(0, 200))
+        } is not a critical type, so there is nothing to waive; the critical types are ${
           [...this.#critical].join(", ") || "none (--types)"
         }`,
       );
@@ -359,9 +357,9 @@ export class SafetyWatch {
   #scope(profile: string): string | null {
     if (!this.#judge.profiles.includes(profile)) {
       throw new SafetyHubInputError(
-        `there is no safety profile ${
-          JSON.stringify(profile.slice(0, 80))
-        }; the profiles are ${this.#judge.profiles.join(", ")} (critical_for in the types file)`,
+        `there is no safety profile ${JSON.stringify(profile.slice(0, 80))}; the profiles are ${
+          this.#judge.profiles.join(", ")
+        } (critical_for in the types file)`,
       );
     }
     return profile === SITE_PROFILE ? null : profile;

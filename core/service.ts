@@ -39,7 +39,58 @@ import { reservedMark, settledMark } from "../store/seq_marks.ts";
 import { NO_TYPES, SITE_PROFILE, type TypesRegistry } from "./types_registry.ts";
 import type { SafetyChange, SafetyVerdict } from "./safety.ts";
 import { openSafetyWatch, SAFETY_EVENT_TYPE, type SafetyWatch } from "./safety_watch.ts";
-import { SafetyHubInputError } from "./safety_events.ts";
+import {
+  type HubActor,
+  type SafetyEvent,
+  SafetyHubInputError,
+  type Waiver,
+} from "./safety_events.ts";
+
+/**
+ * The safety hub of a service (docs/safety.md#safety-events, #waivers): each method resolves once
+ * the change is saved (fdatasynced) and its audit event written, and rejects with
+ * {@linkcode SafetyHubInputError} on input it refuses (nothing changed then).
+ *
+ * @example Usage
+ * ```ts ignore
+ * await service.safetyHub.waive("weather", 7200, "anemometer dead", { via: "cli", peer: "127.0.0.1" });
+ * ```
+ */
+export interface SafetyHubApi {
+  /**
+   * Adds external events, or replaces those with the same `Id`.
+   *
+   * @param events Checked SafetyEvent objects.
+   * @param profile `site` holds every profile; another holds only itself.
+   * @param actor Who.
+   */
+  setExternal(events: readonly SafetyEvent[], profile: string, actor: HubActor): Promise<void>;
+  /**
+   * Removes external events by `Id`.
+   *
+   * @param ids The `Id`s.
+   * @param profile The profile asking.
+   * @param actor Who.
+   */
+  clearExternal(ids: readonly string[], profile: string, actor: HubActor): Promise<void>;
+  /**
+   * Stops judging a critical type for 60 to 43,200 seconds.
+   *
+   * @param type The critical type.
+   * @param forS Seconds.
+   * @param reason Why.
+   * @param actor Who.
+   * @returns The waiver.
+   */
+  waive(type: string, forS: number, reason: string, actor: HubActor): Promise<Waiver>;
+  /**
+   * Ends a waiver early.
+   *
+   * @param type The type.
+   * @param actor Who.
+   */
+  unwaive(type: string, actor: HubActor): Promise<void>;
+}
 import { readLinesAfter, type StreamsNow } from "./latch_replay.ts";
 import { runLogEnd } from "../store/run_log.ts";
 import { IdempotencyKeys } from "./idempotency.ts";
@@ -289,9 +340,9 @@ export class TelemetryService implements AsyncDisposable {
     const verdict = this.#safety.verdict(profile);
     if (verdict === undefined) {
       throw new SafetyHubInputError(
-        `there is no safety profile ${
-          JSON.stringify(profile.slice(0, 80))
-        }; the profiles are ${this.#safety.profiles.join(", ")} (critical_for in the types file)`,
+        `there is no safety profile ${JSON.stringify(profile.slice(0, 80))}; the profiles are ${
+          this.#safety.profiles.join(", ")
+        } (critical_for in the types file)`,
       );
     }
     return verdict;
@@ -312,7 +363,7 @@ export class TelemetryService implements AsyncDisposable {
    * await service.safetyHub.setExternal(events, "site", { via: "http", peer: "192.0.2.7" });
    * ```
    */
-  get safetyHub(): Pick<SafetyWatch, "setExternal" | "clearExternal" | "waive" | "unwaive"> {
+  get safetyHub(): SafetyHubApi {
     const watch = this.#safety;
     return {
       setExternal: (events, profile, actor) => watch.setExternal(events, profile, actor),

@@ -57,7 +57,12 @@ Deno.test("obs-utils telemetry safety exits 1 with the reasons while unsafe, 0 o
   assert.equal(json.code, 0);
   const doc = JSON.parse(json.stdout);
   assert.equal(doc.safe, true);
-  assert.deepEqual(doc.types.weather, { state: "ok", safe: true, latched_until: null, waived_until: null });
+  assert.deepEqual(doc.types.weather, {
+    state: "ok",
+    safe: true,
+    latched_until: null,
+    waived_until: null,
+  });
   // The client reads the same document.
   const verdict = await new TelemetryClient({ baseUrl: server.url }).safety();
   assert.equal(verdict.safe, true);

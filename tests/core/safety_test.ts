@@ -78,7 +78,12 @@ Deno.test("an alarm that clears keeps the site unsafe for clear_after_s, then th
     const first = await safety(server);
     assert.equal(first.safe, false);
     assert.deepEqual(first.reasons, ["weather: stale, never seen"]);
-    assert.deepEqual(first.types.weather, { state: "stale", safe: false, latched_until: null, waived_until: null });
+    assert.deepEqual(first.types.weather, {
+      state: "stale",
+      safe: false,
+      latched_until: null,
+      waived_until: null,
+    });
     await weather(server, 20);
     const alarm = await safety(server);
     assert.deepEqual(alarm.reasons, ["weather: wind_mps 20 m/s above alarm 15"]);
@@ -107,7 +112,12 @@ Deno.test("an alarm that clears keeps the site unsafe for clear_after_s, then th
       { safe: true, reasons: [], clear_at: null },
     );
     assert.equal(safe.since, safeChange.ts);
-    assert.deepEqual(safe.types.weather, { state: "ok", safe: true, latched_until: null, waived_until: null });
+    assert.deepEqual(safe.types.weather, {
+      state: "ok",
+      safe: true,
+      latched_until: null,
+      waived_until: null,
+    });
     const typeChanges = changes.filter((c) => c.kind === "type").map((c) =>
       `${c.previous}->${c.state}`
     );
