@@ -122,6 +122,7 @@ export class SafetyWatch {
   #dirty = false;
   #saving: Promise<void> = Promise.resolve();
   #failing = false;
+  #expireFailing = false;
   #closed = false;
   /** Events written since the latch was last saved, and whether a save for them is queued. */
   #uncovered = 0;
@@ -404,12 +405,17 @@ export class SafetyWatch {
       // The judge already ignores a waiver that ran out: this records its end.
       try {
         this.#tellAll(await this.#hub.expire());
+        this.#expireFailing = false;
       } catch (err) {
-        this.#options.warn(
-          `Could not save the end of a waiver in the safety hub file: ${
-            err instanceof Error ? err.message : String(err)
-          }`,
-        );
+        // Tried again after the next commit; the judge ignores the waiver all the same.
+        if (!this.#expireFailing) {
+          this.#options.warn(
+            `Could not save the end of a waiver in the safety hub file: ${
+              err instanceof Error ? err.message : String(err)
+            }`,
+          );
+        }
+        this.#expireFailing = true;
       } finally {
         this.#judge.setHub(this.#hub.input());
       }
