@@ -683,71 +683,86 @@ async function waitWhile(what: string, condition: () => Promise<boolean>, timeou
   }
 }
 
+/**
+ * DeviceTesterBaseClass.cs Connect and Disconnect, Platform 7: the method runs only when no
+ * connection change is in progress (else an INFO), then Connecting is waited out.
+ */
+async function unlessConnecting(
+  at: Conformance,
+  test: string,
+  waiting: string,
+  run: () => Promise<void>,
+): Promise<void> {
+  const connecting = () => at.client.get<boolean>("connecting", "boolean");
+  if (await connecting()) {
+    at.log.info(
+      test,
+      "Ignoring this request because a Connect() or Disconnect() operation is already in progress.",
+    );
+    return;
+  }
+  await run();
+  await waitWhile(waiting, connecting, at.options.connectTimeoutMs);
+}
+
+/** Connected Get must say `expected`, else the stage fails with `message`. */
+async function expectConnected(at: Conformance, expected: boolean, message: string) {
+  if (await at.client.get<boolean>("connected", "boolean") !== expected) throw new Error(message);
+}
+
+/** Sets Connected, which Connected Get must then say (DeviceTesterBaseClass.cs Connect). */
+async function setConnected(at: Conformance, value: boolean, failure: string, ok: string) {
+  await at.client.put("connected", [["Connected", value ? "True" : "False"]]);
+  await expectConnected(at, value, failure);
+  at.log.ok("Connected", ok);
+}
+
 /** DeviceTesterBaseClass.cs Connect. */
 async function connect(at: Conformance): Promise<void> {
   const { client, log } = at;
   if (hasConnect(at)) {
-    if (!await client.get<boolean>("connecting", "boolean")) {
-      await client.put("connected", [["Connected", "True"]]);
-      if (await client.get<boolean>("connected", "boolean") !== true) {
-        throw new Error(
-          "Set Connected True - The device connected without error but Connected Get returned False.",
-        );
-      }
-      log.ok("Connected", "Connected to device successfully using Connected = True");
-      await client.put("connected", [["Connected", "False"]]);
+    await unlessConnecting(at, "Connect", "Connecting to device", async () => {
+      await setConnected(
+        at,
+        true,
+        "Set Connected True - The device connected without error but Connected Get returned False.",
+        "Connected to device successfully using Connected = True",
+      );
       // AllowConnectedTrueAfterDisconnect is false by default.
-      if (await client.get<boolean>("connected", "boolean") !== false) {
-        throw new Error(
-          "Set Connected False - The device disconnected without error but Connected Get returned True.",
-        );
-      }
-      log.ok("Connected", "Disconnected from device successfully using Connected = False");
+      await setConnected(
+        at,
+        false,
+        "Set Connected False - The device disconnected without error but Connected Get returned True.",
+        "Disconnected from device successfully using Connected = False",
+      );
       await client.put("connect");
-      await waitWhile(
-        "Connecting to device",
-        () => client.get<boolean>("connecting", "boolean"),
-        at.options.connectTimeoutMs,
-      );
-    } else {
-      log.info(
-        "Connect",
-        "Ignoring this request because a Connect() or Disconnect() operation is already in progress.",
-      );
-    }
+    });
   } else {
     await client.put("connected", [["Connected", "True"]]);
   }
-  if (await client.get<boolean>("connected", "boolean") !== true) {
-    throw new Error("The device connected without error but Connected Get returned False.");
-  }
+  await expectConnected(
+    at,
+    true,
+    "The device connected without error but Connected Get returned False.",
+  );
   log.ok("Connect", "Connected to device successfully using Connect()");
 }
 
 /** DeviceTesterBaseClass.cs Disconnect. */
 async function disconnect(at: Conformance): Promise<void> {
-  const { client, log } = at;
   if (hasConnect(at)) {
-    if (!await client.get<boolean>("connecting", "boolean")) {
-      await client.put("disconnect");
-      await waitWhile(
-        "Disconnecting from device",
-        () => client.get<boolean>("connecting", "boolean"),
-        at.options.connectTimeoutMs,
-      );
-    } else {
-      log.info(
-        "Disconnect",
-        "Ignoring this request because a Connect() or Disconnect() operation is already in progress.",
-      );
-    }
+    await unlessConnecting(at, "Disconnect", "Disconnecting from device", async () => {
+      await at.client.put("disconnect");
+    });
   } else {
-    await client.put("connected", [["Connected", "False"]]);
+    await at.client.put("connected", [["Connected", "False"]]);
   }
-  if (await client.get<boolean>("connected", "boolean") !== false) {
-    throw new Error("The device disconnected without error but Connected Get returned True.");
-  }
-  log.ok("Disconnect", "Disconnected from device successfully using Disconnect()");
+  await expectConnected(
+    at,
+    false,
+    "The device disconnected without error but Connected Get returned True.",
+  );
+  at.log.ok("Disconnect", "Disconnected from device successfully using Disconnect()");
 }
 
 /** DeviceTesterBaseClass.cs CheckCommonMethods. */
@@ -843,123 +858,150 @@ async function mustRefuse(at: Conformance, test: string, name: string, kind: str
   }
 }
 
+/** IsSafe must be `expected` (DeviceTesterBaseClass.cs, the SetExternalEvents checks). */
+async function expectIsSafe(
+  at: Conformance,
+  test: string,
+  expected: boolean,
+  ok: string,
+  bad: string,
+) {
+  try {
+    if (await at.client.get<boolean>("issafe", "boolean") === expected) at.log.ok(test, ok);
+    else at.log.issue(test, bad);
+  } catch (err) {
+    at.log.issue(test, `Exception calling IsSafe: ${messageOf(err)}`);
+  }
+}
+
 /**
- * DeviceTesterBaseClass.cs CheckCommonMethods, the safety actions of the draft ISafetyMonitorV4
- * (run only when SupportedActions lists them): SetExternalEvents must add the test event, which
- * SafetyEvents then lists with its values and IsSafe turns false; ClearExternalEvents must remove
- * it; null and empty parameters must be refused.
+ * DeviceTesterBaseClass.cs CheckCommonMethods, SetExternalEvents: IsSafe must be true first; the
+ * test event must then be listed once by SafetyEvents with its values, and IsSafe false; null and
+ * empty parameters must be refused. Returns whether the event was set.
+ */
+async function setExternalEvents(at: Conformance, id: string): Promise<boolean> {
+  const { client, log } = at;
+  const test = `Action - ${SET_EXTERNAL_EVENTS}`;
+  let set = false;
+  await expectIsSafe(
+    at,
+    test,
+    true,
+    "IsSafe returned true at the start of the test.",
+    "IsSafe is false at the start of the test. This invalidates the check that IsSafe is false after an external event is sent.",
+  );
+  try {
+    const event = { ...TEST_EVENT, Id: id, EventTimeUtc: new Date().toISOString() };
+    await client.put("action", [
+      ["Action", SET_EXTERNAL_EVENTS],
+      ["Parameters", JSON.stringify([event])],
+    ]);
+    const found = (await safetyEvents(client)).filter((e) => e.Id === id);
+    if (found.length === 0) {
+      log.issue(
+        test,
+        "The Conform test safety event was not added to the events in the device's GetSafetyState response.",
+      );
+    } else if (found.length > 1) {
+      log.issue(
+        test,
+        `More than 1 Conform test rules were found in the device's SafetyState response: ${found.length}.`,
+      );
+    } else {
+      set = true;
+      log.ok(
+        test,
+        "The Conform test safety event was successfully added to the device's GetSafetyState response.",
+      );
+      const got = found[0]!;
+      if (
+        (Object.keys(TEST_EVENT) as (keyof typeof TEST_EVENT)[]).every((k) =>
+          got[k] === TEST_EVENT[k]
+        )
+      ) {
+        log.ok(test, "The Conform test safety event values all match those set.");
+      } else {
+        log.issue(
+          test,
+          "One or more of the returned Conform test safety event values did not match those set.",
+        );
+      }
+      await expectIsSafe(
+        at,
+        test,
+        false,
+        "IsSafe returned false, as expected, after the test safety event was set.",
+        "IsSafe returned true after the test safety event was set.",
+      );
+    }
+  } catch (err) {
+    log.issue(test, `Error while trying to add safety event: ${messageOf(err)}`);
+  }
+  // ConformU sends these to the action name "SetSafetyState" (sic), with null and "".
+  await mustRefuse(at, test, "SetSafetyState", "null");
+  await mustRefuse(at, test, "SetSafetyState", "empty");
+  return set;
+}
+
+/**
+ * DeviceTesterBaseClass.cs CheckCommonMethods, ClearExternalEvents: the test event, when it was
+ * set, must be gone from SafetyEvents after it; null and empty parameters must be refused.
+ */
+async function clearExternalEvents(at: Conformance, id: string, set: boolean): Promise<void> {
+  const { client, log } = at;
+  const test = `Action - ${CLEAR_EXTERNAL_EVENTS}`;
+  if (set) {
+    try {
+      await client.put("action", [
+        ["Action", CLEAR_EXTERNAL_EVENTS],
+        ["Parameters", JSON.stringify([id])],
+      ]);
+      if ((await safetyEvents(client)).some((e) => e.Id === id)) {
+        log.issue(
+          test,
+          `The Conform test event: ${id} was found in the device's SafetyState response after it was cleared.`,
+        );
+      } else log.ok(test, "Conform test event cleared OK");
+    } catch (err) {
+      log.issue(test, `Error while trying to clear safety event: ${messageOf(err)}`);
+    }
+  } else {
+    log.issue(
+      test,
+      "Skipping ClearSafetyState check because the test rule was not set successfully by SetSafetyState.",
+    );
+  }
+  await mustRefuse(at, test, CLEAR_EXTERNAL_EVENTS, "null");
+  await mustRefuse(at, test, CLEAR_EXTERNAL_EVENTS, "empty");
+}
+
+/**
+ * DeviceTesterBaseClass.cs CheckCommonMethods, the safety actions of the draft ISafetyMonitorV4,
+ * each run only when SupportedActions lists it.
  */
 async function safetyActions(
   at: Conformance,
   has: { get: boolean; set: boolean; clear: boolean },
 ): Promise<void> {
-  const { client, log } = at;
   const id = crypto.randomUUID();
-  let setOk = false;
-  if (has.set) {
-    const test = `Action - ${SET_EXTERNAL_EVENTS}`;
-    try {
-      if (!await client.get<boolean>("issafe", "boolean")) {
-        log.issue(
-          test,
-          "IsSafe is false at the start of the test. This invalidates the check that IsSafe is false after an external event is sent.",
-        );
-      } else log.ok(test, "IsSafe returned true at the start of the test.");
-    } catch (err) {
-      log.issue(test, `Exception calling IsSafe: ${messageOf(err)}`);
-    }
-    try {
-      const event = { ...TEST_EVENT, Id: id, EventTimeUtc: new Date().toISOString() };
-      await client.put("action", [
-        ["Action", SET_EXTERNAL_EVENTS],
-        ["Parameters", JSON.stringify([event])],
-      ]);
-      const found = (await safetyEvents(client)).filter((e) => e.Id === id);
-      if (found.length === 0) {
-        log.issue(
-          test,
-          "The Conform test safety event was not added to the events in the device's GetSafetyState response.",
-        );
-      } else if (found.length > 1) {
-        log.issue(
-          test,
-          `More than 1 Conform test rules were found in the device's SafetyState response: ${found.length}.`,
-        );
-      } else {
-        setOk = true;
-        log.ok(
-          test,
-          "The Conform test safety event was successfully added to the device's GetSafetyState response.",
-        );
-        const got = found[0]!;
-        const same = (Object.keys(TEST_EVENT) as (keyof typeof TEST_EVENT)[])
-          .every((k) => got[k] === TEST_EVENT[k]);
-        if (same) log.ok(test, "The Conform test safety event values all match those set.");
-        else {
-          log.issue(
-            test,
-            "One or more of the returned Conform test safety event values did not match those set.",
-          );
-        }
-        try {
-          if (!await client.get<boolean>("issafe", "boolean")) {
-            log.ok(
-              test,
-              "IsSafe returned false, as expected, after the test safety event was set.",
-            );
-          } else log.issue(test, "IsSafe returned true after the test safety event was set.");
-        } catch (err) {
-          log.issue(test, `Exception calling IsSafe: ${messageOf(err)}`);
-        }
-      }
-    } catch (err) {
-      log.issue(test, `Error while trying to add safety event: ${messageOf(err)}`);
-    }
-    // ConformU sends these to the action name "SetSafetyState" (sic), with null and "".
-    await mustRefuse(at, test, "SetSafetyState", "null");
-    await mustRefuse(at, test, "SetSafetyState", "empty");
-  }
+  const set = has.set && await setExternalEvents(at, id);
   if (has.get) {
     const test = `Action - ${SAFETY_EVENTS}`;
     try {
-      await client.get<boolean>("issafe", "boolean").catch(() => false);
-      const events = await safetyEvents(client);
-      log.ok(
+      // ConformU reads IsSafe first, to let a driver prepare its events; errors pass.
+      await at.client.get<boolean>("issafe", "boolean").catch(() => false);
+      const events = await safetyEvents(at.client);
+      at.log.ok(
         test,
         `JSON read OK, ${events.length} record${events.length === 1 ? "" : "s"} returned`,
       );
     } catch (err) {
-      log.issue(test, messageOf(err));
+      at.log.issue(test, messageOf(err));
     }
   }
-  if (has.clear) {
-    const test = `Action - ${CLEAR_EXTERNAL_EVENTS}`;
-    if (setOk) {
-      try {
-        await client.put("action", [
-          ["Action", CLEAR_EXTERNAL_EVENTS],
-          ["Parameters", JSON.stringify([id])],
-        ]);
-        if ((await safetyEvents(client)).some((e) => e.Id === id)) {
-          log.issue(
-            test,
-            `The Conform test event: ${id} was found in the device's SafetyState response after it was cleared.`,
-          );
-        } else log.ok(test, "Conform test event cleared OK");
-      } catch (err) {
-        log.issue(test, `Error while trying to clear safety event: ${messageOf(err)}`);
-      }
-    } else {
-      log.issue(
-        test,
-        "Skipping ClearSafetyState check because the test rule was not set successfully by SetSafetyState.",
-      );
-    }
-    await mustRefuse(at, test, CLEAR_EXTERNAL_EVENTS, "null");
-    await mustRefuse(at, test, CLEAR_EXTERNAL_EVENTS, "empty");
-  }
+  if (has.clear) await clearExternalEvents(at, id, set);
   if (!has.get && !has.set && !has.clear) {
-    log.info("Action", "Conform cannot test the Action method");
+    at.log.info("Action", "Conform cannot test the Action method");
   }
 }
 
@@ -1126,37 +1168,31 @@ async function conditionsProperties(at: Conformance): Promise<void> {
   const write = "AveragePeriod Write";
   if (!Number.isNaN(period)) {
     const set = (value: number) => client.put("averageperiod", [["AveragePeriod", String(value)]]);
-    try {
-      await set(-2);
-      log.issue(write, "No error generated on setting the average period < -1.0");
-    } catch (err) {
-      invalidValueAsOk(
-        log,
-        write,
-        "Property",
-        "Mandatory",
-        err,
+    // A write, what its success means, and whether InvalidValue is a pass (with that message).
+    const writes: [number, Level, string, string | undefined][] = [
+      [
+        -2,
+        "ISSUE",
+        "No error generated on setting the average period < -1.0",
         "Invalid Value exception generated as expected on set average period < -1.0",
-      );
-    }
-    try {
-      await set(0);
-      log.ok(write, "Successfully set average period to 0.0");
-    } catch (err) {
-      handleException(log, write, "Property", "Mandatory", err);
-    }
-    try {
-      await set(5);
-      log.ok(write, "Successfully set average period to 5.0");
-    } catch (err) {
-      invalidValueAsOk(
-        log,
-        write,
-        "Property",
-        "Mandatory",
-        err,
+      ],
+      [0, "OK", "Successfully set average period to 0.0", undefined],
+      [
+        5,
+        "OK",
+        "Successfully set average period to 5.0",
         "Invalid value exception thrown when average period is set to 5.0, which is permitted by the specification",
-      );
+      ],
+    ];
+    for (const [value, level, done, invalid] of writes) {
+      try {
+        await set(value);
+        if (level === "OK") log.ok(write, done);
+        else log.issue(write, done);
+      } catch (err) {
+        if (invalid === undefined) handleException(log, write, "Property", "Mandatory", err);
+        else invalidValueAsOk(log, write, "Property", "Mandatory", err, invalid);
+      }
     }
     try {
       await set(period);
@@ -1695,136 +1731,81 @@ async function testBadIdValues(at: Send, member: string, method: string, extra: 
   }
 }
 
-/** AlpacaProtocolTestManager.cs GetNoParameters. */
-async function getNoParameters(at: Send, member: string, deviceState = false) {
+/**
+ * The names ConformU gives the same check in its GET and its PUT helpers, and what a parameter
+ * name with inverted casing must get: in a GET it is the parameter (200), in a PUT it is not, so
+ * the parameter is missing (400).
+ */
+const WORDING = {
+  GET: {
+    good: "Good ClientID and ClientTransactionID casing",
+    goodExtra: "Good ClientID and ClientTransactionID casing with additional parameter",
+    extra: "Good casing with extra parameter",
+    casing: "Inverted casing",
+    casingStatus: 200,
+    clientId: "Different ClientID casing",
+    transactionId: "Different ClientTransactionID casing",
+  },
+  PUT: {
+    good: "Good ID name casing",
+    goodExtra: "Good ID casing + extra parameter",
+    extra: "Good casing + extra parameter",
+    casing: "Bad casing",
+    casingStatus: 400,
+    clientId: "Bad ClientID casing",
+    transactionId: "Bad ClientTransactionID casing",
+  },
+} as const;
+
+/**
+ * The casing checks of ClientID and ClientTransactionID shared by the four helpers: 200 either
+ * way; a PUT's ClientTransactionID with other casing is ignored, so its answer must echo 0.
+ */
+async function idCasing(at: Send, method: "GET" | "PUT", member: string, extra: Params) {
+  const words = WORDING[method];
+  await callApi(at, words.clientId, member, method, [...PARAMS.clientIdLowerCase, ...extra], [200]);
   await callApi(
     at,
-    "Good ClientID and ClientTransactionID casing",
+    words.transactionId,
     member,
-    "GET",
-    PARAMS.ok,
+    method,
+    [
+      ...PARAMS.transactionIdLowerCase,
+      ...extra,
+    ],
     [200],
-    {
-      deviceState,
-    },
+    { badlyCasedTransactionIdName: method === "PUT" },
   );
-  await callApi(
-    at,
-    "Good ClientID and ClientTransactionID casing with additional parameter",
-    member,
-    "GET",
-    PARAMS.okPlusExtra,
-    [200],
-  );
-  await callApi(at, "Different ClientID casing", member, "GET", PARAMS.clientIdLowerCase, [200]);
-  await callApi(
-    at,
-    "Different ClientTransactionID casing",
-    member,
-    "GET",
-    PARAMS.transactionIdLowerCase,
-    [200],
-  );
-  await testBadIdValues(at, member, "GET", []);
+  await testBadIdValues(at, member, method, extra);
 }
 
-/** AlpacaProtocolTestManager.cs GetOneParameter. */
-async function getOneParameter(at: Send, member: string, name: string, value: string) {
+/** AlpacaProtocolTestManager.cs GetNoParameters and PutNoParameters. */
+async function noParameters(at: Send, method: "GET" | "PUT", member: string, deviceState = false) {
+  const words = WORDING[method];
+  await callApi(at, words.good, member, method, PARAMS.ok, [200], { deviceState });
+  await callApi(at, words.goodExtra, member, method, PARAMS.okPlusExtra, [200]);
+  await idCasing(at, method, member, []);
+}
+
+/** AlpacaProtocolTestManager.cs GetOneParameter and PutOneParameter. */
+async function oneParameter(
+  at: Send,
+  method: "GET" | "PUT",
+  member: string,
+  name: string,
+  value: string,
+) {
+  const words = WORDING[method];
+  const call = (prefix: string, params: Params, expected: number[], flags?: SendFlags) =>
+    callApi(at, `Parameter ${name} (${prefix})`, member, method, params, expected, flags);
   const param: Params = [[name, value]];
-  await callApi(at, `Parameter ${name} (Good casing)`, member, "GET", [...PARAMS.ok, ...param], [
-    200,
-  ]);
-  await callApi(at, `Parameter ${name} (Good casing with extra parameter)`, member, "GET", [
-    ...PARAMS.okPlusExtra,
-    ...param,
-  ], [200]);
-  await callApi(
-    at,
-    `Parameter ${name} (Bad value)`,
-    member,
-    "GET",
-    [...PARAMS.ok, [name, BAD_PARAMETER_VALUE]],
-    [400],
-    {
-      acceptInvalidValueError: true,
-    },
-  );
-  await callApi(at, `Parameter ${name} (Inverted casing)`, member, "GET", [...PARAMS.ok, [
-    invertCasing(name),
-    value,
-  ]], [200]);
-  await callApi(at, "Different ClientID casing", member, "GET", [
-    ...PARAMS.clientIdLowerCase,
-    ...param,
-  ], [200]);
-  await callApi(at, "Different ClientTransactionID casing", member, "GET", [
-    ...PARAMS.transactionIdLowerCase,
-    ...param,
-  ], [200]);
-  await testBadIdValues(at, member, "GET", param);
-}
-
-/** AlpacaProtocolTestManager.cs PutNoParameters. */
-async function putNoParameters(at: Send, member: string) {
-  await callApi(at, "Good ID name casing", member, "PUT", PARAMS.ok, [200]);
-  await callApi(at, "Good ID casing + extra parameter", member, "PUT", PARAMS.okPlusExtra, [200]);
-  // Must be 200: the device ignores a parameter whose name is cased otherwise.
-  await callApi(at, "Bad ClientID casing", member, "PUT", PARAMS.clientIdLowerCase, [200]);
-  await callApi(
-    at,
-    "Bad ClientTransactionID casing",
-    member,
-    "PUT",
-    PARAMS.transactionIdLowerCase,
-    [200],
-    {
-      badlyCasedTransactionIdName: true,
-    },
-  );
-  await testBadIdValues(at, member, "PUT", []);
-}
-
-/** AlpacaProtocolTestManager.cs PutOneParameter. */
-async function putOneParameter(at: Send, member: string, name: string, value: string) {
-  const param: Params = [[name, value]];
-  await callApi(at, `Parameter ${name} (Good casing)`, member, "PUT", [...PARAMS.ok, ...param], [
-    200,
-  ]);
-  await callApi(at, `Parameter ${name} (Good casing + extra parameter)`, member, "PUT", [
-    ...PARAMS.okPlusExtra,
-    ...param,
-  ], [200]);
-  await callApi(
-    at,
-    `Parameter ${name} (Bad value)`,
-    member,
-    "PUT",
-    [...PARAMS.ok, [name, BAD_PARAMETER_VALUE]],
-    [400],
-    {
-      acceptInvalidValueError: true,
-    },
-  );
-  // A form field with other casing is not the parameter: its absence is HTTP 400.
-  await callApi(at, `Parameter ${name} (Bad casing)`, member, "PUT", [...PARAMS.ok, [
-    invertCasing(name),
-    value,
-  ]], [400]);
-  await callApi(at, "Bad ClientID casing", member, "PUT", [...PARAMS.clientIdLowerCase, ...param], [
-    200,
-  ]);
-  await callApi(
-    at,
-    "Bad ClientTransactionID casing",
-    member,
-    "PUT",
-    [...PARAMS.transactionIdLowerCase, ...param],
-    [200],
-    {
-      badlyCasedTransactionIdName: true,
-    },
-  );
-  await testBadIdValues(at, member, "PUT", param);
+  await call("Good casing", [...PARAMS.ok, ...param], [200]);
+  await call(words.extra, [...PARAMS.okPlusExtra, ...param], [200]);
+  await call("Bad value", [...PARAMS.ok, [name, BAD_PARAMETER_VALUE]], [400], {
+    acceptInvalidValueError: true,
+  });
+  await call(words.casing, [...PARAMS.ok, [invertCasing(name), value]], [words.casingStatus]);
+  await idCasing(at, method, member, param);
 }
 
 /** The device as ConformU's protocol check reads it between checks (ASCOM.Alpaca.Clients). */
@@ -1907,7 +1888,7 @@ export async function protocolCheck(
         badUri: true,
       });
     }
-    await getNoParameters(at, "Connected");
+    await noParameters(at, "GET", "Connected");
     for (
       const [prefix, params] of [
         ["Bad parameter value - Empty string", PARAMS.connectedEmpty],
@@ -1929,44 +1910,44 @@ export async function protocolCheck(
         "SupportedActions",
       ]
     ) {
-      await getNoParameters(at, member);
+      await noParameters(at, "GET", member);
     }
     let version = await getInterfaceVersion(at);
     if (version >= CONNECT_AND_DEVICESTATE[target.device]) {
-      await getNoParameters(at, "DeviceState", true);
+      await noParameters(at, "GET", "DeviceState", true);
     }
     // TestSafetyMonitor / TestObservingConditions: Connected = true through the client, errors
     // ignored; then TestConnect.
     await client.put("connected", [["Connected", "True"]]).catch(() => {});
     version = await getInterfaceVersion(at);
     if (version >= CONNECT_AND_DEVICESTATE[target.device]) {
-      await putNoParameters(at, "Disconnect");
+      await noParameters(at, "PUT", "Disconnect");
       await waitWhile("Disconnecting", () => readConnecting(at), 5000);
-      await putNoParameters(at, "Connect");
+      await noParameters(at, "PUT", "Connect");
       await waitWhile("Connecting", () => readConnecting(at), 5000);
-      await getNoParameters(at, "Connecting");
+      await noParameters(at, "GET", "Connecting");
     }
     if (target.device === "safetymonitor") {
-      await getNoParameters(at, "IsSafe");
+      await noParameters(at, "GET", "IsSafe");
     } else {
-      await getNoParameters(at, "AveragePeriod");
+      await noParameters(at, "GET", "AveragePeriod");
       let period = "0.0";
       try {
         period = String(await client.get<number>("averageperiod", "number"));
       } catch {
         // ConformU keeps "0.0".
       }
-      await putOneParameter(at, "AveragePeriod", "AveragePeriod", period);
+      await oneParameter(at, "PUT", "AveragePeriod", "AveragePeriod", period);
       // TestObservingConditions reads the sensors in alphabetical order.
       for (const [name] of SENSORS.toSorted(([a], [b]) => a < b ? -1 : 1)) {
-        await getNoParameters(at, name);
+        await noParameters(at, "GET", name);
       }
-      await putNoParameters(at, "Refresh");
-      await getOneParameter(at, "SensorDescription", "SensorName", "Pressure");
+      await noParameters(at, "PUT", "Refresh");
+      await oneParameter(at, "GET", "SensorDescription", "SensorName", "Pressure");
       const before = log.findings.filter((f) => f.level === "ISSUE").length;
-      await getOneParameter(at, "TimeSinceLastUpdate", "SensorName", "Pressure");
+      await oneParameter(at, "GET", "TimeSinceLastUpdate", "SensorName", "Pressure");
       const pressure = log.findings.filter((f) => f.level === "ISSUE").length - before;
-      await getOneParameter(at, "TimeSinceLastUpdate", "SensorName", "");
+      await oneParameter(at, "GET", "TimeSinceLastUpdate", "SensorName", "");
       if (pressure > 0) {
         log.info(
           "TimeSinceLastUpdate",
