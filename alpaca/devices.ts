@@ -1,9 +1,13 @@
 /**
- * The two ASCOM Alpaca devices of the service (docs/safety.md, "ASCOM Alpaca (N.I.N.A.)"):
+ * The ASCOM Alpaca devices of the service (docs/safety.md, "ASCOM Alpaca (N.I.N.A.)"):
  * `safetymonitor/0`, whose `issafe` is the safety verdict, and `observingconditions/0`, whose
  * properties are the registered fields that carry an `"alpaca"` key in the types file, converted
  * into Alpaca's units. Each member answers a value or an ASCOM error number; a request the device
  * cannot understand throws {@linkcode AlpacaRequestError} (HTTP 400).
+ *
+ * Each device has a connected state of its own, kept here and shared by every client, as an ASCOM
+ * device's is: connected at start-up, so a client that never connects keeps working; while
+ * disconnected only the members that describe the device answer, the others NotConnected.
  *
  * @module
  */
@@ -22,77 +26,40 @@ import { VERSION } from "../http/version.ts";
 
 /**
  * ASCOM error numbers the devices answer (docs/safety.md): the member is not implemented
- * (`NOT_IMPLEMENTED`), a value given is not valid (`INVALID_VALUE`), the value is not set yet,
- * no event having been recorded (`VALUE_NOT_SET`).
+ * (`NOT_IMPLEMENTED`), a value given is not valid (`INVALID_VALUE`), the device is disconnected
+ * (`NOT_CONNECTED`), the value is not ready yet, no event having been recorded
+ * (`INVALID_OPERATION`), the action name is not one the device supports
+ * (`ACTION_NOT_IMPLEMENTED`).
  *
  * @example Usage
  * ```ts
- * import { INVALID_VALUE, NOT_IMPLEMENTED, VALUE_NOT_SET } from "./devices.ts";
+ * import {
+ *   ACTION_NOT_IMPLEMENTED,
+ *   INVALID_OPERATION,
+ *   INVALID_VALUE,
+ *   NOT_CONNECTED,
+ *   NOT_IMPLEMENTED,
+ * } from "./devices.ts";
  * import assert from "node:assert/strict";
  *
- * assert.deepEqual([NOT_IMPLEMENTED, INVALID_VALUE, VALUE_NOT_SET], [1024, 1025, 1026]);
+ * assert.deepEqual(
+ *   [NOT_IMPLEMENTED, INVALID_VALUE, NOT_CONNECTED, INVALID_OPERATION, ACTION_NOT_IMPLEMENTED],
+ *   [1024, 1025, 1031, 1035, 1036],
+ * );
  * ```
  */
 export const NOT_IMPLEMENTED = 0x400;
 /** ASCOM error number: a value given is not valid (see {@linkcode NOT_IMPLEMENTED}). */
 export const INVALID_VALUE = 0x401;
-/** ASCOM error number: the value has not been set yet (see {@linkcode NOT_IMPLEMENTED}). */
-export const VALUE_NOT_SET = 0x402;
-
-/** Where the devices read the service's state. */
-export interface AlpacaSource {
-  /** The safety verdict's `safe` (docs/safety.md). */
-  isSafe(): boolean;
-  /** The latest event of a type, or `undefined` when none was recorded. */
-  latest(type: string): LatestEvent | undefined;
-  /** The service clock, in ms since the epoch. */
-  now(): number;
-}
+/** ASCOM error number: the device is disconnected (see {@linkcode NOT_IMPLEMENTED}). */
+export const NOT_CONNECTED = 0x407;
+/** ASCOM error number: not possible now, here "not ready" (see {@linkcode NOT_IMPLEMENTED}). */
+export const INVALID_OPERATION = 0x40b;
+/** ASCOM error number: the device has no action of that name (see {@linkcode NOT_IMPLEMENTED}). */
+export const ACTION_NOT_IMPLEMENTED = 0x40c;
 
 /**
- * A request the device cannot understand: answered HTTP 400 with a plain-text message.
- *
- * @example Usage
- * ```ts
- * import { AlpacaDevices, AlpacaRequestError } from "./devices.ts";
- * import assert from "node:assert/strict";
- *
- * const devices = new AlpacaDevices(new Map(), { isSafe: () => true, latest: () => undefined, now: Date.now });
- * assert.throws(() => devices.call("safetymonitor", "GET", "nothing", new Map()), AlpacaRequestError);
- * ```
- */
-export class AlpacaRequestError extends Error {
-  /**
-   * Creates the error.
-   *
-   * @param message What is wrong with the request and what to send instead.
-   */
-  constructor(message: string) {
-    super(message);
-    this.name = "AlpacaRequestError";
-  }
-}
-
-/** What a member answers: a value (absent for a method), or an ASCOM error. */
-export type MemberResult =
-  | { readonly value?: unknown }
-  | { readonly error: number; readonly message: string };
-
-/** The request parameters, keyed by lower-case name (Alpaca names are case-insensitive). */
-export type AlpacaParams = ReadonlyMap<string, string>;
-
-/** One field feeding an ObservingConditions property. */
-interface Mapped {
-  readonly type: string;
-  readonly path: string;
-  readonly unit: string;
-  readonly label: string | undefined;
-  readonly description: string | undefined;
-  readonly convert: (value: number) => number;
-}
-
-/**
- * The devices the service serves, as they appear in URLs (each is device number 0).
+ * The devices the service serves, as they appear in URLs.
  *
  * @example Usage
  * ```ts
@@ -107,6 +74,185 @@ export const ALPACA_DEVICES = ["safetymonitor", "observingconditions"] as const;
 
 /** One of {@linkcode ALPACA_DEVICES}. */
 export type AlpacaDevice = typeof ALPACA_DEVICES[number];
+
+/** One device served: its type and its device number, as in `/api/v1/{type}/{number}/...`. */
+export interface AlpacaDeviceRef {
+  /** The device type, lower case as in URLs. */
+  readonly type: AlpacaDevice;
+  /** The device number. */
+  readonly number: number;
+}
+
+/** What a member answers: a value (absent for a method), or an ASCOM error. */
+export type MemberResult =
+  | { readonly value?: unknown }
+  | { readonly error: number; readonly message: string; readonly value?: unknown };
+
+/** One call of a device-specific action (`PUT action`), for {@linkcode AlpacaActions}. */
+export interface ActionCall {
+  /** The device called. */
+  readonly device: AlpacaDeviceRef;
+  /** The action's name as {@linkcode AlpacaActions.names} spells it. */
+  readonly name: string;
+  /** The `Parameters` form field, as sent. */
+  readonly parameters: string;
+  /** The request's `ClientID`, when it carried one. */
+  readonly clientId: number | undefined;
+}
+
+/**
+ * Device-specific actions a `safetymonitor` serves through `PUT action` and lists in
+ * `supportedactions` (docs/safety.md). Without them, `supportedactions` is `[]` and `action`
+ * answers NotImplemented.
+ */
+export interface AlpacaActions {
+  /** The action names, in the order `supportedactions` lists them. */
+  readonly names: readonly string[];
+  /**
+   * Runs one action; the device has checked the name (any letter case) and the connection.
+   *
+   * @param call The device, the action and its parameters.
+   * @returns The action's `Value` (a string), or an ASCOM error such as InvalidValue.
+   */
+  run(call: ActionCall): MemberResult | Promise<MemberResult>;
+}
+
+/** Where the devices read the service's state. */
+export interface AlpacaSource {
+  /** The safety verdict's `safe` (docs/safety.md). */
+  isSafe(): boolean;
+  /** The latest event of a type, or `undefined` when none was recorded. */
+  latest(type: string): LatestEvent | undefined;
+  /** The service clock, in ms since the epoch. */
+  now(): number;
+  /** The safety monitors' device-specific actions, if any. */
+  actions?: AlpacaActions;
+}
+
+/**
+ * A request the device cannot understand: answered HTTP 400 with a plain-text message.
+ *
+ * @example Usage
+ * ```ts
+ * import { AlpacaDevices, AlpacaParams, AlpacaRequestError } from "./devices.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const devices = new AlpacaDevices(new Map(), { isSafe: () => true, latest: () => undefined, now: Date.now });
+ * const device = devices.find("safetymonitor", "0")!;
+ * await assert.rejects(
+ *   devices.call({ device, method: "GET", member: "nothing", params: AlpacaParams.query(new URLSearchParams()) }),
+ *   AlpacaRequestError,
+ * );
+ * ```
+ */
+export class AlpacaRequestError extends Error {
+  /**
+   * Creates the error.
+   *
+   * @param message What is wrong with the request and what to send instead.
+   */
+  constructor(message: string) {
+    super(message);
+    this.name = "AlpacaRequestError";
+  }
+}
+
+/**
+ * A request's parameters. The names of a GET's query parameters are case-insensitive; the names
+ * of a PUT's form fields are case-sensitive, as the Alpaca reference makes them
+ * (docs/safety.md): a form field with other casing is not that parameter.
+ *
+ * @example Usage
+ * ```ts
+ * import { AlpacaParams } from "./devices.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(AlpacaParams.query(new URLSearchParams("sensorname=Pressure")).get("SensorName"), "Pressure");
+ * const form = AlpacaParams.form(new URLSearchParams("aVERAGEpERIOD=0"));
+ * assert.equal(form.get("AveragePeriod"), undefined);
+ * assert.equal(form.otherCasing("AveragePeriod"), "aVERAGEpERIOD");
+ * ```
+ */
+export class AlpacaParams {
+  #entries: (readonly [string, string])[] = [];
+  #caseSensitive: boolean;
+
+  private constructor(entries: Iterable<readonly [string, string]>, caseSensitive: boolean) {
+    this.#caseSensitive = caseSensitive;
+    for (const entry of entries) this.#entries.push(entry);
+  }
+
+  /**
+   * The parameters of a GET's query string: names case-insensitive.
+   *
+   * @param search The query.
+   * @returns The parameters.
+   */
+  static query(search: URLSearchParams): AlpacaParams {
+    return new AlpacaParams(search, false);
+  }
+
+  /**
+   * The fields of a PUT's form body: names case-sensitive.
+   *
+   * @param search The decoded form.
+   * @returns The parameters.
+   */
+  static form(search: URLSearchParams): AlpacaParams {
+    return new AlpacaParams(search, true);
+  }
+
+  /**
+   * The value of the first parameter of that name.
+   *
+   * @param name The name as the Alpaca reference spells it (`ClientTransactionID`).
+   * @returns The value, or `undefined` when the request has none of that name.
+   */
+  get(name: string): string | undefined {
+    const key = name.toLowerCase();
+    const found = this.#caseSensitive
+      ? this.#entries.find(([n]) => n === name)
+      : this.#entries.find(([n]) => n.toLowerCase() === key);
+    return found?.[1];
+  }
+
+  /**
+   * For a form: the name sent with other casing when the exact name is absent, so that the
+   * answer can say which casing to use.
+   *
+   * @param name The name as the Alpaca reference spells it.
+   * @returns The name as sent, or `undefined`.
+   */
+  otherCasing(name: string): string | undefined {
+    if (!this.#caseSensitive || this.get(name) !== undefined) return undefined;
+    const key = name.toLowerCase();
+    return this.#entries.find(([n]) => n.toLowerCase() === key)?.[0];
+  }
+}
+
+/** One call of a member. */
+export interface MemberRequest {
+  /** The device, as {@linkcode AlpacaDevices.find} found it. */
+  readonly device: AlpacaDeviceRef;
+  /** `GET` or `PUT`. */
+  readonly method: string;
+  /** The member, lower case, as in the URL. */
+  readonly member: string;
+  /** The request's parameters. */
+  readonly params: AlpacaParams;
+  /** The request's `ClientID`, when it carried one (handed to actions). */
+  readonly clientId?: number;
+}
+
+/** One field feeding an ObservingConditions property. */
+interface Mapped {
+  readonly type: string;
+  readonly path: string;
+  readonly unit: string;
+  readonly label: string | undefined;
+  readonly description: string | undefined;
+  readonly convert: (value: number) => number;
+}
 
 /** The device names in ASCOM's spelling (`DeviceType` of the management API; see {@linkcode ALPACA_DEVICES}). */
 export const DEVICE_TYPE_NAMES: Readonly<Record<AlpacaDevice, string>> = {
@@ -132,6 +278,23 @@ const INTERFACE_VERSIONS: Readonly<Record<AlpacaDevice, number>> = {
   observingconditions: 2,
 };
 
+/**
+ * What a GET member answers as `Value` with an error, the type's default, as ASCOM's own
+ * devices do: every GET answer carries `Value` (docs/safety.md). Members not named answer 0.
+ */
+const ERROR_VALUES: Readonly<Record<string, unknown>> = {
+  connected: false,
+  connecting: false,
+  issafe: false,
+  description: "",
+  driverinfo: "",
+  driverversion: "",
+  name: "",
+  sensordescription: "",
+  devicestate: [],
+  supportedactions: [],
+};
+
 const COMMON_GET = [
   "connected",
   "connecting",
@@ -152,13 +315,46 @@ const COMMON_PUT = [
   "connected",
   "disconnect",
 ];
+const MEMBERS: Readonly<Record<AlpacaDevice, { GET: string[]; PUT: string[] }>> = {
+  safetymonitor: { GET: [...COMMON_GET, "issafe"], PUT: COMMON_PUT },
+  observingconditions: {
+    GET: [
+      ...COMMON_GET,
+      ...ALPACA_PROPERTIES,
+      "averageperiod",
+      "sensordescription",
+      "timesincelastupdate",
+    ],
+    PUT: [...COMMON_PUT, "averageperiod", "refresh"],
+  },
+};
 
 /**
- * The members of the two devices over one types registry and one source.
+ * The members that answer while a device is disconnected: those that connect it and those that
+ * describe it. `disconnect` is among them so that disconnecting twice is harmless.
+ */
+const WHILE_DISCONNECTED = new Set([
+  "connected",
+  "connecting",
+  "connect",
+  "disconnect",
+  "description",
+  "driverinfo",
+  "driverversion",
+  "interfaceversion",
+  "name",
+  "supportedactions",
+]);
+
+const DEVICE_NUMBER = /^(?:0|[1-9]\d{0,8})$/;
+
+/**
+ * The members of the devices over one types registry and one source, with each device's
+ * connected state.
  *
  * @example Usage
  * ```ts
- * import { AlpacaDevices } from "./devices.ts";
+ * import { AlpacaDevices, AlpacaParams } from "./devices.ts";
  * import assert from "node:assert/strict";
  *
  * const devices = new AlpacaDevices(new Map(), {
@@ -166,12 +362,17 @@ const COMMON_PUT = [
  *   latest: () => undefined,
  *   now: Date.now,
  * });
- * assert.deepEqual(devices.call("safetymonitor", "GET", "issafe", new Map()), { value: true });
+ * const device = devices.find("safetymonitor", "0")!;
+ * const params = AlpacaParams.query(new URLSearchParams());
+ * assert.deepEqual(await devices.call({ device, method: "GET", member: "issafe", params }), { value: true });
  * ```
  */
 export class AlpacaDevices {
   #source: AlpacaSource;
   #mapped = new Map<AlpacaProperty, Mapped>();
+  #devices: readonly AlpacaDeviceRef[];
+  /** Connected or not, by device (`type/number`); every device starts connected. */
+  #connected = new Map<string, boolean>();
 
   /**
    * Creates the devices.
@@ -197,6 +398,13 @@ export class AlpacaDevices {
         });
       }
     }
+    this.#devices = ALPACA_DEVICES.map((type) => ({ type, number: 0 }));
+    for (const device of this.#devices) this.#connected.set(key(device), true);
+  }
+
+  /** Every device served, in the order of the management API's `configureddevices`. */
+  get devices(): readonly AlpacaDeviceRef[] {
+    return this.#devices;
   }
 
   /** The mapped properties, for the setup page: property to `type`, field and units. */
@@ -205,99 +413,138 @@ export class AlpacaDevices {
   }
 
   /**
-   * Answers one member of one device.
+   * The device a URL names.
    *
-   * @param device The device.
-   * @param method `GET` or `PUT`.
-   * @param member The member, lower case, as in the URL.
-   * @param params The request's parameters by lower-case name.
+   * @param type The device type as in the URL (lower case).
+   * @param number The device number as in the URL.
+   * @returns The device, or `undefined` when none is served by that type and number.
+   */
+  find(type: string, number: string): AlpacaDeviceRef | undefined {
+    if (!DEVICE_NUMBER.test(number)) return undefined;
+    const n = Number(number);
+    return this.#devices.find((device) => device.type === type && device.number === n);
+  }
+
+  /**
+   * Answers one member of one device. The answer of a GET carries a `value` even with an error:
+   * the default of the member's type.
+   *
+   * @param request The device, the method, the member and the parameters.
    * @returns The value, or an ASCOM error.
    * @throws {AlpacaRequestError} For an unknown member, a method the member does not take, or
    *   a missing or malformed required parameter.
    */
-  call(device: AlpacaDevice, method: string, member: string, params: AlpacaParams): MemberResult {
-    const common = method === "GET" ? COMMON_GET : COMMON_PUT;
-    if (common.includes(member)) return this.#common(device, method, member, params);
-    const own = device === "safetymonitor"
-      ? this.#safety(method, member)
-      : this.#conditions(method, member, params);
-    if (own !== undefined) return own;
-    throw this.#unknown(device, method, member);
-  }
-
-  #unknown(device: AlpacaDevice, method: string, member: string): AlpacaRequestError {
-    const known = this.#members(device);
-    const other = method === "GET" ? "PUT" : "GET";
-    if (known[other].includes(member)) {
-      return new AlpacaRequestError(`${device} ${member} takes ${other}, not ${method}`);
+  async call(request: MemberRequest): Promise<MemberResult> {
+    const { device, method, member } = request;
+    const members = MEMBERS[device.type];
+    if (!(method === "GET" ? members.GET : members.PUT).includes(member)) {
+      throw unknownMember(device, method, member);
     }
-    return new AlpacaRequestError(
-      `${device} has no member ${JSON.stringify(member.slice(0, 64))}; it answers GET ${
-        known.GET.join(", ")
-      } and PUT ${known.PUT.join(", ")}`,
-    );
+    const result = await this.#answer(request);
+    if (method === "GET" && "error" in result) {
+      return { ...result, value: ERROR_VALUES[member] ?? 0 };
+    }
+    return result;
   }
 
-  #members(device: AlpacaDevice): { GET: string[]; PUT: string[] } {
-    if (device === "safetymonitor") return { GET: [...COMMON_GET, "issafe"], PUT: COMMON_PUT };
-    return {
-      GET: [
-        ...COMMON_GET,
-        ...ALPACA_PROPERTIES,
-        "averageperiod",
-        "sensordescription",
-        "timesincelastupdate",
-      ],
-      PUT: [...COMMON_PUT, "averageperiod", "refresh"],
-    };
-  }
-
-  #common(
-    device: AlpacaDevice,
-    method: string,
-    member: string,
-    params: AlpacaParams,
-  ): MemberResult {
-    if (method === "PUT") {
-      if (member === "connected") {
-        readBoolean(params, "Connected");
-        return {};
-      }
-      if (member === "connect" || member === "disconnect") return {};
+  #answer(request: MemberRequest): MemberResult | Promise<MemberResult> {
+    const { device, method, member, params } = request;
+    if (!this.#connected.get(key(device)) && !WHILE_DISCONNECTED.has(member)) {
       return {
-        error: NOT_IMPLEMENTED,
-        message:
-          `${member} is not implemented: this ${device} has no device-specific actions or commands`,
+        error: NOT_CONNECTED,
+        message: `${
+          key(device)
+        } is disconnected (a client sent disconnect, or connected with Connected=False); PUT connect, or connected with Connected=True, to connect it again`,
       };
+    }
+    if (method === "PUT") {
+      switch (member) {
+        case "connected":
+          this.#connected.set(key(device), readBoolean(params, "Connected"));
+          return {};
+        case "connect":
+          this.#connected.set(key(device), true);
+          return {};
+        case "disconnect":
+          this.#connected.set(key(device), false);
+          return {};
+        case "action":
+          return this.#action(request);
+        case "commandblind":
+        case "commandbool":
+        case "commandstring":
+          return {
+            error: NOT_IMPLEMENTED,
+            message:
+              `${member} is not implemented: the ${device.type} takes no device-specific commands`,
+          };
+      }
+      return this.#conditionsPut(member, params);
     }
     switch (member) {
       case "connected":
-        return { value: true };
+        return { value: this.#connected.get(key(device)) };
       case "connecting":
+        // Connecting and disconnecting complete at once.
         return { value: false };
       case "description":
-        return { value: DESCRIPTIONS[device] };
+        return { value: DESCRIPTIONS[device.type] };
       case "driverinfo":
         return {
           value: `obs-utils telemetry ${VERSION}: ASCOM Alpaca ${
-            DEVICE_TYPE_NAMES[device]
+            DEVICE_TYPE_NAMES[device.type]
           } served by the telemetry service (read-only)`,
         };
       case "driverversion":
         return { value: VERSION };
       case "interfaceversion":
-        return { value: INTERFACE_VERSIONS[device] };
+        return { value: INTERFACE_VERSIONS[device.type] };
       case "name":
-        return { value: DEVICE_NAMES[device] };
+        return { value: DEVICE_NAMES[device.type] };
       case "supportedactions":
-        return { value: [] };
-      default: // devicestate
+        return { value: [...(this.#actions(device)?.names ?? [])] };
+      case "devicestate":
         return { value: this.#deviceState(device) };
+      case "issafe":
+        return { value: this.#source.isSafe() };
     }
+    return this.#conditionsGet(member, params);
   }
 
-  #deviceState(device: AlpacaDevice): { Name: string; Value: unknown }[] {
-    if (device === "safetymonitor") return [{ Name: "IsSafe", Value: this.#source.isSafe() }];
+  /** The actions of a device: the source's for a safety monitor, none for the others. */
+  #actions(device: AlpacaDeviceRef): AlpacaActions | undefined {
+    return device.type === "safetymonitor" ? this.#source.actions : undefined;
+  }
+
+  async #action(request: MemberRequest): Promise<MemberResult> {
+    const { device, params } = request;
+    const name = required(params, "Action");
+    const parameters = required(params, "Parameters");
+    const actions = this.#actions(device);
+    if (actions === undefined) {
+      return {
+        error: NOT_IMPLEMENTED,
+        message:
+          `action is not implemented: the ${device.type} has no device-specific actions (supportedactions is [])`,
+      };
+    }
+    // Action names compare in any letter case, as ASCOM clients compare SupportedActions.
+    const known = actions.names.find((n) => n.toLowerCase() === name.toLowerCase());
+    if (known === undefined) {
+      return {
+        error: ACTION_NOT_IMPLEMENTED,
+        message: `${key(device)} has no action ${JSON.stringify(name.slice(0, 64))}; it has ${
+          actions.names.join(", ")
+        } (see supportedactions)`,
+      };
+    }
+    return await actions.run({ device, name: known, parameters, clientId: request.clientId });
+  }
+
+  #deviceState(device: AlpacaDeviceRef): { Name: string; Value: unknown }[] {
+    if (device.type === "safetymonitor") {
+      return [{ Name: "IsSafe", Value: this.#source.isSafe() }];
+    }
     const state: { Name: string; Value: unknown }[] = [];
     for (const property of ALPACA_PROPERTIES) {
       const answer = this.#property(property);
@@ -309,27 +556,23 @@ export class AlpacaDevices {
     return state;
   }
 
-  #safety(method: string, member: string): MemberResult | undefined {
-    if (method === "GET" && member === "issafe") return { value: this.#source.isSafe() };
-    return undefined;
+  #conditionsPut(member: string, params: AlpacaParams): MemberResult {
+    if (member === "refresh") return {};
+    // averageperiod
+    const text = required(params, "AveragePeriod");
+    const period = Number(text);
+    if (text.trim() === "" || period !== 0) {
+      return {
+        error: INVALID_VALUE,
+        message: `AveragePeriod ${
+          JSON.stringify(text.slice(0, 64))
+        } is not accepted: values are not averaged, so the only period is 0`,
+      };
+    }
+    return {};
   }
 
-  #conditions(method: string, member: string, params: AlpacaParams): MemberResult | undefined {
-    if (method === "PUT") {
-      if (member === "refresh") return {};
-      if (member !== "averageperiod") return undefined;
-      const text = required(params, "AveragePeriod");
-      const period = Number(text);
-      if (text.trim() === "" || period !== 0) {
-        return {
-          error: INVALID_VALUE,
-          message: `AveragePeriod ${
-            JSON.stringify(text.slice(0, 64))
-          } is not accepted: values are not averaged, so the only period is 0`,
-        };
-      }
-      return {};
-    }
+  #conditionsGet(member: string, params: AlpacaParams): MemberResult {
     if (isAlpacaProperty(member)) return this.#property(member);
     if (member === "averageperiod") return { value: 0.0 };
     if (member === "sensordescription") {
@@ -338,27 +581,31 @@ export class AlpacaDevices {
           `${mapped.type} ${mapped.path} (${mapped.unit}), ${alpacaUnit(property)} in Alpaca`,
       }));
     }
-    if (member === "timesincelastupdate") return this.#sinceUpdate(params);
-    return undefined;
+    return this.#sinceUpdate(params);
   }
 
+  /** A property's value; the wind has no direction while its speed is 0 (ASCOM's rule). */
   #property(property: AlpacaProperty): MemberResult {
+    const answer = this.#reading(property);
+    if (property === "winddirection" && "value" in answer) {
+      const speed = this.#reading("windspeed");
+      if ("value" in speed && speed.value === 0) return { value: 0 };
+    }
+    return answer;
+  }
+
+  #reading(property: AlpacaProperty): MemberResult {
     const mapped = this.#mapped.get(property);
     if (mapped === undefined) return notMapped(property);
     const latest = this.#source.latest(mapped.type);
     if (latest === undefined) {
-      return {
-        error: VALUE_NOT_SET,
-        message: `no ${mapped.type} event has been recorded yet, so ${property} has no value`,
-      };
+      return notReady(`no ${mapped.type} event has been recorded yet, so ${property} has no value`);
     }
     const raw = numericValue(valueAt(latest.data, mapped.path), mapped.unit);
     if (raw === undefined) {
-      return {
-        error: VALUE_NOT_SET,
-        message:
-          `the latest ${mapped.type} event (${latest.ts}) has no number at ${mapped.path}, so ${property} has no value`,
-      };
+      return notReady(
+        `the latest ${mapped.type} event (${latest.ts}) has no number at ${mapped.path}, so ${property} has no value`,
+      );
     }
     return { value: mapped.convert(raw) };
   }
@@ -374,33 +621,41 @@ export class AlpacaDevices {
     return mapped === undefined ? notMapped(property) : answer(property, mapped);
   }
 
-  #sinceUpdate(params: AlpacaParams): MemberResult {
-    // An empty SensorName asks for the most recent update of any sensor (ASCOM TimeSinceLastUpdate).
-    if (required(params, "SensorName") === "") {
-      const times = [...new Set([...this.#mapped.values()].map((m) => m.type))]
-        .map((type) => this.#source.latest(type)?.ts)
-        .filter((ts): ts is string => ts !== undefined)
-        .map((ts) => Date.parse(ts));
-      if (times.length === 0) {
-        return {
-          error: VALUE_NOT_SET,
-          message: "no event of a type that feeds a sensor has been recorded yet",
-        };
-      }
-      return { value: (this.#source.now() - Math.max(...times)) / 1000 };
-    }
-    return this.#sensor(params, (property, mapped) => {
-      const latest = this.#source.latest(mapped.type);
-      if (latest === undefined) {
-        return {
-          error: VALUE_NOT_SET,
-          message:
-            `no ${mapped.type} event has been recorded yet, so ${property} was never updated`,
-        };
-      }
-      return { value: (this.#source.now() - Date.parse(latest.ts)) / 1000 };
-    });
+  /** Seconds since a type's latest event by its `ts`, -1 when it has none (never below 0 else). */
+  #age(type: string): number {
+    const ts = this.#source.latest(type)?.ts;
+    if (ts === undefined) return -1;
+    return Math.max(0, (this.#source.now() - Date.parse(ts)) / 1000);
   }
+
+  #sinceUpdate(params: AlpacaParams): MemberResult {
+    // An empty SensorName asks for the most recent update of any sensor (ASCOM
+    // TimeSinceLastUpdate): the youngest age among the mapped types, -1 when none has an event.
+    if (required(params, "SensorName") === "") {
+      const ages = [...new Set([...this.#mapped.values()].map((m) => m.type))]
+        .map((type) => this.#age(type))
+        .filter((age) => age >= 0);
+      return { value: ages.length === 0 ? -1 : Math.min(...ages) };
+    }
+    return this.#sensor(params, (_, mapped) => ({ value: this.#age(mapped.type) }));
+  }
+}
+
+function key(device: AlpacaDeviceRef): string {
+  return `${device.type}/${device.number}`;
+}
+
+function unknownMember(device: AlpacaDeviceRef, method: string, member: string): Error {
+  const known = MEMBERS[device.type];
+  const other = method === "GET" ? "PUT" : "GET";
+  if ((other === "GET" ? known.GET : known.PUT).includes(member)) {
+    return new AlpacaRequestError(`${device.type} ${member} takes ${other}, not ${method}`);
+  }
+  return new AlpacaRequestError(
+    `${device.type} has no member ${JSON.stringify(member.slice(0, 64))}; it answers GET ${
+      known.GET.join(", ")
+    } and PUT ${known.PUT.join(", ")}`,
+  );
 }
 
 function notMapped(property: AlpacaProperty): MemberResult {
@@ -409,6 +664,11 @@ function notMapped(property: AlpacaProperty): MemberResult {
     message:
       `${property} is not configured: add "alpaca": "${property}" (with its "unit") to the field that records it in the types file (--types), then restart the service`,
   };
+}
+
+/** A mapped property without a value yet: InvalidOperation, which ASCOM reads as "not ready". */
+function notReady(why: string): MemberResult {
+  return { error: INVALID_OPERATION, message: `not ready: ${why}` };
 }
 
 function unknownSensor(name: string): MemberResult {
@@ -422,23 +682,28 @@ function unknownSensor(name: string): MemberResult {
   };
 }
 
-/** A required parameter's text. */
+/** A required parameter's text; a form field with other casing is named in the refusal. */
 function required(params: AlpacaParams, name: string): string {
-  const text = params.get(name.toLowerCase());
-  if (text === undefined) {
-    throw new AlpacaRequestError(`the parameter ${name} is missing; send ${name}=<value>`);
+  const text = params.get(name);
+  if (text !== undefined) return text;
+  const sent = params.otherCasing(name);
+  if (sent !== undefined) {
+    throw new AlpacaRequestError(
+      `the parameter ${name} is missing: ${
+        JSON.stringify(sent.slice(0, 64))
+      } was sent, but PUT form parameter names are case-sensitive; send ${name}=<value> with exactly this casing`,
+    );
   }
-  return text;
+  throw new AlpacaRequestError(`the parameter ${name} is missing; send ${name}=<value>`);
 }
 
 /** A required boolean parameter: `true` or `false` in any letter case. */
 function readBoolean(params: AlpacaParams, name: string): boolean {
-  const text = required(params, name).trim().toLowerCase();
+  const sent = required(params, name);
+  const text = sent.trim().toLowerCase();
   if (text !== "true" && text !== "false") {
     throw new AlpacaRequestError(
-      `${name} must be True or False, not ${
-        JSON.stringify(params.get(name.toLowerCase())!.slice(0, 64))
-      }`,
+      `${name} must be True or False, not ${JSON.stringify(sent.slice(0, 64))}`,
     );
   }
   return text === "true";

@@ -10,9 +10,11 @@
  * 400 and its connection closed.
  *
  * Every device answer is HTTP 200 with `ClientTransactionID`, `ServerTransactionID`,
- * `ErrorNumber` and `ErrorMessage` (and `Value`); a request the device cannot understand (an
- * unknown device or member, a malformed `ClientID` or `ClientTransactionID`) is HTTP 400 with a
- * plain-text message.
+ * `ErrorNumber` and `ErrorMessage`, and `Value` (every GET, errors included); a request the
+ * device cannot understand (an unknown device or member, a malformed `ClientID` or
+ * `ClientTransactionID`, a required form field missing or sent with other casing) is HTTP 400
+ * with a plain-text message. Query parameter names of a GET are case-insensitive, form field
+ * names of a PUT case-sensitive: a `ClientTransactionID` with other casing is not one (0).
  *
  * @module
  */
@@ -32,10 +34,9 @@ import {
   INTERNAL_HOST,
 } from "../http/conn_guard.ts";
 import {
-  ALPACA_DEVICES,
-  type AlpacaDevice,
+  type AlpacaDeviceRef,
   AlpacaDevices,
-  type AlpacaParams,
+  AlpacaParams,
   AlpacaRequestError,
   type AlpacaSource,
   type MemberResult,
@@ -44,7 +45,7 @@ import { type ConfiguredDevice, configuredDevices, managementValue } from "./man
 import { deviceSetupPage, serverSetupPage } from "./setup.ts";
 import { type DiscoveryHandle, startDiscovery } from "./discovery.ts";
 
-export type { AlpacaSource } from "./devices.ts";
+export type { ActionCall, AlpacaActions, AlpacaSource } from "./devices.ts";
 
 /**
  * Largest `PUT` body the Alpaca listener reads, in bytes: its parameters are a few words.
@@ -126,7 +127,7 @@ class PlainAnswer extends Error {
  */
 export async function createAlpacaHandler(options: AlpacaHandlerOptions): Promise<AlpacaHandler> {
   const devices = new AlpacaDevices(options.types, options.source);
-  const configured = await configuredDevices(options.siteId);
+  const configured = await configuredDevices(options.siteId, devices.devices);
   const loopback = isLoopback(options.hostname);
   const bodies = new BodyDeadlines(options.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS);
   let serverTransaction = 0;
@@ -209,10 +210,17 @@ async function respond(req: Request, url: URL, at: Answering): Promise<Response>
   const api = API_PATH.exec(path);
   if (api) {
     const [, type, number, member] = api as unknown as [string, string, string, string];
-    const device = deviceOf(type, number);
+    const device = deviceOf(at.devices, type, number);
     const params = await readParams(req, url, at.bodies);
-    const client = clientTransaction(params);
-    const result = at.devices.call(device, method, member, params);
+    const clientId = uint32(params, "ClientID");
+    const client = uint32(params, "ClientTransactionID") ?? 0;
+    const result = await at.devices.call({
+      device,
+      method,
+      member,
+      params,
+      ...(clientId === undefined ? {} : { clientId }),
+    });
     return alpacaJson(result, client, at.nextTransaction());
   }
   if (method !== "GET") {
@@ -231,53 +239,48 @@ async function respond(req: Request, url: URL, at: Answering): Promise<Response>
     return alpacaJson({ value }, client, at.nextTransaction());
   }
   if (path === "/setup" || path === "/setup/") {
-    return new Response(serverSetupPage(at.siteId), { headers: HTML });
+    return new Response(serverSetupPage(at.siteId, at.devices.devices), { headers: HTML });
   }
   const setup = SETUP_PATH.exec(path);
   if (setup) {
     const [, type, number] = setup as unknown as [string, string, string];
-    if (!isDevice(type) || number !== "0") {
+    const device = at.devices.find(type, number);
+    if (device === undefined) {
       throw new PlainAnswer(403, "No such device here: see /setup for the devices.", true);
     }
-    return new Response(deviceSetupPage(type, at.types, at.devices), { headers: HTML });
+    return new Response(deviceSetupPage(device, at.types, at.devices), { headers: HTML });
   }
   throw new PlainAnswer(
     404,
-    "The Alpaca port serves only /api/v1/safetymonitor/0, /api/v1/observingconditions/0, /management and /setup.",
+    `The Alpaca port serves only ${
+      at.devices.devices.map((d) => `/api/v1/${d.type}/${d.number}`).join(", ")
+    }, /management and /setup.`,
   );
 }
 
-function isDevice(type: string): type is AlpacaDevice {
-  return (ALPACA_DEVICES as readonly string[]).includes(type);
-}
-
-function deviceOf(type: string, number: string): AlpacaDevice {
-  if (!isDevice(type) || number !== "0") {
+function deviceOf(devices: AlpacaDevices, type: string, number: string): AlpacaDeviceRef {
+  const device = devices.find(type, number);
+  if (device === undefined) {
     throw new AlpacaRequestError(
       `There is no device ${
         JSON.stringify(`${type.slice(0, 40)}/${number.slice(0, 12)}`)
-      } here; the devices are safetymonitor/0 and observingconditions/0 (see /management/v1/configureddevices).`,
+      } here; the devices are ${
+        devices.devices.map((d) => `${d.type}/${d.number}`).join(" and ")
+      } (see /management/v1/configureddevices).`,
     );
   }
-  return type;
+  return device;
 }
 
-/** The Alpaca JSON answer: always HTTP 200. */
+/** The Alpaca JSON answer: always HTTP 200; `Value` whenever the result has one. */
 function alpacaJson(result: MemberResult, client: number, server: number): Response {
-  const body = "error" in result
-    ? {
-      ClientTransactionID: client,
-      ServerTransactionID: server,
-      ErrorNumber: result.error,
-      ErrorMessage: result.message,
-    }
-    : {
-      ...("value" in result ? { Value: result.value } : {}),
-      ClientTransactionID: client,
-      ServerTransactionID: server,
-      ErrorNumber: 0,
-      ErrorMessage: "",
-    };
+  const body = {
+    ...("value" in result ? { Value: result.value } : {}),
+    ClientTransactionID: client,
+    ServerTransactionID: server,
+    ErrorNumber: "error" in result ? result.error : 0,
+    ErrorMessage: "error" in result ? result.message : "",
+  };
   return new Response(JSON.stringify(body), { headers: JSON_TYPE });
 }
 
@@ -287,8 +290,12 @@ function clientTransaction(params: AlpacaParams): number {
   return uint32(params, "ClientTransactionID") ?? 0;
 }
 
+/**
+ * A `ClientID` or `ClientTransactionID`: `undefined` when the request has none by that name (a
+ * form field with other casing is none), a whole number from 0 to 4294967295 else.
+ */
 function uint32(params: AlpacaParams, name: string): number | undefined {
-  const text = params.get(name.toLowerCase());
+  const text = params.get(name);
   if (text === undefined) return undefined;
   const n = Number(text);
   if (!/^\d{1,10}$/.test(text) || n > UINT32_MAX) {
@@ -302,20 +309,14 @@ function uint32(params: AlpacaParams, name: string): number | undefined {
 }
 
 /**
- * The request's parameters by lower-case name, the first of each name kept: the query string
- * of a GET, the `application/x-www-form-urlencoded` body of a PUT (at most
+ * The request's parameters: the query string of a GET (names case-insensitive), the
+ * `application/x-www-form-urlencoded` body of a PUT (names case-sensitive; at most
  * {@linkcode ALPACA_MAX_BODY} bytes, within `--body-timeout`).
  */
 async function readParams(req: Request, url: URL, bodies: BodyDeadlines): Promise<AlpacaParams> {
-  const params = new Map<string, string>();
-  const source = req.method === "PUT"
-    ? new URLSearchParams(await readForm(req, bodies))
-    : url.searchParams;
-  for (const [name, value] of source) {
-    const key = name.toLowerCase();
-    if (!params.has(key)) params.set(key, value);
-  }
-  return params;
+  return req.method === "PUT"
+    ? AlpacaParams.form(new URLSearchParams(await readForm(req, bodies)))
+    : AlpacaParams.query(url.searchParams);
 }
 
 async function readForm(req: Request, bodies: BodyDeadlines): Promise<string> {

@@ -6,7 +6,12 @@
  * @module
  */
 
-import { ALPACA_DEVICES, type AlpacaDevice, DEVICE_NAMES, DEVICE_TYPE_NAMES } from "./devices.ts";
+import {
+  type AlpacaDevice,
+  type AlpacaDeviceRef,
+  DEVICE_NAMES,
+  DEVICE_TYPE_NAMES,
+} from "./devices.ts";
 import { VERSION } from "../http/version.ts";
 
 /** One entry of `/management/v1/configureddevices`. */
@@ -15,7 +20,7 @@ export interface ConfiguredDevice {
   readonly DeviceName: string;
   /** `SafetyMonitor` or `ObservingConditions`. */
   readonly DeviceType: string;
-  /** Always 0. */
+  /** The device number in its URLs. */
   readonly DeviceNumber: number;
   /** Stable for a site: derived from its `site_id`. */
   readonly UniqueID: string;
@@ -26,7 +31,8 @@ export interface ConfiguredDevice {
  * a UUID (RFC 9562 version 8, "custom"), the same at every start of the same site directory.
  *
  * @param siteId The site's `site_id` (`<site_dir>/.site.json`).
- * @param device The device.
+ * @param device The device type.
+ * @param number The device number.
  * @returns The UUID text, lower case.
  *
  * @example Usage
@@ -41,8 +47,14 @@ export interface ConfiguredDevice {
  * assert.match(id, /^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
  * ```
  */
-export async function deviceUniqueId(siteId: string, device: AlpacaDevice): Promise<string> {
-  const input = new TextEncoder().encode(`obs-utils-telemetry/alpaca/${siteId}/${device}/0`);
+export async function deviceUniqueId(
+  siteId: string,
+  device: AlpacaDevice,
+  number = 0,
+): Promise<string> {
+  const input = new TextEncoder().encode(
+    `obs-utils-telemetry/alpaca/${siteId}/${device}/${number}`,
+  );
   const bytes = new Uint8Array(await crypto.subtle.digest("SHA-256", input)).slice(0, 16);
   bytes[6] = (bytes[6]! & 0x0f) | 0x80; // version 8
   bytes[8] = (bytes[8]! & 0x3f) | 0x80; // RFC 9562 variant
@@ -56,25 +68,32 @@ export async function deviceUniqueId(siteId: string, device: AlpacaDevice): Prom
  * The configured devices of a site, in the order of the management API's answer.
  *
  * @param siteId The site's `site_id`.
- * @returns Both devices with their `UniqueID`s.
+ * @param served The devices served (`AlpacaDevices.devices`).
+ * @returns Each device with its `UniqueID`.
  *
  * @example Usage
  * ```ts
  * import { configuredDevices } from "./management.ts";
  * import assert from "node:assert/strict";
  *
- * const devices = await configuredDevices("0b6f9c1e-7a54-4d0e-9a51-3f1c8f1b2d3a");
+ * const devices = await configuredDevices("0b6f9c1e-7a54-4d0e-9a51-3f1c8f1b2d3a", [
+ *   { type: "safetymonitor", number: 0 },
+ *   { type: "observingconditions", number: 0 },
+ * ]);
  * assert.deepEqual(devices.map((d) => d.DeviceType), ["SafetyMonitor", "ObservingConditions"]);
  * ```
  */
-export async function configuredDevices(siteId: string): Promise<ConfiguredDevice[]> {
+export async function configuredDevices(
+  siteId: string,
+  served: readonly AlpacaDeviceRef[],
+): Promise<ConfiguredDevice[]> {
   const devices: ConfiguredDevice[] = [];
-  for (const device of ALPACA_DEVICES) {
+  for (const { type, number } of served) {
     devices.push({
-      DeviceName: DEVICE_NAMES[device],
-      DeviceType: DEVICE_TYPE_NAMES[device],
-      DeviceNumber: 0,
-      UniqueID: await deviceUniqueId(siteId, device),
+      DeviceName: DEVICE_NAMES[type],
+      DeviceType: DEVICE_TYPE_NAMES[type],
+      DeviceNumber: number,
+      UniqueID: await deviceUniqueId(siteId, type, number),
     });
   }
   return devices;

@@ -9,8 +9,7 @@
 import type { TypesRegistry } from "../core/types_registry.ts";
 import { ALPACA_PROPERTIES, ALPACA_PROPERTY_NAMES, alpacaUnit } from "../core/units.ts";
 import {
-  ALPACA_DEVICES,
-  type AlpacaDevice,
+  type AlpacaDeviceRef,
   type AlpacaDevices,
   DEVICE_NAMES,
   DEVICE_TYPE_NAMES,
@@ -58,6 +57,7 @@ ${body}
  * The page of `/setup`: the server and links to each device's page.
  *
  * @param siteId The site's `site_id`.
+ * @param devices The devices served (`AlpacaDevices.devices`).
  * @returns The HTML.
  *
  * @example Usage
@@ -65,14 +65,14 @@ ${body}
  * import { serverSetupPage } from "./setup.ts";
  * import assert from "node:assert/strict";
  *
- * assert.match(serverSetupPage("x"), /safetymonitor\/0\/setup/);
+ * assert.match(serverSetupPage("x", [{ type: "safetymonitor", number: 0 }]), /safetymonitor\/0\/setup/);
  * ```
  */
-export function serverSetupPage(siteId: string): string {
-  const links = ALPACA_DEVICES.map((device) =>
-    `<li><a href="/setup/v1/${device}/0/setup">${escapeHtml(DEVICE_TYPE_NAMES[device])} 0: ${
-      escapeHtml(DEVICE_NAMES[device])
-    }</a></li>`
+export function serverSetupPage(siteId: string, devices: readonly AlpacaDeviceRef[]): string {
+  const links = devices.map(({ type, number }) =>
+    `<li><a href="/setup/v1/${type}/${number}/setup">${
+      escapeHtml(DEVICE_TYPE_NAMES[type])
+    } ${number}: ${escapeHtml(DEVICE_NAMES[type])}</a></li>`
   ).join("\n");
   return page(
     "obs-utils telemetry: ASCOM Alpaca",
@@ -83,7 +83,7 @@ export function serverSetupPage(siteId: string): string {
 }
 
 /**
- * The page of `/setup/v1/{device}/0/setup`: where each of the device's values comes from.
+ * The page of `/setup/v1/{device}/{number}/setup`: where each of the device's values comes from.
  *
  * @param device The device.
  * @param types The types registry.
@@ -98,16 +98,16 @@ export function serverSetupPage(siteId: string): string {
  *
  * const types = new Map([["weather", { critical: true, fields: {} }]]);
  * const devices = new AlpacaDevices(types, { isSafe: () => false, latest: () => undefined, now: Date.now });
- * assert.match(deviceSetupPage("safetymonitor", types, devices), /weather/);
+ * assert.match(deviceSetupPage(devices.find("safetymonitor", "0")!, types, devices), /weather/);
  * ```
  */
 export function deviceSetupPage(
-  device: AlpacaDevice,
+  device: AlpacaDeviceRef,
   types: TypesRegistry,
   devices: AlpacaDevices,
 ): string {
-  const title = `${DEVICE_TYPE_NAMES[device]} 0: ${DEVICE_NAMES[device]}`;
-  if (device === "safetymonitor") {
+  const title = `${DEVICE_TYPE_NAMES[device.type]} ${device.number}: ${DEVICE_NAMES[device.type]}`;
+  if (device.type === "safetymonitor") {
     const critical = [...types].filter(([, spec]) => spec.critical).map(([type]) =>
       `<li>${escapeHtml(type)}</li>`
     );
