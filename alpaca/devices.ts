@@ -1,9 +1,12 @@
 /**
- * The ASCOM Alpaca devices of the service (docs/safety.md, "ASCOM Alpaca (N.I.N.A.)"):
- * `safetymonitor/0`, whose `issafe` is the safety verdict, and `observingconditions/0`, whose
- * properties are the registered fields that carry an `"alpaca"` key in the types file, converted
- * into Alpaca's units. Each member answers a value or an ASCOM error number; a request the device
- * cannot understand throws {@linkcode AlpacaRequestError} (HTTP 400).
+ * The ASCOM Alpaca devices of the service (docs/safety.md, "ASCOM Alpaca (N.I.N.A.)"): one
+ * `safetymonitor` per safety profile (`safetymonitor/0` is the site's verdict, the other profiles
+ * follow in name order), whose `issafe` is its profile's verdict and whose actions, when the
+ * source has them, are the safety hub's (`SafetyEvents`, `SetExternalEvents`,
+ * `ClearExternalEvents`), and `observingconditions/0`, whose properties are the registered fields
+ * that carry an `"alpaca"` key in the types file, converted into Alpaca's units. Each member
+ * answers a value or an ASCOM error number; a request the device cannot understand throws
+ * {@linkcode AlpacaRequestError} (HTTP 400).
  *
  * Each device has a connected state of its own, kept here and shared by every client, as an ASCOM
  * device's is: connected at start-up, so a client that never connects keeps working; while
@@ -12,7 +15,7 @@
  * @module
  */
 
-import type { TypesRegistry } from "../core/types_registry.ts";
+import { SITE_PROFILE, type TypesRegistry } from "../core/types_registry.ts";
 import { type LatestEvent, numericValue, valueAt } from "../core/freshness.ts";
 import {
   ALPACA_PROPERTIES,
@@ -81,6 +84,11 @@ export interface AlpacaDeviceRef {
   readonly type: AlpacaDevice;
   /** The device number. */
   readonly number: number;
+  /**
+   * A safety monitor's profile (docs/safety.md#profiles): `site` for `safetymonitor/0`, a
+   * `critical_for` name for the others; absent for other device types.
+   */
+  readonly profile?: string;
 }
 
 /** What a member answers: a value (absent for a method), or an ASCOM error. */
@@ -94,10 +102,15 @@ export interface ActionCall {
   readonly device: AlpacaDeviceRef;
   /** The action's name as {@linkcode AlpacaActions.names} spells it. */
   readonly name: string;
-  /** The `Parameters` form field, as sent. */
+  /** The `Parameters` form field (or `ActionParameters`), as sent. */
   readonly parameters: string;
   /** The request's `ClientID`, when it carried one. */
   readonly clientId: number | undefined;
+  /**
+   * The peer's address as the listener saw it (behind the connection guard, the real peer the
+   * guard accepted; never a header the client sent), `unknown` when it cannot be told.
+   */
+  readonly peer: string;
 }
 
 /**
@@ -119,8 +132,18 @@ export interface AlpacaActions {
 
 /** Where the devices read the service's state. */
 export interface AlpacaSource {
-  /** The safety verdict's `safe` (docs/safety.md). */
-  isSafe(): boolean;
+  /**
+   * The safety profiles, one `safetymonitor` each, numbered in this order: `site` first, then
+   * the others by name (docs/safety.md#profiles). Default: `["site"]`.
+   */
+  readonly profiles?: readonly string[];
+  /**
+   * A profile's safety verdict's `safe` (docs/safety.md).
+   *
+   * @param profile The profile of the safety monitor asked (`site` for `safetymonitor/0`).
+   * @returns True when the profile is safe.
+   */
+  isSafe(profile: string): boolean;
   /** The latest event of a type, or `undefined` when none was recorded. */
   latest(type: string): LatestEvent | undefined;
   /** The service clock, in ms since the epoch. */
@@ -242,6 +265,8 @@ export interface MemberRequest {
   readonly params: AlpacaParams;
   /** The request's `ClientID`, when it carried one (handed to actions). */
   readonly clientId?: number;
+  /** The peer's address (handed to actions): `unknown` when left out. */
+  readonly peer?: string;
 }
 
 /** One field feeding an ObservingConditions property. */
@@ -266,12 +291,45 @@ export const DEVICE_NAMES: Readonly<Record<AlpacaDevice, string>> = {
   observingconditions: "obs-utils telemetry conditions",
 };
 
-const DESCRIPTIONS: Readonly<Record<AlpacaDevice, string>> = {
-  safetymonitor:
-    "The safety verdict of the obs-utils telemetry service: safe only while every critical type of the types file is fresh, out of alarm and not clearing",
-  observingconditions:
-    "Weather values recorded by the obs-utils telemetry service, from the types-file fields that carry an alpaca key",
-};
+/**
+ * The `name` of a device: {@linkcode DEVICE_NAMES}, with the profile in brackets for a safety
+ * monitor other than `site`'s (`obs-utils telemetry safety (north)`).
+ *
+ * @param device The device.
+ * @returns Its name, as `name` and the management API's `DeviceName` give it.
+ *
+ * @example Usage
+ * ```ts
+ * import { deviceName } from "./devices.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(deviceName({ type: "safetymonitor", number: 0, profile: "site" }), "obs-utils telemetry safety");
+ * assert.equal(deviceName({ type: "safetymonitor", number: 1, profile: "north" }), "obs-utils telemetry safety (north)");
+ * ```
+ */
+export function deviceName(device: AlpacaDeviceRef): string {
+  const profile = namedProfile(device);
+  return profile === undefined
+    ? DEVICE_NAMES[device.type]
+    : `${DEVICE_NAMES[device.type]} (${profile})`;
+}
+
+/** A safety monitor's profile other than `site`, else undefined. */
+function namedProfile(device: AlpacaDeviceRef): string | undefined {
+  return device.profile === undefined || device.profile === SITE_PROFILE
+    ? undefined
+    : device.profile;
+}
+
+function description(device: AlpacaDeviceRef): string {
+  if (device.type === "observingconditions") {
+    return "Weather values recorded by the obs-utils telemetry service, from the types-file fields that carry an alpaca key";
+  }
+  const profile = namedProfile(device);
+  return profile === undefined
+    ? "The safety verdict of the obs-utils telemetry service: safe only while every critical type of the types file is fresh, out of alarm and not clearing, and no external event holds the site"
+    : `The safety verdict of the profile ${profile} of the obs-utils telemetry service: safe only while every type critical for ${profile} (critical_for in the types file) is fresh, out of alarm and not clearing, and no external event holds it`;
+}
 
 const INTERFACE_VERSIONS: Readonly<Record<AlpacaDevice, number>> = {
   safetymonitor: 3,
@@ -398,7 +456,11 @@ export class AlpacaDevices {
         });
       }
     }
-    this.#devices = ALPACA_DEVICES.map((type) => ({ type, number: 0 }));
+    const profiles = source.profiles ?? [SITE_PROFILE];
+    this.#devices = [
+      ...profiles.map((profile, number) => ({ type: "safetymonitor" as const, number, profile })),
+      { type: "observingconditions", number: 0 },
+    ];
     for (const device of this.#devices) this.#connected.set(key(device), true);
   }
 
@@ -488,7 +550,7 @@ export class AlpacaDevices {
         // Connecting and disconnecting complete at once.
         return { value: false };
       case "description":
-        return { value: DESCRIPTIONS[device.type] };
+        return { value: description(device) };
       case "driverinfo":
         return {
           value: `obs-utils telemetry ${VERSION}: ASCOM Alpaca ${
@@ -500,15 +562,19 @@ export class AlpacaDevices {
       case "interfaceversion":
         return { value: INTERFACE_VERSIONS[device.type] };
       case "name":
-        return { value: DEVICE_NAMES[device.type] };
+        return { value: deviceName(device) };
       case "supportedactions":
         return { value: [...(this.#actions(device)?.names ?? [])] };
       case "devicestate":
         return { value: this.#deviceState(device) };
       case "issafe":
-        return { value: this.#source.isSafe() };
+        return { value: this.#isSafe(device) };
     }
     return this.#conditionsGet(member, params);
+  }
+
+  #isSafe(device: AlpacaDeviceRef): boolean {
+    return this.#source.isSafe(device.profile ?? SITE_PROFILE);
   }
 
   /** The actions of a device: the source's for a safety monitor, none for the others. */
@@ -518,8 +584,9 @@ export class AlpacaDevices {
 
   async #action(request: MemberRequest): Promise<MemberResult> {
     const { device, params } = request;
-    const name = required(params, "Action");
-    const parameters = required(params, "Parameters");
+    // The Alpaca reference's names first; those of our earlier contract when they are absent.
+    const name = requiredEither(params, "Action", "ActionName");
+    const parameters = requiredEither(params, "Parameters", "ActionParameters");
     const actions = this.#actions(device);
     if (actions === undefined) {
       return {
@@ -538,12 +605,18 @@ export class AlpacaDevices {
         } (see supportedactions)`,
       };
     }
-    return await actions.run({ device, name: known, parameters, clientId: request.clientId });
+    return await actions.run({
+      device,
+      name: known,
+      parameters,
+      clientId: request.clientId,
+      peer: request.peer ?? "unknown",
+    });
   }
 
   #deviceState(device: AlpacaDeviceRef): { Name: string; Value: unknown }[] {
     if (device.type === "safetymonitor") {
-      return [{ Name: "IsSafe", Value: this.#source.isSafe() }];
+      return [{ Name: "IsSafe", Value: this.#isSafe(device) }];
     }
     const state: { Name: string; Value: unknown }[] = [];
     for (const property of ALPACA_PROPERTIES) {
@@ -695,6 +768,26 @@ function required(params: AlpacaParams, name: string): string {
     );
   }
   throw new AlpacaRequestError(`the parameter ${name} is missing; send ${name}=<value>`);
+}
+
+/**
+ * A required parameter sent under the Alpaca reference's name (`standard`) or, when that is
+ * absent, under another accepted name (`alternative`, with its exact casing too).
+ */
+function requiredEither(params: AlpacaParams, standard: string, alternative: string): string {
+  const text = params.get(standard) ?? params.get(alternative);
+  if (text !== undefined) return text;
+  if (params.otherCasing(alternative) !== undefined && params.otherCasing(standard) === undefined) {
+    return required(params, alternative);
+  }
+  try {
+    return required(params, standard);
+  } catch (err) {
+    if (params.otherCasing(standard) !== undefined) throw err;
+    throw new AlpacaRequestError(
+      `the parameter ${standard} is missing; send ${standard}=<value> (${alternative}=<value> is accepted too)`,
+    );
+  }
 }
 
 /** A required boolean parameter: `true` or `false` in any letter case. */

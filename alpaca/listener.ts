@@ -1,13 +1,15 @@
 /**
  * The ASCOM Alpaca listener (docs/safety.md, "ASCOM Alpaca (N.I.N.A.)"): a second listener on
- * `--host`, port `--alpaca-port`, that serves the Alpaca Device API v1 for `safetymonitor/0`
- * and `observingconditions/0`, the Management API and the setup pages, and nothing else of the
- * service. Alpaca has no authentication: the listener needs no token and answers only read-only
- * devices; bound to loopback it keeps the Host check of the main listener, and bound to the
- * network it stands behind the same connection guard (head and idle timeouts, connections per
- * peer and, with the main port, of all peers). Like the main port it listens again when an
- * accept fails for want of descriptors, and a `PUT` body slower than `--body-timeout` is answered
- * 400 and its connection closed.
+ * `--host`, port `--alpaca-port`, that serves the Alpaca Device API v1 for one `safetymonitor`
+ * per safety profile and `observingconditions/0`, the Management API and the setup pages, and
+ * nothing else of the service. Alpaca has no authentication: the listener needs no token; the
+ * only change it takes is the safety hub's external events (the safety monitors' actions), each
+ * recorded with the peer's address. Bound to loopback it keeps the Host check of the main
+ * listener, and bound to the network it stands behind the same connection guard (head and idle
+ * timeouts, connections per peer and, with the main port, of all peers), which hands the handler
+ * the peer it accepted. Like the main port it listens again when an accept fails for want of
+ * descriptors, and a `PUT` body slower than `--body-timeout` is answered 400 and its connection
+ * closed.
  *
  * Every device answer is HTTP 200 with `ClientTransactionID`, `ServerTransactionID`,
  * `ErrorNumber` and `ErrorMessage`, and `Value` (every GET, errors included); a request the
@@ -22,7 +24,7 @@
 import type { TypesRegistry } from "../core/types_registry.ts";
 import { hostForUrl } from "../wire/address.ts";
 import { BoundExceededError, readAtMost } from "../wire/bounded_read.ts";
-import { guardLoopback, isLoopback, parseRequestUrl } from "../http/guards.ts";
+import { guardLoopback, isLoopback, parseRequestUrl, peerHost } from "../http/guards.ts";
 import { BodyTimeoutError, HttpError } from "../http/problems.ts";
 import { BodyDeadlines, DEFAULT_BODY_TIMEOUT_MS } from "../http/body.ts";
 import { keepListening, Relistener, type RelistenOptions } from "../http/listener.ts";
@@ -48,17 +50,19 @@ import { type DiscoveryHandle, startDiscovery } from "./discovery.ts";
 export type { ActionCall, AlpacaActions, AlpacaSource } from "./devices.ts";
 
 /**
- * Largest `PUT` body the Alpaca listener reads, in bytes: its parameters are a few words.
+ * Largest `PUT` body the Alpaca listener reads, in bytes (1 MiB): room for `SetExternalEvents`
+ * with the 256 external events a site holds, each with a `Description` of 1,000 characters,
+ * form-encoded (docs/safety.md).
  *
  * @example Usage
  * ```ts
  * import { ALPACA_MAX_BODY } from "./listener.ts";
  * import assert from "node:assert/strict";
  *
- * assert.equal(ALPACA_MAX_BODY, 16384);
+ * assert.equal(ALPACA_MAX_BODY, 1048576);
  * ```
  */
-export const ALPACA_MAX_BODY = 16 * 1024;
+export const ALPACA_MAX_BODY = 1024 * 1024;
 /** The largest value of `ClientID`, `ClientTransactionID` and `ServerTransactionID` (uint32). */
 const UINT32_MAX = 4_294_967_295;
 
@@ -81,8 +85,15 @@ export interface AlpacaHandlerOptions {
   bodyTimeoutMs?: number;
 }
 
-/** The Alpaca request handler. */
-export type AlpacaHandler = (req: Request) => Promise<Response>;
+/**
+ * The Alpaca request handler. `info` is what `Deno.serve` (or the connection guard, with the real
+ * peer) tells about the connection; the peer's address it gives is recorded with each change made
+ * through an action, `unknown` without it.
+ */
+export type AlpacaHandler = (
+  req: Request,
+  info?: Deno.ServeHandlerInfo<Deno.NetAddr>,
+) => Promise<Response>;
 
 const TEXT = { "content-type": "text/plain; charset=utf-8" };
 const HTML = { "content-type": "text/html; charset=utf-8" };
@@ -133,8 +144,8 @@ export async function createAlpacaHandler(options: AlpacaHandlerOptions): Promis
   let serverTransaction = 0;
   const nextTransaction = () =>
     serverTransaction = serverTransaction >= UINT32_MAX ? 1 : serverTransaction + 1;
-  const answer = (url: URL, req: Request) =>
-    respond(req, url, {
+  const answer = (url: URL, req: Request, peer: string) =>
+    respond(req, url, peer, {
       devices,
       configured,
       types: options.types,
@@ -142,12 +153,13 @@ export async function createAlpacaHandler(options: AlpacaHandlerOptions): Promis
       nextTransaction,
       bodies,
     });
-  return async (req) => {
+  return async (req, info) => {
     try {
       const url = parseRequestUrl(req);
       if (loopback) guardLoopback(req, url);
       if (url === null) throw new PlainAnswer(400, "The Host header is not a valid host and port.");
-      return await answer(url, req);
+      // The connection's peer, never a header: a client names no address for itself here.
+      return await answer(url, req, peerHost(info) ?? "unknown");
     } catch (err) {
       if (err instanceof PlainAnswer) {
         return new Response(
@@ -196,7 +208,12 @@ interface Answering {
 const API_PATH = /^\/api\/v1\/([^/]*)\/([^/]*)\/([^/]*)$/;
 const SETUP_PATH = /^\/setup\/v1\/([^/]*)\/([^/]*)\/setup$/;
 
-async function respond(req: Request, url: URL, at: Answering): Promise<Response> {
+async function respond(
+  req: Request,
+  url: URL,
+  peer: string,
+  at: Answering,
+): Promise<Response> {
   const method = req.method;
   const path = url.pathname;
   if (method !== "GET" && method !== "PUT") {
@@ -219,6 +236,7 @@ async function respond(req: Request, url: URL, at: Answering): Promise<Response>
       method,
       member,
       params,
+      peer,
       ...(clientId === undefined ? {} : { clientId }),
     });
     return alpacaJson(result, client, at.nextTransaction());
@@ -265,11 +283,24 @@ function deviceOf(devices: AlpacaDevices, type: string, number: string): AlpacaD
       `There is no device ${
         JSON.stringify(`${type.slice(0, 40)}/${number.slice(0, 12)}`)
       } here; the devices are ${
-        devices.devices.map((d) => `${d.type}/${d.number}`).join(" and ")
+        deviceList(devices.devices)
       } (see /management/v1/configureddevices).`,
     );
   }
   return device;
+}
+
+/**
+ * The devices as an error names them: `safetymonitor/0, safetymonitor/1 (profile north) and
+ * observingconditions/0`.
+ */
+function deviceList(devices: readonly AlpacaDeviceRef[]): string {
+  const names = devices.map((d) =>
+    `${d.type}/${d.number}${
+      d.profile === undefined || d.number === 0 ? "" : ` (profile ${d.profile})`
+    }`
+  );
+  return names.length < 2 ? names.join("") : `${names.slice(0, -1).join(", ")} and ${names.at(-1)}`;
 }
 
 /** The Alpaca JSON answer: always HTTP 200; `Value` whenever the result has one. */
@@ -354,7 +385,7 @@ async function readBounded(req: Request, bodies: BodyDeadlines): Promise<Uint8Ar
 
 function tooLarge(): AlpacaRequestError {
   return new AlpacaRequestError(
-    `The PUT body is over ${ALPACA_MAX_BODY} bytes; Alpaca parameters are a few words.`,
+    `The PUT body is over ${ALPACA_MAX_BODY} bytes; send fewer external events at once (at most 256 are held).`,
   );
 }
 

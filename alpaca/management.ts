@@ -1,17 +1,14 @@
 /**
  * The Alpaca Management API of the service (docs/safety.md, "ASCOM Alpaca (N.I.N.A.)"): the API
  * versions, the server's description and its configured devices, whose `UniqueID`s are derived
- * from the site's `site_id` so that a client keeps its settings across restarts.
+ * from the site's `site_id` (and a safety monitor's profile name) so that a client keeps its
+ * settings across restarts.
  *
  * @module
  */
 
-import {
-  type AlpacaDevice,
-  type AlpacaDeviceRef,
-  DEVICE_NAMES,
-  DEVICE_TYPE_NAMES,
-} from "./devices.ts";
+import { type AlpacaDeviceRef, DEVICE_TYPE_NAMES, deviceName } from "./devices.ts";
+import { SITE_PROFILE } from "../core/types_registry.ts";
 import { VERSION } from "../http/version.ts";
 
 /** One entry of `/management/v1/configureddevices`. */
@@ -22,17 +19,18 @@ export interface ConfiguredDevice {
   readonly DeviceType: string;
   /** The device number in its URLs. */
   readonly DeviceNumber: number;
-  /** Stable for a site: derived from its `site_id`. */
+  /** Stable for a site: derived from its `site_id` (and a safety monitor's profile). */
   readonly UniqueID: string;
 }
 
 /**
  * The `UniqueID` of a device of a site: the SHA-256 of the `site_id` and the device, written as
- * a UUID (RFC 9562 version 8, "custom"), the same at every start of the same site directory.
+ * a UUID (RFC 9562 version 8, "custom"), the same at every start of the same site directory. A
+ * safety monitor of a profile other than `site` is named by its profile, not its number: a
+ * profile added to the types file renumbers the devices after it, and each keeps its `UniqueID`.
  *
  * @param siteId The site's `site_id` (`<site_dir>/.site.json`).
- * @param device The device type.
- * @param number The device number.
+ * @param device The device.
  * @returns The UUID text, lower case.
  *
  * @example Usage
@@ -41,20 +39,23 @@ export interface ConfiguredDevice {
  * import assert from "node:assert/strict";
  *
  * const site = "0b6f9c1e-7a54-4d0e-9a51-3f1c8f1b2d3a";
- * const id = await deviceUniqueId(site, "safetymonitor");
- * assert.equal(id, await deviceUniqueId(site, "safetymonitor"));
- * assert.notEqual(id, await deviceUniqueId(site, "observingconditions"));
+ * const id = await deviceUniqueId(site, { type: "safetymonitor", number: 0, profile: "site" });
+ * assert.equal(id, await deviceUniqueId(site, { type: "safetymonitor", number: 0 }));
+ * assert.notEqual(id, await deviceUniqueId(site, { type: "observingconditions", number: 0 }));
+ * assert.equal(
+ *   await deviceUniqueId(site, { type: "safetymonitor", number: 1, profile: "north" }),
+ *   await deviceUniqueId(site, { type: "safetymonitor", number: 2, profile: "north" }),
+ * );
  * assert.match(id, /^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
  * ```
  */
-export async function deviceUniqueId(
-  siteId: string,
-  device: AlpacaDevice,
-  number = 0,
-): Promise<string> {
-  const input = new TextEncoder().encode(
-    `obs-utils-telemetry/alpaca/${siteId}/${device}/${number}`,
-  );
+export async function deviceUniqueId(siteId: string, device: AlpacaDeviceRef): Promise<string> {
+  const { type, number, profile } = device;
+  // `site`'s safety monitor keeps the input it had before profiles existed.
+  const which = profile === undefined || profile === SITE_PROFILE
+    ? `${type}/${number}`
+    : `${type}/profile/${profile}`;
+  const input = new TextEncoder().encode(`obs-utils-telemetry/alpaca/${siteId}/${which}`);
   const bytes = new Uint8Array(await crypto.subtle.digest("SHA-256", input)).slice(0, 16);
   bytes[6] = (bytes[6]! & 0x0f) | 0x80; // version 8
   bytes[8] = (bytes[8]! & 0x3f) | 0x80; // RFC 9562 variant
@@ -88,12 +89,12 @@ export async function configuredDevices(
   served: readonly AlpacaDeviceRef[],
 ): Promise<ConfiguredDevice[]> {
   const devices: ConfiguredDevice[] = [];
-  for (const { type, number } of served) {
+  for (const device of served) {
     devices.push({
-      DeviceName: DEVICE_NAMES[type],
-      DeviceType: DEVICE_TYPE_NAMES[type],
-      DeviceNumber: number,
-      UniqueID: await deviceUniqueId(siteId, type, number),
+      DeviceName: deviceName(device),
+      DeviceType: DEVICE_TYPE_NAMES[device.type],
+      DeviceNumber: device.number,
+      UniqueID: await deviceUniqueId(siteId, device),
     });
   }
   return devices;

@@ -6,13 +6,13 @@
  * @module
  */
 
-import type { TypesRegistry } from "../core/types_registry.ts";
+import { isCriticalFor, SITE_PROFILE, type TypesRegistry } from "../core/types_registry.ts";
 import { ALPACA_PROPERTIES, ALPACA_PROPERTY_NAMES, alpacaUnit } from "../core/units.ts";
 import {
   type AlpacaDeviceRef,
   type AlpacaDevices,
-  DEVICE_NAMES,
   DEVICE_TYPE_NAMES,
+  deviceName,
 } from "./devices.ts";
 import { VERSION } from "../http/version.ts";
 
@@ -69,10 +69,10 @@ ${body}
  * ```
  */
 export function serverSetupPage(siteId: string, devices: readonly AlpacaDeviceRef[]): string {
-  const links = devices.map(({ type, number }) =>
-    `<li><a href="/setup/v1/${type}/${number}/setup">${
-      escapeHtml(DEVICE_TYPE_NAMES[type])
-    } ${number}: ${escapeHtml(DEVICE_NAMES[type])}</a></li>`
+  const links = devices.map((device) =>
+    `<li><a href="/setup/v1/${device.type}/${device.number}/setup">${
+      escapeHtml(DEVICE_TYPE_NAMES[device.type])
+    } ${device.number}: ${escapeHtml(deviceName(device))}</a></li>`
   ).join("\n");
   return page(
     "obs-utils telemetry: ASCOM Alpaca",
@@ -82,11 +82,36 @@ export function serverSetupPage(siteId: string, devices: readonly AlpacaDeviceRe
   );
 }
 
+/** The body of a safety monitor's page: its profile's critical types and its actions. */
+function safetySetup(device: AlpacaDeviceRef, types: TypesRegistry): string {
+  const profile = device.profile ?? SITE_PROFILE;
+  const site = profile === SITE_PROFILE;
+  const critical = [...types].filter(([, spec]) => isCriticalFor(spec, profile)).map(([type]) =>
+    `<li>${escapeHtml(type)}</li>`
+  );
+  const list = critical.length === 0
+    ? '<p>No critical type is registered, so IsSafe is false: mark types <code>"critical": true</code> in the types file.</p>'
+    : `<ul>\n${critical.join("\n")}\n</ul>`;
+  const verdict = site
+    ? "IsSafe is the service's safety verdict (<code>GET /safety</code> on its HTTP port)"
+    : `IsSafe is the verdict of the safety profile <code>${
+      escapeHtml(profile)
+    }</code> (<code>GET /safety?profile=${
+      escapeHtml(encodeURIComponent(profile))
+    }</code> on the service's HTTP port), over the types whose <code>critical_for</code> names it`;
+  const held = site
+    ? "An external event set through this device holds every profile."
+    : "An external event set through this device holds only this profile; one set through safetymonitor 0 holds every profile.";
+  return `<p>${verdict}: true only while every type below is fresh, out of alarm and not clearing, and no external event holds it.</p>
+${list}
+<p>Actions: <code>SafetyEvents</code> (why it is unsafe, as JSON), <code>SetExternalEvents</code> and <code>ClearExternalEvents</code> (events other programs set to hold it shut). ${held}</p>`;
+}
+
 /**
  * The page of `/setup/v1/{device}/{number}/setup`: where each of the device's values comes from.
  *
  * @param device The device.
- * @param types The types registry.
+ * @param types The types registry (a safety monitor lists its profile's critical types).
  * @param devices The devices, for the mapped fields.
  * @returns The HTML.
  *
@@ -96,9 +121,18 @@ export function serverSetupPage(siteId: string, devices: readonly AlpacaDeviceRe
  * import { deviceSetupPage } from "./setup.ts";
  * import assert from "node:assert/strict";
  *
- * const types = new Map([["weather", { critical: true, fields: {} }]]);
- * const devices = new AlpacaDevices(types, { isSafe: () => false, latest: () => undefined, now: Date.now });
+ * const types = new Map([
+ *   ["weather", { critical: true, fields: {} }],
+ *   ["dome", { critical: false, critical_for: ["north"], fields: {} }],
+ * ]);
+ * const devices = new AlpacaDevices(types, {
+ *   profiles: ["site", "north"],
+ *   isSafe: () => false,
+ *   latest: () => undefined,
+ *   now: Date.now,
+ * });
  * assert.match(deviceSetupPage(devices.find("safetymonitor", "0")!, types, devices), /weather/);
+ * assert.doesNotMatch(deviceSetupPage(devices.find("safetymonitor", "1")!, types, devices), /weather/);
  * ```
  */
 export function deviceSetupPage(
@@ -106,19 +140,8 @@ export function deviceSetupPage(
   types: TypesRegistry,
   devices: AlpacaDevices,
 ): string {
-  const title = `${DEVICE_TYPE_NAMES[device.type]} ${device.number}: ${DEVICE_NAMES[device.type]}`;
-  if (device.type === "safetymonitor") {
-    const critical = [...types].filter(([, spec]) => spec.critical).map(([type]) =>
-      `<li>${escapeHtml(type)}</li>`
-    );
-    const list = critical.length === 0
-      ? '<p>No critical type is registered, so IsSafe is false: mark types <code>"critical": true</code> in the types file.</p>'
-      : `<ul>\n${critical.join("\n")}\n</ul>`;
-    return page(
-      title,
-      `<p>IsSafe is the service's safety verdict (<code>GET /safety</code> on its HTTP port): true only while every critical type below is fresh, out of alarm and not clearing.</p>\n${list}`,
-    );
-  }
+  const title = `${DEVICE_TYPE_NAMES[device.type]} ${device.number}: ${deviceName(device)}`;
+  if (device.type === "safetymonitor") return page(title, safetySetup(device, types));
   const rows = ALPACA_PROPERTIES.map((property) => {
     const mapped = devices.mappings.get(property);
     const source = mapped === undefined
