@@ -7,8 +7,8 @@
  */
 
 import assert from "node:assert/strict";
-import { postJson, tempDir } from "../_shared/util.ts";
-import { alpacaServer } from "../_shared/alpaca_util.ts";
+import { postJson, readSiteLines, tempDir } from "../_shared/util.ts";
+import { alpacaServer, postSafe, PROFILE_TYPES, PROFILES } from "../_shared/alpaca_util.ts";
 import {
   conformanceCheck,
   type ConformuTarget,
@@ -139,6 +139,45 @@ Deno.test("the observingconditions passes ConformU's Alpaca protocol checks in s
   await postConditions(alpaca.server);
   const findings = await protocolCheck({ base: alpaca.base, device: "observingconditions" });
   assertConforms(findings, ["PUT AveragePeriod", "GET TimeSinceLastUpdate", "GET CloudCover"]);
+});
+
+Deno.test("every safetymonitor of a types file with two profiles passes ConformU's conformance checks, its safety actions served by the service", async () => {
+  await using site = await tempDir();
+  await using alpaca = await alpacaServer(site.path, PROFILE_TYPES);
+  await postSafe(alpaca.server.url);
+  for (const [number, profile] of PROFILES.entries()) {
+    const findings = await conformanceCheck({ base: alpaca.base, device: "safetymonitor", number });
+    assertConforms(findings, [
+      "Connect",
+      "Action - SetExternalEvents",
+      "Action - SafetyEvents",
+      "Action - ClearExternalEvents",
+      "IsSafe",
+      "Disconnect",
+    ]);
+    assert.equal(alpaca.server.service.safety(profile).safe, true, profile);
+  }
+  // Each check's test event went through the service's hub, held its own profile (every profile
+  // for safetymonitor/0), and was cleared through it.
+  const audit = (await readSiteLines(site.path)).map((line) => JSON.parse(line))
+    .filter((e) => e.type === "telemetry.safety.external").map((e) => e.data);
+  assert.deepEqual(
+    audit.map((d) => [d.action, d.via, d.profile ?? "site", d.event.Source]),
+    PROFILES.flatMap((p) => [
+      ["set", "alpaca", p, "Conform Universal"],
+      ["clear", "alpaca", p, "Conform Universal"],
+    ]),
+  );
+});
+
+Deno.test("every safetymonitor of a types file with two profiles passes ConformU's Alpaca protocol checks in strict mode", async () => {
+  await using site = await tempDir();
+  await using alpaca = await alpacaServer(site.path, PROFILE_TYPES);
+  await postSafe(alpaca.server.url);
+  for (const number of PROFILES.keys()) {
+    const findings = await protocolCheck({ base: alpaca.base, device: "safetymonitor", number });
+    assertConforms(findings, ["PUT Connected", "GET IsSafe", "PUT Disconnect", "GET DeviceState"]);
+  }
 });
 
 // --- One rule at a time ----------------------------------------------------------------------

@@ -1,13 +1,15 @@
 /**
  * The Alpaca Management API and setup pages (docs/safety.md, "ASCOM Alpaca (N.I.N.A.)"): each
  * answer checked against the official Alpaca Management OpenAPI document, UniqueIDs stable across
- * restarts of one site and different between sites, and setup pages that escape the types file.
+ * restarts of one site and different between sites, one safety monitor per profile, and setup
+ * pages that escape the types file.
  */
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { tempDir, testServer } from "../_shared/util.ts";
 import { AlpacaApi } from "../_shared/alpaca_openapi.ts";
+import { alpacaServer, PROFILE_TYPES, writeTypes } from "../_shared/alpaca_util.ts";
 import { type ServerHandle, VERSION } from "../../server.ts";
 
 const api = await AlpacaApi.load();
@@ -133,4 +135,87 @@ Deno.test("the setup pages say where each value comes from, with the types file 
   } finally {
     await Deno.remove(types);
   }
+});
+
+// --- One safety monitor per profile ----------------------------------------------------------
+
+/** The configured devices of a site served with a types file. */
+async function configured(siteDir: string, types: unknown): Promise<Record<string, unknown>[]> {
+  const file = await writeTypes(siteDir, types);
+  try {
+    return await withAlpaca(siteDir, file, async (base) => {
+      const body = await get(base, "/management/v1/configureddevices");
+      return body.Value as Record<string, unknown>[];
+    });
+  } finally {
+    await Deno.remove(file);
+  }
+}
+
+/** The UUID of `text` as the service writes one: SHA-256, version 8, RFC 9562 variant. */
+async function uuid8(text: string): Promise<string> {
+  const bytes = new Uint8Array(
+    await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)),
+  ).slice(0, 16);
+  bytes[6] = (bytes[6]! & 0x0f) | 0x80;
+  bytes[8] = (bytes[8]! & 0x3f) | 0x80;
+  const hex = [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
+  return [hex.slice(0, 8), hex.slice(8, 12), hex.slice(12, 16), hex.slice(16, 20), hex.slice(20)]
+    .join("-");
+}
+
+Deno.test("configureddevices lists one safetymonitor per profile by name, with UniqueIDs that follow the profile across restarts", async () => {
+  await using site = await tempDir();
+  const first = await configured(site.path, PROFILE_TYPES);
+  assert.deepEqual(first.map((d) => [d.DeviceType, d.DeviceNumber, d.DeviceName]), [
+    ["SafetyMonitor", 0, "obs-utils telemetry safety"],
+    ["SafetyMonitor", 1, "obs-utils telemetry safety (north)"],
+    ["SafetyMonitor", 2, "obs-utils telemetry safety (south)"],
+    ["ObservingConditions", 0, "obs-utils telemetry conditions"],
+  ]);
+  assert.equal(new Set(first.map((d) => d.UniqueID)).size, 4);
+  // safetymonitor/0 keeps the UniqueID it had before profiles, so N.I.N.A. keeps its choice.
+  const siteId = JSON.parse(await Deno.readTextFile(join(site.path, ".site.json"))).site_id;
+  assert.equal(
+    first[0]!.UniqueID,
+    await uuid8(`obs-utils-telemetry/alpaca/${siteId}/safetymonitor/0`),
+  );
+  assert.deepEqual(await configured(site.path, PROFILE_TYPES), first);
+  // A profile added before north in name order renumbers north and south; each keeps its ID.
+  const more = {
+    ...PROFILE_TYPES,
+    mount: { critical_for: ["east"], stale_after_s: 60, fields: {} },
+  };
+  const after = await configured(site.path, more);
+  const byName = (list: Record<string, unknown>[]) =>
+    new Map(list.map((d) => [d.DeviceName, [d.DeviceNumber, d.UniqueID]]));
+  assert.deepEqual(byName(after).get("obs-utils telemetry safety (north)"), [
+    2,
+    first[1]!.UniqueID,
+  ]);
+  assert.deepEqual(byName(after).get("obs-utils telemetry safety (south)"), [
+    3,
+    first[2]!.UniqueID,
+  ]);
+  assert.equal(byName(after).get("obs-utils telemetry safety")![1], first[0]!.UniqueID);
+});
+
+Deno.test("each safetymonitor's setup page lists its profile's critical types, and an unknown device names every device", async () => {
+  await using site = await tempDir();
+  await using alpaca = await alpacaServer(site.path, PROFILE_TYPES);
+  const expected = [["weather"], ["weather", "dome"], ["weather", "shutter"]];
+  for (const [number, types] of expected.entries()) {
+    const html = String(await get(alpaca.base, `/setup/v1/safetymonitor/${number}/setup`));
+    const listed = [...html.matchAll(/<li>([^<]*)<\/li>/g)].map((m) => m[1]);
+    assert.deepEqual(listed, types, `safetymonitor/${number}`);
+    assert.match(html, new RegExp(`SafetyMonitor ${number}: obs-utils telemetry safety`));
+  }
+  const index = String(await get(alpaca.base, "/setup"));
+  assert.match(index, /SafetyMonitor 2: obs-utils telemetry safety \(south\)/);
+  const res = await fetch(`${alpaca.base}/api/v1/safetymonitor/3/issafe`);
+  assert.equal(res.status, 400);
+  assert.match(
+    await res.text(),
+    /the devices are safetymonitor\/0, safetymonitor\/1 \(profile north\), safetymonitor\/2 \(profile south\) and observingconditions\/0/,
+  );
 });
