@@ -9,7 +9,7 @@
 import type { TelemetryService } from "../core/service.ts";
 import { HttpError } from "./problems.ts";
 import { isLoopback } from "./guards.ts";
-import { type BodyDeadlines, parseNdjsonLines, readJsonBody } from "./body.ts";
+import { type BodyDeadlines, parseNdjsonLines, readJsonBody, readRequiredJson } from "./body.ts";
 import { parseEvent, parseEvents, parseRunStart } from "../core/commands.ts";
 import { type Route, route, type RouteContext } from "./router.ts";
 import type { ServiceMetrics } from "./metrics.ts";
@@ -270,13 +270,12 @@ async function postEvent(
   { maxBody, bodies }: RouteDeps,
 ): Promise<Response> {
   const key = idempotencyKeyOf(req);
-  const { value, bytes } = await readJsonBody(req, maxBody, false, bodies);
-  if (value === undefined) {
-    throw new HttpError(
-      400,
-      'The body is empty; send a JSON object such as {"type": "weather", "data": {"wind_mps": 2.1}}.',
-    );
-  }
+  const { value, bytes } = await readRequiredJson(
+    req,
+    maxBody,
+    bodies,
+    'a JSON object such as {"type": "weather", "data": {"wind_mps": 2.1}}',
+  );
   if (key === undefined) {
     const events = await service.submit([parseEvent(value)]);
     return json(200, events[0]!.line);

@@ -33,7 +33,7 @@ import {
 } from "../core/safety_events.ts";
 import { HttpError } from "./problems.ts";
 import { peerHost } from "./guards.ts";
-import { type BodyDeadlines, readJsonBody } from "./body.ts";
+import { type BodyDeadlines, readRequiredJson } from "./body.ts";
 import { type Route, route, type RouteContext } from "./router.ts";
 import { json, noStore } from "./answers.ts";
 
@@ -200,13 +200,12 @@ async function putEvents(
 ): Promise<Response> {
   const profile = profileOf(ctx.url, service);
   const actor = actorOf(ctx);
-  const { value } = await readJsonBody(ctx.req, maxBody, false, bodies);
-  if (value === undefined) {
-    throw new HttpError(
-      400,
-      `The body is empty; send a JSON array of SafetyEvent objects such as ${EXAMPLE_EVENTS}.`,
-    );
-  }
+  const { value } = await readRequiredJson(
+    ctx.req,
+    maxBody,
+    bodies,
+    `a JSON array of SafetyEvent objects such as ${EXAMPLE_EVENTS}`,
+  );
   try {
     const events = checkSafetyEvents(value, new Date().toISOString());
     await service.safetyHub.setExternal(events, profile, actor);
@@ -237,14 +236,10 @@ async function putWaiver(
   { maxBody, bodies }: SafetyRouteDeps,
 ): Promise<Response> {
   const actor = actorOf(ctx);
-  const { value } = await readJsonBody(ctx.req, maxBody, false, bodies);
+  const send = `{"type", "for_s", "reason"} such as ${EXAMPLE_WAIVER}`;
+  const { value } = await readRequiredJson(ctx.req, maxBody, bodies, send);
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw new HttpError(
-      400,
-      `${
-        value === undefined ? "The body is empty" : "The body is not a JSON object"
-      }; send {"type", "for_s", "reason"} such as ${EXAMPLE_WAIVER}.`,
-    );
+    throw new HttpError(400, `The body is not a JSON object; send ${send}.`);
   }
   const body = value as Record<string, unknown>;
   const extra = Object.keys(body).find((key) => !WAIVER_KEYS.includes(key));

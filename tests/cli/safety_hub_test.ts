@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { parseTypes } from "../../core/types_registry.ts";
 import type { ServerHandle } from "../../server.ts";
-import { CLI, getJson, postJson, readSiteLines, tempDir, testServer } from "../_shared/util.ts";
+import { CLI, getJson, postJson, siteEventData, tempDir, testServer } from "../_shared/util.ts";
 
 const TYPES = parseTypes(
   JSON.stringify({
@@ -57,13 +57,6 @@ async function safeSite(siteDir: string, options: { token?: string } = {}): Prom
   return server;
 }
 
-/** The `data` of the stored events of a type, in order. */
-async function stored(siteDir: string, type: string): Promise<Record<string, unknown>[]> {
-  return (await readSiteLines(siteDir)).map((line) => JSON.parse(line)).filter((e) =>
-    e.type === type
-  ).map((e) => e.data);
-}
-
 Deno.test("safety hold then release through the CLI returns the site to safe and leaves two telemetry.safety.external events with via cli", async () => {
   await using dir = await tempDir();
   await using server = await safeSite(dir.path);
@@ -86,7 +79,7 @@ Deno.test("safety hold then release through the CLI returns the site to safe and
     stderr: "",
   });
   assert.equal((await runSafety(server, ["--quiet"])).code, 0);
-  const audit = await stored(dir.path, "telemetry.safety.external");
+  const audit = await siteEventData(dir.path, "telemetry.safety.external");
   assert.deepEqual(audit.map((a) => [a.action, a.via, a.peer]), [
     ["set", "cli", "127.0.0.1"],
     ["clear", "cli", "127.0.0.1"],
@@ -163,7 +156,7 @@ Deno.test("safety waive and unwaive through the CLI set and end a waiver, with t
     stderr: "",
   });
   assert.equal((await runSafety(server, [], env)).code, 1);
-  const audit = await stored(dir.path, "telemetry.safety.waiver");
+  const audit = await siteEventData(dir.path, "telemetry.safety.waiver");
   assert.deepEqual(audit.map((a) => [a.action, a.via, a.early]), [
     ["set", "cli", undefined],
     ["end", "cli", true],
@@ -201,7 +194,7 @@ Deno.test("safety waive refuses a --for outside 60s..12h, a malformed one, or no
       `${flags.join(" ")}: ${run.stderr}`,
     );
   }
-  assert.deepEqual(await stored(dir.path, "telemetry.safety.waiver"), []);
+  assert.deepEqual(await siteEventData(dir.path, "telemetry.safety.waiver"), []);
   assert.equal(
     (await runSafety(server, ["waive", "weather", "--for", "12h", "--reason", "x"])).code,
     0,

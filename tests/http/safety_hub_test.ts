@@ -17,7 +17,7 @@ import {
   postJson,
   promtoolCheck,
   promtoolMissing,
-  readSiteLines,
+  siteEventData,
   slowBody,
   tempDir,
   testServer,
@@ -102,13 +102,6 @@ function del(url: string, headers: Record<string, string> = {}) {
   return send(url, { method: "DELETE", headers });
 }
 
-/** The `data` of the stored events of a type, in order. */
-async function stored(siteDir: string, type: string): Promise<Record<string, unknown>[]> {
-  return (await readSiteLines(siteDir)).map((line) => JSON.parse(line)).filter((e) =>
-    e.type === type
-  ).map((e) => e.data);
-}
-
 /** The value of a sample of `/metrics`, by its name and label text. */
 async function metric(server: ServerHandle, series: string): Promise<string | undefined> {
   const text = await (await fetch(`${server.url}/metrics`)).text();
@@ -156,7 +149,7 @@ Deno.test("DELETE /safety/events/{id} of an internal event is 404 and changes no
   assert.match(JSON.parse(res.text).detail, /is not an external event/);
   const after = await safety(server);
   assert.deepEqual(after.events, before.events);
-  assert.deepEqual(await stored(dir.path, "telemetry.safety.external"), []);
+  assert.deepEqual(await siteEventData(dir.path, "telemetry.safety.external"), []);
 });
 
 Deno.test("PUT /safety/events refuses an event without Id with 400 and the core's message, and changes nothing", async () => {
@@ -168,7 +161,7 @@ Deno.test("PUT /safety/events refuses an event without Id with 400 and the core'
   const problem = assertProblem(400, res.contentType, res.text, "PUT without Id");
   assert.match(problem.detail, /^The events were not set: event 1: Id must be a non-empty string/);
   assert.equal((await safety(server)).safe, true);
-  assert.deepEqual(await stored(dir.path, "telemetry.safety.external"), []);
+  assert.deepEqual(await siteEventData(dir.path, "telemetry.safety.external"), []);
   const empty = await send(`${server.url}/safety/events`, { method: "PUT" });
   assertProblem(400, empty.contentType, empty.text, "PUT without a body");
 });
@@ -238,7 +231,7 @@ Deno.test("PUT /safety/events?profile=P holds only that profile, and the site st
   assert.equal((JSON.parse(res.text) as SafetyVerdict).profile, "roofb");
   assert.deepEqual((await safety(server, "?profile=roofb")).reasons, ["external: UPS: on battery"]);
   assert.equal((await safety(server)).safe, true);
-  assert.deepEqual(await stored(dir.path, "telemetry.safety.external"), [{
+  assert.deepEqual(await siteEventData(dir.path, "telemetry.safety.external"), [{
     action: "set",
     event: (await safety(server, "?profile=roofb")).events[0],
     via: "http",
@@ -262,7 +255,7 @@ Deno.test("GET /safety refuses an unknown profile with 404 naming the profiles, 
     const { detail } = assertProblem(400, res.contentType, res.text, query);
     assert.match(detail, /profile must be given once/);
   }
-  assert.deepEqual(await stored(dir.path, "telemetry.safety.external"), []);
+  assert.deepEqual(await siteEventData(dir.path, "telemetry.safety.external"), []);
 });
 
 Deno.test("the audit event of a change names the peer, and says via cli under Telemetry-Via: cli, else via http", async () => {
@@ -273,7 +266,7 @@ Deno.test("the audit event of a change names the peer, and says via cli under Te
     200,
   );
   assert.equal((await del(`${server.url}/safety/events/${UPS.Id}`)).status, 204);
-  const audit = await stored(dir.path, "telemetry.safety.external");
+  const audit = await siteEventData(dir.path, "telemetry.safety.external");
   assert.deepEqual(audit.map((a) => [a.action, a.via, a.peer]), [
     ["set", "cli", "127.0.0.1"],
     ["clear", "http", "127.0.0.1"],
@@ -281,7 +274,7 @@ Deno.test("the audit event of a change names the peer, and says via cli under Te
   const bogus = await put(`${server.url}/safety/events`, [UPS], { "telemetry-via": "alpaca" });
   const { detail } = assertProblem(400, bogus.contentType, bogus.text, "Telemetry-Via: alpaca");
   assert.match(detail, /Telemetry-Via must be cli or http/);
-  assert.equal((await stored(dir.path, "telemetry.safety.external")).length, 2);
+  assert.equal((await siteEventData(dir.path, "telemetry.safety.external")).length, 2);
 });
 
 Deno.test("PUT /safety/events answers 408 to a body slower than --body-timeout, and sets nothing", async () => {
@@ -300,7 +293,7 @@ Deno.test("PUT /safety/events answers 408 to a body slower than --body-timeout, 
   });
   assert.equal(result.status, 408, result.text);
   assert.match(result.text, /--body-timeout/);
-  assert.deepEqual(await stored(dir.path, "telemetry.safety.external"), []);
+  assert.deepEqual(await siteEventData(dir.path, "telemetry.safety.external"), []);
 });
 
 Deno.test("a waiver through HTTP shows in /safety, /safety/indi reasons, /metrics telemetry_safety_waivers and ends by itself", async () => {
@@ -338,11 +331,11 @@ Deno.test("a waiver through HTTP shows in /safety, /safety/indi reasons, /metric
   assert.equal(await metric(server, "telemetry_safety_waivers"), "0");
   // Its end is recorded by the service's own timer, with nobody asking.
   await waitUntil(
-    async () => (await stored(dir.path, "telemetry.safety.waiver")).length === 2,
+    async () => (await siteEventData(dir.path, "telemetry.safety.waiver")).length === 2,
     10_000,
     "the end of the waiver to be recorded",
   );
-  const audit = await stored(dir.path, "telemetry.safety.waiver");
+  const audit = await siteEventData(dir.path, "telemetry.safety.waiver");
   assert.deepEqual(audit.map((a) => [a.action, a.early]), [["set", undefined], ["end", false]]);
 });
 
@@ -389,7 +382,7 @@ Deno.test("PUT /safety/waivers refuses more than 12 hours, a type that is not cr
     assert.match(problem.detail, detail);
   }
   assert.deepEqual((await safety(server)).waivers, []);
-  assert.deepEqual(await stored(dir.path, "telemetry.safety.waiver"), []);
+  assert.deepEqual(await siteEventData(dir.path, "telemetry.safety.waiver"), []);
 });
 
 Deno.test("DELETE /safety/waivers/{type} ends a waiver early with 204, and is 404 when none is in force", async () => {
@@ -403,7 +396,7 @@ Deno.test("DELETE /safety/waivers/{type} ends a waiver early with 204, and is 40
   assert.equal((await safety(server)).safe, false);
   const again = await del(`${server.url}/safety/waivers/weather`);
   assertProblem(404, again.contentType, again.text, "second DELETE");
-  const audit = await stored(dir.path, "telemetry.safety.waiver");
+  const audit = await siteEventData(dir.path, "telemetry.safety.waiver");
   assert.deepEqual(audit.map((a) => [a.action, a.early]), [["set", undefined], ["end", true]]);
 });
 
