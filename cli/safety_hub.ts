@@ -43,7 +43,18 @@ import {
 } from "../core/safety_events.ts";
 import { printable } from "../wire/terminal_text.ts";
 
-/** The `Source` of an event held by `safety hold` without `--source`. */
+/**
+ * The `Source` of an event held by `safety hold` without `--source`: the same on every machine,
+ * it says how the hold was made; the audit event names the peer (docs/cli.md#safety).
+ *
+ * @example Usage
+ * ```ts
+ * import { HOLD_SOURCE } from "./safety_hub.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(HOLD_SOURCE, "obs-utils telemetry safety hold");
+ * ```
+ */
 export const HOLD_SOURCE = "obs-utils telemetry safety hold";
 
 /** Sent with every change, so its audit event says `"via": "cli"` (docs/safety.md#audit). */
@@ -193,8 +204,11 @@ export async function holdCommand(args: string[]): Promise<number> {
     throw inputError(err, command);
   }
   const conn = connection(values, command);
+  // Checked here with the core's own rules (a usage error before anything is sent); its time is
+  // left to the service's clock.
+  const { EventTimeUtc: _, ...wire } = event;
   await change(conn, "PUT", `/safety/events${profileQuery(values.profile)}`, {
-    body: JSON.stringify([event]),
+    body: JSON.stringify([wire]),
   });
   const scope = values.profile === undefined ? "every profile" : `profile ${values.profile}`;
   console.log(printable(`held ${id} (${scope}): external: ${event.Source}: ${event.Description}`));

@@ -49,6 +49,14 @@ export interface SafetyRouteDeps {
  * The header by which a program says how the change was made, for the audit event's `via`
  * (docs/safety.md#audit): `cli` from `obs-utils telemetry safety hold|release|waive|unwaive`;
  * without it `http`. Read on the safety hub's write routes only.
+ *
+ * @example Usage
+ * ```ts
+ * import { VIA_HEADER } from "./safety_routes.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(VIA_HEADER, "telemetry-via");
+ * ```
  */
 export const VIA_HEADER = "telemetry-via";
 
