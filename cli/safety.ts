@@ -16,6 +16,7 @@
 
 // deno-lint-ignore-file no-console
 import {
+  client,
   clientFailure,
   closest,
   connection,
@@ -25,20 +26,12 @@ import {
   parse,
   printHelp,
   printJson,
-  transport,
   UsageError,
 } from "./common.ts";
-import { safetyOf } from "../client/answers.ts";
 import type { SafetyInfo } from "../client/types.ts";
 import { printable } from "../wire/terminal_text.ts";
 import { INTERNAL_ID_PREFIX } from "../core/safety_events.ts";
-import {
-  holdCommand,
-  profileQuery,
-  releaseCommand,
-  unwaiveCommand,
-  waiveCommand,
-} from "./safety_hub.ts";
+import { holdCommand, releaseCommand, unwaiveCommand, waiveCommand } from "./safety_hub.ts";
 
 /** One subcommand of `safety` (docs/cli.md#safety). */
 interface SafetySubcommand {
@@ -100,20 +93,12 @@ Options:
 ${CONNECTION_HELP}
 `;
 
-/** The parts of the `GET /safety` document the printout reads besides {@linkcode SafetyInfo}. */
-interface Verdict extends SafetyInfo {
-  /** The waivers in force (docs/safety.md#waivers); absent from a service before 0.7. */
-  waivers?: { type: string }[];
-  /** The SafetyEvents (docs/safety.md#safety-events); absent from a service before 0.7. */
-  events?: { Id: string; Source: string; Description: string }[];
-}
-
 /**
  * The reason lines as printed: an external event's line ends with its `Id`, the one
  * `safety release` takes (docs/safety.md#safety-events).
  */
-function reasonLines(verdict: Verdict): string[] {
-  const external = (verdict.events ?? []).filter((e) => !e.Id.startsWith(INTERNAL_ID_PREFIX));
+function reasonLines(verdict: SafetyInfo): string[] {
+  const external = verdict.events.filter((e) => !e.Id.startsWith(INTERNAL_ID_PREFIX));
   return verdict.reasons.map((reason) => {
     const at = external.findIndex((e) => reason === `external: ${e.Source}: ${e.Description}`);
     if (at < 0) return `  ${reason}`;
@@ -166,10 +151,11 @@ export async function safetyCommand(args: string[]): Promise<number> {
     );
   }
   const conn = connection(values, "safety");
-  let verdict: Verdict;
+  let verdict: SafetyInfo;
   try {
-    const t = transport(conn);
-    verdict = safetyOf(t, await t.call("GET", `/safety${profileQuery(values.profile)}`, {}));
+    verdict = await client(conn).safety(
+      values.profile === undefined ? {} : { profile: values.profile },
+    );
   } catch (err) {
     throw clientFailure(err, conn);
   }
@@ -180,7 +166,7 @@ export async function safetyCommand(args: string[]): Promise<number> {
   const of = values.profile === undefined ? "" : ` (profile ${values.profile})`;
   if (verdict.safe) {
     if (!values.quiet) {
-      const waived = verdict.waivers?.length ?? 0;
+      const waived = verdict.waivers.length;
       const fine = Object.keys(verdict.types).length - waived;
       console.log(
         printable(
