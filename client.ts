@@ -45,11 +45,14 @@ export type {
   ReadyInfo,
   RequestOptions,
   RunInfo,
+  SafetyEventInfo,
   SafetyInfo,
+  SafetyOptions,
   SafetyTypeInfo,
   StartRunOptions,
   TypeInfo,
   TypeStateName,
+  WaiverInfo,
 } from "./client/types.ts";
 export {
   TelemetryConnectionError,

@@ -56,7 +56,9 @@ export {
   type RequestOptions,
   type RunInfo,
   type RunMessage,
+  type SafetyEventInfo,
   type SafetyInfo,
+  type SafetyOptions,
   type SafetyTypeInfo,
   type SnapshotMessage,
   type StartRunOptions,
@@ -66,6 +68,7 @@ export {
   type TelemetryMessage,
   type TypeInfo,
   type TypeStateName,
+  type WaiverInfo,
 } from "./client.ts";
 export {
   ALPACA_PROPERTIES,

@@ -17,6 +17,8 @@
 // deno-lint-ignore-file no-console
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { TelemetryClient, TelemetryConnectionError, TelemetryHttpError } from "../client/client.ts";
+import { Transport } from "../client/transport.ts";
+import { checkToken } from "../client/args.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, hostForUrl, readEnv } from "../wire/address.ts";
 import { terminalJson } from "../wire/terminal_text.ts";
 import { parsePort } from "./flags.ts";
@@ -353,6 +355,33 @@ export function client(conn: Connection, timeoutMs = 5000): TelemetryClient {
     baseUrl: conn.baseUrl,
     timeoutMs,
     ...(conn.token !== undefined ? { token: conn.token } : {}),
+  });
+}
+
+/**
+ * The client's transport for the connection: for the requests `TelemetryClient` has no method for
+ * (the safety hub's write routes, `GET /safety?profile=P`, docs/safety.md), with the same token,
+ * timeout and errors.
+ *
+ * @param conn Where the service is.
+ * @param timeoutMs How long one request may take.
+ * @returns The transport.
+ * @throws {TypeError} If the token is not printable ASCII without spaces.
+ *
+ * @example Usage
+ * ```ts
+ * import { transport } from "./common.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(transport({ baseUrl: "http://localhost:6562", token: undefined }).baseUrl, "http://localhost:6562");
+ * ```
+ */
+export function transport(conn: Connection, timeoutMs = 5000): Transport {
+  return new Transport({
+    baseUrl: conn.baseUrl,
+    token: checkToken(conn.token),
+    timeoutMs,
+    fetch: undefined,
   });
 }
 

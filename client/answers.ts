@@ -150,7 +150,10 @@ export function safetyOf(transport: Transport, { value, res }: Answer): SafetyIn
     !isJsonObject(value) || typeof value.safe !== "boolean" || typeof value.since !== "string" ||
     !(value.clear_at === null || typeof value.clear_at === "string") ||
     !Array.isArray(value.reasons) || !value.reasons.every((r) => typeof r === "string") ||
-    !isJsonObject(value.types)
+    !isJsonObject(value.types) ||
+    // Added in 0.7; a 0.6 service answers without them (read as empty).
+    !(value.events === undefined || Array.isArray(value.events)) ||
+    !(value.waivers === undefined || Array.isArray(value.waivers))
   ) {
     throw transport.shapeError(
       res,
@@ -159,7 +162,12 @@ export function safetyOf(transport: Transport, { value, res }: Answer): SafetyIn
       'an object {"safe", "since", "clear_at", "reasons", "types"}',
     );
   }
-  return value as unknown as SafetyInfo;
+  return {
+    profile: "site",
+    events: [],
+    waivers: [],
+    ...value,
+  } as unknown as SafetyInfo;
 }
 
 /**

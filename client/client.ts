@@ -40,9 +40,12 @@ import type {
   ReadyInfo,
   RequestOptions,
   RunInfo,
+  SafetyEventInfo,
   SafetyInfo,
+  SafetyOptions,
   StartRunOptions,
   TypeInfo,
+  WaiverInfo,
 } from "./types.ts";
 
 // The errors and the types the commands of cli/ import from here; the client face re-exports
@@ -194,24 +197,147 @@ export class TelemetryClient {
   }
 
   /**
-   * Reads the latched safety verdict (`GET /safety`, docs/safety.md): whether the site may
-   * observe, why not, and when a latch ends. An unsafe site is an answer, not an error.
+   * Reads the latched safety verdict (`GET /safety`, docs/safety.md): whether the site (or one
+   * profile, docs/safety.md#profiles) may observe, why not, its SafetyEvents and waivers, and
+   * when a latch ends. An unsafe site is an answer, not an error.
    *
-   * @param options An optional abort signal.
+   * @param options The profile (default `site`) and an optional abort signal.
    * @returns The `GET /safety` document.
    * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
-   * @throws {TelemetryHttpError} If the answer is an error or has the wrong shape.
+   * @throws {TelemetryHttpError} If the answer is an error (404 for an unknown profile) or has
+   *   the wrong shape.
    *
    * @example Usage
    * ```ts ignore
    * import { TelemetryClient } from "@obs-utils/telemetry/client";
-   * const verdict = await new TelemetryClient().safety();
+   * const verdict = await new TelemetryClient().safety({ profile: "north" });
    * if (!verdict.safe) console.log(verdict.reasons.join("\n"));
    * ```
    */
-  async safety(options: RequestOptions = {}): Promise<SafetyInfo> {
+  async safety(options: SafetyOptions = {}): Promise<SafetyInfo> {
     const signal = this.#requestSignal(options, "Cannot read the safety verdict");
-    return safetyOf(this.#transport, await this.#transport.call("GET", "/safety", { signal }));
+    const path = `/safety${profileQuery(options)}`;
+    return safetyOf(this.#transport, await this.#transport.call("GET", path, { signal }));
+  }
+
+  /**
+   * Holds the site (or one profile) unsafe with external events (`PUT /safety/events`,
+   * docs/safety.md#safety-events): a UPS on battery, work in the dome. An event with the `Id`
+   * of one already set replaces it. The service saves them before it answers; they stay until
+   * {@linkcode TelemetryClient.clearSafetyEvent}, across restarts.
+   *
+   * @param events SafetyEvent objects (`EventTimeUtc` may be left out).
+   * @param options The profile (default `site`: every profile) and an optional abort signal.
+   * @returns The profile's verdict after the change.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} 400 for an event the service refuses (its message says why),
+   *   401 without the token.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * await new TelemetryClient({ token: "..." }).setSafetyEvents([{
+   *   Source: "UPS", Name: "mains", Id: "ups-mains", Type: "Power", Trigger: "Offline",
+   *   Description: "on battery",
+   * }]);
+   * ```
+   */
+  async setSafetyEvents(
+    events: readonly SafetyEventInfo[],
+    options: SafetyOptions = {},
+  ): Promise<SafetyInfo> {
+    const signal = this.#requestSignal(options, "Cannot set the safety events");
+    const path = `/safety/events${profileQuery(options)}`;
+    const body = JSON.stringify(events);
+    return safetyOf(this.#transport, await this.#transport.call("PUT", path, { signal, body }));
+  }
+
+  /**
+   * Clears one external event (`DELETE /safety/events/{id}`, docs/safety.md#safety-events);
+   * the service's own events clear only when their condition does.
+   *
+   * @param id The event's `Id`.
+   * @param options The profile asking (default `site`) and an optional abort signal.
+   * @returns `true` when it was cleared, `false` when there was no such external event (404).
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} For another error answer (401 without the token...).
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * await new TelemetryClient({ token: "..." }).clearSafetyEvent("ups-mains");
+   * ```
+   */
+  async clearSafetyEvent(id: string, options: SafetyOptions = {}): Promise<boolean> {
+    const signal = this.#requestSignal(options, "Cannot clear the safety event");
+    const path = `/safety/events/${encodeURIComponent(id)}${profileQuery(options)}`;
+    const answer = await this.#transport.call("DELETE", path, { signal, nullOn404: true });
+    return answer !== undefined;
+  }
+
+  /**
+   * Stops judging a critical type for a bounded time (`PUT /safety/waivers`,
+   * docs/safety.md#waivers): a dead sensor on a clear night. The waiver shows in every verdict
+   * while it lasts; then the type counts again, and latches as usual if it is unsafe then.
+   *
+   * @param type The critical type.
+   * @param forS Seconds, 60 to 43,200 (12 hours).
+   * @param reason Why, for everyone who reads the verdict.
+   * @param options An optional abort signal.
+   * @returns The waiver.
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} 400 for a type that is not critical or a length out of bounds,
+   *   401 without the token.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const waiver = await new TelemetryClient({ token: "..." }).waiveType("weather", 7200, "anemometer dead");
+   * console.log(waiver.until);
+   * ```
+   */
+  async waiveType(
+    type: string,
+    forS: number,
+    reason: string,
+    options: RequestOptions = {},
+  ): Promise<WaiverInfo> {
+    const signal = this.#requestSignal(options, "Cannot waive the type");
+    const body = JSON.stringify({ type, for_s: forS, reason });
+    const { value, res } = await this.#transport.call("PUT", "/safety/waivers", { signal, body });
+    if (
+      !isJsonObject(value) || typeof value.type !== "string" || typeof value.until !== "string"
+    ) {
+      throw this.#transport.shapeError(
+        res,
+        value,
+        "/safety/waivers",
+        'a waiver {"type", "until", ...}',
+      );
+    }
+    return value as unknown as WaiverInfo;
+  }
+
+  /**
+   * Ends a waiver early (`DELETE /safety/waivers/{type}`, docs/safety.md#waivers).
+   *
+   * @param type The waived type.
+   * @param options An optional abort signal.
+   * @returns `true` when it ended, `false` when the type had no waiver (404).
+   * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`.
+   * @throws {TelemetryHttpError} For another error answer (401 without the token...).
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * await new TelemetryClient({ token: "..." }).unwaiveType("weather");
+   * ```
+   */
+  async unwaiveType(type: string, options: RequestOptions = {}): Promise<boolean> {
+    const signal = this.#requestSignal(options, "Cannot end the waiver");
+    const path = `/safety/waivers/${encodeURIComponent(type)}`;
+    const answer = await this.#transport.call("DELETE", path, { signal, nullOn404: true });
+    return answer !== undefined;
   }
 
   /**
@@ -690,4 +816,9 @@ export class TelemetryClient {
     checkOptionsObject(options, action);
     return checkSignal(options.signal, action);
   }
+}
+
+/** `?profile=P` of the safety routes, or nothing for the default (`site`). */
+function profileQuery(options: SafetyOptions): string {
+  return options.profile === undefined ? "" : `?profile=${encodeURIComponent(options.profile)}`;
 }

@@ -174,6 +174,8 @@ export interface CallOptions {
   okStatuses?: readonly number[];
   /** Sent as the `Idempotency-Key` header (docs/http-api.md). */
   idempotencyKey?: string | undefined;
+  /** More request headers, such as the command line's `Telemetry-Via` (docs/safety.md#audit). */
+  headers?: Readonly<Record<string, string>>;
 }
 
 /** A 2xx answer read as JSON, with its response for the status in later errors. */
@@ -255,7 +257,11 @@ export class Transport {
    * @throws {TelemetryConnectionError} If no server answers within the timeout.
    * @throws {TelemetryHttpError} If the answer is an error or not JSON.
    */
-  call(method: "GET" | "POST" | "DELETE", path: string, options: CallOptions): Promise<Answer>;
+  call(
+    method: "GET" | "POST" | "PUT" | "DELETE",
+    path: string,
+    options: CallOptions,
+  ): Promise<Answer>;
   /**
    * Sends one request and reads the whole answer as JSON; `undefined` for a 404.
    *
@@ -267,12 +273,12 @@ export class Transport {
    * @throws {TelemetryHttpError} If the answer is an error other than 404 or not JSON.
    */
   call(
-    method: "GET" | "POST" | "DELETE",
+    method: "GET" | "POST" | "PUT" | "DELETE",
     path: string,
     options: CallOptions & { nullOn404: true },
   ): Promise<Answer | undefined>;
   async call(
-    method: "GET" | "POST" | "DELETE",
+    method: "GET" | "POST" | "PUT" | "DELETE",
     path: string,
     options: CallOptions,
   ): Promise<Answer | undefined> {
@@ -286,7 +292,10 @@ export class Transport {
       try {
         const init: RequestInit = {
           method,
-          headers: this.#headers("application/json", options.body !== undefined),
+          headers: {
+            ...options.headers,
+            ...this.#headers("application/json", options.body !== undefined),
+          },
           signal: exchange.controller.signal,
         };
         if (options.body !== undefined) init.body = options.body;

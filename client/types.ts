@@ -220,10 +220,56 @@ export interface SafetyTypeInfo {
   safe: boolean;
   /** While latched: when the latch ends if nothing changes (ISO 8601 UTC); else `null`. */
   latched_until: string | null;
+  /** While waived: when the waiver ends (ISO 8601 UTC); else `null` (docs/safety.md#waivers). */
+  waived_until: string | null;
+}
+
+/**
+ * A SafetyEvent of ASCOM's draft ISafetyMonitorV4 (docs/safety.md#safety-events): one reason a
+ * safety monitor is unsafe, the service's own or set by another program.
+ */
+export interface SafetyEventInfo {
+  /** Who raised it. */
+  Source: string;
+  /** The rule or condition. */
+  Name: string;
+  /** Unique among the events; the service's own start with `telemetry:`. */
+  Id: string;
+  /** A `SafetyEventType` name, such as `WindSpeed`, `Power` or `Safety`. */
+  Type: string;
+  /** A `SafetyEventTrigger` name, such as `AboveThreshold`, `Offline` or `Active`. */
+  Trigger: string;
+  /** What is wrong, for people. */
+  Description: string;
+  /** When the condition began (ISO 8601 UTC); set by the service when left out. */
+  EventTimeUtc?: string;
+}
+
+/** A waiver in force (docs/safety.md#waivers). */
+export interface WaiverInfo {
+  /** The critical type not judged. */
+  type: string;
+  /** When the waiver ends (ISO 8601 UTC). */
+  until: string;
+  /** Why it was set. */
+  reason: string;
+  /** Who set it (the peer's address). */
+  peer: string;
+}
+
+/** Options of {@linkcode TelemetryClient.safety} and the safety hub's calls. */
+export interface SafetyOptions extends RequestOptions {
+  /**
+   * The profile (docs/safety.md#profiles): a `critical_for` name of the types file. Default
+   * `site`; an external event set for `site` holds every profile.
+   */
+  profile?: string;
 }
 
 /** The answer of `GET /safety` (docs/safety.md): the latched safety verdict. */
 export interface SafetyInfo {
+  /** The profile judged (`site` unless asked for another). */
+  profile: string;
   /** True when at least one critical type is registered and every one of them is safe. */
   safe: boolean;
   /** When `safe` last changed (ISO 8601 UTC). */
@@ -234,6 +280,10 @@ export interface SafetyInfo {
   reasons: string[];
   /** Each critical type's verdict. */
   types: Record<string, SafetyTypeInfo>;
+  /** The SafetyEvents: one per reason it is unsafe, then the external events; empty when safe. */
+  events: SafetyEventInfo[];
+  /** The waivers in force over its types. */
+  waivers: WaiverInfo[];
 }
 
 /** The answer of `GET /health` (docs/http-api.md). */

@@ -143,8 +143,11 @@ export interface SafetyEvent {
   readonly EventTimeUtc: string;
 }
 
-/** How an external event or a waiver came in: the Alpaca device, the HTTP API or the CLI. */
-export type HubVia = "alpaca" | "http" | "cli";
+/**
+ * How an external event or a waiver came in: the Alpaca device, the HTTP API, the CLI, or the
+ * service itself (the event that holds the site shut when its hub file is damaged).
+ */
+export type HubVia = "alpaca" | "http" | "cli" | "service";
 
 /** Who changed the hub, for the audit events (docs/safety.md#audit). */
 export interface HubActor {

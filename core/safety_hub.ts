@@ -110,7 +110,9 @@ export class SafetyHub {
         external: [{ event: damagedEvent(new Date(wall).toISOString()), profile: null }],
         waivers: [],
       };
-      made.push(hub.#externalMade("set", state.external[0]!, { via: "cli", peer: "local" }));
+      made.push(
+        hub.#externalMade("set", state.external[0]!, { via: "service", peer: "local" }),
+      );
     }
     hub.#external = [...state.external];
     for (const waiver of state.waivers) {

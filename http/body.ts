@@ -328,6 +328,37 @@ export async function readJsonBody(
 }
 
 /**
+ * Reads a JSON body that must be there (`POST /event`, the safety hub's `PUT`s): as
+ * {@linkcode readJsonBody}, and an empty body is a 400 saying what to send.
+ *
+ * @param req The request.
+ * @param maxBody The largest body accepted, in bytes.
+ * @param deadlines The body's deadline (`--body-timeout`).
+ * @param example What to send, for the 400: `a JSON object such as {...}`.
+ * @returns The parsed JSON value, and the body's bytes as received.
+ * @throws {HttpError} 400 for an empty body, and what {@linkcode readJsonBody} throws.
+ *
+ * @example Usage
+ * ```ts
+ * import { readRequiredJson } from "./body.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const req = new Request("http://localhost/safety/events", { method: "PUT" });
+ * await assert.rejects(readRequiredJson(req, 1024, undefined, "a JSON array"), /The body is empty; send a JSON array\./);
+ * ```
+ */
+export async function readRequiredJson(
+  req: Request,
+  maxBody: number,
+  deadlines: BodyDeadlines | undefined,
+  example: string,
+): Promise<{ value: unknown; bytes: Uint8Array }> {
+  const { value, bytes } = await readJsonBody(req, maxBody, false, deadlines);
+  if (value === undefined) throw new HttpError(400, `The body is empty; send ${example}.`);
+  return { value, bytes };
+}
+
+/**
  * Parses an `application/x-ndjson` body: one JSON value per line, `"\n"` or `"\r\n"` line
  * breaks, blank lines skipped, the last line with or without a line break.
  *

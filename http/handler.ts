@@ -59,7 +59,7 @@ export interface HandlerOptions {
   token?: string | undefined;
   /**
    * With a token: `GET`/`HEAD` on the read routes ({@linkcode PUBLIC_READ_PATHS}) need none;
-   * every `POST` and `DELETE` still does (docs/operations.md).
+   * every `POST`, `PUT` and `DELETE` still does (docs/operations.md).
    * @default {false}
    */
   publicRead?: boolean;
@@ -308,7 +308,7 @@ class Dispatcher {
     const label = routeLabel(found.route);
     const { methods } = found.route;
     const handler =
-      methods[(req.method === "HEAD" ? "GET" : req.method) as "GET" | "POST" | "DELETE"];
+      methods[(req.method === "HEAD" ? "GET" : req.method) as "GET" | "POST" | "PUT" | "DELETE"];
     if (!handler) return { label, refused: methodNotAllowed(req, url, found.route) };
     return { label, handler, ctx: { req, info, url, params: found.params } };
   }
@@ -370,7 +370,7 @@ class Dispatcher {
 function notFound(url: URL): HttpError {
   return new HttpError(
     404,
-    `No endpoint at ${url.pathname}; the API has / (dashboard), /health, /ready, /run, /run/start, /run/stop, /event, /events, /current, /types, /check, /safety, /safety/indi, /stream, /history, /metrics and /shutdown.`,
+    `No endpoint at ${url.pathname}; the API has / (dashboard), /health, /ready, /run, /run/start, /run/stop, /event, /events, /current, /types, /check, /safety, /safety/indi, /safety/events, /safety/waivers, /stream, /history, /metrics and /shutdown.`,
   );
 }
 

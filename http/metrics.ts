@@ -424,9 +424,21 @@ export class ServiceMetrics {
         }
       }
     }
-    // The safety verdict (docs/safety.md), judged at the scrape like /safety.
-    out += family("telemetry_safe", "gauge", "1 when the site is safe (GET /safety), else 0.") +
-      sample("telemetry_safe", this.#service.safety().safe ? 1 : 0) +
+    // The safety verdict of each profile (docs/safety.md#profiles), judged at the scrape like
+    // /safety: the site's is profile="site", so one selector takes every profile.
+    out += family(
+      "telemetry_safe",
+      "gauge",
+      "1 when the profile is safe (GET /safety?profile=P; site: the site's verdict), else 0.",
+    );
+    for (const profile of this.#service.safetyProfiles) {
+      out += sample("telemetry_safe", this.#service.safety(profile).safe ? 1 : 0, { profile });
+    }
+    out += family(
+      "telemetry_safety_waivers",
+      "gauge",
+      "Waivers in force: critical types not judged until their waiver ends (GET /safety).",
+    ) + sample("telemetry_safety_waivers", this.#service.safetyWaivers) +
       family(
         "telemetry_safety_changes_total",
         "counter",

@@ -25,7 +25,7 @@ export interface Route {
   /** The path it serves. */
   pattern: URLPattern;
   /** Its handler per method; HEAD is served by GET. */
-  methods: Partial<Record<"GET" | "POST" | "DELETE", RouteHandler>>;
+  methods: Partial<Record<"GET" | "POST" | "PUT" | "DELETE", RouteHandler>>;
 }
 
 const EMPTY_PARAMS: Record<string, string | undefined> = {};

@@ -9,7 +9,7 @@
 import type { TelemetryService } from "../core/service.ts";
 import { HttpError } from "./problems.ts";
 import { isLoopback } from "./guards.ts";
-import { type BodyDeadlines, parseNdjsonLines, readJsonBody } from "./body.ts";
+import { type BodyDeadlines, parseNdjsonLines, readJsonBody, readRequiredJson } from "./body.ts";
 import { parseEvent, parseEvents, parseRunStart } from "../core/commands.ts";
 import { type Route, route, type RouteContext } from "./router.ts";
 import type { ServiceMetrics } from "./metrics.ts";
@@ -22,7 +22,8 @@ import type { ShutdownLifecycle } from "./shutdown.ts";
 import { VERSION } from "./version.ts";
 import { historyRoute } from "./history.ts";
 import { idempotencyKeyOf, keyedAnswer, requestHash } from "./idempotent.ts";
-import type { SafetyVerdict } from "../core/safety.ts";
+import { externalReasons, safetyRoutes } from "./safety_routes.ts";
+import { json, noStore } from "./answers.ts";
 
 /** What the API routes need besides the service. */
 export interface RouteDeps {
@@ -127,7 +128,10 @@ function readRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
   ];
 }
 
-/** The judgements of the types and the site: `/types`, `/check`, `/safety`, `/safety/indi`. */
+/**
+ * The judgements of the types and the site: `/types`, `/check`, and the safety routes
+ * (`safety_routes.ts`: `/safety`, `/safety/indi`, `/safety/events`, `/safety/waivers`).
+ */
 function statusRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
   const { types, disk } = deps;
   const latest = latestOf(service, types);
@@ -153,22 +157,21 @@ function statusRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
           freeBytes,
           minFreeBytes: disk.minFreeBytes,
         });
-        // A latched critical type fails the check too, saying when it clears (docs/safety.md).
+        // A latched critical type fails the check too, saying when it clears, and so does an
+        // external event that holds the site (docs/safety.md, docs/safety.md#safety-events).
         const verdict = service.safety();
         const clearing = Object.entries(verdict.types).filter(([, t]) => t.latched_until !== null)
           .flatMap(([type]) => verdict.reasons.filter((r) => r.startsWith(`${type}: clearing, `)));
-        if (clearing.length > 0) {
-          result.failing.push(...clearing);
+        const failing = [...clearing, ...externalReasons(verdict)];
+        if (failing.length > 0) {
+          result.failing.push(...failing);
           result.ok = false;
         }
         // A health verdict of this instant: no proxy or browser may answer it from a cache.
-        const res = json(result.ok ? 200 : 503, JSON.stringify(result));
-        res.headers.set("cache-control", "no-store");
-        return res;
+        return noStore(json(result.ok ? 200 : 503, JSON.stringify(result)));
       },
     }),
-    route("/safety", { GET: () => noStore(json(200, JSON.stringify(service.safety()))) }),
-    route("/safety/indi", { GET: () => noStore(json(200, indiBody(service.safety()))) }),
+    ...safetyRoutes(service, deps),
   ];
 }
 
@@ -184,28 +187,6 @@ async function shutdownRequest(
   await readJsonBody(req, maxBody, false, bodies);
   shutdown.request();
   return json(202, '{"shutting_down":true}');
-}
-
-// Successful answers carry only their content type: every extra header costs about a
-// microsecond per response, and without validators no browser caches or sniffs them anyway.
-const JSON_HEADERS = { "content-type": "application/json; charset=utf-8" };
-
-function json(status: number, body: string): Response {
-  return new Response(body, { status, headers: JSON_HEADERS });
-}
-
-/** An answer of this instant: no proxy or browser may answer it from a cache. */
-function noStore(res: Response): Response {
-  res.headers.set("cache-control", "no-store");
-  return res;
-}
-
-/** `GET /safety/indi` (docs/safety.md): what INDI's `indi_weather_safety_proxy` reads. */
-function indiBody(verdict: SafetyVerdict): string {
-  return JSON.stringify({
-    timestamp_utc: new Date().toISOString().replace(/\.\d{3}Z$/, "Z"),
-    roof_status: { open_ok: verdict.safe ? 1 : 0, reasons: verdict.reasons.join("; ") },
-  });
 }
 
 function jsonStream(body: ReadableStream<Uint8Array>): Response {
@@ -289,13 +270,12 @@ async function postEvent(
   { maxBody, bodies }: RouteDeps,
 ): Promise<Response> {
   const key = idempotencyKeyOf(req);
-  const { value, bytes } = await readJsonBody(req, maxBody, false, bodies);
-  if (value === undefined) {
-    throw new HttpError(
-      400,
-      'The body is empty; send a JSON object such as {"type": "weather", "data": {"wind_mps": 2.1}}.',
-    );
-  }
+  const { value, bytes } = await readRequiredJson(
+    req,
+    maxBody,
+    bodies,
+    'a JSON object such as {"type": "weather", "data": {"wind_mps": 2.1}}',
+  );
   if (key === undefined) {
     const events = await service.submit([parseEvent(value)]);
     return json(200, events[0]!.line);

@@ -254,6 +254,12 @@ export async function readSiteLines(dir: string): Promise<string[]> {
   return out;
 }
 
+/** The `data` of the stored site events of one type, in file order (such as audit events). */
+export async function siteEventData(dir: string, type: string): Promise<Record<string, unknown>[]> {
+  return (await readSiteLines(dir)).map((line) => JSON.parse(line)).filter((e) => e.type === type)
+    .map((e) => e.data);
+}
+
 /** A parsed raw HTTP/1.1 response. */
 export interface RawResponse {
   status: number;

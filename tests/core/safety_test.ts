@@ -263,7 +263,7 @@ Deno.test("/metrics has telemetry_safe and telemetry_safety_changes_total, and p
     await waitFor("the safe verdict", async () => (await safety(server)).safe || undefined);
     const text = await (await fetch(`${server.url}/metrics`)).text();
     const lines = text.split("\n");
-    assert.ok(lines.includes("telemetry_safe 1"), text);
+    assert.ok(lines.includes(`telemetry_safe{profile="site"} 1`), text);
     assert.ok(lines.includes("# TYPE telemetry_safe gauge"));
     assert.ok(lines.includes("# TYPE telemetry_safety_changes_total counter"));
     // Unsafe at start (where it starts, not a change), then safe: one change.
