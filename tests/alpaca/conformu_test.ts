@@ -7,7 +7,7 @@
  */
 
 import assert from "node:assert/strict";
-import { postJson, readSiteLines, tempDir } from "../_shared/util.ts";
+import { postJson, siteEventData, tempDir } from "../_shared/util.ts";
 import { alpacaServer, postSafe, PROFILE_TYPES, PROFILES } from "../_shared/alpaca_util.ts";
 import {
   conformanceCheck,
@@ -159,10 +159,11 @@ Deno.test("every safetymonitor of a types file with two profiles passes ConformU
   }
   // Each check's test event went through the service's hub, held its own profile (every profile
   // for safetymonitor/0), and was cleared through it.
-  const audit = (await readSiteLines(site.path)).map((line) => JSON.parse(line))
-    .filter((e) => e.type === "telemetry.safety.external").map((e) => e.data);
+  const audit = await siteEventData(site.path, "telemetry.safety.external");
   assert.deepEqual(
-    audit.map((d) => [d.action, d.via, d.profile ?? "site", d.event.Source]),
+    audit.map((
+      d,
+    ) => [d.action, d.via, d.profile ?? "site", (d.event as { Source: string }).Source]),
     PROFILES.flatMap((p) => [
       ["set", "alpaca", p, "Conform Universal"],
       ["clear", "alpaca", p, "Conform Universal"],

@@ -7,7 +7,7 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { postJson, readSiteLines, tempDir } from "../_shared/util.ts";
+import { postJson, siteEventData, tempDir } from "../_shared/util.ts";
 import {
   actionOk,
   alpacaAction,
@@ -23,12 +23,9 @@ import {
 } from "../_shared/alpaca_util.ts";
 import { SAFETY_HUB_FILE } from "../../store/layout.ts";
 
-const EXTERNAL = "telemetry.safety.external";
-
 /** The `data` of the site stream's audit events of the external events. */
-async function audit(siteDir: string): Promise<Record<string, unknown>[]> {
-  return (await readSiteLines(siteDir)).map((line) => JSON.parse(line))
-    .filter((e) => e.type === EXTERNAL).map((e) => e.data);
+function audit(siteDir: string): Promise<Record<string, unknown>[]> {
+  return siteEventData(siteDir, "telemetry.safety.external");
 }
 
 /** `issafe` of every safety monitor, by profile. */
