@@ -8,6 +8,8 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { freePort, postJson, testServer } from "./util.ts";
+
+export { safetyEvent } from "./util.ts";
 import { type ChildServer, spawnCliServer } from "./fault_util.ts";
 import { permissionFlags, type ServerHandle, type ServerOptions } from "../../server.ts";
 
@@ -95,18 +97,6 @@ export async function postSafe(url: string): Promise<void> {
     const res = await postJson(`${url}/event`, { type, data });
     assert.equal(res.status, 200, JSON.stringify(res.body));
   }
-}
-
-/** A SafetyEvent as a client sends it (no `EventTimeUtc`: the service stamps it). */
-export function safetyEvent(id: string, description = "on battery"): Record<string, string> {
-  return {
-    Source: "UPS",
-    Name: "mains",
-    Id: id,
-    Type: "Power",
-    Trigger: "Offline",
-    Description: description,
-  };
 }
 
 /** The Alpaca JSON answer of a device member. */

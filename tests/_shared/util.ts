@@ -260,6 +260,18 @@ export async function siteEventData(dir: string, type: string): Promise<Record<s
     .map((e) => e.data);
 }
 
+/** A SafetyEvent as a client sends it (no `EventTimeUtc`: the service stamps it). */
+export function safetyEvent(id: string, description = "on battery"): Record<string, string> {
+  return {
+    Source: "UPS",
+    Name: "mains",
+    Id: id,
+    Type: "Power",
+    Trigger: "Offline",
+    Description: description,
+  };
+}
+
 /** A parsed raw HTTP/1.1 response. */
 export interface RawResponse {
   status: number;

@@ -15,7 +15,7 @@ import {
   SafetyHubInputError,
 } from "../../core/safety_events.ts";
 import type { LatestEvent } from "../../core/freshness.ts";
-import { postJson, readSiteLines, tempDir, testServer } from "../_shared/util.ts";
+import { postJson, readSiteLines, safetyEvent, tempDir, testServer } from "../_shared/util.ts";
 
 const T0 = Date.parse("2026-11-27T03:00:00Z");
 
@@ -64,14 +64,7 @@ function harness(registry: TypesRegistry) {
 }
 
 function event(id: string, description = "on battery"): SafetyEvent {
-  return checkSafetyEvents([{
-    Source: "UPS",
-    Name: "mains",
-    Id: id,
-    Type: "Power",
-    Trigger: "Offline",
-    Description: description,
-  }], new Date(T0).toISOString())[0]!;
+  return checkSafetyEvents([safetyEvent(id, description)], new Date(T0).toISOString())[0]!;
 }
 
 function hub(external: ExternalEvent[], waivers: ActiveWaiver[] = []): HubInput {
