@@ -555,7 +555,11 @@ export class AlpacaDevices {
         return {
           value: `obs-utils telemetry ${VERSION}: ASCOM Alpaca ${
             DEVICE_TYPE_NAMES[device.type]
-          } served by the telemetry service (read-only)`,
+          } served by the telemetry service (${
+            this.#actions(device) === undefined
+              ? "read-only"
+              : "read-only but for the external events of its actions"
+          })`,
         };
       case "driverversion":
         return { value: VERSION };
