@@ -588,7 +588,8 @@ export class AlpacaDevices {
 
   async #action(request: MemberRequest): Promise<MemberResult> {
     const { device, params } = request;
-    // The Alpaca reference's names first; those of our earlier contract when they are absent.
+    // The Alpaca reference's names; ActionName and ActionParameters when those are absent
+    // (docs/safety.md, "Actions: the safety hub over Alpaca").
     const name = requiredEither(params, "Action", "ActionName");
     const parameters = requiredEither(params, "Parameters", "ActionParameters");
     const actions = this.#actions(device);
@@ -781,17 +782,12 @@ function required(params: AlpacaParams, name: string): string {
 function requiredEither(params: AlpacaParams, standard: string, alternative: string): string {
   const text = params.get(standard) ?? params.get(alternative);
   if (text !== undefined) return text;
-  if (params.otherCasing(alternative) !== undefined && params.otherCasing(standard) === undefined) {
-    return required(params, alternative);
-  }
-  try {
-    return required(params, standard);
-  } catch (err) {
-    if (params.otherCasing(standard) !== undefined) throw err;
-    throw new AlpacaRequestError(
-      `the parameter ${standard} is missing; send ${standard}=<value> (${alternative}=<value> is accepted too)`,
-    );
-  }
+  // Sent with other casing: the refusal names the casing to use.
+  if (params.otherCasing(standard) !== undefined) return required(params, standard);
+  if (params.otherCasing(alternative) !== undefined) return required(params, alternative);
+  throw new AlpacaRequestError(
+    `the parameter ${standard} is missing; send ${standard}=<value> (${alternative}=<value> is accepted too)`,
+  );
 }
 
 /** A required boolean parameter: `true` or `false` in any letter case. */
