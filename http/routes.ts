@@ -14,7 +14,7 @@ import { parseEvent, parseEvents, parseRunStart } from "../core/commands.ts";
 import { type Route, route, type RouteContext } from "./router.ts";
 import type { ServiceMetrics } from "./metrics.ts";
 import type { StreamHub } from "./stream_hub.ts";
-import type { TypesRegistry } from "../core/types_registry.ts";
+import { SITE_PROFILE, type TypesRegistry } from "../core/types_registry.ts";
 import { checkReport, type LatestEvent, typesReport } from "../core/freshness.ts";
 import type { DiskWatch } from "../store/disk_watch.ts";
 import { readTs } from "../wire/ndjson.ts";
@@ -23,6 +23,7 @@ import { VERSION } from "./version.ts";
 import { historyRoute } from "./history.ts";
 import { idempotencyKeyOf, keyedAnswer, requestHash } from "./idempotent.ts";
 import type { SafetyVerdict } from "../core/safety.ts";
+import { SafetyHubInputError } from "../core/safety_events.ts";
 
 /** What the API routes need besides the service. */
 export interface RouteDeps {
@@ -137,11 +138,14 @@ function statusRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
         const snapshotTypes = [...service.currentData()].map(([type]) => type);
         const report = typesReport(types, latest, snapshotTypes, Date.now());
         // A latched type keeps its state; `latched_until` says the rest (docs/safety.md).
+        // `critical_for` names the profiles it decides besides the site (docs/safety.md#profiles).
         const verdicts = service.safety().types;
         const withLatch = Object.fromEntries(
-          Object.entries(report).map((
-            [type, status],
-          ) => [type, { ...status, latched_until: verdicts[type]?.latched_until ?? null }]),
+          Object.entries(report).map(([type, status]) => [type, {
+            ...status,
+            latched_until: verdicts[type]?.latched_until ?? null,
+            critical_for: types.get(type)?.critical_for ?? [],
+          }]),
         );
         return json(200, JSON.stringify(withLatch));
       },
@@ -167,7 +171,9 @@ function statusRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
         return res;
       },
     }),
-    route("/safety", { GET: () => noStore(json(200, JSON.stringify(service.safety()))) }),
+    route("/safety", {
+      GET: ({ url }) => noStore(json(200, JSON.stringify(profileVerdict(service, url)))),
+    }),
     route("/safety/indi", { GET: () => noStore(json(200, indiBody(service.safety()))) }),
   ];
 }
@@ -198,6 +204,22 @@ function json(status: number, body: string): Response {
 function noStore(res: Response): Response {
   res.headers.set("cache-control", "no-store");
   return res;
+}
+
+/**
+ * The verdict `GET /safety` answers: of the profile `?profile=` names, else of the site
+ * (docs/safety.md#profiles); a profile the types file does not name is a 404 that lists them.
+ */
+function profileVerdict(service: TelemetryService, url: URL): SafetyVerdict {
+  try {
+    return service.safety(url.searchParams.get("profile") ?? SITE_PROFILE);
+  } catch (err) {
+    if (err instanceof SafetyHubInputError) {
+      // A problem's detail is a sentence (docs/http-api.md); the core's message is a clause.
+      throw new HttpError(404, `${err.message[0]!.toUpperCase()}${err.message.slice(1)}.`);
+    }
+    throw err;
+  }
 }
 
 /** `GET /safety/indi` (docs/safety.md): what INDI's `indi_weather_safety_proxy` reads. */
