@@ -216,9 +216,15 @@ function connectionLimits(flags: RunFlagValues): ConnectionLimits {
  */
 function logSafetyChanges(server: ServerHandle, warnings: Warnings): void {
   server.service.onSafetyChange((change) => {
-    if (change.kind !== "safety") return;
-    if (change.safe) warnings.info("safety verdict: safe (every critical type is fine)");
-    else warnings.warn(`safety verdict: UNSAFE: ${change.reasons.join("; ")}`);
+    // The site's verdict keeps its 0.6 wording; a profile's, an external event's and a waiver's
+    // say what they are (docs/safety.md#profiles, #safety-events, #waivers).
+    const of = change.profile === undefined ? "" : ` of ${change.profile}`;
+    if (change.kind === "safety") {
+      if (change.safe) warnings.info(`safety verdict${of}: safe (every critical type is fine)`);
+      else warnings.warn(`safety verdict${of}: UNSAFE: ${change.reasons.join("; ")}`);
+    } else if (change.kind === "external" || change.kind === "waiver") {
+      warnings.warn(`safety ${change.kind}${of}: ${change.reasons.join("; ")}`);
+    }
   }, { replayOpening: true });
 }
 

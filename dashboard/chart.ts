@@ -122,6 +122,12 @@ function chartAdd(type, t, fields) {
   }
 }
 
+// A telemetry.safety event of the site's verdict: one of another profile names it in data.profile.
+function safetySiteChange(env) {
+  const d = env.data;
+  return !!d && typeof d === "object" && (d.profile === undefined || d.profile === "site");
+}
+
 function addSafetyMark(t, safe) {
   if (Number.isNaN(t) || safetyMarks.some((m) => m.t === t)) return;
   let i = safetyMarks.length;
@@ -135,10 +141,15 @@ function chartEvent(env, live) {
   const t = Date.parse(env.ts);
   if (Number.isNaN(t)) return;
   if (env.type === "telemetry.safety") {
-    addSafetyMark(t, env.data && env.data.safe);
-    chartRedrawAll();
+    // The marks are the site's verdict; a profile's changes are the banner's (docs/dashboard.md).
+    if (safetySiteChange(env)) {
+      addSafetyMark(t, env.data.safe);
+      chartRedrawAll();
+    }
     return;
   }
+  // The service's other types (the safety hub's audit events) have no chart.
+  if (env.type.startsWith("telemetry.")) return;
   if (!live && !historyMissing) return; // a snapshot value is in /history already
   const pending = chartPending.get(env.type);
   if (pending) {
@@ -234,7 +245,7 @@ async function loadSafetyMarks(epoch) {
     const lines = await historyLines("history?type=telemetry.safety", chartSince());
     if (!lines || epoch !== chartEpoch) return;
     for (const env of lines) {
-      if (env && env.type === "telemetry.safety") addSafetyMark(Date.parse(env.ts), env.data && env.data.safe);
+      if (env && env.type === "telemetry.safety" && safetySiteChange(env)) addSafetyMark(Date.parse(env.ts), env.data.safe);
     }
     chartRedrawAll();
   } catch {

@@ -74,7 +74,7 @@ export function renderDashboard(nonce: string): string {
   <button id="night" type="button" aria-pressed="false" title="Dim red theme for dark-adapted eyes">Night</button>
 </header>
 <p id="banner" role="alert" hidden>disconnected - values may be out of date</p>
-<section id="safety" role="status" aria-live="polite" hidden><span class="verdict"></span><span class="clear" hidden></span><span class="since"></span><ul class="reasons" hidden></ul></section>
+<section id="safety" role="status" aria-live="polite" hidden><span class="verdict"></span><span class="clear" hidden></span><span class="since"></span><ul class="reasons" hidden></ul><ul class="waivers" hidden></ul><ul class="profiles" hidden></ul></section>
 <main id="cards" aria-live="polite">
   <p id="empty">No events yet. Post one: <code id="hint"></code></p>
 </main>

@@ -293,14 +293,15 @@ function formatTime(ms) {
 
 function upsert(env, flash) {
   if (!env || typeof env.type !== "string") return;
-  // The service's own types (docs/http-api.md) are not cards: telemetry.safety is the banner.
+  // The service's own types (docs/http-api.md) are not cards: telemetry.safety and the safety
+  // hub's audit events are the banner.
   if (env.type.startsWith("telemetry.")) {
     chartEvent(env, flash);
-    if (flash && env.type === "telemetry.safety") safetyEvent(env);
+    if (flash) safetyStreamEvent(env);
     return;
   }
   chartEvent(env, flash);
-  if (flash && specOf(env.type) && specOf(env.type).critical) safetySoon();
+  if (flash && safetyDecides(specOf(env.type))) safetySoon();
   const entry = cards.get(env.type) || makeCard(env.type);
   entry.env = env;
   const t = Date.parse(env.ts);
@@ -349,8 +350,9 @@ function tick() {
       ? "STALE ts " + formatSpan(ts - now) + " ahead"
       : "STALE " + formatSpan(now - ts);
     card.classList.toggle("stale", isStale);
-    // A critical type turning stale changes the verdict's reasons: ask /safety now, not at the poll.
-    if (spec && spec.critical && entry.staleShown !== isStale) {
+    // A type that decides a verdict turning stale changes its reasons: ask /safety now, not at the
+    // poll.
+    if (safetyDecides(spec) && entry.staleShown !== isStale) {
       if (entry.staleShown !== undefined) safetySoon();
       entry.staleShown = isStale;
     }
@@ -424,6 +426,7 @@ async function loadTypes() {
       if (forgottenSince(type, asked)) delete types[type];
     }
     registry = types;
+    safetyTypesLoaded();
     for (const type of Object.keys(types)) {
       if (!cards.has(type) && !type.startsWith("telemetry.")) makeCard(type);
     }
@@ -507,7 +510,7 @@ function connect() {
       if (key.startsWith(chartKey(type, ""))) chartSeries.delete(key);
     }
     if (cards.has(type)) chartMarkDirty(type);
-    if (spec && spec.critical) safetySoon();
+    if (safetyDecides(spec)) safetySoon();
     tick();
   });
 }

@@ -138,6 +138,22 @@ dd.json { font: .8rem/1.3 ui-monospace, "SFMono-Regular", Menlo, Consolas, monos
 #safety .clear { color: var(--warn); font-weight: 600; font-variant-numeric: tabular-nums; }
 #safety .since { color: var(--muted); font-size: .85rem; }
 #safety .reasons { flex: 1 0 100%; margin: 0; padding: 0 0 0 1.1rem; font-size: .88rem; }
+/* A waiver is never silent (docs/dashboard.md): amber, with a WAIVED tag, safe site or not. */
+#safety[data-safe="true"][data-waived="true"] { border-left-color: var(--warn); }
+#safety .waivers, #safety .profiles {
+  flex: 1 0 100%; margin: 0; padding: 0; list-style: none; font-size: .88rem;
+}
+#safety .waivers li { color: var(--warn); }
+#safety .waivers .type { font-weight: 600; }
+#safety .waivers .tag {
+  padding: 0 .35rem; border-radius: 4px; background: var(--warn); color: var(--bg);
+  letter-spacing: .06em;
+}
+#safety .profiles li { display: flex; gap: .35rem; white-space: nowrap; min-width: 0; }
+#safety .profiles .name { font-weight: 600; }
+#safety .profiles .pv { font-weight: 800; letter-spacing: .06em; color: var(--ok); }
+#safety .profiles li[data-safe="false"] .pv { color: var(--bad); }
+#safety .profiles .why { color: var(--muted); overflow: hidden; text-overflow: ellipsis; }
 .charts { display: grid; flex: 1; align-content: start; gap: .35rem; padding: .2rem .8rem .6rem; }
 .card:has(> .charts:not([hidden])) > dl { flex: 0 0 auto; }
 /* The value labels get a column left of the plot and the time labels a row under it: over the plot

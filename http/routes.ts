@@ -14,7 +14,7 @@ import { parseEvent, parseEvents, parseRunStart } from "../core/commands.ts";
 import { type Route, route, type RouteContext } from "./router.ts";
 import type { ServiceMetrics } from "./metrics.ts";
 import type { StreamHub } from "./stream_hub.ts";
-import type { TypesRegistry } from "../core/types_registry.ts";
+import { SITE_PROFILE, type TypesRegistry } from "../core/types_registry.ts";
 import { checkReport, type LatestEvent, typesReport } from "../core/freshness.ts";
 import type { DiskWatch } from "../store/disk_watch.ts";
 import { readTs } from "../wire/ndjson.ts";
@@ -141,11 +141,14 @@ function statusRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
         const snapshotTypes = [...service.currentData()].map(([type]) => type);
         const report = typesReport(types, latest, snapshotTypes, Date.now());
         // A latched type keeps its state; `latched_until` says the rest (docs/safety.md).
+        // `critical_for` names the profiles it decides besides the site (docs/safety.md#profiles).
         const verdicts = service.safety().types;
         const withLatch = Object.fromEntries(
-          Object.entries(report).map((
-            [type, status],
-          ) => [type, { ...status, latched_until: verdicts[type]?.latched_until ?? null }]),
+          Object.entries(report).map(([type, status]) => [type, {
+            ...status,
+            latched_until: verdicts[type]?.latched_until ?? null,
+            critical_for: types.get(type)?.critical_for ?? [],
+          }]),
         );
         return json(200, JSON.stringify(withLatch));
       },

@@ -1,8 +1,9 @@
 /**
  * The safety notifications of a running server (docs/safety.md#notifications): every change the
- * service's verdict reports is queued, with the site's `site_id`, for each `--notify` receiver,
- * and POSTed in the `--notify-format` by `notify_post.ts`; the queue, the retries and the log
- * lines are `notify/queue.ts`'s. Nothing here runs on the ingest path.
+ * service's safety watch reports (each profile's verdict, a critical type's state, an external
+ * event set or cleared, a waiver set or ended) is queued, with the site's `site_id`, for each
+ * `--notify` receiver, and POSTed in the `--notify-format` by `notify/post.ts`; the queue, the
+ * retries and the log lines are `notify/queue.ts`'s. Nothing here runs on the ingest path.
  *
  * @example Usage
  * ```ts ignore

@@ -88,17 +88,52 @@ export function parseNotifyUrl(text: string): string {
   return text;
 }
 
-/** The `Title` of an ntfy notification. */
+/** The `Title` of an ntfy notification (docs/safety.md#notifications). */
 function ntfyTitle(message: Notification): string {
-  if (message.kind === "safety") return message.safe ? "Site safe" : "Site UNSAFE";
-  const was = message.previous === undefined ? "" : ` (was ${message.previous})`;
-  return `${message.type ?? "type"}: ${message.state ?? "changed"}${was}`;
+  switch (message.kind) {
+    case "safety": {
+      const who = message.profile ?? "Site";
+      return message.safe ? `${who} safe` : `${who} UNSAFE`;
+    }
+    case "external": {
+      const done = message.action === "set" ? "set" : "cleared";
+      const scope = message.profile === undefined ? "" : ` (${message.profile})`;
+      return `External event ${done}: ${message.event?.Source ?? "unknown source"}${scope}`;
+    }
+    case "waiver":
+      return message.action === "set"
+        ? `Waiver: ${message.type ?? "type"} until ${clockOf(message.until)}`
+        : `Waiver ended: ${message.type ?? "type"}`;
+    default: {
+      const was = message.previous === undefined ? "" : ` (was ${message.previous})`;
+      return `${message.type ?? "type"}: ${message.state ?? "changed"}${was}`;
+    }
+  }
 }
 
-/** Whether an ntfy notification should ring louder: the site or the type is not safe. */
-function unsafe(message: Notification): boolean {
+/** The UTC time of day of an ISO timestamp (`04:00:00Z`), or the text as it is. */
+function clockOf(iso: string | undefined): string {
+  const ms = iso === undefined ? NaN : Date.parse(iso);
+  return Number.isNaN(ms) ? String(iso) : `${new Date(ms).toISOString().slice(11, 19)}Z`;
+}
+
+/**
+ * Whether an ntfy notification should ring louder: the site, a profile or a type turned unsafe,
+ * an external event was set (it holds the site shut), or a waiver was set (an override of a
+ * sensor is never quiet, docs/safety.md#waivers).
+ */
+function loud(message: Notification): boolean {
+  if (message.kind === "external" || message.kind === "waiver") return message.action === "set";
   if (message.safe !== undefined) return !message.safe;
   return message.state === "alarm" || message.state === "stale";
+}
+
+/** The body of an ntfy notification without reasons: what is fine now. */
+function fineText(message: Notification): string {
+  if (message.kind !== "safety") return `${message.type ?? "type"} is ${message.state ?? "fine"}`;
+  return message.profile === undefined
+    ? "every critical type is fine"
+    : `every critical type of ${message.profile} is fine`;
 }
 
 /**
@@ -114,10 +149,13 @@ function headerText(text: string): string {
 /**
  * The headers and body of one notification.
  *
- * `json`: `{"kind", "safe"?, "type"?, "state"?, "previous"?, "reasons", "ts", "site"}`.
+ * `json`: `{"kind", "safe"?, "type"?, "state"?, "previous"?, "profile"?, "action"?, "event"?,
+ * "until"?, "reasons", "ts", "site"}`, only the keys that apply to the kind.
  * `ntfy`: the reasons one per line as `text/plain` (or what became safe), `Title` (`Site UNSAFE`,
- * `Site safe`, `weather: alarm (was ok)`), `Priority` `high` when unsafe else `default`, and
- * `Tags`: `warning` or `white_check_mark` (shown as emoji), then `telemetry` and the kind.
+ * `north safe`, `weather: alarm (was ok)`, `External event set: UPS`,
+ * `Waiver: weather until 04:00:00Z`, `Waiver ended: weather`), `Priority` `high` when the site, a
+ * profile or a type turned unsafe, an external event was set or a waiver was set, else `default`,
+ * and `Tags`: `warning` or `white_check_mark` (shown as emoji), then `telemetry` and the kind.
  *
  * @param message The notification.
  * @param format The format.
@@ -134,6 +172,13 @@ function headerText(text: string): string {
  *   '{"kind":"type","type":"weather","state":"alarm","previous":"ok","reasons":["weather: alarm"],"ts":"2026-11-27T03:00:00.000Z","site":"s"}',
  * );
  * assert.equal(notificationRequest(message, "ntfy").headers["title"], "weather: alarm (was ok)");
+ *
+ * const waiver = { kind: "waiver" as const, action: "set", type: "weather", until: "2026-11-27T04:00:00Z", reasons: ["weather: WAIVED until 2026-11-27T04:00:00Z (anemometer iced) by 192.0.2.7"], ts: "2026-11-27T03:00:00.000Z", site: "s" };
+ * const { headers } = notificationRequest(waiver, "ntfy");
+ * assert.deepEqual(
+ *   [headers["title"], headers["priority"], headers["tags"]],
+ *   ["Waiver: weather until 04:00:00Z", "high", "warning,telemetry,waiver"],
+ * );
  * ```
  */
 export function notificationRequest(
@@ -141,31 +186,32 @@ export function notificationRequest(
   format: NotifyFormat,
 ): { headers: Record<string, string>; body: string } {
   if (format === "json") {
-    // The keys in the documented order, absent ones left out (docs/safety.md).
+    // The keys in the documented order, absent ones left out (docs/safety.md#notifications).
     const body = {
       kind: message.kind,
       ...(message.safe !== undefined ? { safe: message.safe } : {}),
       ...(message.type !== undefined ? { type: message.type } : {}),
       ...(message.state !== undefined ? { state: message.state } : {}),
       ...(message.previous !== undefined ? { previous: message.previous } : {}),
+      ...(message.profile !== undefined ? { profile: message.profile } : {}),
+      ...(message.action !== undefined ? { action: message.action } : {}),
+      ...(message.event !== undefined ? { event: message.event } : {}),
+      ...(message.until !== undefined ? { until: message.until } : {}),
       reasons: message.reasons,
       ts: message.ts,
       site: message.site,
     };
     return { headers: { "content-type": "application/json" }, body: JSON.stringify(body) };
   }
-  const loud = unsafe(message);
-  const fine = message.kind === "safety"
-    ? "every critical type is fine"
-    : `${message.type ?? "type"} is ${message.state ?? "fine"}`;
+  const high = loud(message);
   return {
     headers: {
       "content-type": "text/plain; charset=utf-8",
       "title": headerText(ntfyTitle(message)),
-      "priority": loud ? "high" : "default",
-      "tags": `${loud ? "warning" : "white_check_mark"},telemetry,${message.kind}`,
+      "priority": high ? "high" : "default",
+      "tags": `${high ? "warning" : "white_check_mark"},telemetry,${message.kind}`,
     },
-    body: message.reasons.length > 0 ? message.reasons.join("\n") : fine,
+    body: message.reasons.length > 0 ? message.reasons.join("\n") : fineText(message),
   };
 }
 

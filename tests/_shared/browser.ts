@@ -41,6 +41,11 @@ export interface Page {
   evaluate<R, A>(fn: (arg: A) => R, arg: A): Promise<R>;
   setViewportSize(size: { width: number; height: number }): Promise<void>;
   close(): Promise<void>;
+  /** The page's clock (playwright's fake timers): installed, then paused to stop every timer. */
+  clock: {
+    install(): Promise<void>;
+    pauseAt(time: number | Date): Promise<void>;
+  };
 }
 /** A browser that closes on dispose. */
 export interface Browser {
@@ -100,17 +105,20 @@ export interface OpenPage {
 }
 
 /**
- * Opens `url` in a new page of `browser`; `trust.ignoreHTTPSErrors` accepts a test's self-signed
- * certificate.
+ * Opens `url` in a new page of `browser`; `options.ignoreHTTPSErrors` accepts a test's self-signed
+ * certificate; `options.fakeClock` installs playwright's clock before the page loads, so that a
+ * test can pause every timer of the page (`page.clock.pauseAt`) and see what only the stream does.
  */
 export async function openPage(
   browser: Browser,
   url: string,
   viewport = { width: 1280, height: 900 },
   hasTouch = false,
-  trust: { ignoreHTTPSErrors?: boolean } = {},
+  options: { ignoreHTTPSErrors?: boolean; fakeClock?: boolean } = {},
 ): Promise<OpenPage> {
+  const { fakeClock, ...trust } = options;
   const page = await browser.newPage({ viewport, hasTouch, ...trust });
+  if (fakeClock) await page.clock.install();
   const errors: string[] = [];
   const requests: URL[] = [];
   page.on("console", (msg) => {
