@@ -149,6 +149,8 @@ export interface SafetyEvent {
  */
 export type HubVia = "alpaca" | "http" | "cli" | "service";
 
+const VIAS: readonly HubVia[] = ["alpaca", "http", "cli", "service"];
+
 /** Who changed the hub, for the audit events (docs/safety.md#audit). */
 export interface HubActor {
   /** The path the change came by. */
@@ -168,6 +170,12 @@ export interface ExternalEvent {
    * route without `?profile=` (docs/safety.md#profiles).
    */
   readonly profile: string | null;
+  /**
+   * The path it was set by. One set by an authenticated path (`http`, `cli`: the token rules) or
+   * by the service is never replaced or cleared through the Alpaca port, which has no
+   * authentication: a LAN peer cannot lift another program's hold (docs/safety.md#safety-events).
+   */
+  readonly via: HubVia;
 }
 
 /** A waiver: a critical type that is not judged until `until` (docs/safety.md#waivers). */
@@ -476,9 +484,10 @@ export function parseHubState(value: unknown): HubState | null {
     const x = raw as Record<string, unknown> | null;
     if (typeof x !== "object" || x === null) return null;
     if (x.profile !== null && typeof x.profile !== "string") return null;
+    if (!VIAS.includes(x.via as HubVia)) return null;
     try {
       const [event] = checkSafetyEvents([x.event], "");
-      external.push({ event: event!, profile: x.profile as string | null });
+      external.push({ event: event!, profile: x.profile as string | null, via: x.via as HubVia });
     } catch {
       return null;
     }

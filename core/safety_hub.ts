@@ -107,7 +107,11 @@ export class SafetyHub {
       );
       state = {
         version: 1,
-        external: [{ event: damagedEvent(new Date(wall).toISOString()), profile: null }],
+        external: [{
+          event: damagedEvent(new Date(wall).toISOString()),
+          profile: null,
+          via: "service",
+        }],
         waivers: [],
       };
       made.push(
@@ -163,15 +167,19 @@ export class SafetyHub {
     const next = [...this.#external];
     for (const event of events) {
       const at = next.findIndex((x) => x.event.Id === event.Id);
-      if (at >= 0) next[at] = { event, profile };
-      else next.push({ event, profile });
+      if (at >= 0) {
+        refuseUnauthenticated(next[at]!, actor, "replaced");
+        next[at] = { event, profile, via: actor.via };
+      } else next.push({ event, profile, via: actor.via });
     }
     if (next.length > MAX_EXTERNAL_EVENTS) {
       throw new SafetyHubInputError(
         `the site would hold ${next.length} external events, more than ${MAX_EXTERNAL_EVENTS}; clear some first (ClearExternalEvents, DELETE /safety/events/{id})`,
       );
     }
-    const made = events.map((event) => this.#externalMade("set", { event, profile }, actor));
+    const made = events.map((event) =>
+      this.#externalMade("set", { event, profile, via: actor.via }, actor)
+    );
     return await this.#commit(made, () => void (this.#external = next));
   }
 
@@ -201,6 +209,7 @@ export class SafetyHub {
           } is not an external event of this safety monitor; SafetyEvents (GET /safety "events") lists them, and the service's own events (Ids starting "telemetry:") clear only when their condition does`,
         );
       }
+      refuseUnauthenticated(found, actor, "cleared");
       cleared.push(found);
     }
     const next = this.#external.filter((x) => !cleared.includes(x));
@@ -418,6 +427,22 @@ export class SafetyHub {
       },
     };
   }
+}
+
+/**
+ * Refuses a change through the Alpaca port (no authentication) to an event another path set:
+ * a LAN peer may lift or rescope only what it (or another Alpaca client) set, never a hold made
+ * with the token or by the service (docs/safety.md#safety-events).
+ */
+function refuseUnauthenticated(x: ExternalEvent, actor: HubActor, what: string): void {
+  if (actor.via !== "alpaca" || x.via === "alpaca") return;
+  throw new SafetyHubInputError(
+    `the external event ${JSON.stringify(x.event.Id.slice(0, 200))} was set through ${
+      x.via === "service"
+        ? "the service itself"
+        : `the ${x.via === "cli" ? "command line" : "HTTP API"}`
+    }, so it is ${what} only there (with the token): PUT /safety/events or DELETE /safety/events/{id}, or obs-utils telemetry safety release; the Alpaca port has no authentication`,
+  );
 }
 
 function publicWaiver(waiver: ActiveWaiver): Waiver {

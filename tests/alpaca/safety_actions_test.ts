@@ -286,3 +286,25 @@ Deno.test("on a listener without the guard, the audit's peer is the connection's
   assert.equal(data!.peer, "127.0.0.6");
   assert.equal(data!.profile, undefined, "set through safetymonitor/0: every profile");
 });
+
+Deno.test("an external event set through the HTTP API is neither cleared nor replaced through the Alpaca port, which has no authentication", async () => {
+  await using site = await tempDir();
+  await using alpaca = await alpacaServer(site.path, PROFILE_TYPES);
+  const url = `${alpaca.server.url}/safety/events`;
+  const put = await fetch(url, {
+    method: "PUT",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify([safetyEvent("ups")]),
+  });
+  assert.equal(put.status, 200, await put.text());
+  const before = await hubFile(site.path);
+  const cleared = await alpacaAction(alpaca.base, 0, "ClearExternalEvents", ["ups"]);
+  invalidValue(cleared, /set through the HTTP API, so it is cleared only there/, "clear");
+  // Replacing it through profile north's device would rescope it and open the site.
+  const replaced = await alpacaAction(alpaca.base, 1, "SetExternalEvents", [safetyEvent("ups")]);
+  invalidValue(replaced, /so it is replaced only there/, "replace");
+  assert.equal(await hubFile(site.path), before);
+  assert.deepEqual(await safeByProfile(alpaca.base), { site: false, north: false, south: false });
+  const deleted = await fetch(`${url}/ups`, { method: "DELETE" });
+  assert.equal(deleted.status, 204);
+});

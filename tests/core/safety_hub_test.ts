@@ -188,7 +188,7 @@ Deno.test("SafetyJudge ends a waiver by the monotonic clock when the wall clock 
 Deno.test("SafetyJudge holds every profile with an external event, and only its own with a profile's", () => {
   const h = harness(profileTypes());
   allFine(h);
-  h.judge.setHub(hub([{ event: event("ups"), profile: null }]));
+  h.judge.setHub(hub([{ event: event("ups"), profile: null, via: "http" }]));
   const everywhere = h.advance(1000);
   for (const profile of ["site", "north"]) {
     const verdict = everywhere.verdicts.get(profile)!;
@@ -197,7 +197,7 @@ Deno.test("SafetyJudge holds every profile with an external event, and only its 
     assert.equal(verdict.clear_at, null);
     assert.deepEqual(verdict.events.map((e) => e.Id), ["ups"]);
   }
-  h.judge.setHub(hub([{ event: event("door", "door open"), profile: "north" }]));
+  h.judge.setHub(hub([{ event: event("door", "door open"), profile: "north", via: "http" }]));
   const north = h.advance(1000);
   assert.equal(north.verdicts.get("site")!.safe, true);
   assert.deepEqual(north.verdicts.get("north")!.reasons, ["external: UPS: door open"]);
@@ -454,6 +454,26 @@ Deno.test("a waiver never makes a site without critical types safe", async () =>
     );
     await postJson(`${server.url}/event`, { type: "weather", data: {} });
     assert.equal(server.service.safety().safe, false);
+  } finally {
+    await server.shutdown();
+  }
+});
+
+Deno.test("TelemetryService lets the Alpaca path lift only the external events set through it", async () => {
+  await using dir = await tempDir();
+  const server = await testServer({ siteDir: dir.path, types: profileTypes() });
+  try {
+    const hubApi = server.service.safetyHub;
+    const alpaca = { via: "alpaca" as const, peer: "192.0.2.66" };
+    await hubApi.setExternal([event("ups")], "site", { via: "cli", peer: "127.0.0.1" });
+    await hubApi.setExternal([event("nina")], "site", alpaca);
+    await assert.rejects(() => hubApi.clearExternal(["ups"], "site", alpaca), /command line/);
+    await assert.rejects(() => hubApi.setExternal([event("ups")], "north", alpaca), /replaced/);
+    await hubApi.clearExternal(["nina"], "site", alpaca);
+    assert.deepEqual(
+      server.service.safety().events.filter((e) => !e.Id.startsWith("telemetry:")).map((e) => e.Id),
+      ["ups"],
+    );
   } finally {
     await server.shutdown();
   }
