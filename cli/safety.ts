@@ -26,13 +26,16 @@ import {
   UsageError,
 } from "./common.ts";
 import { printable } from "../wire/terminal_text.ts";
+import { safetyReplayCommand } from "./safety_replay.ts";
 
 /** The `--help` text of `safety`. */
 export const SAFETY_HELP: string = `Usage: obs-utils telemetry safety [options]
+       obs-utils telemetry safety replay --since T [options]
 
 Ask the service whether the site is safe: every critical type (see 'run --types')
 fresh, out of alarm and past its clear_after_s. Exit 0 when safe, 1 when unsafe or
-no service answers, 2 for a usage error; one line per reason.
+no service answers, 2 for a usage error; one line per reason. 'safety replay'
+judges the stored nights again with a types file (see 'safety replay --help').
 
 Options:
   --quiet         Print nothing when the site is safe (for cron)
@@ -55,6 +58,7 @@ ${CONNECTION_HELP}
  * ```
  */
 export async function safetyCommand(args: string[]): Promise<number> {
+  if (args[0] === "replay") return await safetyReplayCommand(args.slice(1));
   const { values, positionals } = parse("safety", args, {
     ...CONNECTION_OPTIONS,
     quiet: { type: "boolean", short: "q" },
