@@ -49,6 +49,7 @@
  * @module
  */
 
+import { canonicalTypeAt } from "../wire/ndjson.ts";
 import { FUTURE_TOLERANCE_MS, type LatestEvent } from "./freshness.ts";
 import { type ActiveWaiver, SafetyJudge, type SafetyVerdict } from "./safety.ts";
 import { SAFETY_EVENT_TYPE } from "./safety_watch.ts";
@@ -214,7 +215,21 @@ export class SafetyReplay {
   #readFromMs: number;
   /** The replay's clock: wall and monotonic at once (epoch ms). */
   #clock: number;
+  /**
+   * The earliest moment the verdict can change by time alone, as last asked (`nextChangeIn`),
+   * or -Infinity to ask again. A judgement can move it either way; a new event of a type that is
+   * no older than the one before only moves it later, so until the clock passes it no moment is
+   * missed, and the judge is asked once in a while instead of at every line.
+   */
+  #due = -Infinity;
   #latestEvents = new Map<string, LatestEvent>();
+  /** The `ts` of each type's latest event, epoch ms. */
+  #latestMs = new Map<string, number>();
+  /** Each type read, as JSON (`"weather"`), for lines read without parsing them whole. */
+  #typeJsons: [string, string][];
+  /** The minute of the latest `ts` read whole (`2026-11-27T03:12:`), and its epoch ms. */
+  #minute = "\uffff";
+  #minuteMs = NaN;
   #latest = (type: string): LatestEvent | undefined => this.#latestEvents.get(type);
   #external: ExternalEvent[] = [];
   #waivers = new Map<string, ActiveWaiver>();
@@ -245,6 +260,7 @@ export class SafetyReplay {
     const judged = new Map([...registry].filter(([, spec]) => isCriticalFor(spec, profile)));
     this.#profile = profile;
     this.#critical = new Set(judged.keys());
+    this.#typeJsons = this.types.map((type) => [JSON.stringify(type), type]);
     this.#sinceMs = options.sinceMs;
     this.#untilMs = options.untilMs;
     this.#readFromMs = options.sinceMs - replayWarmUpMs(judged);
@@ -274,36 +290,94 @@ export class SafetyReplay {
    * @param text The line as stored.
    */
   line(text: string): void {
-    let event: { ts?: unknown; type?: unknown; data?: unknown };
-    try {
-      event = JSON.parse(text);
-    } catch {
-      return; // a hand-damaged line: not an event
-    }
-    const { ts, type, data } = event;
-    if (
-      typeof ts !== "string" || typeof type !== "string" || typeof data !== "object" ||
-      data === null || Array.isArray(data)
-    ) return;
-    const tsMs = Date.parse(ts);
-    if (Number.isNaN(tsMs)) return;
-    const fields = data as Record<string, unknown>;
+    const event = this.#read(text);
+    if (event === undefined) return;
+    const { ts, tsMs, type, data } = event;
     // Received at its ts, never before the line before it (the stream is in order of receipt).
     const at = Math.max(this.#clock, tsMs);
     this.#passTo(at);
     if (this.#critical.has(type)) {
       // As the ingest path: observed before it is current, judged whole when something changed.
-      const observed = this.#judge.observe(type, tsMs, fields, at, at);
-      this.#latestEvents.set(type, { ts, data: fields });
+      const observed = this.#judge.observe(type, tsMs, data, at, at);
+      // An older event than the one before goes stale sooner: ask again when it can change.
+      if (!(tsMs >= (this.#latestMs.get(type) ?? -Infinity))) this.#due = -Infinity;
+      this.#latestMs.set(type, tsMs);
+      this.#latestEvents.set(type, { ts, data });
       if (observed !== "same") {
         this.#judge.release();
         this.#judgeAt(at);
       }
     } else if (type === SAFETY_EVENT_TYPE) {
-      this.#record(ts, tsMs, fields);
+      this.#record(ts, tsMs, data);
     } else if (type === EXTERNAL_EVENT_TYPE || type === WAIVER_EVENT_TYPE) {
-      if (this.#applyAudit(type, fields, ts)) this.#judgeAt(at);
+      if (this.#applyAudit(type, data, ts)) this.#judgeAt(at);
     }
+  }
+
+  /**
+   * A line's `ts` (and as epoch ms), type and `data`; undefined for a line that is not an
+   * envelope. A line as the service writes it (wire/ndjson.ts) is read without parsing more
+   * than its `data`: the replay reads every line of the critical types of a month.
+   */
+  #read(
+    text: string,
+  ): { ts: string; tsMs: number; type: string; data: Record<string, unknown> } | undefined {
+    const typeAt = canonicalTypeAt(text);
+    if (typeAt > 0) {
+      for (const [json, type] of this.#typeJsons) {
+        const dataAt = typeAt + json.length + DATA_KEY.length;
+        if (
+          !text.startsWith(json, typeAt) || !text.startsWith(DATA_KEY, dataAt - DATA_KEY.length)
+        ) {
+          continue;
+        }
+        // `meta` is last: a `,"meta":` inside a string has its quote escaped, and one in `meta`
+        // leaves a slice that does not parse (then the whole line is parsed below).
+        let data: unknown;
+        try {
+          data = JSON.parse(text.slice(dataAt, text.lastIndexOf(META_KEY)));
+        } catch {
+          break;
+        }
+        if (!isObject(data)) return undefined;
+        const ts = text.slice(typeAt - 33, typeAt - 9);
+        const tsMs = this.#msOf(ts);
+        return Number.isNaN(tsMs) ? undefined : { ts, tsMs, type, data };
+      }
+    }
+    let event: { ts?: unknown; type?: unknown; data?: unknown };
+    try {
+      event = JSON.parse(text);
+    } catch {
+      return undefined; // a hand-damaged line: not an event
+    }
+    const { ts, type, data } = event;
+    if (typeof ts !== "string" || typeof type !== "string" || !isObject(data)) return undefined;
+    const tsMs = Date.parse(ts);
+    return Number.isNaN(tsMs) ? undefined : { ts, tsMs, type, data };
+  }
+
+  /**
+   * Epoch ms of a `ts` as the service writes it (`2026-11-27T03:12:40.123Z`), its minute kept
+   * from the line before: lines come a second apart, and `Date.parse` is most of a line's cost.
+   */
+  #msOf(ts: string): number {
+    if (ts.startsWith(this.#minute) && ts.charCodeAt(19) === 0x2e && ts.charCodeAt(23) === 0x5a) {
+      const s1 = ts.charCodeAt(17) - 48, s2 = ts.charCodeAt(18) - 48;
+      const m1 = ts.charCodeAt(20) - 48, m2 = ts.charCodeAt(21) - 48, m3 = ts.charCodeAt(22) - 48;
+      if (
+        s1 >= 0 && s1 <= 5 && s2 >= 0 && s2 <= 9 && m1 >= 0 && m1 <= 9 && m2 >= 0 && m2 <= 9 &&
+        m3 >= 0 && m3 <= 9
+      ) return this.#minuteMs + (s1 * 10 + s2) * 1000 + m1 * 100 + m2 * 10 + m3;
+    }
+    const ms = Date.parse(ts);
+    const minute = ts.slice(0, 17);
+    const minuteMs = Date.parse(`${minute}00.000Z`);
+    if (ts.length === 24 && !Number.isNaN(minuteMs)) {
+      this.#minute = minute;
+      this.#minuteMs = minuteMs;
+    }
+    return ms;
   }
 
   /**
@@ -369,18 +443,20 @@ export class SafetyReplay {
   }
 
   #step(t: number): void {
-    for (;;) {
+    while (this.#due <= t) {
       const next = this.#judge.nextChangeIn(this.#latest, this.#clock, this.#clock);
-      if (next === undefined || this.#clock + next > t) break;
+      this.#due = next === undefined ? Infinity : this.#clock + next;
+      if (this.#due > t) break;
       // 1 ms after the moment, as the live timer sleeps (core/safety_watch.ts); at `t` when that
       // is later: the moment is passed either way, and only a judgement finds a latch ended.
-      this.#judgeAt(Math.min(this.#clock + next + 1, t));
+      this.#judgeAt(Math.min(this.#due + 1, t));
     }
     this.#clock = t;
   }
 
   #judgeAt(t: number): void {
     this.#clock = t;
+    this.#due = -Infinity;
     const judged = this.#judge.judge(this.#latest, t, t);
     const verdict = judged.verdicts.get(this.#profile)!;
     this.#verdict = verdict;
@@ -499,6 +575,13 @@ export function compareChanges(
     });
   });
   return out.sort((a, b) => a.at - b.at).map((x) => x.difference);
+}
+
+const DATA_KEY = ',"data":';
+const META_KEY = ',"meta":';
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function iso(ms: number): string {

@@ -82,6 +82,37 @@ Deno.test("SafetyReplay judges a batch sent late with old ts as old as it was wh
   assert.deepEqual(differences, []);
 });
 
+Deno.test('SafetyReplay reads a line in another field order, or with a nested "meta" key, and passes over one that is not an envelope', () => {
+  const registry = parseTypes(
+    JSON.stringify({
+      weather: {
+        critical: true,
+        stale_after_s: 120,
+        fields: { wind_mps: { unit: "m/s", alarm_above: 15 } },
+      },
+    }),
+    "types.json",
+  );
+  const replay = new SafetyReplay(registry, { sinceMs: T0, untilMs: T0 + 60_000 });
+  settled(replay);
+  const ts = (s: number) => new Date(T0 + s * 1000).toISOString();
+  replay.line(`{"type":"weather","data":{"wind_mps":20},"ts":"${ts(10)}","seq":1,"meta":{}}`);
+  replay.line("not an envelope");
+  replay.line(`{"seq":2,"ts":"${ts(12)}","type":"weather","data":"wind 3","meta":{}}`);
+  replay.line(
+    `{"seq":3,"ts":"${ts(20)}","type":"weather","data":{"wind_mps":3},"meta":{"a":1,"meta":{}}}`,
+  );
+  replay.line(
+    `{"seq":4,"ts":"${
+      ts(30)
+    }","type":"weather","data":{"wind_mps":3,"note":",\\"meta\\":"},"meta":{}}`,
+  );
+  assert.deepEqual(replay.finish().changes.map((c) => [c.ts, c.safe]), [
+    [ts(10), false],
+    [ts(20), true],
+  ]);
+});
+
 Deno.test("SafetyJudge.observe of a waived type keeps its staleness from its latest event, so the waiver's end does not depend on how often it was judged", () => {
   const judge = new SafetyJudge(REGISTRY, { wallMs: T0, monoMs: T0, restored: null });
   const latest = new Map<string, LatestEvent>();
