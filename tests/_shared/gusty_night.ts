@@ -22,18 +22,7 @@
 import { parseArgs } from "node:util";
 import { TelemetryService } from "../../server.ts";
 import { loadTypes } from "../../core/types_registry.ts";
-
-/** A small seeded generator (mulberry32): the same seed, the same night. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { Rng } from "./fault_util.ts";
 
 /** `A-B` as two minutes, or undefined. */
 function span(text: string | undefined): [number, number] | undefined {
@@ -60,7 +49,8 @@ if (values["site-dir"] === undefined || values.types === undefined) {
   throw new Error("usage: gusty_night.ts --site-dir DIR --types FILE [--seed N] [--hours H]");
 }
 const seed = Number(values.seed);
-const next = random(seed);
+const rng = new Rng(seed);
+const next = () => rng.next();
 const start = Date.parse(values.start);
 const seconds = Math.round(Number(values.hours) * 3600);
 const run = span(values.run);

@@ -96,6 +96,12 @@ async function replayJson(readable: string[], args: string[]): Promise<ReplayRep
   return JSON.parse(out.stdout);
 }
 
+/** The replay of a site from `since` (default {@linkcode START}) on, with a types file, as JSON. */
+function replaySite(siteDir: string, typesFile: string, extra: string[] = [], since = START) {
+  const args = ["--site-dir", siteDir, "--since", since, "--types", typesFile, ...extra];
+  return replayJson([siteDir, typesFile], args);
+}
+
 /** The `telemetry.safety` events of a profile as stored: [ts, safe]. */
 async function recorded(siteDir: string, profile?: string): Promise<[string, boolean][]> {
   return (await readSiteLines(siteDir)).map((line) => JSON.parse(line))
@@ -133,14 +139,7 @@ Deno.test("safety replay equals the live verdicts on a recorded night", async ()
   assert.ok(live.length >= 10, `${live.length} changes recorded`);
 
   const before = await listing(siteDir);
-  const report = await replayJson([siteDir, typesFile], [
-    "--site-dir",
-    siteDir,
-    "--since",
-    START,
-    "--types",
-    typesFile,
-  ]);
+  const report = await replaySite(siteDir, typesFile);
   assert.deepEqual(report.differences, []);
   assert.equal(report.changes.length, live.length);
   report.changes.forEach((change, i) => {
@@ -165,9 +164,8 @@ Deno.test("safety replay with a longer clear_after_s in another types file repor
   const typesFile = await writeTypes(dir.path, "types-300.json", types(300));
   const longer = await writeTypes(dir.path, "types-900.json", types(900));
   await record(siteDir, typesFile, { seed: 7, hours: 3 });
-  const args = ["--site-dir", siteDir, "--since", START];
-  const same = await replayJson([siteDir, typesFile], [...args, "--types", typesFile]);
-  const report = await replayJson([siteDir, longer], [...args, "--types", longer]);
+  const same = await replaySite(siteDir, typesFile);
+  const report = await replaySite(siteDir, longer);
   assert.ok(report.changes.length < same.changes.length, `${report.changes.length} changes`);
   assert.ok(report.summary.safe_hours < same.summary.safe_hours);
   assert.ok(report.differences.some((d) => d.kind === "recorded_only"));
@@ -175,7 +173,14 @@ Deno.test("safety replay with a longer clear_after_s in another types file repor
   for (const change of report.changes.filter((c) => c.safe)) {
     assert.ok(report.differences.some((d) => d.ts === change.ts && d.kind === "replayed_only"));
   }
-  const human = await replay([siteDir, longer], [...args, "--types", longer]);
+  const human = await replay([siteDir, longer], [
+    "--site-dir",
+    siteDir,
+    "--since",
+    START,
+    "--types",
+    longer,
+  ]);
   assert.equal(human.code, 0, human.stderr);
   assert.match(
     human.stdout,
@@ -194,8 +199,7 @@ Deno.test("safety replay --profile north judges only the types critical for nort
     types(300, { critical_for: ["north"], clear_after_s: 120 }),
   );
   await record(siteDir, typesFile, { seed: 11, hours: 3 });
-  const args = ["--site-dir", siteDir, "--since", START, "--types", typesFile];
-  const north = await replayJson([siteDir, typesFile], [...args, "--profile", "north"]);
+  const north = await replaySite(siteDir, typesFile, ["--profile", "north"]);
   const live = await recorded(siteDir, "north");
   assert.ok(live.length >= 2, `${live.length} changes of north recorded`);
   assert.deepEqual(north.differences, []);
@@ -203,7 +207,7 @@ Deno.test("safety replay --profile north judges only the types critical for nort
   assert.equal(north.summary.profile, "north");
   const reasons = north.changes.flatMap((c) => c.reasons);
   assert.ok(reasons.length > 0 && reasons.every((r) => r.startsWith("sky: ")), reasons.join("; "));
-  const site = await replayJson([siteDir, typesFile], args);
+  const site = await replaySite(siteDir, typesFile);
   assert.deepEqual(site.differences, []);
   assert.ok(site.changes.flatMap((c) => c.reasons).every((r) => r.startsWith("weather: ")));
 });
@@ -215,15 +219,14 @@ Deno.test("safety replay reads .gz nights", async () => {
   // Across noon UTC: two nights, two files.
   const start = "2026-11-27T10:30:00Z";
   await record(siteDir, typesFile, { seed: 3, hours: 3, start });
-  const args = ["--site-dir", siteDir, "--since", start, "--types", typesFile];
-  const plain = await replayJson([siteDir, typesFile], args);
+  const plain = await replaySite(siteDir, typesFile, [], start);
   assert.ok(plain.changes.length >= 4, `${plain.changes.length} changes`);
   assert.ok(plain.changes.some((c) => c.ts < "2026-11-27T12:00:00Z"));
   // As retention compresses an old night (docs/history.md#compression-and-retention).
   assert.ok(await compressFile(join(siteDir, "site_20261126.ndjson")));
   assert.ok((await listing(siteDir)).some((f) => f.startsWith("site_20261126.ndjson.gz ")));
   assert.ok(!(await listing(siteDir)).some((f) => f.startsWith("site_20261126.ndjson ")));
-  assert.deepEqual(await replayJson([siteDir, typesFile], args), plain);
+  assert.deepEqual(await replaySite(siteDir, typesFile, [], start), plain);
 });
 
 Deno.test("safety replay of a range with an external event set and cleared replays it", async () => {
@@ -236,14 +239,7 @@ Deno.test("safety replay of a range with an external event set and cleared repla
     hours: 2,
     extra: ["--run", "20-100", "--external", "30-90"],
   });
-  const report = await replayJson([siteDir, typesFile], [
-    "--site-dir",
-    siteDir,
-    "--since",
-    START,
-    "--types",
-    typesFile,
-  ]);
+  const report = await replaySite(siteDir, typesFile);
   assert.deepEqual(report.differences, []);
   const held = report.changes.filter((c) =>
     c.ts >= "2026-11-26T22:30:00Z" && c.ts < "2026-11-26T23:30:00Z"
@@ -261,14 +257,7 @@ Deno.test("safety replay of a range with a waiver replays it", async () => {
   const typesFile = await writeTypes(dir.path, "types.json", types());
   // weather waived for an hour from minute 20: its gusts and outages are not judged then.
   await record(siteDir, typesFile, { seed: 7, hours: 2, extra: ["--waive", "20:3600:weather"] });
-  const report = await replayJson([siteDir, typesFile], [
-    "--site-dir",
-    siteDir,
-    "--since",
-    START,
-    "--types",
-    typesFile,
-  ]);
+  const report = await replaySite(siteDir, typesFile);
   assert.deepEqual(report.differences, []);
   const waived = report.changes.filter((c) =>
     c.ts > "2026-11-26T22:20:01Z" && c.ts < "2026-11-26T23:20:00Z"
@@ -333,4 +322,23 @@ Deno.test("safety replay refuses bad input with one line naming the flag, exit 2
       /^obs-utils telemetry safety replay: [^\n]+ Run 'obs-utils telemetry safety replay --help' for usage\.\n$/,
     );
   }
+});
+
+Deno.test("safety replay exits 1 with one line when the site directory cannot be read", async () => {
+  await using dir = await tempDir();
+  const siteDir = join(dir.path, "site");
+  await Deno.mkdir(siteDir);
+  const typesFile = await writeTypes(dir.path, "types.json", types());
+  // Read permission for the types file only (the tests run as root: a mode would not stop it).
+  const out = await replay([typesFile], [
+    "--site-dir",
+    siteDir,
+    "--since",
+    START,
+    "--types",
+    typesFile,
+  ]);
+  assert.equal(out.code, 1, out.stderr);
+  assert.equal(out.stdout, "");
+  assert.match(out.stderr, /^error: Cannot read the site directory \S+site: [^\n]+\n$/);
 });
