@@ -182,7 +182,7 @@ export async function readCommand(args: string[]): Promise<number> {
   const buckets = bucketsOf(values.every, values.agg);
   const fields = fieldsOf(values.fields, buckets ? "csv" : format);
   const siteDir = values["site-dir"] ?? readEnv("OBS_TELEMETRY_SITE_DIR") ?? DEFAULT_SITE_DIR;
-  const chosenZone = chosenTimeZone(values.tz);
+  const chosenZone = chosenTimeZone(values.tz, "read");
   if (values.run !== undefined && !RUN_ID_PATTERN.test(values.run)) {
     throw new UsageError(
       `--run "${values.run}" is not a run id; a run id matches ${RUN_ID_PATTERN.source}`,
@@ -191,7 +191,7 @@ export async function readCommand(args: string[]): Promise<number> {
   }
   await checkSiteDir(siteDir);
   const timeZone = chosenZone ?? await recordedTimeZone(siteDir);
-  const { since, until } = timeBounds(values.since, values.until, timeZone);
+  const { since, until } = timeBounds(values.since, values.until, timeZone, "read");
   const options = { types: positionals, since, until, run: values.run, timeZone };
   if (buckets) {
     const registry = await registryOf(values.types ?? readEnv("OBS_TELEMETRY_TYPES"));
@@ -278,8 +278,21 @@ function fieldsOf(value: string | undefined, format: Format): string[] | undefin
 /**
  * The zone `--tz` or `OBS_TELEMETRY_TZ` names, checked; `undefined` when neither does (the site's
  * recorded zone then decides, docs/history.md).
+ *
+ * @param flag The `--tz` flag, if given.
+ * @param command The command, for the `--help` hint.
+ * @returns The zone, or `undefined`.
+ * @throws {UsageError} When it is not an IANA zone.
+ *
+ * @example Usage
+ * ```ts
+ * import { chosenTimeZone } from "./read.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(chosenTimeZone("America/Santiago", "read"), "America/Santiago");
+ * ```
  */
-function chosenTimeZone(flag: string | undefined): string | undefined {
+export function chosenTimeZone(flag: string | undefined, command: string): string | undefined {
   const timeZone = flag ?? readEnv("OBS_TELEMETRY_TZ");
   if (timeZone !== undefined) {
     try {
@@ -288,7 +301,7 @@ function chosenTimeZone(flag: string | undefined): string | undefined {
       const source = flag !== undefined ? "--tz" : "OBS_TELEMETRY_TZ";
       throw new UsageError(
         `${source} "${timeZone}" is not an IANA zone such as "UTC" or "America/Santiago"`,
-        "read",
+        command,
       );
     }
   }
@@ -299,8 +312,18 @@ function chosenTimeZone(flag: string | undefined): string | undefined {
  * The zone the site records its nights in, from `<site_dir>/.site.json`; `undefined` (the
  * system zone) for a site that has none yet. A night date means that site's night wherever the
  * files are read.
+ *
+ * @param siteDir The site directory.
+ * @returns The zone, or `undefined`.
+ * @throws {Failure} When `.site.json` is damaged.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { recordedTimeZone } from "./read.ts";
+ * console.log(await recordedTimeZone("./telemetry"));
+ * ```
  */
-async function recordedTimeZone(siteDir: string): Promise<string | undefined> {
+export async function recordedTimeZone(siteDir: string): Promise<string | undefined> {
   try {
     return (await readSiteIdentity(siteDir))?.zone;
   } catch (err) {
@@ -311,11 +334,30 @@ async function recordedTimeZone(siteDir: string): Promise<string | undefined> {
   }
 }
 
-/** `--since` and `--until` as epoch milliseconds, both against the same "now". */
-function timeBounds(
+/**
+ * `--since` and `--until` as epoch milliseconds, both against the same "now".
+ *
+ * @param sinceText `--since`, if given.
+ * @param untilText `--until`, if given.
+ * @param timeZone The zone of night dates.
+ * @param command The command, for the `--help` hint.
+ * @returns The bounds.
+ * @throws {UsageError} When a bound is not a time, or `--since` is not before `--until`.
+ *
+ * @example Usage
+ * ```ts
+ * import { timeBounds } from "./read.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const { since } = timeBounds("2026-05-10", undefined, "UTC", "read");
+ * assert.equal(since, Date.parse("2026-05-10T12:00:00Z"));
+ * ```
+ */
+export function timeBounds(
   sinceText: string | undefined,
   untilText: string | undefined,
   timeZone: string | undefined,
+  command: string,
 ): { since: number | undefined; until: number | undefined } {
   const now = Date.now();
   const bound = (flag: "since" | "until", text: string | undefined) => {
@@ -323,7 +365,7 @@ function timeBounds(
     try {
       return parseTimeBound(text, { timeZone, now: () => now });
     } catch (err) {
-      if (err instanceof RangeError) throw new UsageError(`--${flag}: ${err.message}`, "read");
+      if (err instanceof RangeError) throw new UsageError(`--${flag}: ${err.message}`, command);
       throw err;
     }
   };
@@ -332,7 +374,7 @@ function timeBounds(
   if (since !== undefined && until !== undefined && since >= until) {
     throw new UsageError(
       `--since (${formatTimestamp(since)}) must be before --until (${formatTimestamp(until)})`,
-      "read",
+      command,
     );
   }
   return { since, until };

@@ -32,6 +32,7 @@ import type { SafetyInfo } from "../client/types.ts";
 import { printable } from "../wire/terminal_text.ts";
 import { INTERNAL_ID_PREFIX } from "../core/safety_events.ts";
 import { holdCommand, releaseCommand, unwaiveCommand, waiveCommand } from "./safety_hub.ts";
+import { safetyReplayCommand } from "./safety_replay.ts";
 
 /** One subcommand of `safety` (docs/cli.md#safety). */
 interface SafetySubcommand {
@@ -64,6 +65,11 @@ const SUBCOMMANDS: Readonly<Record<string, SafetySubcommand>> = {
     run: waiveCommand,
   },
   unwaive: { usage: "unwaive TYPE", summary: "End a waiver early", run: unwaiveCommand },
+  replay: {
+    usage: "replay --since T",
+    summary: "Judge the stored nights again with a types file",
+    run: safetyReplayCommand,
+  },
 };
 
 /** The help lines of {@linkcode SUBCOMMANDS}, aligned. */

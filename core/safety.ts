@@ -696,7 +696,12 @@ export class SafetyJudge {
     if (!latch || !spec) return "same";
     if (latch.state === undefined) return "changed";
     const state = quickState(spec, tsMs, data, wallMs);
-    if (this.#waiverOf(type, wallMs, monoMs)) return state === latch.state ? "same" : "changed";
+    if (this.#waiverOf(type, wallMs, monoMs)) {
+      // Not judged while waived; at the waiver's end its staleness counts from its latest event,
+      // as a judgement of the waived type keeps it, however seldom it was judged (#replay).
+      latch.staleAtWall = staleAt(spec, tsMs);
+      return state === latch.state ? "same" : "changed";
+    }
     // Stale since the event before, unseen by any judgement: that counts as judged unsafe too.
     const unsafe = wentStale(latch, wallMs) || state === "stale" || state === "alarm";
     if (unsafe && !latch.wasUnsafe) {

@@ -22,6 +22,7 @@ import {
   type ExternalEvent,
   type HubActor,
   type HubState,
+  type HubVia,
   INTERNAL_SOURCE,
   MAX_EXTERNAL_EVENTS,
   MAX_WAIVER_S,
@@ -164,14 +165,11 @@ export class SafetyHub {
     profile: string | null,
     actor: HubActor,
   ): Promise<{ changes: SafetyChange[]; recorded: Promise<void> }> {
-    const next = [...this.#external];
     for (const event of events) {
-      const at = next.findIndex((x) => x.event.Id === event.Id);
-      if (at >= 0) {
-        refuseUnauthenticated(next[at]!, actor, "replaced");
-        next[at] = { event, profile, via: actor.via };
-      } else next.push({ event, profile, via: actor.via });
+      const found = this.#external.find((x) => x.event.Id === event.Id);
+      if (found) refuseUnauthenticated(found, actor, "replaced");
     }
+    const next = withExternal(this.#external, events, profile, actor.via);
     if (next.length > MAX_EXTERNAL_EVENTS) {
       throw new SafetyHubInputError(
         `the site would hold ${next.length} external events, more than ${MAX_EXTERNAL_EVENTS}; clear some first (ClearExternalEvents, DELETE /safety/events/{id})`,
@@ -443,6 +441,47 @@ function refuseUnauthenticated(x: ExternalEvent, actor: HubActor, what: string):
         : `the ${x.via === "cli" ? "command line" : "HTTP API"}`
     }, so it is ${what} only there (with the token): PUT /safety/events or DELETE /safety/events/{id}, or obs-utils telemetry safety release; the Alpaca port has no authentication`,
   );
+}
+
+/**
+ * The external events after a `SetExternalEvents` (docs/safety.md#safety-events): each event
+ * replaces the one with its `Id` where it stands, or is added at the end. The hub sets them so,
+ * and a replay of its audit events does the same (`safety_replay.ts`).
+ *
+ * @param external The external events now, in the order they were first set.
+ * @param events The events set.
+ * @param profile The profile they hold shut, or null for every profile.
+ * @param via The path they came by.
+ * @returns The new list; `external` is left as it is.
+ *
+ * @example Usage
+ * ```ts
+ * import { withExternal } from "./safety_hub.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const ups = {
+ *   Source: "UPS", Name: "mains", Id: "ups", Type: "Power", Trigger: "Offline",
+ *   Description: "on battery", EventTimeUtc: "2026-11-27T03:00:00Z",
+ * };
+ * const once = withExternal([], [ups], null, "http");
+ * const again = withExternal(once, [{ ...ups, Description: "battery low" }], null, "http");
+ * assert.equal(again.length, 1);
+ * assert.equal(again[0]!.event.Description, "battery low");
+ * ```
+ */
+export function withExternal(
+  external: readonly ExternalEvent[],
+  events: readonly SafetyEvent[],
+  profile: string | null,
+  via: HubVia,
+): ExternalEvent[] {
+  const next = [...external];
+  for (const event of events) {
+    const at = next.findIndex((x) => x.event.Id === event.Id);
+    if (at >= 0) next[at] = { event, profile, via };
+    else next.push({ event, profile, via });
+  }
+  return next;
 }
 
 function publicWaiver(waiver: ActiveWaiver): Waiver {

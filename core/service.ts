@@ -39,6 +39,7 @@ import { reservedMark, settledMark } from "../store/seq_marks.ts";
 import { NO_TYPES, SITE_PROFILE, type TypesRegistry } from "./types_registry.ts";
 import type { SafetyChange, SafetyVerdict } from "./safety.ts";
 import { openSafetyWatch, SAFETY_EVENT_TYPE, type SafetyWatch } from "./safety_watch.ts";
+import { EXTERNAL_EVENT_TYPE, WAIVER_EVENT_TYPE } from "./safety_hub.ts";
 import {
   type HubActor,
   type SafetyEvent,
@@ -198,8 +199,14 @@ export class TelemetryService implements AsyncDisposable {
     this.#clock = options.clock ?? Date.now;
     this.#warn = options.onWarning ?? (() => {});
     this.#assignContext = {
-      // The verdict is the site's: its events go to the site stream, in a run too (docs/safety.md).
-      siteTypes: new Set([...(options.siteTypes ?? DEFAULT_SITE_TYPES), SAFETY_EVENT_TYPE]),
+      // The verdict is the site's: its events, and the hub's audit events that a replay applies,
+      // go to the site stream, in a run too (docs/safety.md, #replay).
+      siteTypes: new Set([
+        ...(options.siteTypes ?? DEFAULT_SITE_TYPES),
+        SAFETY_EVENT_TYPE,
+        EXTERNAL_EVENT_TYPE,
+        WAIVER_EVENT_TYPE,
+      ]),
       nightOf: (epochMs) => store.nightOf(epochMs),
       receivedTs: (epochMs) => this.#receivedTs(epochMs),
     };

@@ -6,6 +6,7 @@
 
 import { isAbsolute, join, resolve } from "node:path";
 import { formatTimestamp, isJsonObject, TelemetryEvent } from "../wire/event.ts";
+import { canonicalTypeAt } from "../wire/ndjson.ts";
 import { dateOfKey, dayKey, keyOfDate } from "./day_key.ts";
 import {
   type DamagedFileError,
@@ -168,11 +169,11 @@ function lineFilter(types: Set<string>, since: string, until: string): LineFilte
   };
   return (line) => {
     // `{"seq":N,"ts":"<24>","type":…` as buildLine() writes it: ts and type at known places.
-    const tsKey = line.startsWith('{"seq":') ? line.indexOf(',"ts":"', 7) : -1;
-    if (tsKey > 7 && tsKey < 24 && line.startsWith('","type":', tsKey + 31)) {
+    const typeAt = canonicalTypeAt(line);
+    if (typeAt > 0) {
       // The type first: with one type asked for, most lines end here without a new string.
-      if (typeJsons.length > 0 && !wantType(line, tsKey + 40)) return false;
-      const ts = line.slice(tsKey + 7, tsKey + 31);
+      if (typeJsons.length > 0 && !wantType(line, typeAt)) return false;
+      const ts = line.slice(typeAt - 33, typeAt - 9);
       return ts >= since && ts < until;
     }
     let value: unknown;

@@ -52,6 +52,37 @@ export function buildTail(
   return `${TAIL_TS}${ts}","type":${typeJson},"data":${dataJson},"meta":${metaJson}}`;
 }
 
+const TS_LENGTH = 24;
+const TAIL_TYPE = '","type":';
+
+/**
+ * Where the type starts in a line in the form {@linkcode buildLine} writes
+ * (`{"seq":N,"ts":"<24 characters>","type":…`), found without parsing it: the fast path of readers
+ * that pick lines by type and time. The `ts` is the 24 characters that end 9 before it.
+ *
+ * @param line One line, without its newline.
+ * @returns The index of the type's opening quote, or -1 when the line is not in that form.
+ *
+ * @example Usage
+ * ```ts
+ * import { canonicalTypeAt } from "./ndjson.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const line = '{"seq":7,"ts":"2026-11-22T03:00:00.000Z","type":"status","data":{},"meta":{}}';
+ * const at = canonicalTypeAt(line);
+ * assert.ok(line.startsWith('"status"', at));
+ * assert.equal(line.slice(at - 33, at - 9), "2026-11-22T03:00:00.000Z");
+ * assert.equal(canonicalTypeAt('{"type":"status","seq":7}'), -1);
+ * ```
+ */
+export function canonicalTypeAt(line: string): number {
+  const tsKey = line.startsWith(LINE_HEAD) ? line.indexOf(TAIL_TS, LINE_HEAD.length) : -1;
+  const typeKey = tsKey + TAIL_TS.length + TS_LENGTH;
+  return tsKey > LINE_HEAD.length && tsKey < 24 && line.startsWith(TAIL_TYPE, typeKey)
+    ? typeKey + TAIL_TYPE.length
+    : -1;
+}
+
 /**
  * Builds a whole line from its seq and a tail from {@linkcode buildTail}.
  *

@@ -81,7 +81,7 @@ Deno.test("obs-utils telemetry safety says no service answers (exit 1) and refus
   assert.equal(usage.code, 2);
   assert.equal(
     usage.stderr,
-    `obs-utils telemetry safety: unknown subcommand "weather"; use hold, release, waive, unwaive, or none for the verdict. Run 'obs-utils telemetry safety --help' for usage.\n`,
+    `obs-utils telemetry safety: unknown subcommand "weather"; use hold, release, waive, unwaive, replay, or none for the verdict. Run 'obs-utils telemetry safety --help' for usage.\n`,
   );
   assert.equal((await runSafety(["--bogus"])).code, 2);
   assert.equal((await runSafety(["--port", "99999"])).code, 2);
