@@ -188,6 +188,11 @@ export interface Waiver {
   readonly reason: string;
   /** Who set it (the peer's address). */
   readonly peer: string;
+  /**
+   * The length it was given, in seconds: a restart never leaves it more than this, however the
+   * wall clock was set while the service was stopped (absent: 12 hours).
+   */
+  readonly for_s?: number;
 }
 
 /** The external events and waivers, as saved in the site directory (docs/safety.md#safety-events). */
@@ -500,7 +505,14 @@ export function parseHubState(value: unknown): HubState | null {
       typeof w.until !== "string" || Number.isNaN(Date.parse(w.until)) ||
       typeof w.reason !== "string" || typeof w.peer !== "string"
     ) return null;
-    waivers.push({ type: w.type, until: w.until, reason: w.reason, peer: w.peer });
+    if (w.for_s !== undefined && (typeof w.for_s !== "number" || !(w.for_s > 0))) return null;
+    waivers.push({
+      type: w.type,
+      until: w.until,
+      reason: w.reason,
+      peer: w.peer,
+      ...(w.for_s === undefined ? {} : { for_s: w.for_s as number }),
+    });
   }
   if (external.length > MAX_EXTERNAL_EVENTS) return null;
   return { version: 1, external, waivers };

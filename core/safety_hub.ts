@@ -122,8 +122,8 @@ export class SafetyHub {
     hub.#external = [...state.external];
     for (const waiver of state.waivers) {
       const untilMs = Date.parse(waiver.until);
-      // A wall clock set back while stopped never stretches a waiver past its longest length.
-      const left = Math.min(untilMs - wall, MAX_WAIVER_S * 1000);
+      // A wall clock set back while stopped never stretches a waiver past the length it was given.
+      const left = Math.min(untilMs - wall, (waiver.for_s ?? MAX_WAIVER_S) * 1000);
       const active = { ...waiver, untilMs, endMono: mono + left };
       if (left > 0) hub.#waivers.set(waiver.type, active);
       else made.push(hub.#waiverMade("end", active, undefined));
@@ -238,6 +238,7 @@ export class SafetyHub {
       until: new Date(untilMs).toISOString().replace(".000Z", "Z"),
       reason,
       peer: actor.peer,
+      for_s: forS,
       untilMs,
       endMono: mono + forS * 1000,
     };
@@ -331,7 +332,7 @@ export class SafetyHub {
     return {
       version: 1,
       external: this.#external,
-      waivers: [...this.#waivers.values()].map(publicWaiver),
+      waivers: [...this.#waivers.values()].map(savedWaiver),
     };
   }
 
@@ -484,6 +485,13 @@ export function withExternal(
   return next;
 }
 
+/** A waiver as saved in the hub file: without its clocks. */
+function savedWaiver(waiver: ActiveWaiver): Waiver {
+  const { type, until, reason, peer, for_s } = waiver;
+  return { type, until, reason, peer, ...(for_s === undefined ? {} : { for_s }) };
+}
+
+/** A waiver as the routes answer it: `{type, until, reason, peer}`. */
 function publicWaiver(waiver: ActiveWaiver): Waiver {
   const { type, until, reason, peer } = waiver;
   return { type, until, reason, peer };

@@ -478,3 +478,26 @@ Deno.test("TelemetryService lets the Alpaca path lift only the external events s
     await server.shutdown();
   }
 });
+
+Deno.test("TelemetryService never stretches a waiver past its length when the wall clock was set back while stopped", async () => {
+  await using dir = await tempDir();
+  const types = profileTypes();
+  let now = T0, mono = 0;
+  const clocks = { clock: () => now, monotonicClock: () => mono };
+  let server = await testServer({ siteDir: dir.path, types, ...clocks });
+  try {
+    await server.service.safetyHub.waive("weather", 3600, "dead anemometer", ACTOR);
+    await server.shutdown();
+    // Stopped, and the wall clock set back an hour: the saved end is two hours away now.
+    now = T0 - 3_600_000;
+    mono = 0;
+    server = await testServer({ siteDir: dir.path, types, ...clocks });
+    assert.equal(server.service.safetyWaivers, 1);
+    now += 3_600_001;
+    mono += 3_600_001;
+    assert.equal(server.service.safetyWaivers, 0, "ended after the hour it was given");
+    assert.deepEqual(server.service.safety().waivers, []);
+  } finally {
+    await server.shutdown();
+  }
+});
