@@ -338,7 +338,7 @@ export const RUN_FLAGS: readonly RunFlag[] = [
     name: "site-types",
     arg: "A,B",
     env: "OBS_TELEMETRY_SITE_TYPES",
-    help: "Types also written to the site file during a run",
+    help: "Types also written to the site file during a run (critical types are too)",
     shownDefault: DEFAULT_SITE_TYPES.join(","),
     parse: parseList,
     key: "siteTypes",

@@ -36,7 +36,12 @@ import { Admission } from "./admission.ts";
 import { type AssignContext, type Assigned, assignGroup, type EventOp } from "./assign.ts";
 import { Fanout } from "./fanout.ts";
 import { reservedMark, settledMark } from "../store/seq_marks.ts";
-import { NO_TYPES, SITE_PROFILE, type TypesRegistry } from "./types_registry.ts";
+import {
+  isCriticalAnywhere,
+  NO_TYPES,
+  SITE_PROFILE,
+  type TypesRegistry,
+} from "./types_registry.ts";
 import type { SafetyChange, SafetyVerdict } from "./safety.ts";
 import { openSafetyWatch, SAFETY_EVENT_TYPE, type SafetyWatch } from "./safety_watch.ts";
 import { EXTERNAL_EVENT_TYPE, WAIVER_EVENT_TYPE } from "./safety_hub.ts";
@@ -199,10 +204,14 @@ export class TelemetryService implements AsyncDisposable {
     this.#clock = options.clock ?? Date.now;
     this.#warn = options.onWarning ?? (() => {});
     this.#assignContext = {
-      // The verdict is the site's: its events, and the hub's audit events that a replay applies,
-      // go to the site stream, in a run too (docs/safety.md, #replay).
+      // The verdict is the site's: its events, the hub's audit events and the events of every
+      // type it is judged from (critical for any profile) go to the site stream, in a run too,
+      // so the site stream alone holds what decided it (docs/safety.md#replay,
+      // docs/storage.md).
       siteTypes: new Set([
         ...(options.siteTypes ?? DEFAULT_SITE_TYPES),
+        ...[...(options.types ?? NO_TYPES)].filter(([, spec]) => isCriticalAnywhere(spec))
+          .map(([type]) => type),
         SAFETY_EVENT_TYPE,
         EXTERNAL_EVENT_TYPE,
         WAIVER_EVENT_TYPE,

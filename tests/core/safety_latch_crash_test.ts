@@ -273,9 +273,18 @@ Deno.test("a damaged .safety.json with a rain alarm stored keeps the type latche
 });
 
 Deno.test("a run started and stopped after .safety.json was saved has its critical lines judged at the next start", async () => {
-  // Not a site-wide type: during a run its events go to the run's file alone.
-  await scenario(["clouds"], async (it) => {
-    const older = await latchOf(it.site);
+  // Every critical type is written to the site stream too (docs/storage.md), so lines of a
+  // critical type in a run's file alone come from a type made critical since they were written
+  // (or from a service before 0.7): clouds is recorded as an ordinary type, then made critical.
+  await scenario(["rain"], async (it) => {
+    const types = JSON.parse(await Deno.readTextFile(it.site.typesFile));
+    const clouds = { ...types.rain, critical: false };
+    await Deno.writeTextFile(it.site.typesFile, JSON.stringify({ ...types, clouds }));
+    assert.equal((await it.server.kill("SIGTERM")).success, true, it.server.output());
+    await it.restartWith(await latchOf(it.site));
+    // The latch as saved before the run, had clouds been critical and fine then.
+    const older = JSON.parse(await latchOf(it.site));
+    older.types.clouds = { unsafe: false, latched_until_ms: null };
     assert.equal((await postJson(`${it.server.url}/run/start`, { run_id: "n1" })).status, 201);
     await postCatchUp(it.server, "clouds");
     assert.equal((await postJson(`${it.server.url}/run/stop`, undefined)).status, 200);
@@ -283,8 +292,24 @@ Deno.test("a run started and stopped after .safety.json was saved has its critic
     const siteDir = it.site.siteDir;
     assert.equal(alarms(await readSiteLines(siteDir)).size, 0, "no alarm in the site stream");
     assert.ok(alarms(await readLines(join(siteDir, "n1", "telemetry.ndjson"))).has("clouds"));
-    const restarted = await it.restartWith(older);
+    await Deno.writeTextFile(
+      it.site.typesFile,
+      JSON.stringify({ ...types, clouds: { ...clouds, critical: true } }),
+    );
+    const restarted = await it.restartWith(JSON.stringify(older));
     assertLatched(await safety(it.server.url), "clouds", restarted, "after the restart");
+  });
+});
+
+Deno.test("a critical type's events during a run are written to the site stream too", async () => {
+  await scenario(["clouds"], async (it) => {
+    assert.equal((await postJson(`${it.server.url}/run/start`, { run_id: "n1" })).status, 201);
+    await postCatchUp(it.server, "clouds");
+    assert.equal((await postJson(`${it.server.url}/run/stop`, undefined)).status, 200);
+    assert.equal((await it.server.kill("SIGTERM")).success, true, it.server.output());
+    const siteDir = it.site.siteDir;
+    assert.ok(alarms(await readSiteLines(siteDir)).has("clouds"), "in the site stream");
+    assert.ok(alarms(await readLines(join(siteDir, "n1", "telemetry.ndjson"))).has("clouds"));
   });
 });
 
