@@ -14,7 +14,7 @@ import { parseEvent, parseEvents, parseRunStart } from "../core/commands.ts";
 import { type Route, route, type RouteContext } from "./router.ts";
 import type { ServiceMetrics } from "./metrics.ts";
 import type { StreamHub } from "./stream_hub.ts";
-import { SITE_PROFILE, type TypesRegistry } from "../core/types_registry.ts";
+import type { TypesRegistry } from "../core/types_registry.ts";
 import { checkReport, type LatestEvent, typesReport } from "../core/freshness.ts";
 import type { DiskWatch } from "../store/disk_watch.ts";
 import { readTs } from "../wire/ndjson.ts";
