@@ -23,6 +23,7 @@ import { parseArgs } from "node:util";
 import { TelemetryService } from "../../server.ts";
 import { loadTypes } from "../../core/types_registry.ts";
 import { Rng } from "./fault_util.ts";
+import { safetyEvent } from "./util.ts";
 
 /** `A-B` as two minutes, or undefined. */
 function span(text: string | undefined): [number, number] | undefined {
@@ -65,15 +66,7 @@ const service = await TelemetryService.open({
   monotonicClock: () => now.mono,
 });
 const actor = { via: "cli", peer: "gusty_night" } as const;
-const ups = {
-  Source: "UPS",
-  Name: "mains",
-  Id: "ups-mains",
-  Type: "Power",
-  Trigger: "Offline",
-  Description: "on battery",
-  EventTimeUtc: new Date(start).toISOString(),
-};
+const ups = { ...safetyEvent("ups-mains"), EventTimeUtc: new Date(start).toISOString() };
 let posted = 0, wind = 6, gustLeft = 0, weatherOutage = 0, skyOutage = 0, cloud = 20;
 try {
   for (let s = 0; s < seconds; s++) {

@@ -261,7 +261,17 @@ export async function siteEventData(dir: string, type: string): Promise<Record<s
 }
 
 /** A SafetyEvent as a client sends it (no `EventTimeUtc`: the service stamps it). */
-export function safetyEvent(id: string, description = "on battery"): Record<string, string> {
+export function safetyEvent(
+  id: string,
+  description = "on battery",
+): {
+  Source: string;
+  Name: string;
+  Id: string;
+  Type: string;
+  Trigger: string;
+  Description: string;
+} {
   return {
     Source: "UPS",
     Name: "mains",

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { TelemetryClient, TelemetryHttpError } from "../../client.ts";
 import { parseTypes } from "../../core/types_registry.ts";
-import { postJson, tempDir, testServer } from "../_shared/util.ts";
+import { postJson, safetyEvent, tempDir, testServer } from "../_shared/util.ts";
 
 const TYPES = parseTypes(
   JSON.stringify({
@@ -16,14 +16,7 @@ const TYPES = parseTypes(
   "types.json",
 );
 
-const UPS = {
-  Source: "UPS",
-  Name: "mains",
-  Id: "ups-mains",
-  Type: "Power",
-  Trigger: "Offline",
-  Description: "on battery",
-};
+const UPS = safetyEvent("ups-mains");
 
 async function fixture() {
   const tmp = await tempDir();

@@ -15,7 +15,7 @@ import {
   SafetyHubInputError,
 } from "../../core/safety_events.ts";
 import type { LatestEvent } from "../../core/freshness.ts";
-import { postJson, readSiteLines, safetyEvent, tempDir, testServer } from "../_shared/util.ts";
+import { postJson, safetyEvent, siteEventData, tempDir, testServer } from "../_shared/util.ts";
 
 const T0 = Date.parse("2026-11-27T03:00:00Z");
 
@@ -252,13 +252,6 @@ Deno.test("SafetyJudge gives a never-seen type an Offline event and no critical 
 
 const ACTOR = { via: "http" as const, peer: "192.0.2.7" };
 
-/** The `data` of the site stream's events of one type. */
-async function auditOf(siteDir: string, type: string): Promise<Record<string, unknown>[]> {
-  return (await readSiteLines(siteDir)).map((line) => JSON.parse(line)).filter((e) =>
-    e.type === type
-  ).map((e) => e.data);
-}
-
 Deno.test("TelemetryService keeps external events across a clean restart, in every profile", async () => {
   await using dir = await tempDir();
   const types = profileTypes();
@@ -292,7 +285,7 @@ Deno.test("TelemetryService records every change of the external events as telem
   } finally {
     await server.shutdown();
   }
-  const audit = await auditOf(dir.path, "telemetry.safety.external");
+  const audit = await siteEventData(dir.path, "telemetry.safety.external");
   assert.deepEqual(
     audit.map((
       d,
@@ -418,7 +411,7 @@ Deno.test("TelemetryService keeps a waiver's wall end across a restart and recor
   } finally {
     await server.shutdown();
   }
-  const audit = await auditOf(dir.path, "telemetry.safety.waiver");
+  const audit = await siteEventData(dir.path, "telemetry.safety.waiver");
   assert.deepEqual(audit.map((d) => [d.action, d.type, d.early]), [
     ["set", "weather", undefined],
     ["end", "weather", false],

@@ -17,6 +17,7 @@ import {
   postJson,
   promtoolCheck,
   promtoolMissing,
+  safetyEvent,
   siteEventData,
   slowBody,
   tempDir,
@@ -27,14 +28,7 @@ import { assertProblem, send } from "../_shared/fault_util.ts";
 
 const TOKEN = "hub-s3cret";
 
-const UPS = {
-  Source: "UPS",
-  Name: "mains",
-  Id: "ups-mains",
-  Type: "Power",
-  Trigger: "Offline",
-  Description: "on battery",
-};
+const UPS = safetyEvent("ups-mains");
 
 /** A critical weather type with a wind alarm; a second type critical for the profile `roofb`. */
 function hubTypes(clearAfterS = 0) {

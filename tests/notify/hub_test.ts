@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { postJson, tempDir, testServer } from "../_shared/util.ts";
+import { postJson, safetyEvent, tempDir, testServer } from "../_shared/util.ts";
 import { parseTypes } from "../../core/types_registry.ts";
 import type { HubActor, SafetyEvent } from "../../core/safety_events.ts";
 import type { NotifyFormat } from "../../notify/post.ts";
@@ -27,15 +27,7 @@ const TYPES = {
 
 const ACTOR: HubActor = { via: "http", peer: "192.0.2.7" };
 
-const UPS: SafetyEvent = {
-  Source: "UPS",
-  Name: "mains",
-  Id: "ups-mains",
-  Type: "Power",
-  Trigger: "Offline",
-  Description: "on battery",
-  EventTimeUtc: "2026-11-27T03:00:00Z",
-};
+const UPS = { ...safetyEvent("ups-mains"), EventTimeUtc: "2026-11-27T03:00:00Z" } as SafetyEvent;
 
 /** A service with a receiver, every profile safe; disposing of it stops them both. */
 interface SafeSite extends AsyncDisposable {
