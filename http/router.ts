@@ -5,6 +5,8 @@
  * @module
  */
 
+import { HttpError } from "./problems.ts";
+
 /** What a route handler gets. */
 export interface RouteContext {
   /** The request. */
@@ -103,4 +105,34 @@ export function routeLabel(route: Route): string {
     labels.set(route, label);
   }
   return label;
+}
+
+/**
+ * A path parameter, percent-decoded (`/current/{type}`, `/safety/events/{id}`).
+ *
+ * @param raw The parameter as matched.
+ * @param what What it names, for the error (`event type`, `event Id`).
+ * @param allowEmpty Whether an empty one is passed on (the route answers it) or refused.
+ * @returns The decoded text.
+ * @throws {HttpError} 400 when it is not valid percent-encoding, or empty and not allowed.
+ *
+ * @example Usage
+ * ```ts
+ * import { decodedParam } from "./router.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(decodedParam("roof%2Fnorth", "event type"), "roof/north");
+ * ```
+ */
+export function decodedParam(raw: string | undefined, what: string, allowEmpty = false): string {
+  let value: string;
+  try {
+    value = decodeURIComponent(raw ?? "");
+  } catch {
+    throw new HttpError(400, `The ${what} in the path is not valid percent-encoding.`);
+  }
+  if (value === "" && !allowEmpty) {
+    throw new HttpError(400, `The path names no ${what}; add it after the /.`);
+  }
+  return value;
 }

@@ -11,7 +11,7 @@ import { HttpError } from "./problems.ts";
 import { isLoopback } from "./guards.ts";
 import { type BodyDeadlines, parseNdjsonLines, readJsonBody, readRequiredJson } from "./body.ts";
 import { parseEvent, parseEvents, parseRunStart } from "../core/commands.ts";
-import { type Route, route, type RouteContext } from "./router.ts";
+import { decodedParam, type Route, route, type RouteContext } from "./router.ts";
 import type { ServiceMetrics } from "./metrics.ts";
 import type { StreamHub } from "./stream_hub.ts";
 import type { TypesRegistry } from "../core/types_registry.ts";
@@ -323,12 +323,7 @@ function batchBody(lines: readonly string[]): string {
 
 /** `DELETE /current/{type}` (docs/http-api.md): 204 once the forget is durable, 404 when absent. */
 async function forgetType(service: TelemetryService, rawType: string): Promise<Response> {
-  let type: string;
-  try {
-    type = decodeURIComponent(rawType);
-  } catch {
-    throw new HttpError(400, `The event type in the path is not valid percent-encoding.`);
-  }
+  const type = decodedParam(rawType, "event type", true);
   if (!await service.forget(type)) {
     throw new HttpError(
       404,
@@ -341,12 +336,7 @@ async function forgetType(service: TelemetryService, rawType: string): Promise<R
 }
 
 function currentOfType(service: TelemetryService, rawType: string): Response {
-  let type: string;
-  try {
-    type = decodeURIComponent(rawType);
-  } catch {
-    throw new HttpError(400, `The event type in the path is not valid percent-encoding.`);
-  }
+  const type = decodedParam(rawType, "event type", true);
   const line = service.currentLine(type);
   if (line === undefined) {
     throw new HttpError(

@@ -34,7 +34,7 @@ import {
 import { HttpError } from "./problems.ts";
 import { peerHost } from "./guards.ts";
 import { type BodyDeadlines, readRequiredJson } from "./body.ts";
-import { type Route, route, type RouteContext } from "./router.ts";
+import { decodedParam, type Route, route, type RouteContext } from "./router.ts";
 import { json, noStore } from "./answers.ts";
 
 /** What the safety routes need besides the service. */
@@ -186,18 +186,6 @@ function profileOf(url: URL, service: TelemetryService): string {
     );
   }
   return only!;
-}
-
-/** A path segment, percent-decoded. */
-function decodedParam(raw: string | undefined, what: string): string {
-  let value: string;
-  try {
-    value = decodeURIComponent(raw ?? "");
-  } catch {
-    throw new HttpError(400, `The ${what} in the path is not valid percent-encoding.`);
-  }
-  if (value === "") throw new HttpError(400, `The path names no ${what}; add it after the /.`);
-  return value;
 }
 
 /** `PUT /safety/events[?profile=P]`: sets external events, answers the profile's verdict. */
