@@ -81,7 +81,11 @@ class ShutdownSignals implements Disposable {
   #server: ServerHandle | undefined;
   #count = 0;
   #names: Deno.Signal[] = Deno.build.os === "windows" ? ["SIGINT"] : ["SIGINT", "SIGTERM"];
+  #finished = false;
   #onSignal = () => {
+    // Shut down already: the process is about to exit with its code; a late signal (a Ctrl-C
+    // relayed by `deno task` on a loaded machine) must not end it by Deno's default (exit 130).
+    if (this.#finished) return;
     this.#count++;
     if (this.#count > 1) {
       this.#log.flush(true);
@@ -99,8 +103,9 @@ class ShutdownSignals implements Disposable {
     this.#server = server;
     if (this.#count > 0) void server.shutdown();
   }
+  /** The listeners stay until the process exits (runCommand's caller exits with its code). */
   [Symbol.dispose](): void {
-    for (const s of this.#names) Deno.removeSignalListener(s, this.#onSignal);
+    this.#finished = true;
   }
 }
 
