@@ -12,9 +12,10 @@ import { printable } from "../wire/terminal_text.ts";
 import { Collector } from "../collect/collector.ts";
 import { CollectConfigError, readCollectConfig } from "../collect/config.ts";
 import { INPUT_KINDS } from "../collect/inputs/mod.ts";
-import { type CollectLog, Outbox } from "../collect/outbox.ts";
+import { Outbox } from "../collect/outbox.ts";
 import { client, connection, HELP_OPTION, parse, printHelp, UsageError } from "./common.ts";
 import { COLLECT_HELP, COLLECT_OPTIONS } from "./collect_help.ts";
+import { printLog } from "./log_lines.ts";
 
 /**
  * How long the outbox waits for the answer to one post. A batch the service stored but answered
@@ -26,19 +27,6 @@ const POST_TIMEOUT_MS = 30_000;
 
 /** How long `--once` listens to push inputs. */
 const ONCE_LISTEN_MS = 5_000;
-
-/**
- * The collector's log lines: UTC time, level, message (docs/operations.md's shape); info on
- * stdout, except with `--once`, whose stdout is the events' NDJSON alone.
- */
-function printLog(toStderr: boolean): CollectLog {
-  return (level, message) => {
-    // A message may quote a source's answer or a file's text: printable only (docs/cli.md).
-    const line = `${new Date().toISOString()} ${level} ${printable(message)}`;
-    if (level === "info" && !toStderr) console.log(line);
-    else console.error(line);
-  };
-}
 
 /**
  * Runs `obs-utils telemetry collect`.

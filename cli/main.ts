@@ -18,6 +18,7 @@ import { MIGRATE_HELP, migrateCommand } from "./migrate.ts";
 import { READ_HELP, readCommand } from "./read.ts";
 import { ARCHIVE_HELP, FORWARD_HELP } from "./forward_help.ts";
 import { COLLECT_HELP } from "./collect_help.ts";
+import { PUBLISH_HELP } from "./publish_help.ts";
 import {
   RUNS_HELP,
   runsCommand,
@@ -59,6 +60,7 @@ Commands:
   telemetry forward   Send stored events to a fleet store (NATS, PostgreSQL)
   telemetry archive   Move events from NATS JetStream into PostgreSQL
   telemetry collect   Read devices (HTTP, MQTT, INDI, Alpaca, files) into the service
+  telemetry publish   Publish the state and the verdict to MQTT (Home Assistant)
   telemetry check     Exit 0 when critical types are fresh and the disk has room
   telemetry safety    Exit 0 when the site is safe (the latched verdict), else 1
   telemetry help      Show the commands, or one command's options
@@ -83,6 +85,7 @@ Commands:
   forward   Send stored events to NATS JetStream or PostgreSQL, and follow
   archive   Move events from NATS JetStream into PostgreSQL
   collect   Read devices (HTTP, MQTT, INDI, Alpaca, files) and post their events
+  publish   Publish the state, freshness and verdict to MQTT, with HA discovery
   check     Exit 0 when critical types are fresh and the disk has room, else 1
   safety    Exit 0 when the site is safe (latched verdict of the critical types), else 1
   help      Show this help, or 'help <command>' for a command's options
@@ -102,6 +105,7 @@ Run 'obs-utils telemetry <command> --help' for a command's options.
   forward: FORWARD_HELP,
   archive: ARCHIVE_HELP,
   collect: COLLECT_HELP,
+  publish: PUBLISH_HELP,
   check: CHECK_HELP,
   safety: SAFETY_HELP,
 };
@@ -123,6 +127,8 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
     asksHelp(args) ? printHelp(ARCHIVE_HELP) : (await fleetCommands()).archiveCommand(args),
   collect: async (args) =>
     asksHelp(args) ? printHelp(COLLECT_HELP) : (await collectCommands()).collectCommand(args),
+  publish: async (args) =>
+    asksHelp(args) ? printHelp(PUBLISH_HELP) : (await publishCommands()).publishCommand(args),
   check: checkCommand,
   safety: safetyCommand,
 };
@@ -194,6 +200,29 @@ async function collectCommands(): Promise<CollectCommands> {
     if (!/npm|package|registry/i.test(reason)) throw err;
     throw new Failure(
       `the collector needs its npm packages (the MQTT client), which are not in Deno's cache (${reason}); run 'deno task cache' once on a machine with network access, with the same DENO_DIR`,
+    );
+  }
+}
+
+/** The publisher's module (`cli/publish.ts`). */
+interface PublishCommands {
+  publishCommand(args: string[]): Promise<number>;
+}
+
+/**
+ * Loads the publisher only when `publish` runs, with a computed specifier for the reason
+ * {@linkcode fleetCommands} gives: its MQTT client stays out of every other command's graph
+ * (docs/publish.md).
+ */
+async function publishCommands(): Promise<PublishCommands> {
+  const specifier = ["./publish", "ts"].join(".");
+  try {
+    return await import(specifier);
+  } catch (err) {
+    const reason = (err instanceof Error ? err.message : String(err)).split("\n")[0]!;
+    if (!/npm|package|registry/i.test(reason)) throw err;
+    throw new Failure(
+      `the publisher needs its npm package (the MQTT client), which is not in Deno's cache (${reason}); run 'deno task cache' once on a machine with network access, with the same DENO_DIR`,
     );
   }
 }
