@@ -11,6 +11,7 @@
  */
 
 import type { Duplex } from "node:stream";
+import { clearImmediate, setImmediate } from "node:timers";
 import type { IClientOptions, MqttClient } from "npm:mqtt@^5.14.1";
 import { Backoff } from "../wire/backoff.ts";
 import { UpDown } from "../wire/up_down.ts";
@@ -72,9 +73,9 @@ function explain(broker: BrokerAddress, err: Error | undefined, connected: boole
   const code = (err as { code?: unknown } | undefined)?.code;
   const message = err?.message ?? "";
   if (code === 4 || code === 5) {
-    return `the broker ${broker.url} refused the user name or password (${message}); give the right ones in --to mqtt://USER:PASSWORD@host:port or ${
+    return `the broker ${broker.url} refused the user name or password (${message}); give the right ones in --to (or OBS_TELEMETRY_PUBLISH) as ${
       broker.tls ? "mqtts" : "mqtt"
-    }:// in OBS_TELEMETRY_PUBLISH`;
+    }://USER:PASSWORD@host:port`;
   }
   if (/certificate|UnknownIssuer|CertNotValid|tls|handshake/i.test(message)) {
     return `the TLS connection to ${broker.url} failed (${message}); give the CA that signed the broker's certificate with --ca FILE, and connect by a name the certificate holds`;
@@ -102,7 +103,7 @@ function explain(broker: BrokerAddress, err: Error | undefined, connected: boole
  * import { parseBrokerUrl } from "./options.ts";
  *
  * let link: BrokerLink;
- * const outbox = new LatestOutbox(() => link.pump());
+ * const outbox = new LatestOutbox(() => link.due());
  * link = new BrokerLink({
  *   broker: parseBrokerUrl("mqtt://127.0.0.1:1883"),
  *   will: { topic: "obs/site/status", payload: "offline" },
@@ -119,10 +120,13 @@ export class BrokerLink {
   #reason: string | undefined;
   #session: Session | undefined;
   #stopped = false;
+  #dueTimer: ReturnType<typeof setImmediate> | undefined;
   /** Wakes the loop when the connection closes or the link stops. */
   #wake: (() => void) | undefined;
 
   /**
+   * Creates the link; nothing connects until {@linkcode BrokerLink.run}.
+   *
    * @param options The broker, the will, the outbox and the log.
    */
   constructor(options: BrokerLinkOptions) {
@@ -160,8 +164,22 @@ export class BrokerLink {
   }
 
   /**
-   * Sends what the outbox has due, up to {@linkcode IN_FLIGHT} messages unacknowledged: called
-   * when a topic becomes due and when an acknowledgement frees a place.
+   * A topic became due: sends what is due once the events that arrived together are taken in
+   * (`setImmediate`, after the stream's whole delivery and before any timer), so a topic set
+   * several times by one delivery is sent once, with its latest payload.
+   */
+  due(): void {
+    if (this.#dueTimer !== undefined || this.#stopped) return;
+    this.#dueTimer = setImmediate(() => {
+      this.#dueTimer = undefined;
+      this.pump();
+    });
+  }
+
+  /**
+   * Sends what the outbox has due, up to {@linkcode IN_FLIGHT} messages unacknowledged: after
+   * {@linkcode BrokerLink.due}, after a (re)connection, and when an acknowledgement frees a
+   * place.
    */
   pump(): void {
     const session = this.#session;
@@ -191,6 +209,7 @@ export class BrokerLink {
    */
   async close(lastWords: readonly OutboxMessage[], timeoutMs: number): Promise<void> {
     this.#stopped = true;
+    if (this.#dueTimer !== undefined) clearImmediate(this.#dueTimer);
     const session = this.#session;
     this.#session = undefined;
     if (session !== undefined) {
@@ -235,6 +254,8 @@ export class BrokerLink {
       reconnectPeriod: 0,
       connectTimeout: CONNECT_TIMEOUT_MS,
       keepalive: KEEPALIVE_S,
+      // A ping every keepalive whatever is sent: not a timer set again for every message.
+      reschedulePings: false,
       clientId: `obs-telemetry-publish-${crypto.randomUUID().slice(0, 8)}`,
       will: { topic: will.topic, payload: will.payload, qos: 1, retain: true },
       ...(broker.username === undefined ? {} : { username: broker.username }),

@@ -12,6 +12,12 @@ import { valueAt } from "../core/freshness.ts";
 import { idPart, jinjaString, shortHash } from "./names.ts";
 import { SITE_PROFILE, type SiteTopics } from "./topics.ts";
 
+/** What discovery needs of a type's `GET /types` entry. */
+export interface RegisteredType {
+  /** Its registered fields by dotted path (docs/types.md). */
+  readonly fields: Readonly<Record<string, FieldInfo>>;
+}
+
 /** What the discovery configs are made from. */
 export interface DiscoveryInput {
   /** The checked `--discovery-prefix`. */
@@ -21,9 +27,7 @@ export interface DiscoveryInput {
   /** The service's version (`GET /ready`), the device's `sw_version`. */
   readonly version: string;
   /** `GET /types`: each type's registered fields. */
-  readonly types: Readonly<
-    Record<string, { readonly fields: Readonly<Record<string, FieldInfo>> }>
-  >;
+  readonly types: Readonly<Record<string, RegisteredType>>;
   /** The latest event's `data` of a type, when one was seen: it decides an unhinted field's kind. */
   readonly data: (type: string) => Readonly<Record<string, unknown>> | undefined;
   /** The safety profiles, `site` first. */

@@ -31,6 +31,8 @@ export class PublishOptionsError extends Error {
   readonly flag: string;
 
   /**
+   * Creates the error; its message is the flag and the problem.
+   *
    * @param flag The flag.
    * @param problem What is wrong and what to write instead, after the flag's name.
    */

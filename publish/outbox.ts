@@ -46,6 +46,8 @@ export class LatestOutbox {
   #onDue: () => void;
 
   /**
+   * Creates an empty outbox.
+   *
    * @param onDue Called when a topic becomes due (the sender may take it).
    */
   constructor(onDue: () => void = () => {}) {

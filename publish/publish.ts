@@ -23,8 +23,15 @@ export {
   publishSettings,
 } from "./options.ts";
 export { IN_FLIGHT, type PublishLog } from "./broker.ts";
+export type { FieldInfo } from "../client/types.ts";
 export { type Availability, availability, type FreshnessRule } from "./availability.ts";
-export { discoveryConfigs, type DiscoveryInput, unitClass, valueTemplate } from "./discovery.ts";
+export {
+  discoveryConfigs,
+  type DiscoveryInput,
+  type RegisteredType,
+  unitClass,
+  valueTemplate,
+} from "./discovery.ts";
 export { idPart, jinjaString, topicLevel } from "./names.ts";
 export { LatestOutbox, type OutboxMessage } from "./outbox.ts";
 export { profilesOf, Publisher, type PublisherOptions } from "./publisher.ts";

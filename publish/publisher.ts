@@ -146,7 +146,8 @@ export class Publisher {
   #types: Record<string, TypeInfo> = {};
   #profiles: string[] = [SITE_PROFILE];
   #latest = new Map<string, TelemetryEvent>();
-  #timers = new Map<string, ReturnType<typeof setTimeout>>();
+  /** Per type, the timer of the next moment its availability can change, and that moment. */
+  #timers = new Map<string, { timer: ReturnType<typeof setTimeout>; at: number }>();
   /** The last verdict published per profile. */
   #verdicts = new Map<string, Verdict>();
   #discoveryTopics = new Set<string>();
@@ -166,6 +167,8 @@ export class Publisher {
   #fatal: Error | undefined;
 
   /**
+   * Creates the publisher; nothing connects until {@linkcode Publisher.run}.
+   *
    * @param options The service, the broker, the prefixes and the log.
    */
   constructor(options: PublisherOptions) {
@@ -204,7 +207,7 @@ export class Publisher {
       if (this.#fatal !== undefined) throw this.#fatal;
     } finally {
       signal.removeEventListener("abort", onAbort);
-      for (const timer of this.#timers.values()) clearTimeout(timer);
+      for (const { timer } of this.#timers.values()) clearTimeout(timer);
       this.#timers.clear();
       clearTimeout(this.#safetyTimer);
       clearInterval(this.#safetyPoll);
@@ -294,7 +297,9 @@ export class Publisher {
     this.#serviceReason = reason;
     this.#options.log(
       "warn",
-      `the service does not answer (${reason}); retrying with back-off, the status offline and every verdict unsafe until it does`,
+      changed
+        ? `the service does not answer (${reason}); retrying with back-off, the status offline and every verdict unsafe until it does`
+        : `the service still does not answer (${reason})`,
     );
     const site = this.#site;
     if (site === undefined || !changed) return;
@@ -339,7 +344,7 @@ export class Publisher {
     }
     const topics = new SiteTopics(this.#options.prefix, siteId);
     // The outbox wakes the link only once the site is in use, after both are made.
-    const outbox = new LatestOutbox(() => link.pump());
+    const outbox = new LatestOutbox(() => link.due());
     const link = new BrokerLink({
       broker: this.#options.broker,
       caCerts: this.#options.caCerts,
@@ -399,32 +404,37 @@ export class Publisher {
     site.outbox.remove(site.topics.state(type));
     if (Object.hasOwn(this.#types, type)) this.#judge(type);
     else {
-      clearTimeout(this.#timers.get(type));
+      clearTimeout(this.#timers.get(type)?.timer);
       this.#timers.delete(type);
       site.outbox.remove(site.topics.availability(type));
     }
   }
 
-  /** Publishes a type's availability now and sets its timer for the next change. */
+  /**
+   * Publishes a type's availability now and makes sure a timer wakes at the next moment it can
+   * change. A timer already set for an earlier moment is kept: it judges again when it fires and
+   * sets the next one then, so a type's steady stream of events costs no timer each.
+   */
   #judge(type: string): void {
     const site = this.#site;
     if (site === undefined) return;
-    const info = this.#types[type];
     const now = Date.now();
-    const { online, changesAt } = availability(info, this.#latest.get(type)?.ts, now);
+    const { online, changesAt } = availability(this.#types[type], this.#latest.get(type)?.ts, now);
     site.outbox.set(site.topics.availability(type), online ? "online" : "offline");
-    clearTimeout(this.#timers.get(type));
-    if (changesAt === undefined) {
-      this.#timers.delete(type);
-      return;
-    }
+    const armed = this.#timers.get(type);
+    if (armed !== undefined && changesAt !== undefined && armed.at <= changesAt) return;
+    clearTimeout(armed?.timer);
+    this.#timers.delete(type);
+    if (changesAt === undefined) return;
     const timer = setTimeout(() => {
       this.#timers.delete(type);
+      const before = site.outbox.get(site.topics.availability(type));
       this.#judge(type);
       // Going stale changes a critical type's verdict, or at least its reasons.
-      if (this.#critical.has(type)) this.#askSafety(0);
+      const changed = site.outbox.get(site.topics.availability(type)) !== before;
+      if (changed && this.#critical.has(type)) this.#askSafety(0);
     }, Math.min(MAX_TIMER_MS, Math.max(0, changesAt - now)));
-    this.#timers.set(type, timer);
+    this.#timers.set(type, { timer, at: changesAt });
   }
 
   /**

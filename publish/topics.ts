@@ -31,6 +31,8 @@ export class SiteTopics {
   readonly siteId: string;
 
   /**
+   * Names the topics of a site.
+   *
    * @param prefix The checked `--prefix`.
    * @param siteId The site's id (`GET /ready`).
    */

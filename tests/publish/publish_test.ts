@@ -398,7 +398,7 @@ Deno.test({
     assert.equal(errors.length, 1, JSON.stringify(publisher.log));
     assert.match(
       errors[0]!.message,
-      /refused the user name or password .*--to mqtt:\/\/USER:PASSWORD@/,
+      /refused the user name or password .*in --to \(or OBS_TELEMETRY_PUBLISH\) as mqtt:\/\/USER:PASSWORD@/,
     );
     assert.ok(!errors[0]!.message.includes("wrong"), "the password is not printed");
     const right = broker.url.replace("mqtt://", "mqtt://ha:right@");
