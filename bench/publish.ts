@@ -39,20 +39,7 @@ import {
 import { spawnDeno } from "../process/spawn.ts";
 import { Mosquitto, mosquittoMissing } from "../tests/_shared/collect_push_util.ts";
 import { SilentBroker } from "../tests/_shared/publish_util.ts";
-import { freePort } from "./_util.ts";
-
-/** User + system CPU time of a process so far, in seconds. */
-async function cpuSeconds(pid: number): Promise<number> {
-  const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-
-/** Resident memory of a process, in MiB. */
-async function rssMiB(pid: number): Promise<number> {
-  const status = await Deno.readTextFile(`/proc/${pid}/status`);
-  return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) / 1024;
-}
+import { cpuSeconds, freePort, rssMiB } from "./_util.ts";
 
 function percentile(values: number[], p: number): number {
   const sorted = values.toSorted((a, b) => a - b);

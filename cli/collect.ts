@@ -15,7 +15,7 @@ import { INPUT_KINDS } from "../collect/inputs/mod.ts";
 import { Outbox } from "../collect/outbox.ts";
 import { client, connection, HELP_OPTION, parse, printHelp, UsageError } from "./common.ts";
 import { COLLECT_HELP, COLLECT_OPTIONS } from "./collect_help.ts";
-import { printLog } from "./log_lines.ts";
+import { printLog, stopOnSignals } from "./beside.ts";
 
 /**
  * How long the outbox waits for the answer to one post. A batch the service stored but answered
@@ -75,20 +75,10 @@ export async function collectCommand(args: string[]): Promise<number> {
     }
     return neverUp.length > 0 ? 1 : 0;
   }
-  const stop = new AbortController();
-  const signals: Deno.Signal[] = ["SIGINT", "SIGTERM"];
-  const onSignal = () => stop.abort();
-  for (const s of signals) Deno.addSignalListener(s, onSignal);
-  try {
-    log(
-      "info",
-      `collecting ${config.inputs.length} input(s) from ${file} into ${conn.baseUrl}`,
-    );
-    const outbox = new Outbox(client(conn, POST_TIMEOUT_MS), log);
-    await collector.run(outbox, stop.signal);
-    log("info", "stopped");
-    return 0;
-  } finally {
-    for (const s of signals) Deno.removeSignalListener(s, onSignal);
-  }
+  using stop = stopOnSignals();
+  log("info", `collecting ${config.inputs.length} input(s) from ${file} into ${conn.baseUrl}`);
+  const outbox = new Outbox(client(conn, POST_TIMEOUT_MS), log);
+  await collector.run(outbox, stop.signal);
+  log("info", "stopped");
+  return 0;
 }

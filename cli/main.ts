@@ -126,9 +126,13 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   archive: async (args) =>
     asksHelp(args) ? printHelp(ARCHIVE_HELP) : (await fleetCommands()).archiveCommand(args),
   collect: async (args) =>
-    asksHelp(args) ? printHelp(COLLECT_HELP) : (await collectCommands()).collectCommand(args),
+    asksHelp(args)
+      ? printHelp(COLLECT_HELP)
+      : (await onDemand<CollectCommands>("collect", "the collector")).collectCommand(args),
   publish: async (args) =>
-    asksHelp(args) ? printHelp(PUBLISH_HELP) : (await publishCommands()).publishCommand(args),
+    asksHelp(args)
+      ? printHelp(PUBLISH_HELP)
+      : (await onDemand<PublishCommands>("publish", "the publisher")).publishCommand(args),
   check: checkCommand,
   safety: safetyCommand,
 };
@@ -186,43 +190,28 @@ interface CollectCommands {
   collectCommand(args: string[]): Promise<number>;
 }
 
-/**
- * Loads the collector only when `collect` runs, with a computed specifier for the reason
- * {@linkcode fleetCommands} gives: its MQTT input's npm package stays out of every other
- * command's graph (docs/collect.md).
- */
-async function collectCommands(): Promise<CollectCommands> {
-  const specifier = ["./collect", "ts"].join(".");
-  try {
-    return await import(specifier);
-  } catch (err) {
-    const reason = (err instanceof Error ? err.message : String(err)).split("\n")[0]!;
-    if (!/npm|package|registry/i.test(reason)) throw err;
-    throw new Failure(
-      `the collector needs its npm packages (the MQTT client), which are not in Deno's cache (${reason}); run 'deno task cache' once on a machine with network access, with the same DENO_DIR`,
-    );
-  }
-}
-
 /** The publisher's module (`cli/publish.ts`). */
 interface PublishCommands {
   publishCommand(args: string[]): Promise<number>;
 }
 
 /**
- * Loads the publisher only when `publish` runs, with a computed specifier for the reason
- * {@linkcode fleetCommands} gives: its MQTT client stays out of every other command's graph
- * (docs/publish.md).
+ * Loads a command's module (`cli/<file>.ts`) only when it runs, with a computed specifier for the
+ * reason {@linkcode fleetCommands} gives: the MQTT client of the collector (docs/collect.md) and
+ * of the publisher (docs/publish.md) stays out of every other command's graph.
+ *
+ * @param file `collect` or `publish`.
+ * @param what What it is, for the line when its npm packages are not in the cache.
  */
-async function publishCommands(): Promise<PublishCommands> {
-  const specifier = ["./publish", "ts"].join(".");
+async function onDemand<T>(file: string, what: string): Promise<T> {
+  const specifier = [`./${file}`, "ts"].join(".");
   try {
     return await import(specifier);
   } catch (err) {
     const reason = (err instanceof Error ? err.message : String(err)).split("\n")[0]!;
     if (!/npm|package|registry/i.test(reason)) throw err;
     throw new Failure(
-      `the publisher needs its npm package (the MQTT client), which is not in Deno's cache (${reason}); run 'deno task cache' once on a machine with network access, with the same DENO_DIR`,
+      `${what} needs its npm packages (the MQTT client), which are not in Deno's cache (${reason}); run 'deno task cache' once on a machine with network access, with the same DENO_DIR`,
     );
   }
 }

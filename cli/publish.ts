@@ -10,7 +10,7 @@ import { readEnv } from "../wire/address.ts";
 import { Publisher } from "../publish/publisher.ts";
 import { PublishOptionsError, type PublishSettings, publishSettings } from "../publish/options.ts";
 import { connection, Failure, HELP_OPTION, parse, printHelp, UsageError } from "./common.ts";
-import { printLog } from "./log_lines.ts";
+import { printLog, stopOnSignals } from "./beside.ts";
 import { PUBLISH_HELP, PUBLISH_OPTIONS } from "./publish_help.ts";
 
 /** The flag values of `publish` as `parseArgs` gives them. */
@@ -64,28 +64,15 @@ export async function publishCommand(args: string[]): Promise<number> {
   const conn = connection(values, "publish");
   const caCerts = await readCa(values.ca);
   const log = printLog(false);
-  const stop = new AbortController();
-  const signals: Deno.Signal[] = ["SIGINT", "SIGTERM"];
-  const onSignal = () => stop.abort();
-  for (const s of signals) Deno.addSignalListener(s, onSignal);
-  try {
-    log(
-      "info",
-      `publishing ${conn.baseUrl} to ${broker.url} under ${prefix}/<site_id> (${
-        discoveryPrefix === undefined ? "no discovery" : `discovery under ${discoveryPrefix}`
-      })`,
-    );
-    await new Publisher({
-      service: conn,
-      broker,
-      caCerts,
-      prefix,
-      discoveryPrefix,
-      log,
-    }).run(stop.signal);
-    log("info", "stopped");
-    return 0;
-  } finally {
-    for (const s of signals) Deno.removeSignalListener(s, onSignal);
-  }
+  using stop = stopOnSignals();
+  log(
+    "info",
+    `publishing ${conn.baseUrl} to ${broker.url} under ${prefix}/<site_id> (${
+      discoveryPrefix === undefined ? "no discovery" : `discovery under ${discoveryPrefix}`
+    })`,
+  );
+  await new Publisher({ service: conn, broker, caCerts, prefix, discoveryPrefix, log })
+    .run(stop.signal);
+  log("info", "stopped");
+  return 0;
 }

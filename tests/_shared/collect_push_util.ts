@@ -97,7 +97,8 @@ export class Listening implements AsyncDisposable {
   }
 }
 
-function runs(cmd: string, args: string[]): boolean {
+/** Whether `cmd args` runs here (it is installed and starts), whatever its exit code. */
+export function runs(cmd: string, args: string[]): boolean {
   try {
     new Deno.Command(cmd, { args, stdout: "null", stderr: "null" }).outputSync();
     return true;

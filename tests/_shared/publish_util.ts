@@ -9,19 +9,10 @@
 
 import { join } from "node:path";
 import { spawnPublisher, type SpawnPublisherOptions } from "../../publish.ts";
-import { mosquittoMissing } from "./collect_push_util.ts";
+import { mosquittoMissing, runs } from "./collect_push_util.ts";
 import { waitUntil } from "./util.ts";
 
 export { waitUntil };
-
-function runs(cmd: string, args: string[]): boolean {
-  try {
-    new Deno.Command(cmd, { args, stdout: "null", stderr: "null" }).outputSync();
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** Why the publish tests cannot run here (mosquitto, its clients, openssl), or `undefined`. */
 export function publishMissing(): string | undefined {

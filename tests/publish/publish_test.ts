@@ -17,6 +17,7 @@ import {
   MqttReader,
   publishMissing,
   retained,
+  type RunningPublisher,
   SilentBroker,
   startPublisher,
   waitUntil,
@@ -80,16 +81,42 @@ async function post(url: string, type: string, data: object): Promise<void> {
   assert.equal(status, 200);
 }
 
+/** A broker, a service with a weather event, a publisher and a reader, disposed in turn. */
+interface Running extends AsyncDisposable {
+  readonly broker: Mosquitto;
+  readonly s: Site;
+  readonly publisher: RunningPublisher;
+  readonly reader: MqttReader;
+}
+
+/** Starts the usual four: mosquitto, the service (one weather event), the publisher, a reader. */
+async function publishing(): Promise<Running> {
+  const broker = await Mosquitto.start();
+  const s = await site();
+  await post(s.server.url, "weather", { wind_mps: 3.2, temp: 11.5, rain: false });
+  const publisher = startPublisher({ to: broker.url, port: s.server.addr.port });
+  const reader = new MqttReader(broker.url);
+  return {
+    broker,
+    s,
+    publisher,
+    reader,
+    async [Symbol.asyncDispose]() {
+      await reader[Symbol.asyncDispose]();
+      await publisher[Symbol.asyncDispose]();
+      await s[Symbol.asyncDispose]();
+      await broker[Symbol.asyncDispose]();
+    },
+  };
+}
+
 Deno.test({
   name:
     "publish retains each type's state, its availability, the verdict, the status and a discovery config per registered field",
   ignore,
   async fn() {
-    await using broker = await Mosquitto.start();
-    await using s = await site();
-    await post(s.server.url, "weather", { wind_mps: 3.2, temp: 11.5, rain: false });
-    await using publisher = startPublisher({ to: broker.url, port: s.server.addr.port });
-    await using reader = new MqttReader(broker.url);
+    await using running = await publishing();
+    const { broker, s, publisher, reader } = running;
     const state = JSON.parse(await reader.waitFor(s.topics.state("weather")));
     assert.deepEqual(state.data, { wind_mps: 3.2, temp: 11.5, rain: false });
     assert.equal(await reader.waitFor(s.topics.availability("weather")), "online");
@@ -218,11 +245,8 @@ Deno.test({
   name: "publish sends every topic again when the service comes back after a restart",
   ignore,
   async fn() {
-    await using broker = await Mosquitto.start();
-    await using s = await site();
-    await post(s.server.url, "weather", { wind_mps: 3.2, temp: 11.5, rain: false });
-    await using _publisher = startPublisher({ to: broker.url, port: s.server.addr.port });
-    await using reader = new MqttReader(broker.url);
+    await using running = await publishing();
+    const { s, reader } = running;
     await complete(reader, s);
     const before = topicsOf(reader);
     await s.server.shutdown();
@@ -247,11 +271,8 @@ Deno.test({
     "publish publishes the status offline and the verdict unsafe while the service does not answer",
   ignore,
   async fn() {
-    await using broker = await Mosquitto.start();
-    await using s = await site();
-    await post(s.server.url, "weather", { wind_mps: 3.2, temp: 11.5, rain: false });
-    await using publisher = startPublisher({ to: broker.url, port: s.server.addr.port });
-    await using reader = new MqttReader(broker.url);
+    await using running = await publishing();
+    const { s, publisher, reader } = running;
     await complete(reader, s);
     await s.server.shutdown();
     await reader.waitFor(s.topics.status, (p) => p === "offline");
@@ -326,11 +347,8 @@ Deno.test({
   name: "publish removes a forgotten type's retained state and turns it offline",
   ignore,
   async fn() {
-    await using broker = await Mosquitto.start();
-    await using s = await site();
-    await post(s.server.url, "weather", { wind_mps: 3.2, temp: 11.5, rain: false });
-    await using _publisher = startPublisher({ to: broker.url, port: s.server.addr.port });
-    await using reader = new MqttReader(broker.url);
+    await using running = await publishing();
+    const { broker, s, reader } = running;
     await reader.waitFor(s.topics.availability("weather"), (p) => p === "online");
     const res = await fetch(`${s.server.url}/current/weather`, { method: "DELETE" });
     assert.equal(res.status, 204);
