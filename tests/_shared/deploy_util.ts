@@ -17,14 +17,25 @@ export function execStart(unit: string): string[] {
   return line.replace(/\\\n/g, " ").split(/\s+/).filter((w) => w !== "");
 }
 
+/** What `systemd-analyze verify` said of a unit. */
+export interface UnitReport {
+  /** Its exit code. */
+  code: number;
+  /** Its lines about the unit (stdout and stderr). */
+  report: string;
+  /** Its stderr. */
+  stderr: string;
+}
+
 /**
- * Asserts that `systemd-analyze verify` accepts a unit without a warning about it; skips (with a
- * printed reason) where systemd-analyze is not installed.
+ * Runs `systemd-analyze verify` on a copy of a unit whose ExecStart runs this Deno (verify checks
+ * that the program exists), or says why it cannot run here.
  *
  * @param unit The unit's text.
  * @param name Its file name, such as `obs-telemetry-collect.service`.
+ * @returns What it said, or `undefined` where systemd-analyze is not installed (said once).
  */
-export async function assertUnitVerifies(unit: string, name: string): Promise<void> {
+export async function verifyUnit(unit: string, name: string): Promise<UnitReport | undefined> {
   let version;
   try {
     version = await new Deno.Command("systemd-analyze", {
@@ -40,10 +51,9 @@ export async function assertUnitVerifies(unit: string, name: string): Promise<vo
     console.log(
       `${name}: skipping systemd-analyze verify: systemd-analyze is not installed (apt-get install systemd)`,
     );
-    return;
+    return undefined;
   }
   await using dir = await tempDir();
-  // verify checks that ExecStart's program exists: point it at this Deno.
   const copy = join(dir.path, name);
   await Deno.writeTextFile(copy, unit.replace("/usr/bin/deno ", `${Deno.execPath()} `));
   const out = await new Deno.Command("systemd-analyze", {
@@ -52,8 +62,24 @@ export async function assertUnitVerifies(unit: string, name: string): Promise<vo
     stderr: "piped",
   }).output();
   const stem = name.replace(/\.service$/, "");
-  const report = (decoder.decode(out.stdout) + decoder.decode(out.stderr)).split("\n")
+  const stderr = decoder.decode(out.stderr);
+  const report = (decoder.decode(out.stdout) + stderr).split("\n")
     .filter((l) => l.includes(stem)).join("\n");
-  assert.equal(out.code, 0, report);
-  assert.equal(report, "", "systemd-analyze warned about the unit");
+  return { code: out.code, report, stderr };
+}
+
+/**
+ * Asserts that `systemd-analyze verify` accepts a unit without a warning about it; skips (with a
+ * printed reason) where systemd-analyze is not installed.
+ *
+ * @param unit The unit's text.
+ * @param name Its file name, such as `obs-telemetry-collect.service`.
+ * @returns Whether it was checked (systemd-analyze is installed).
+ */
+export async function assertUnitVerifies(unit: string, name: string): Promise<boolean> {
+  const out = await verifyUnit(unit, name);
+  if (out === undefined) return false;
+  assert.equal(out.code, 0, out.report);
+  assert.equal(out.report, "", "systemd-analyze warned about the unit");
+  return true;
 }
