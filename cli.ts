@@ -1,6 +1,7 @@
 /**
  * The `obs-utils` command line: `obs-utils telemetry run | stop | current | post | forget |
- * start-run | stop-run | runs | migrate | read | forward | archive | collect | check | safety`.
+ * start-run | stop-run | runs | migrate | read | forward | archive | collect | publish | check |
+ * safety`.
  *
  * Run it with scoped permissions (docs/cli.md); a missing permission is reported as one line
  * naming the flag to add.

@@ -197,3 +197,26 @@ export class GcTrace {
     return mb / ((this.#gcs[to - 1]!.ms - this.#gcs[from]!.ms) / 1000);
   }
 }
+
+/**
+ * User + system CPU time of a process so far (`/proc/<pid>/stat`, Linux).
+ *
+ * @param pid The process.
+ * @returns Seconds.
+ */
+export async function cpuSeconds(pid: number): Promise<number> {
+  const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/**
+ * Resident memory of a process (`/proc/<pid>/status`, Linux).
+ *
+ * @param pid The process.
+ * @returns MiB.
+ */
+export async function rssMiB(pid: number): Promise<number> {
+  const status = await Deno.readTextFile(`/proc/${pid}/status`);
+  return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) / 1024;
+}

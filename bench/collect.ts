@@ -19,22 +19,10 @@ import { spawnCollector } from "../collect.ts";
 import { testServer } from "../tests/_shared/util.ts";
 import { storedEvents } from "../tests/_shared/collect_util.ts";
 import { Mosquitto, mosquittoMissing } from "../tests/_shared/collect_push_util.ts";
+import { cpuSeconds, rssMiB } from "./_util.ts";
 
 const TYPES = 4;
 const FIELDS = 50;
-
-/** User + system CPU time of a process so far, in seconds. */
-async function cpuSeconds(pid: number): Promise<number> {
-  const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-
-/** Resident memory of a process, in MiB. */
-async function rssMiB(pid: number): Promise<number> {
-  const status = await Deno.readTextFile(`/proc/${pid}/status`);
-  return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) / 1024;
-}
 
 async function main(seconds: number, messages: number): Promise<void> {
   const missing = mosquittoMissing();

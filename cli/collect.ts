@@ -12,9 +12,10 @@ import { printable } from "../wire/terminal_text.ts";
 import { Collector } from "../collect/collector.ts";
 import { CollectConfigError, readCollectConfig } from "../collect/config.ts";
 import { INPUT_KINDS } from "../collect/inputs/mod.ts";
-import { type CollectLog, Outbox } from "../collect/outbox.ts";
+import { Outbox } from "../collect/outbox.ts";
 import { client, connection, HELP_OPTION, parse, printHelp, UsageError } from "./common.ts";
 import { COLLECT_HELP, COLLECT_OPTIONS } from "./collect_help.ts";
+import { printLog, stopOnSignals } from "./beside.ts";
 
 /**
  * How long the outbox waits for the answer to one post. A batch the service stored but answered
@@ -26,19 +27,6 @@ const POST_TIMEOUT_MS = 30_000;
 
 /** How long `--once` listens to push inputs. */
 const ONCE_LISTEN_MS = 5_000;
-
-/**
- * The collector's log lines: UTC time, level, message (docs/operations.md's shape); info on
- * stdout, except with `--once`, whose stdout is the events' NDJSON alone.
- */
-function printLog(toStderr: boolean): CollectLog {
-  return (level, message) => {
-    // A message may quote a source's answer or a file's text: printable only (docs/cli.md).
-    const line = `${new Date().toISOString()} ${level} ${printable(message)}`;
-    if (level === "info" && !toStderr) console.log(line);
-    else console.error(line);
-  };
-}
 
 /**
  * Runs `obs-utils telemetry collect`.
@@ -87,20 +75,10 @@ export async function collectCommand(args: string[]): Promise<number> {
     }
     return neverUp.length > 0 ? 1 : 0;
   }
-  const stop = new AbortController();
-  const signals: Deno.Signal[] = ["SIGINT", "SIGTERM"];
-  const onSignal = () => stop.abort();
-  for (const s of signals) Deno.addSignalListener(s, onSignal);
-  try {
-    log(
-      "info",
-      `collecting ${config.inputs.length} input(s) from ${file} into ${conn.baseUrl}`,
-    );
-    const outbox = new Outbox(client(conn, POST_TIMEOUT_MS), log);
-    await collector.run(outbox, stop.signal);
-    log("info", "stopped");
-    return 0;
-  } finally {
-    for (const s of signals) Deno.removeSignalListener(s, onSignal);
-  }
+  using stop = stopOnSignals();
+  log("info", `collecting ${config.inputs.length} input(s) from ${file} into ${conn.baseUrl}`);
+  const outbox = new Outbox(client(conn, POST_TIMEOUT_MS), log);
+  await collector.run(outbox, stop.signal);
+  log("info", "stopped");
+  return 0;
 }

@@ -5,7 +5,9 @@
  * the derivation `spawnServer()` and the systemd unit use), forwards SIGINT, SIGTERM and SIGHUP
  * to it and exits with its exit code. `obs-utils telemetry collect --config FILE` likewise runs
  * the collector under the permissions its config derives (`cli/collect_launch.ts`,
- * docs/collect.md). Every other command runs in this process.
+ * docs/collect.md), and `obs-utils telemetry publish --to URL` the publisher under the
+ * permissions of its flags (`cli/publish_launch.ts`, docs/publish.md). Every other command runs
+ * in this process.
  *
  * The launcher itself needs only `--allow-run=deno` and `--allow-env` for the variables of the
  * `run` flags: it reads the flags and the environment, and starts Deno. Deno refuses to start a
@@ -127,6 +129,25 @@ async function collectArgs(args: readonly string[]): Promise<string[] | undefine
   }
 }
 
+/**
+ * The `deno` arguments and environment of the scoped publisher for `telemetry publish`
+ * (`publishLaunchArgs()` of `cli/publish_launch.ts`), or `undefined` for any other command, or
+ * when the command itself should answer (help, a bad flag).
+ */
+async function publishArgs(
+  args: readonly string[],
+): Promise<{ args: string[]; env: Record<string, string> } | undefined> {
+  if (args[0] !== "telemetry" || args[1] !== "publish") return undefined;
+  // Computed, as for the collector: the publisher and MQTT.js stay out of the launcher's graph.
+  const specifier = ["./publish_launch", "ts"].join(".");
+  try {
+    const { publishLaunchArgs } = await import(specifier);
+    return publishLaunchArgs(args.slice(2));
+  } catch {
+    return undefined;
+  }
+}
+
 /** A child's argument as a command typed by hand has it: without the launcher's mark. */
 function byHand(arg: string): string {
   return arg.startsWith("--allow-env=") ? arg.replace(`,${LAUNCHED_ENV}`, "") : arg;
@@ -185,14 +206,20 @@ export function spawnFailure(err: unknown, args: readonly string[], what: string
  *
  * @param args The `deno` arguments from {@linkcode launchArgs}.
  * @param what What the child is, for the line of a failed start.
+ * @param env Variables set in the child besides the launcher's mark (the publisher's broker URL,
+ *   kept off its command line).
  * @returns The child's exit code.
  */
-export async function launch(args: readonly string[], what = "the service"): Promise<number> {
+export async function launch(
+  args: readonly string[],
+  what = "the service",
+  env: Readonly<Record<string, string>> = {},
+): Promise<number> {
   let child: Deno.ChildProcess;
   try {
     child = new Deno.Command(denoCommand(), {
       args: [...args],
-      env: { [LAUNCHED_ENV]: "1" },
+      env: { ...env, [LAUNCHED_ENV]: "1" },
       stdin: "inherit",
       stdout: "inherit",
       stderr: "inherit",
@@ -252,13 +279,18 @@ export function withoutTaskSeparator(args: readonly string[]): string[] {
   return at < 0 ? [...args] : [...args.slice(0, at), ...args.slice(at + 1)];
 }
 
-/** The launcher's program: `run` or `collect` as a scoped child, any other command here. */
+/**
+ * The launcher's program: `run`, `collect` or `publish` as a scoped child, any other command
+ * here.
+ */
 async function main(args: readonly string[]): Promise<number> {
   const given = withoutTaskSeparator(args);
   const run = launchArgs(given);
   if (run !== undefined) return await launch(run);
   const collect = await collectArgs(given);
   if (collect !== undefined) return await launch(collect, "the collector");
+  const publish = await publishArgs(given);
+  if (publish !== undefined) return await launch(publish.args, "the publisher", publish.env);
   return await runCli(given);
 }
 

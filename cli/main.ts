@@ -18,6 +18,7 @@ import { MIGRATE_HELP, migrateCommand } from "./migrate.ts";
 import { READ_HELP, readCommand } from "./read.ts";
 import { ARCHIVE_HELP, FORWARD_HELP } from "./forward_help.ts";
 import { COLLECT_HELP } from "./collect_help.ts";
+import { PUBLISH_HELP } from "./publish_help.ts";
 import {
   RUNS_HELP,
   runsCommand,
@@ -59,6 +60,7 @@ Commands:
   telemetry forward   Send stored events to a fleet store (NATS, PostgreSQL)
   telemetry archive   Move events from NATS JetStream into PostgreSQL
   telemetry collect   Read devices (HTTP, MQTT, INDI, Alpaca, files) into the service
+  telemetry publish   Publish the state and the verdict to MQTT (Home Assistant)
   telemetry check     Exit 0 when critical types are fresh and the disk has room
   telemetry safety    Exit 0 when the site is safe (the latched verdict), else 1
   telemetry help      Show the commands, or one command's options
@@ -83,6 +85,7 @@ Commands:
   forward   Send stored events to NATS JetStream or PostgreSQL, and follow
   archive   Move events from NATS JetStream into PostgreSQL
   collect   Read devices (HTTP, MQTT, INDI, Alpaca, files) and post their events
+  publish   Publish the state, freshness and verdict to MQTT, with HA discovery
   check     Exit 0 when critical types are fresh and the disk has room, else 1
   safety    Exit 0 when the site is safe (latched verdict of the critical types), else 1
   help      Show this help, or 'help <command>' for a command's options
@@ -102,6 +105,7 @@ Run 'obs-utils telemetry <command> --help' for a command's options.
   forward: FORWARD_HELP,
   archive: ARCHIVE_HELP,
   collect: COLLECT_HELP,
+  publish: PUBLISH_HELP,
   check: CHECK_HELP,
   safety: SAFETY_HELP,
 };
@@ -122,7 +126,13 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   archive: async (args) =>
     asksHelp(args) ? printHelp(ARCHIVE_HELP) : (await fleetCommands()).archiveCommand(args),
   collect: async (args) =>
-    asksHelp(args) ? printHelp(COLLECT_HELP) : (await collectCommands()).collectCommand(args),
+    asksHelp(args)
+      ? printHelp(COLLECT_HELP)
+      : (await onDemand<CollectCommands>("collect", "the collector")).collectCommand(args),
+  publish: async (args) =>
+    asksHelp(args)
+      ? printHelp(PUBLISH_HELP)
+      : (await onDemand<PublishCommands>("publish", "the publisher")).publishCommand(args),
   check: checkCommand,
   safety: safetyCommand,
 };
@@ -180,20 +190,28 @@ interface CollectCommands {
   collectCommand(args: string[]): Promise<number>;
 }
 
+/** The publisher's module (`cli/publish.ts`). */
+interface PublishCommands {
+  publishCommand(args: string[]): Promise<number>;
+}
+
 /**
- * Loads the collector only when `collect` runs, with a computed specifier for the reason
- * {@linkcode fleetCommands} gives: its MQTT input's npm package stays out of every other
- * command's graph (docs/collect.md).
+ * Loads a command's module (`cli/<file>.ts`) only when it runs, with a computed specifier for the
+ * reason {@linkcode fleetCommands} gives: the MQTT client of the collector (docs/collect.md) and
+ * of the publisher (docs/publish.md) stays out of every other command's graph.
+ *
+ * @param file `collect` or `publish`.
+ * @param what What it is, for the line when its npm packages are not in the cache.
  */
-async function collectCommands(): Promise<CollectCommands> {
-  const specifier = ["./collect", "ts"].join(".");
+async function onDemand<T>(file: string, what: string): Promise<T> {
+  const specifier = [`./${file}`, "ts"].join(".");
   try {
     return await import(specifier);
   } catch (err) {
     const reason = (err instanceof Error ? err.message : String(err)).split("\n")[0]!;
     if (!/npm|package|registry/i.test(reason)) throw err;
     throw new Failure(
-      `the collector needs its npm packages (the MQTT client), which are not in Deno's cache (${reason}); run 'deno task cache' once on a machine with network access, with the same DENO_DIR`,
+      `${what} needs its npm packages (the MQTT client), which are not in Deno's cache (${reason}); run 'deno task cache' once on a machine with network access, with the same DENO_DIR`,
     );
   }
 }

@@ -47,7 +47,8 @@ export function healthOf(transport: Transport, { value, res }: Answer): HealthIn
  *
  * @param transport The client's transport, for the error.
  * @param answer The answer.
- * @returns Readiness, the run state, the version and, from newer servers, the zone.
+ * @returns Readiness, the run state, the version and, from newer servers, the zone and the
+ *   site's id.
  * @throws {TelemetryHttpError} If it is not a readiness object.
  *
  * @example Usage
@@ -81,6 +82,7 @@ export function readyOf(transport: Transport, { value, res }: Answer): ReadyInfo
     run_id: value.run_id,
     version: value.version,
     ...(typeof value.zone === "string" ? { zone: value.zone } : {}),
+    ...(typeof value.site_id === "string" ? { site_id: value.site_id } : {}),
   };
 }
 

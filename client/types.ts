@@ -151,6 +151,11 @@ export interface ReadyInfo {
   version: string;
   /** The site time zone (IANA name) the dashboard shows times in; absent from older servers. */
   zone?: string;
+  /**
+   * The site's id (a UUID, the `site_id` of its `.site.json`, docs/storage.md); absent from
+   * servers before 0.7.
+   */
+  site_id?: string;
 }
 
 /** What the types registry says about one field (docs/types.md); keys are dotted paths. */

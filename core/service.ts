@@ -423,6 +423,15 @@ export class TelemetryService implements AsyncDisposable {
     return this.#safety.changes;
   }
 
+  /**
+   * The site's id, the `site_id` of its `.site.json` (docs/storage.md), kept for the life of the
+   * site directory: `GET /ready` answers it, so a program beside the service (the publisher,
+   * docs/publish.md) names the site by it.
+   */
+  get siteId(): string {
+    return this.#store.identity.site_id;
+  }
+
   /** The active run's record (with a live `events` count), or `undefined`. */
   get run(): RunRecord | undefined {
     const active = this.#runs.active;

@@ -243,6 +243,7 @@ function readyBody(service: TelemetryService): string {
     run_id: run?.run_id ?? null,
     version: VERSION,
     zone: service.timeZone,
+    site_id: service.siteId,
   });
 }
 

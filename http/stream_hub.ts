@@ -167,6 +167,8 @@ class StreamClient implements Client {
   /** Resolves the pull that waits for live bytes. */
   #wake: (() => void) | undefined;
   #ended = false;
+  /** Whether the consumer cancelled the body (the connection went away). */
+  #cancelled = false;
   /** Set by {@linkcode StreamClient.end} while the connection takes its last chunk. */
   #ending: ReturnType<typeof setTimeout> | undefined;
   #timer: ReturnType<typeof setInterval>;
@@ -186,7 +188,10 @@ class StreamClient implements Client {
       },
       pull: (c) => this.#pull(c),
       // The consumer went away (disconnect or cancelled body): nothing is left to send to.
-      cancel: () => this.#cleanup(),
+      cancel: () => {
+        this.#cancelled = true;
+        this.#cleanup();
+      },
     }, { highWaterMark: 0 });
   }
 
@@ -234,7 +239,9 @@ class StreamClient implements Client {
   #finish(): void {
     this.#cleanup();
     if (this.#gzip) this.#controller.enqueue(this.#gzip.end());
-    this.#controller.close();
+    // Deno writes an enqueued chunk to the connection at once, and cancels the body from inside
+    // that enqueue when the peer is gone: a cancelled stream has nothing left to close.
+    if (!this.#cancelled) this.#controller.close();
   }
 
   #abort(): void {

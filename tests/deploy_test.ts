@@ -6,17 +6,16 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { join } from "node:path";
 import denoJson from "../deno.json" with { type: "json" };
 import { permissionFlags, SERVICE_V8_FLAGS } from "../cli/spawn.ts";
 import { resolveRunFlags, runParseOptions } from "../cli/flags.ts";
 import { parseArgs } from "node:util";
 import { CLI, freePort, readSiteLines, tempDir } from "./_shared/util.ts";
+import { assertUnitVerifies, verifyUnit } from "./_shared/deploy_util.ts";
 
 const root = new URL("../deploy/", import.meta.url);
 const UNIT = await Deno.readTextFile(new URL("obs-telemetry.service", root));
 const SUPERVISOR = await Deno.readTextFile(new URL("supervisord.conf", root));
-const decoder = new TextDecoder();
 
 /** The unit's `[Service]` settings, continuation lines joined; repeated keys keep every value. */
 function unitSettings(text: string): Map<string, string[]> {
@@ -126,50 +125,13 @@ Deno.test("the compile tasks for x86_64 and aarch64 carry the compile task's per
 });
 
 Deno.test("systemd-analyze verify accepts the unit without a warning", async () => {
-  let version;
-  try {
-    version = await new Deno.Command("systemd-analyze", {
-      args: ["--version"],
-      stdout: "null",
-      stderr: "null",
-    }).output();
-  } catch (err) {
-    if (!(err instanceof Deno.errors.NotFound)) throw err;
-  }
-  if (!version?.success) {
-    // deno-lint-ignore no-console
-    console.log(
-      "deploy_test.ts: skipping systemd-analyze verify: systemd-analyze is not installed (apt-get install systemd)",
-    );
-    return;
-  }
-  await using dir = await tempDir();
-  // verify checks that ExecStart's program exists: point it at this Deno.
-  const copy = join(dir.path, "obs-telemetry.service");
-  await Deno.writeTextFile(copy, UNIT.replace("/usr/bin/deno ", `${Deno.execPath()} `));
-  const out = await new Deno.Command("systemd-analyze", {
-    args: ["verify", copy],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const report = (decoder.decode(out.stdout) + decoder.decode(out.stderr)).split("\n")
-    .filter((l) => l.includes("obs-telemetry")).join("\n");
-  assert.equal(out.code, 0, report);
-  assert.equal(report, "", "systemd-analyze warned about the unit");
+  if (!(await assertUnitVerifies(UNIT, "obs-telemetry.service"))) return;
   // And it does catch a mistake, so the check above can fail.
-  await Deno.writeTextFile(
-    copy,
-    UNIT.replace("/usr/bin/deno ", `${Deno.execPath()} `).replace(
-      "Restart=on-failure",
-      "Restart=sometimes",
-    ),
+  const bad = await verifyUnit(
+    UNIT.replace("Restart=on-failure", "Restart=sometimes"),
+    "obs-telemetry.service",
   );
-  const bad = await new Deno.Command("systemd-analyze", {
-    args: ["verify", copy],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  assert.match(decoder.decode(bad.stderr), /restart specifier/);
+  assert.match(bad!.stderr, /restart specifier/);
 });
 
 Deno.test("the unit's exact command, moved to a temp site directory and a free port, serves and stops with 0 on SIGTERM", async () => {

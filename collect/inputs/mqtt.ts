@@ -2,21 +2,23 @@
  * The `mqtt` input (docs/collect.md, "MQTT"): subscribes to topic filters on a broker with QoS 1
  * and hands each message's values to the collector, which merges them per type.
  *
- * The client is MQTT.js (`npm:mqtt`, docs/collect.md says why), speaking MQTT 3.1.1 over a socket
- * this file opens, filtered by {@linkcode MqttSizeGuard} so that no payload over the bound is held
+ * The client is MQTT.js (`npm:mqtt`, docs/collect.md says why), speaking MQTT 3.1.1 over the
+ * socket of `mqtt_socket.ts`, filtered by its size guard so that no payload over the bound is held
  * in memory. MQTT.js's own reconnect is off: a lost connection rejects `listen`, and the
  * collector's capped back-off decides when to connect again (one back-off, not two).
  *
  * Only `./collect` loads this file, and MQTT.js itself is loaded when an `mqtt` input first
- * listens: the launcher and a collector without MQTT inputs never load it.
+ * listens: the launcher and a collector without MQTT inputs never load it (the publisher loads it
+ * through `mqtt_socket.ts` too, docs/publish.md).
  *
  * @module
  */
 
 import type { IClientOptions, MqttClient } from "npm:mqtt@^5.14.1";
-import { Duplex } from "node:stream";
+import type { Duplex } from "node:stream";
 import type { ConfigAt, Input, InputCommon, InputKind, InputSink } from "./input.ts";
-import { MqttSizeGuard, oversizedPayload } from "./mqtt_guard.ts";
+import { oversizedPayload } from "./mqtt_guard.ts";
+import { GuardedSocket, loadMqtt, MQTT_IGNORED_ENV, openBroker } from "./mqtt_socket.ts";
 import { readPayload } from "./payload.ts";
 import { isJsonPointer, resolvePointer } from "../json_pointer.ts";
 import { readSourceTime } from "../source_time.ts";
@@ -192,105 +194,6 @@ function parse(raw: Readonly<Record<string, unknown>>, at: ConfigAt): MqttConfig
   };
 }
 
-/**
- * The connection to the broker as the stream MQTT.js reads and writes: a `Deno.Conn` (Deno's
- * own socket, under the collector's `--allow-net`, one layer fewer than `node:net`) whose
- * incoming bytes pass the size guard first.
- */
-class GuardedSocket extends Duplex {
-  #conn: Promise<Deno.Conn>;
-  #guard: MqttSizeGuard;
-  #wanted: (() => void) | undefined;
-  #closed = false;
-  /** Why the connection ended, kept because MQTT.js drops errors without a `code`. */
-  failure: Error | undefined;
-
-  constructor(open: () => Promise<Deno.Conn>, limit: number) {
-    // The broker's end of the stream ends ours (and closes it, which MQTT.js listens for).
-    super({ allowHalfOpen: false });
-    this.#guard = new MqttSizeGuard(limit);
-    this.#conn = open();
-    this.#conn.catch(() => {});
-    this.#pump().catch((err: Error) => {
-      this.failure ??= err;
-      this.destroy(err);
-    });
-  }
-
-  async #pump(): Promise<void> {
-    const conn = await this.#conn;
-    const buf = new Uint8Array(64 * 1024);
-    for (;;) {
-      const n = await conn.read(buf).catch((err) => {
-        if (this.#closed) return null;
-        throw err;
-      });
-      if (n === null) break;
-      let full = false;
-      for (const part of this.#guard.push(buf.subarray(0, n))) {
-        full = !this.push(part.slice()) || full;
-      }
-      if (full) await new Promise<void>((resolve) => (this.#wanted = resolve));
-    }
-    this.push(null);
-  }
-
-  override _read(): void {
-    const wanted = this.#wanted;
-    this.#wanted = undefined;
-    wanted?.();
-  }
-
-  override _write(chunk: Uint8Array, _enc: string, done: (err?: Error | null) => void): void {
-    this.#conn.then(async (conn) => {
-      for (let at = 0; at < chunk.length;) at += await conn.write(chunk.subarray(at));
-    }).then(() => done(), (err: Error) => done(err));
-  }
-
-  override _final(done: (err?: Error | null) => void): void {
-    this.#conn.then((conn) => conn.closeWrite()).then(() => done(), () => done());
-  }
-
-  override _destroy(err: Error | null, done: (err?: Error | null) => void): void {
-    this.#closed = true;
-    this.#wanted?.();
-    this.#conn.then((conn) => {
-      try {
-        conn.close();
-      } catch { /* already closed */ }
-    }, () => {});
-    done(err);
-  }
-}
-
-/**
- * The variables MQTT.js's dependencies read when it is loaded (Deno 2.9, mqtt 5.16):
- * `READABLE_STREAM` (readable-stream) and `DEBUG` (debug), which also lists the environment's
- * names for its `DEBUG_*` options. The collector runs with `--ignore-env` for these two alone
- * (docs/collect.md, "Permissions"): they read as unset, and the listing holds only the variables
- * it is granted, so loading MQTT.js needs no `--allow-env` beyond the collector's own.
- */
-const MQTT_IGNORED_ENV: readonly string[] = ["DEBUG", "READABLE_STREAM"];
-
-/**
- * MQTT.js, loaded on first use. Without the collector's `--ignore-env` of
- * {@linkcode MQTT_IGNORED_ENV} it cannot load, and the error says what to run instead.
- */
-async function loadMqtt(): Promise<typeof import("npm:mqtt@^5.14.1")> {
-  try {
-    return await import("npm:mqtt@^5.14.1");
-  } catch (err) {
-    if (err instanceof Deno.errors.NotCapable) {
-      throw new Error(
-        `the MQTT client cannot load without --ignore-env=${MQTT_IGNORED_ENV.join(",")} (${
-          err.message.split("\n")[0]
-        }); run the collector as obs-utils telemetry collect, deno task collect, spawnCollector() or the systemd unit do`,
-      );
-    }
-    throw err;
-  }
-}
-
 /** The `mqtt` input of one config. */
 class MqttInput implements Input {
   #config: MqttConfig;
@@ -305,20 +208,13 @@ class MqttInput implements Input {
 
   async listen(sink: InputSink, signal: AbortSignal, up: () => void): Promise<void> {
     if (signal.aborted) return;
-    const { MqttClient } = await loadMqtt();
-    const url = new URL(this.#config.url);
-    const host = url.hostname.replace(/^\[|\]$/g, "");
-    const port = Number(url.port);
+    const { MqttClient } = await loadMqtt(
+      "the collector as obs-utils telemetry collect, deno task collect, spawnCollector() or the systemd unit do",
+    );
+    const open = openBroker(new URL(this.#config.url));
     const limit = this.#config.maxPacketBytes;
     let stream: GuardedSocket | undefined;
-    const socket = (): Duplex =>
-      stream = new GuardedSocket(
-        () =>
-          url.protocol === "mqtts:"
-            ? Deno.connectTls({ hostname: host, port })
-            : Deno.connect({ hostname: host, port }),
-        limit,
-      );
+    const socket = (): Duplex => stream = new GuardedSocket(open, limit);
     const options: IClientOptions = {
       protocolVersion: 4,
       clean: true,

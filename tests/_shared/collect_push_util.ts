@@ -97,7 +97,8 @@ export class Listening implements AsyncDisposable {
   }
 }
 
-function runs(cmd: string, args: string[]): boolean {
+/** Whether `cmd args` runs here (it is installed and starts), whatever its exit code. */
+export function runs(cmd: string, args: string[]): boolean {
   try {
     new Deno.Command(cmd, { args, stdout: "null", stderr: "null" }).outputSync();
     return true;
@@ -120,26 +121,69 @@ export function indiMissing(): string | undefined {
     : "indiserver or indi_simulator_weather is not installed (apt-get install -y indi-bin)";
 }
 
-/** A real `mosquitto` on 127.0.0.1, anonymous, with its config file in a temp directory. */
+/** Options of {@linkcode Mosquitto.start}. */
+export interface MosquittoOptions {
+  /** Users and their passwords: a password file (`mosquitto_passwd`), and no anonymous client. */
+  users?: Record<string, string>;
+  /** A certificate and its key (PEM files): the listener speaks TLS (`mqtts://`). */
+  tls?: { cert: string; key: string };
+}
+
+/**
+ * A real `mosquitto` on 127.0.0.1 with its config file in a temp directory: anonymous, or with a
+ * password file, over TCP or TLS. It keeps nothing across a restart (`persistence false`).
+ */
 export class Mosquitto extends ServerProcess {
+  readonly #tls: boolean;
+
+  private constructor(
+    dir: string,
+    tls: boolean,
+    command: (port: number, dir: string) => [string, string[]],
+  ) {
+    super("mosquitto", dir, command);
+    this.#tls = tls;
+  }
+
   /** Starts a broker on a free port. */
-  static async start(): Promise<Mosquitto> {
+  static async start(options: MosquittoOptions = {}): Promise<Mosquitto> {
     const dir = await Deno.makeTempDir({ prefix: "obs-mosquitto-" });
-    const broker = new Mosquitto("mosquitto", dir, (port, dir) => {
+    const lines = ["persistence false"];
+    if (options.users === undefined) lines.push("allow_anonymous true");
+    else {
+      const file = join(dir, "passwd");
+      let first = true;
+      for (const [user, password] of Object.entries(options.users)) {
+        const made = new Deno.Command("mosquitto_passwd", {
+          args: ["-b", ...(first ? ["-c"] : []), file, user, password],
+          stdout: "null",
+          stderr: "piped",
+        }).outputSync();
+        if (!made.success) {
+          throw new Error(`mosquitto_passwd failed: ${new TextDecoder().decode(made.stderr)}`);
+        }
+        first = false;
+      }
+      // Started as root, mosquitto reads its files as the user mosquitto.
+      await Deno.chmod(dir, 0o755);
+      await Deno.chmod(file, 0o644);
+      lines.push("allow_anonymous false", `password_file ${file}`);
+    }
+    if (options.tls !== undefined) {
+      lines.push(`certfile ${options.tls.cert}`, `keyfile ${options.tls.key}`);
+    }
+    const broker = new Mosquitto(dir, options.tls !== undefined, (port, dir) => {
       const conf = join(dir, "mosquitto.conf");
-      Deno.writeTextFileSync(
-        conf,
-        `listener ${port} 127.0.0.1\nallow_anonymous true\npersistence false\n`,
-      );
+      Deno.writeTextFileSync(conf, [`listener ${port} 127.0.0.1`, ...lines, ""].join("\n"));
       return [MOSQUITTO!, ["-c", conf]];
     });
     await broker.firstStart();
     return broker;
   }
 
-  /** `mqtt://127.0.0.1:<port>`. */
+  /** `mqtt://127.0.0.1:<port>`, or `mqtts://` for a TLS listener. */
   get url(): string {
-    return `mqtt://127.0.0.1:${this.port}`;
+    return `${this.#tls ? "mqtts" : "mqtt"}://127.0.0.1:${this.port}`;
   }
 }
 

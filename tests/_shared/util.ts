@@ -123,6 +123,24 @@ export async function listensOn(pid: number, port: number): Promise<boolean> {
   return false;
 }
 
+/**
+ * The module specifiers of a file's graph as `deno info --json` lists them: what running that
+ * file loads (the graph tests of the collector and the publisher).
+ *
+ * @param entry A path from the checkout's root, such as `cli.ts`.
+ * @returns The specifiers (file URLs and `npm:` ones).
+ */
+export async function moduleGraph(entry: string): Promise<string[]> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["info", "--json", new URL(`../../${entry}`, import.meta.url).pathname],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  const info = JSON.parse(new TextDecoder().decode(out.stdout));
+  return info.modules.map((m: { specifier: string }) => m.specifier);
+}
+
 /** Whether anything accepts a connection on 127.0.0.1:`port` now. */
 async function accepts(port: number): Promise<boolean> {
   try {

@@ -336,6 +336,12 @@ Deno.test("TelemetryClient.ready() reports the active run", async () => {
   assert.match(ready.version, /^\d+\.\d+\.\d+/);
 });
 
+Deno.test("TelemetryClient.ready() passes on the site's id of .site.json", async () => {
+  await using f = await fixture();
+  const { site_id } = JSON.parse(await Deno.readTextFile(join(f.dir, ".site.json")));
+  assert.equal((await f.client.ready()).site_id, site_id);
+});
+
 Deno.test("TelemetryClient.shutdown() makes the server exit", async () => {
   await using f = await fixture();
   await f.client.shutdown();

@@ -9,17 +9,7 @@
 
 import assert from "node:assert/strict";
 import denoJson from "../../deno.json" with { type: "json" };
-
-async function graph(entry: string): Promise<string[]> {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["info", "--json", new URL(`../../${entry}`, import.meta.url).pathname],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
-  const info = JSON.parse(new TextDecoder().decode(out.stdout));
-  return info.modules.map((m: { specifier: string }) => m.specifier);
-}
+import { moduleGraph as graph } from "../_shared/util.ts";
 
 Deno.test("the service, the CLI, its launcher and the client never load the collector's modules", async () => {
   for (

@@ -13,7 +13,7 @@ import {
   forwarderPermissionFlags,
   forwardStatus,
 } from "../../forward.ts";
-import { CLI, postJson, readSiteLines, testServer } from "../_shared/util.ts";
+import { CLI, moduleGraph, postJson, readSiteLines, testServer } from "../_shared/util.ts";
 import {
   countRows,
   FORWARD_MAIN,
@@ -289,14 +289,7 @@ Deno.test({
 Deno.test("the client, event, server and CLI entry points load no npm package (the fleet clients stay in ./forward)", async () => {
   // cli.ts too: the service and every other command must never install the fleet's packages.
   for (const entry of ["client.ts", "event.ts", "cli.ts", "server.ts", "mod.ts"]) {
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: ["info", "--json", new URL(`../../${entry}`, import.meta.url).pathname],
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
-    const info = JSON.parse(new TextDecoder().decode(out.stdout));
-    const specifiers: string[] = info.modules.map((m: { specifier: string }) => m.specifier);
+    const specifiers = await moduleGraph(entry);
     const neutral = entry === "client.ts" || entry === "event.ts";
     const foreign = specifiers.filter((s) =>
       neutral ? !s.startsWith("file:") : s.startsWith("npm:")

@@ -73,15 +73,19 @@ Deno.test("HEAD /health answers 200 without a body", async () => {
   assert.equal(await res.text(), "");
 });
 
-Deno.test("GET /ready answers ready, the run state, the package version and the site zone", async () => {
+Deno.test("GET /ready answers ready, the run state, the package version, the site zone and the site's id", async () => {
   await using dir = await tempDir();
   await using server = await testServer({ siteDir: dir.path });
+  // The id of the site's .site.json (docs/storage.md), which the publisher names topics by.
+  const { site_id } = JSON.parse(await Deno.readTextFile(`${dir.path}/.site.json`));
+  assert.match(site_id, /^[0-9a-f]{8}-[0-9a-f]{4}-/);
   assert.deepEqual((await getJson(`${server.url}/ready`)).body, {
     ready: true,
     run_active: false,
     run_id: null,
     version: denoJson.version,
     zone: "UTC",
+    site_id,
   });
   await postJson(`${server.url}/run/start`, { run_id: "r1" });
   assert.deepEqual((await getJson(`${server.url}/ready`)).body, {
@@ -90,6 +94,7 @@ Deno.test("GET /ready answers ready, the run state, the package version and the 
     run_id: "r1",
     version: denoJson.version,
     zone: "UTC",
+    site_id,
   });
 });
 
