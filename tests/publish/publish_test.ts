@@ -674,3 +674,39 @@ Deno.test({
     assert.ok(publisher.log.every((l) => !l.message.startsWith("the service does not answer")));
   },
 });
+
+Deno.test({
+  name:
+    "publish retains one verdict per safety profile, each following its own types, and a discovery config for each",
+  ignore,
+  async fn() {
+    await using broker = await Mosquitto.start();
+    await using s = await site({
+      ...TYPES,
+      weather: { ...TYPES.weather, critical_for: ["north", "south"] },
+      north_roof: { critical_for: ["north"], fields: { fault: { alarm_if: true } } },
+      south_roof: { critical_for: ["south"], fields: { fault: { alarm_if: true } } },
+    });
+    const url = s.server.url;
+    await post(url, "weather", { wind_mps: 3.2, temp: 11.5, rain: false });
+    await post(url, "north_roof", { fault: false });
+    await post(url, "south_roof", { fault: true });
+    await using publisher = startPublisher({ to: broker.url, port: s.server.addr.port });
+    await using reader = new MqttReader(broker.url);
+    const safeOf = async (profile: string) =>
+      JSON.parse(await reader.waitFor(s.topics.safety(profile))).safe;
+    assert.equal(await safeOf("site"), true);
+    assert.equal(await safeOf("north"), true);
+    assert.equal(await safeOf("south"), false);
+    const id = s.topics.siteId;
+    const south = JSON.parse(
+      await reader.waitFor(`homeassistant/binary_sensor/${id}/safety_south/config`),
+    );
+    assert.equal(south.state_topic, s.topics.safety("south"));
+    // A change of one profile's verdict reaches its topic, and only its.
+    await post(url, "south_roof", { fault: false });
+    await reader.waitFor(s.topics.safety("south"), (p) => JSON.parse(p).safe === true);
+    assert.equal(await safeOf("north"), true);
+    assert.deepEqual(publisher.log.filter((l) => l.level !== "info"), []);
+  },
+});
