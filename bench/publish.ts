@@ -6,7 +6,7 @@
  *
  * 1. Latency from `POST /event` to the message at a subscriber: `--latency` events one at a time
  *    (the next once the last arrived, 20 ms apart), then the same number at 200 per second over
- *    20 types (the service's `/stream` sends what arrives within 50 ms together; one payload per
+ *    20 types (the service's `/stream` sends what arrives within 20 ms together; one payload per
  *    topic waits, so a type's event could supersede its predecessor: 10 per second per type
  *    do not).
  * 2. The publisher's CPU at 200 events per second (4 types, 10 fields each) for `--seconds`, after
