@@ -298,6 +298,12 @@ export class KeepAliveConnection {
           return status;
         }
       }
+      if (this.#have === this.#buf.length) {
+        // An answer larger than the buffer (a batch's envelopes): make room for it.
+        const larger = new Uint8Array(this.#buf.length * 2);
+        larger.set(this.#buf);
+        this.#buf = larger;
+      }
       const n = await this.#conn.read(this.#buf.subarray(this.#have));
       if (n === null) throw new Error("the server closed the connection");
       this.#have += n;
