@@ -35,7 +35,9 @@
  * in turn. A night this size stays in InfluxDB's in-memory cache, as it does through a night with
  * its defaults.
  *
- * Time is wall time from the request to the last byte of the answer, in this process (`fetch`).
+ * Time is wall time from the request to the last byte of the answer, in this process (`fetch`);
+ * a second table gives the read rows as the server's CPU time per query (all its threads, from
+ * `/proc/<pid>/task/<tid>/schedstat`), which the load of a shared machine moves far less.
  * The table gives the medians of the rounds, and as the ratio the median of each round's ratio
  * (the two figures of a round ran seconds apart, under the same load: steadier than the ratio of
  * the medians on a shared machine); below it, each round's ratio, and the load average before and
@@ -58,6 +60,7 @@ import { parseArgs } from "node:util";
 import { join, resolve } from "node:path";
 import { Rng } from "../tests/_shared/fault_util.ts";
 import {
+  cpuNanos,
   cpuSeconds,
   freePort,
   KeepAliveConnection,
@@ -402,12 +405,15 @@ async function storedCount(server: Server, siteDir: string): Promise<number> {
 // Results.
 
 type Samples = Record<Store, number[]>;
+/** Each row's figures, in round order. */
 const results = new Map<number, Samples>();
+/** The read rows' server CPU per query, ms, in round order. */
+const readCpu = new Map<number, Samples>();
 const notes: string[] = [];
 
-function record(row: number, store: Store, value: number): void {
-  if (!results.has(row)) results.set(row, { service: [], influx: [] });
-  results.get(row)![store].push(value);
+function record(row: number, store: Store, value: number, into = results): void {
+  if (!into.has(row)) into.set(row, { service: [], influx: [] });
+  into.get(row)![store].push(value);
 }
 
 /** Every other round the other way round: neither store always runs first. */
@@ -735,9 +741,12 @@ async function readRows(rows: readonly number[]): Promise<void> {
           for (const row of group) {
             const line: string[] = [];
             for (const store of order(round)) {
+              const cpu0 = await cpuNanos(servers[store].pid);
               const { ms } = await timedGet(readUrl(servers[store], row, night));
+              const cpuMs = (await cpuNanos(servers[store].pid) - cpu0) / 1e6;
               record(row, store, ms);
-              line.push(`${STORE_NAME[store]} ${fmt(ms, 1)} ms`);
+              record(row, store, cpuMs, readCpu);
+              line.push(`${STORE_NAME[store]} ${fmt(ms, 1)} ms (CPU ${fmt(cpuMs, 1)} ms)`);
             }
             console.log(`row ${row} query ${round} ${line.join(", ")}`);
           }
@@ -777,8 +786,11 @@ function roundRatios(a: readonly number[], b: readonly number[]): number[] {
  * A row's medians, and the median of its rounds' ratios (steadier than the ratio of the medians
  * on a shared machine whose load drifts between rounds).
  */
-function medians(row: number): { service: number; influx: number; ratio: number } {
-  const { service, influx } = results.get(row) ?? { service: [], influx: [] };
+function medians(
+  row: number,
+  from = results,
+): { service: number; influx: number; ratio: number } {
+  const { service, influx } = from.get(row) ?? { service: [], influx: [] };
   return {
     service: median(service),
     influx: median(influx),
@@ -841,6 +853,23 @@ function printTable(): void {
       } % of the whole night (InfluxDB ${fmt(100 * lastHourShare("influx"))} %)`;
     }
     console.log(`| ${FIGURES[row]} | ${value(service)} | ${value(influx)} | ${verdict} |`);
+  }
+  const reads = ROWS.filter((row) => readCpu.has(row));
+  if (reads.length > 0) {
+    console.log(
+      "\nThe read rows as the server's CPU per query (all its threads, from " +
+        "/proc/<pid>/task/*/schedstat), which a loaded machine moves least:\n",
+    );
+    console.log("| figure | service | InfluxDB | service / InfluxDB |");
+    console.log("|---|---:|---:|---|");
+    for (const row of reads) {
+      const { service, influx, ratio } = medians(row, readCpu);
+      console.log(
+        `| ${FIGURES[row]!.replace(", ms", ", CPU ms")} | ${fmt(service, 1)} | ${
+          fmt(influx, 1)
+        } | ${fmt(ratio, 2)} |`,
+      );
+    }
   }
   const targets = TARGETS.filter((t) => ROWS.includes(t.row)).map((t) => {
     const value = t.value();
