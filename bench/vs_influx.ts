@@ -882,30 +882,35 @@ function printTable(): void {
 
 // ---------------------------------------------------------------------------------------------
 
-function missing(command: string, args: string[]): boolean {
+/** The first line a command prints when asked its version, or `undefined` if it is not installed. */
+function versionOf(command: string, args: string[]): string | undefined {
+  let out: Deno.CommandOutput;
   try {
-    new Deno.Command(command, { args, stdout: "null", stderr: "null" }).outputSync();
-    return false;
-  } catch {
-    return true;
+    out = new Deno.Command(command, { args, stdout: "piped", stderr: "piped" }).outputSync();
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return undefined;
+    throw err;
   }
+  const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
+  return text.trim().split("\n")[0]!.replace(/\s+Copyright.*$/, "");
 }
 
 async function main(): Promise<void> {
-  if (missing("influxd", ["version"])) {
+  const influxVersion = versionOf("influxd", ["version"]);
+  if (influxVersion === undefined) {
     usageError("influxd is not installed: apt-get install influxdb (Debian's InfluxDB 1.6)");
   }
-  if ((ROWS.includes(1) || ROWS.includes(2) || ROWS.includes(6)) && missing("wrk", ["-v"])) {
+  const wrkVersion = versionOf("wrk", ["-v"]);
+  if (wrkVersion === undefined && ROWS.some((row) => row === 1 || row === 2 || row === 6)) {
     usageError("wrk is not installed: apt-get install wrk (rows 1, 2 and 6 use it)");
   }
-  const influxVersion = new TextDecoder().decode(
-    new Deno.Command("influxd", { args: ["version"], stdout: "piped" }).outputSync().stdout,
-  ).trim();
   const t0 = performance.now();
   const loadBefore = loadAverage();
   console.log(`# the service against InfluxDB, ${new Date().toISOString()}`);
   console.log(
-    `${Deno.build.target}, ${navigator.hardwareConcurrency} cores, deno ${Deno.version.deno}, ${influxVersion}`,
+    `${Deno.build.target}, ${navigator.hardwareConcurrency} cores, deno ${Deno.version.deno}, ${influxVersion}, ${
+      wrkVersion ?? "no wrk"
+    }`,
   );
   console.log(
     `rows ${
