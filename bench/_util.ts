@@ -1,7 +1,8 @@
 /**
  * What the service benchmarks share: a free loopback port, the command line that starts the
- * service as `deno task start` does (scoped permissions, the same V8 flags), and waiting for
- * `/ready`.
+ * service as `deno task start` does (scoped permissions, the same V8 flags), waiting for
+ * `/ready`, wrk runs, a process's CPU time, and keep-alive connections sending one request at a
+ * fixed rate.
  *
  * @module
  */
@@ -28,15 +29,25 @@ export function freePort(): number {
  * The `deno` arguments that run a checkout's service on `127.0.0.1:<port>` with `siteDir`.
  *
  * @param options The checkout (default this one), the site directory, the port, the fsync mode,
- *   and whether V8 prints a line per garbage collection on stdout (for {@linkcode GcTrace}).
+ *   whether V8 prints a line per garbage collection on stdout (for {@linkcode GcTrace}), and
+ *   more `deno run` flags (such as `--cpu-prof --cpu-prof-dir=DIR`).
  * @returns The arguments after `deno`.
  */
 export function serviceArgs(
-  options: { root?: string; siteDir: string; port: number; fsync?: string; traceGc?: boolean },
+  options: {
+    root?: string;
+    siteDir: string;
+    port: number;
+    fsync?: string;
+    traceGc?: boolean;
+    denoFlags?: readonly string[];
+  },
 ): string[] {
-  const { root = ROOT, siteDir, port, fsync = "interval", traceGc = false } = options;
+  const { root = ROOT, siteDir, port, fsync = "interval", traceGc = false, denoFlags = [] } =
+    options;
   return [
     "run",
+    ...denoFlags,
     // as `deno task start` and spawnServer() run it
     ...(traceGc ? SERVICE_V8_FLAGS.map((f) => `${f},--trace-gc`) : SERVICE_V8_FLAGS),
     `--allow-net=127.0.0.1:${port}`,
@@ -60,19 +71,25 @@ export function serviceArgs(
 }
 
 /**
- * Polls `GET /ready` until it answers 200.
+ * Polls `GET /ready` (or another path) until it answers 2xx.
  *
  * @param url The server's base URL.
  * @param what Named in the error.
  * @param timeoutMs How long to wait.
+ * @param path What to ask: `/ready` for the service, `/ping` for InfluxDB.
  * @returns Milliseconds it took.
  * @throws {Error} When it does not become ready in time.
  */
-export async function waitReady(url: string, what: string, timeoutMs = 15_000): Promise<number> {
+export async function waitReady(
+  url: string,
+  what: string,
+  timeoutMs = 15_000,
+  path = "/ready",
+): Promise<number> {
   const t0 = performance.now();
   while (true) {
     try {
-      const res = await fetch(`${url}/ready`);
+      const res = await fetch(`${url}${path}`);
       await res.body?.cancel();
       if (res.ok) return performance.now() - t0;
     } catch {
@@ -198,16 +215,180 @@ export class GcTrace {
   }
 }
 
+/** Clock ticks per second of `/proc/<pid>/stat` on Linux. */
+const CLK_TCK = 100;
+
 /**
- * User + system CPU time of a process so far (`/proc/<pid>/stat`, Linux).
+ * User + system CPU seconds of a process (all its threads), or of one of its threads, so far.
  *
  * @param pid The process.
- * @returns Seconds.
+ * @param tid One thread of it (`/proc/<pid>/task/<tid>/stat`); the main thread's id is `pid`.
+ * @returns Seconds, in steps of 10 ms.
  */
-export async function cpuSeconds(pid: number): Promise<number> {
-  const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+export async function cpuSeconds(pid: number, tid?: number): Promise<number> {
+  const path = tid === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${tid}/stat`;
+  const stat = await Deno.readTextFile(path);
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100;
+  return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
+}
+
+/**
+ * CPU time of a process so far, all its threads, in nanoseconds (the first field of each
+ * `/proc/<pid>/task/<tid>/schedstat`): precise enough for one request of a few milliseconds,
+ * where `/proc/<pid>/stat` counts 10 ms ticks. Threads that have ended are no longer counted, so
+ * read it around work during which the process keeps its threads.
+ *
+ * @param pid The process.
+ * @returns Nanoseconds on a CPU.
+ */
+export async function cpuNanos(pid: number): Promise<number> {
+  let ns = 0;
+  for await (const task of Deno.readDir(`/proc/${pid}/task`)) {
+    try {
+      const text = await Deno.readTextFile(`/proc/${pid}/task/${task.name}/schedstat`);
+      ns += Number(text.slice(0, text.indexOf(" ")));
+    } catch (err) {
+      if (!(err instanceof Deno.errors.NotFound)) throw err; // the thread ended meanwhile
+    }
+  }
+  return ns;
+}
+
+/** The one request a {@linkcode KeepAliveConnection} sends again and again. */
+export interface PostRequest {
+  /** The path with its query, such as `/event` or `/write?db=bench`. */
+  path: string;
+  /** The body. */
+  body: string;
+  /** Its content type. */
+  contentType: string;
+}
+
+/**
+ * One keep-alive connection sending the same `POST` and reading each answer (status line,
+ * headers, `content-length` body) before the next: a raw-TCP load generator lighter than
+ * `fetch`, for a paced load whose cost on the shared cores must stay small.
+ */
+export class KeepAliveConnection {
+  #conn: Deno.TcpConn;
+  #request: Uint8Array;
+  #buf = new Uint8Array(64 * 1024);
+  #have = 0;
+
+  private constructor(conn: Deno.TcpConn, port: number, request: PostRequest) {
+    this.#conn = conn;
+    const body = new TextEncoder().encode(request.body);
+    const head = new TextEncoder().encode(
+      `POST ${request.path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n` +
+        `Content-Type: ${request.contentType}\r\nContent-Length: ${body.length}\r\n\r\n`,
+    );
+    this.#request = new Uint8Array(head.length + body.length);
+    this.#request.set(head);
+    this.#request.set(body, head.length);
+  }
+
+  /**
+   * Connects to `127.0.0.1:port`.
+   *
+   * @param port The server's port.
+   * @param request What every {@linkcode post} sends.
+   * @returns The open connection.
+   */
+  static async open(port: number, request: PostRequest): Promise<KeepAliveConnection> {
+    const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+    return new KeepAliveConnection(conn, port, request);
+  }
+
+  /**
+   * Sends the request once and reads its whole answer.
+   *
+   * @returns The status code.
+   * @throws {Error} When the server closes the connection.
+   */
+  async post(): Promise<number> {
+    await this.#conn.write(this.#request);
+    while (true) {
+      const text = new TextDecoder().decode(this.#buf.subarray(0, this.#have));
+      const head = text.indexOf("\r\n\r\n");
+      if (head >= 0) {
+        const length = Number(/content-length: *(\d+)/i.exec(text.slice(0, head))?.[1] ?? 0);
+        const total = head + 4 + length;
+        if (this.#have >= total) {
+          const status = Number(text.slice(9, 12));
+          this.#buf.copyWithin(0, total, this.#have);
+          this.#have -= total;
+          return status;
+        }
+      }
+      if (this.#have === this.#buf.length) {
+        // An answer larger than the buffer (a batch's envelopes): make room for it.
+        const larger = new Uint8Array(this.#buf.length * 2);
+        larger.set(this.#buf);
+        this.#buf = larger;
+      }
+      const n = await this.#conn.read(this.#buf.subarray(this.#have));
+      if (n === null) throw new Error("the server closed the connection");
+      this.#have += n;
+    }
+  }
+
+  /** Closes the connection. */
+  close(): void {
+    this.#conn.close();
+  }
+}
+
+/** What {@linkcode pacedLoad} counted. */
+export interface PacedResult {
+  /** Requests answered inside the measured window. */
+  events: number;
+  /** Answers outside 2xx, lead-in included. */
+  errors: number;
+  /** The measured window's length. */
+  seconds: number;
+}
+
+/**
+ * Sends requests over `connections` at a fixed total `rate`, each connection waiting for its
+ * answer before its next slot, for a lead-in and then a measured window of `seconds`.
+ * `onWindow` runs when the window opens (read the server's CPU there); read it again when this
+ * resolves, at the window's end.
+ *
+ * @param connections Open connections, shared out in turn.
+ * @param options Requests per second over all, the window, the lead-in (default 1 s) and what
+ *   to do as the window opens.
+ * @returns The requests answered in the window, the errors and the window's length.
+ */
+export async function pacedLoad(
+  connections: readonly KeepAliveConnection[],
+  options: { rate: number; seconds: number; leadInMs?: number; onWindow?: () => Promise<void> },
+): Promise<PacedResult> {
+  const interval = 1000 / options.rate; // ms between requests, over all connections
+  let next = performance.now();
+  let errors = 0;
+  let counting = false;
+  let events = 0;
+  const windowAt = performance.now() + (options.leadInMs ?? 1000);
+  const endAt = windowAt + options.seconds * 1000;
+  const worker = async (conn: KeepAliveConnection) => {
+    while (true) {
+      const slot = next;
+      next += interval;
+      const now = performance.now();
+      if (slot >= endAt) return;
+      if (slot > now) await new Promise((r) => setTimeout(r, slot - now));
+      const status = await conn.post();
+      if (status < 200 || status > 299) errors++;
+      if (counting) events++;
+    }
+  };
+  const workers = connections.map(worker);
+  await new Promise((r) => setTimeout(r, windowAt - performance.now()));
+  await options.onWindow?.();
+  const windowStart = performance.now();
+  counting = true;
+  await Promise.all(workers);
+  return { events, errors, seconds: (performance.now() - windowStart) / 1000 };
 }
 
 /**

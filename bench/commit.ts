@@ -24,7 +24,16 @@
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
 import { join, resolve } from "node:path";
-import { freePort, GcTrace, ROOT, serviceArgs, waitReady } from "./_util.ts";
+import {
+  cpuSeconds,
+  freePort,
+  GcTrace,
+  KeepAliveConnection,
+  pacedLoad,
+  ROOT,
+  serviceArgs,
+  waitReady,
+} from "./_util.ts";
 
 const { values: flags } = parseArgs({
   args: Deno.args.filter((a) => a !== "--"),
@@ -44,14 +53,17 @@ const ROUNDS = Number(flags.rounds);
 const WARMUP = Number(flags.warmup);
 const CONNECTIONS = Number(flags.connections);
 const BASELINE = flags.baseline === undefined ? undefined : resolve(flags.baseline);
-const CLK_TCK = 100;
 
 type Target = "writesync" | "service" | "baseline";
 
-const BODY = JSON.stringify({
-  type: "weather",
-  data: { wind_mps: 2.1, temp_c: -3.5, humidity: 41, sky: "clear" },
-});
+const REQUEST = {
+  path: "/event",
+  body: JSON.stringify({
+    type: "weather",
+    data: { wind_mps: 2.1, temp_c: -3.5, humidity: 41, sky: "clear" },
+  }),
+  contentType: "application/json",
+};
 
 interface Running {
   child: Deno.ChildProcess;
@@ -98,63 +110,6 @@ async function stop(running: Running): Promise<void> {
   await Deno.remove(running.dir, { recursive: true });
 }
 
-/** User + system CPU seconds of a process (or one of its threads) so far. */
-async function cpuOf(pid: number, tid?: number): Promise<number> {
-  const path = tid === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${tid}/stat`;
-  const stat = await Deno.readTextFile(path);
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
-}
-
-/**
- * One keep-alive connection sending `POST /event` and reading each answer (status line,
- * headers, `content-length` body) before the next.
- */
-class Connection {
-  #conn: Deno.TcpConn;
-  #request: Uint8Array;
-  #buf = new Uint8Array(64 * 1024);
-  #have = 0;
-
-  private constructor(conn: Deno.TcpConn, port: number) {
-    this.#conn = conn;
-    this.#request = new TextEncoder().encode(
-      `POST /event HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
-        `Content-Length: ${BODY.length}\r\n\r\n${BODY}`,
-    );
-  }
-
-  static async open(port: number): Promise<Connection> {
-    return new Connection(await Deno.connect({ hostname: "127.0.0.1", port }), port);
-  }
-
-  /** Sends one event; resolves with the status code. */
-  async post(): Promise<number> {
-    await this.#conn.write(this.#request);
-    while (true) {
-      const text = new TextDecoder().decode(this.#buf.subarray(0, this.#have));
-      const head = text.indexOf("\r\n\r\n");
-      if (head >= 0) {
-        const length = Number(/content-length: *(\d+)/i.exec(text.slice(0, head))?.[1] ?? 0);
-        const total = head + 4 + length;
-        if (this.#have >= total) {
-          const status = Number(text.slice(9, 12));
-          this.#buf.copyWithin(0, total, this.#have);
-          this.#have -= total;
-          return status;
-        }
-      }
-      const n = await this.#conn.read(this.#buf.subarray(this.#have));
-      if (n === null) throw new Error("the server closed the connection");
-      this.#have += n;
-    }
-  }
-
-  close(): void {
-    this.#conn.close();
-  }
-}
-
 interface Measured {
   events: number;
   cpuUsPerEvent: number;
@@ -169,42 +124,22 @@ interface Measured {
 /** Sends at `RATE` for `window` seconds (after a 1 s lead-in) and measures the server's CPU. */
 async function load(running: Running, window: number): Promise<Measured> {
   const conns = await Promise.all(
-    Array.from({ length: CONNECTIONS }, () => Connection.open(running.port)),
+    Array.from({ length: CONNECTIONS }, () => KeepAliveConnection.open(running.port, REQUEST)),
   );
-  const interval = 1000 / RATE; // ms between events, over all connections
-  let next = performance.now();
-  let sent = 0;
-  let errors = 0;
-  let counting = false;
-  let events = 0;
-  const warmUntil = performance.now() + 1000;
-  const endAt = warmUntil + window * 1000;
-  let cpuStart = 0;
-  let windowStart = 0;
-  const worker = async (conn: Connection) => {
-    while (true) {
-      const slot = next;
-      next += interval;
-      const now = performance.now();
-      if (slot >= endAt) return;
-      if (slot > now) await new Promise((r) => setTimeout(r, slot - now));
-      const status = await conn.post();
-      sent++;
-      if (status !== 200) errors++;
-      if (counting) events++;
-    }
-  };
-  const workers = conns.map(worker);
-  await new Promise((r) => setTimeout(r, warmUntil - performance.now()));
-  cpuStart = await cpuOf(running.child.pid);
-  const mainStart = await cpuOf(running.child.pid, running.child.pid);
-  const gcStart = running.gc.mark();
-  windowStart = performance.now();
-  counting = true;
-  await Promise.all(workers);
-  const cpu = await cpuOf(running.child.pid) - cpuStart;
-  const main = await cpuOf(running.child.pid, running.child.pid) - mainStart;
-  const seconds = (performance.now() - windowStart) / 1000;
+  const pid = running.child.pid;
+  let cpuStart = 0, mainStart = 0, gcStart = 0;
+  const paced = await pacedLoad(conns, {
+    rate: RATE,
+    seconds: window,
+    onWindow: async () => {
+      cpuStart = await cpuSeconds(pid);
+      mainStart = await cpuSeconds(pid, pid);
+      gcStart = running.gc.mark();
+    },
+  });
+  const cpu = await cpuSeconds(pid) - cpuStart;
+  const main = await cpuSeconds(pid, pid) - mainStart;
+  const { events, seconds } = paced;
   const allocated = running.gc.allocationRate(gcStart, running.gc.mark()) * 2 ** 20;
   for (const conn of conns) conn.close();
   return {
@@ -213,7 +148,7 @@ async function load(running: Running, window: number): Promise<Measured> {
     mainUsPerEvent: (main / events) * 1e6,
     achievedRate: events / seconds,
     allocatedPerEvent: allocated / (events / seconds),
-    errors,
+    errors: paced.errors,
   };
 }
 
