@@ -33,7 +33,6 @@ import {
   ConnectionGuard,
   type ConnectionLimits,
   type ConnectionPool,
-  INTERNAL_HOST,
 } from "../http/conn_guard.ts";
 import {
   type AlpacaDeviceRef,
@@ -436,25 +435,20 @@ export interface AlpacaHandle {
 export async function startAlpaca(options: AlpacaOptions): Promise<AlpacaHandle> {
   const handler = await createAlpacaHandler(options);
   const guarded = options.connectionGuard ?? !isLoopback(options.hostname);
-  let guard: ConnectionGuard | undefined;
   const listen = (port: number) =>
-    Deno.serve(
-      { hostname: guarded ? INTERNAL_HOST : options.hostname, port, onListen: () => {} },
-      guarded ? (req, info) => guard!.serve(req, info, handler) : handler,
-    );
-  let server = listen(guarded ? 0 : options.port);
+    Deno.serve({ hostname: options.hostname, port, onListen: () => {} }, handler);
   let stopped = false;
-  const closers: (() => Promise<void>)[] = [() => server.shutdown()];
+  const closers: (() => Promise<void>)[] = [];
   const close = async () => {
     stopped = true;
     for (const closer of closers.reverse()) await closer().catch(() => {});
   };
   try {
+    let addr: Deno.NetAddr;
     if (guarded) {
-      guard = new ConnectionGuard({
+      const guard = new ConnectionGuard({
         listener: Deno.listen({ hostname: options.hostname, port: options.port }),
-        upstream: () => server.addr,
-        plain: true,
+        handler,
         warn: options.warn,
         where: `${hostForUrl(options.hostname)}:${options.port} (Alpaca)`,
         ...(options.connectionLimits ? { limits: options.connectionLimits } : {}),
@@ -462,17 +456,21 @@ export async function startAlpaca(options: AlpacaOptions): Promise<AlpacaHandle>
       });
       const running = guard.run().catch((err) => options.warn(`Alpaca: ${err.message}`));
       closers.push(async () => {
-        guard!.close();
-        guard!.closeAll();
+        guard.close();
+        guard.closeAll();
         await running;
       });
+      addr = guard.addr;
+    } else {
+      let server = listen(options.port);
+      closers.push(() => server.shutdown());
+      addr = server.addr;
+      relistenAlpaca(server, addr, options, {
+        stopped: () => stopped,
+        listen: () => listen(server.addr.port),
+        replaced: (next) => void (server = next),
+      });
     }
-    const addr = guard ? guard.addr : server.addr;
-    relistenAlpaca(server, addr, options, {
-      stopped: () => stopped,
-      listen: () => listen(server.addr.port),
-      replaced: (next) => void (server = next),
-    });
     let discovery: DiscoveryHandle | undefined;
     if (options.discoveryPort !== 0) {
       discovery = await startDiscovery({

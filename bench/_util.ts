@@ -26,31 +26,41 @@ export function freePort(): number {
 }
 
 /**
- * The `deno` arguments that run a checkout's service on `127.0.0.1:<port>` with `siteDir`.
+ * The `deno` arguments that run a checkout's service on `<host>:<port>` with `siteDir`.
  *
- * @param options The checkout (default this one), the site directory, the port, the fsync mode,
- *   whether V8 prints a line per garbage collection on stdout (for {@linkcode GcTrace}), and
- *   more `deno run` flags (such as `--cpu-prof --cpu-prof-dir=DIR`).
+ * @param options The checkout (default this one), the site directory, the address (default
+ *   `127.0.0.1`; another one is a network bind, with `--insecure` and, as `deno task start`
+ *   grants it, `127.0.0.1` too), the port, the fsync mode, whether V8 prints a line per garbage
+ *   collection on stdout (for {@linkcode GcTrace}), and more `deno run` flags (such as
+ *   `--cpu-prof --cpu-prof-dir=DIR`).
  * @returns The arguments after `deno`.
  */
 export function serviceArgs(
   options: {
     root?: string;
     siteDir: string;
+    host?: string;
     port: number;
     fsync?: string;
     traceGc?: boolean;
     denoFlags?: readonly string[];
   },
 ): string[] {
-  const { root = ROOT, siteDir, port, fsync = "interval", traceGc = false, denoFlags = [] } =
-    options;
+  const {
+    root = ROOT,
+    siteDir,
+    host = "127.0.0.1",
+    port,
+    fsync = "interval",
+    denoFlags = [],
+  } = options;
+  const network = host === "127.0.0.1" ? [] : ["--insecure"];
   return [
     "run",
     ...denoFlags,
     // as `deno task start` and spawnServer() run it
-    ...(traceGc ? SERVICE_V8_FLAGS.map((f) => `${f},--trace-gc`) : SERVICE_V8_FLAGS),
-    `--allow-net=127.0.0.1:${port}`,
+    ...(options.traceGc ? SERVICE_V8_FLAGS.map((f) => `${f},--trace-gc`) : SERVICE_V8_FLAGS),
+    `--allow-net=${host}:${port}${network.length ? ",127.0.0.1" : ""}`,
     `--allow-read=${siteDir}`,
     `--allow-write=${siteDir}`,
     "--allow-env",
@@ -60,7 +70,8 @@ export function serviceArgs(
     "--site-dir",
     siteDir,
     "--host",
-    "127.0.0.1",
+    host,
+    ...network,
     "--port",
     String(port),
     "--fsync",
@@ -113,6 +124,8 @@ export function luaString(s: string): string {
 export interface WrkResult {
   requests: number;
   errors: number;
+  /** The errors by kind, as wrk counts them (`connect 0, read 1, ...`). */
+  errorKinds?: string;
   seconds: number;
   p50Ms: number;
   p99Ms: number;
@@ -122,8 +135,9 @@ export interface WrkResult {
 const WRK_DONE = `
 done = function(summary, latency, requests)
   local e = summary.errors
-  io.write(string.format('\\nRESULT {"requests":%d,"errors":%d,"duration_us":%d,"p50_us":%d,"p99_us":%d}\\n',
-    summary.requests, e.connect + e.read + e.write + e.timeout + e.status, summary.duration,
+  io.write(string.format('\\nRESULT {"requests":%d,"errors":%d,"kinds":"connect %d, read %d, write %d, timeout %d, status %d","duration_us":%d,"p50_us":%d,"p99_us":%d}\\n',
+    summary.requests, e.connect + e.read + e.write + e.timeout + e.status,
+    e.connect, e.read, e.write, e.timeout, e.status, summary.duration,
     latency:percentile(50), latency:percentile(99)))
 end
 `;
@@ -131,17 +145,20 @@ end
 /**
  * Runs wrk (two threads) with a Lua script against one URL and reads its counts.
  *
- * @param options The URL, the script (without a `done` function), connections and seconds.
+ * @param options The URL, the script (without a `done` function), connections and seconds, and
+ *   the network namespace to run wrk in (`ip netns exec`), if not this machine's.
  * @returns Requests, errors, duration and latency percentiles.
  * @throws {Error} When wrk fails or prints no result.
  */
 export async function runWrk(
-  options: { url: string; script: string; connections: number; seconds: number },
+  options: { url: string; script: string; connections: number; seconds: number; netns?: string },
 ): Promise<WrkResult> {
   const script = await Deno.makeTempFile({ suffix: ".lua" });
   await Deno.writeTextFile(script, options.script + WRK_DONE);
-  const out = await new Deno.Command("wrk", {
+  const inNs = options.netns === undefined ? [] : ["netns", "exec", options.netns, "wrk"];
+  const out = await new Deno.Command(inNs.length ? "ip" : "wrk", {
     args: [
+      ...inNs,
       "-t2",
       `-c${options.connections}`,
       `-d${options.seconds}s`,
@@ -162,6 +179,7 @@ export async function runWrk(
   return {
     requests: r.requests,
     errors: r.errors,
+    errorKinds: r.kinds,
     seconds: r.duration_us / 1e6,
     p50Ms: r.p50_us / 1000,
     p99Ms: r.p99_us / 1000,

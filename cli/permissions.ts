@@ -81,8 +81,9 @@ export function runPermissionFlags(
   const read = [...stored, ...pathsOf(values, "read")];
   const bind = netPart(values, "net-host");
   const host = hostForUrl(bind);
-  // Bound to the network, the service's Deno.serve listens on an internal 127.0.0.1 port behind
-  // the connection guard (docs/operations.md, "Connections"), picked at start: any port there.
+  // Bound to the network over HTTPS, the service's Deno.serve listens on an internal 127.0.0.1
+  // port behind the connection guard (docs/operations.md, "Connections"), picked at start: any
+  // port there. Over plain HTTP the guard needs none, but a unit's flags stay the same either way.
   const internal = isLoopback(bind) ? "" : `,${INTERNAL_HOST}`;
   const receivers = connectTargets(pathsOf(values, "net-connect")).map((target) => `,${target}`);
   return [

@@ -112,28 +112,35 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
   // Requests being answered; shutdown waits for them before it closes the files.
   const inFlight = new InFlight();
   const counted = inFlight.wrap(handler);
-  // Deno.serve has no head or idle timeout and no bound per peer: with the guard, it listens on
-  // an internal loopback port behind our own accept layer (docs/operations.md).
+  // Deno.serve has no head or idle timeout and no bound per peer: with the guard, the service
+  // accepts the connections itself and serves each with Deno's HTTP server; over HTTPS, through
+  // a Deno.serve on an internal loopback port (docs/operations.md).
   const guarded = options.connectionGuard ?? !isLoopback(hostname);
-  let guard: ConnectionGuard | undefined;
+  const internal = guarded && tls !== undefined;
   // One bound of connections for both listeners: descriptors are the process's (--max-conns).
   const pool = guarded ? new ConnectionPool(options.connectionLimits?.maxConns) : undefined;
-  const serve = guarded
+  let guard: ConnectionGuard | undefined;
+  const serve = internal
     ? (req: Request, info: Deno.ServeHandlerInfo<Deno.NetAddr>) => guard!.serve(req, info, counted)
     : counted;
   const listen = (at: number) =>
     Deno.serve({
-      hostname: guarded ? INTERNAL_HOST : hostname,
+      hostname: internal ? INTERNAL_HOST : hostname,
       port: at,
       onListen: () => {},
       ...tls,
     }, serve);
   const explain = (err: unknown) => listenFailure(err, tls !== undefined, options);
-  let server = await listenOrClose(() => listen(guarded ? 0 : port), service, explain);
-  if (pool) guard = await openGuard(hostname, port, server, service, explain, options, pool, warn);
+  let server = guarded && !internal
+    ? undefined
+    : await listenOrClose(() => listen(internal ? 0 : port), service, explain);
+  if (pool) {
+    const front = { hostname, port, handler: counted, upstream: server?.addr, pool, warn };
+    guard = await openGuard(front, options, service, server, explain);
+  }
   const alpaca = await openAlpaca(service, hostname, options, pool, warn).catch(async (err) => {
     guard?.close();
-    await server.shutdown();
+    await server?.shutdown();
     await service.close();
     throw err;
   });
@@ -150,25 +157,27 @@ export async function startServer(options: ServerOptions): Promise<ServerHandle>
     stopping.then(() => failure ? done.reject(failure) : done.resolve(), done.reject);
     return stopping;
   }
-  const port0 = server.addr.port;
-  const where = `${hostForUrl(hostname)}:${guard ? guard.addr.port : port0}`;
-  const relisten = new Relistener(options.relisten ?? {}, warn, where);
-  keepListening(server, {
-    relisten,
-    stopped: () => stopping !== undefined,
-    listen: () => listen(port0),
-    replaced: (next) => void (server = next),
-    failed: () => {
-      failure = relisten.failure();
-      return shutdown();
-    },
-  });
+  if (server) {
+    const port0 = server.addr.port;
+    const where = `${hostForUrl(hostname)}:${guard ? guard.addr.port : port0}`;
+    const relisten = new Relistener(options.relisten ?? {}, warn, where);
+    keepListening(server, {
+      relisten,
+      stopped: () => stopping !== undefined,
+      listen: () => listen(port0),
+      replaced: (next) => void (server = next),
+      failed: () => {
+        failure = relisten.failure();
+        return shutdown();
+      },
+    });
+  }
   // Callers that never await `finished` must not crash on a failed close; those who do see it.
   done.promise.catch(() => {});
   // Accepting failed for good: as when the listener cannot be opened again.
   guard?.run().catch((err: ListenerError) => stopping ?? shutdown(err));
   disk.start();
-  const addr = guard ? guard.addr : server.addr;
+  const addr = guard ? guard.addr : server!.addr;
   const url = await announce(addr, hostname, tls !== undefined, service, warn);
   return {
     addr,
@@ -190,7 +199,8 @@ interface Parts {
   service: TelemetryService;
   notifier: { close(waitMs: number): Promise<void> };
   guard: ConnectionGuard | undefined;
-  server: Deno.HttpServer<Deno.NetAddr>;
+  /** Deno.serve: on loopback, or on the internal port behind the guard over HTTPS. */
+  server: Deno.HttpServer<Deno.NetAddr> | undefined;
 }
 
 /** The graceful shutdown (docs/storage.md): requests drained, files closed, then the sockets. */
@@ -208,10 +218,10 @@ async function closeInOrder(parts: Parts, deadline: number): Promise<void> {
   } finally {
     // A receiver that never answers holds the shutdown no longer than the drain (bounded).
     await notifier.close(Math.min(NOTIFY_DRAIN_MS, Math.max(0, deadline - Date.now())));
-    guard?.close();
-    // A peer that stopped reading holds its connection (and so server.shutdown()) forever;
-    // past the grace period the caller may exit anyway: the files are already closed.
-    await raceDeadline(server.shutdown(), deadline);
+    // A peer that stopped reading holds its connection (and so shutdown()) forever; past the
+    // grace period the caller may exit anyway: the files are already closed.
+    const closed = Promise.all([guard?.shutdown(), server?.shutdown()]).then(() => {});
+    await raceDeadline(closed, deadline);
     guard?.closeAll();
   }
 }
@@ -321,39 +331,46 @@ function handlerOptions(
   };
 }
 
+/** What {@linkcode openGuard} puts in front of the service. */
+interface Front {
+  hostname: string;
+  port: number;
+  /** Plain HTTP: the handler each connection's Deno HTTP server calls. */
+  handler: (req: Request, info: Deno.ServeHandlerInfo<Deno.NetAddr>) => Promise<Response>;
+  /** HTTPS: where the internal `Deno.serve` listens. */
+  upstream: Deno.NetAddr | undefined;
+  pool: ConnectionPool;
+  warn: (message: string) => void;
+}
+
 /**
- * Opens the public listener of the connection guard in front of `server`; when that fails,
- * closes the server and the service and throws `explain(err)`.
+ * Opens the public listener of the connection guard; when that fails, closes the internal
+ * server (HTTPS) and the service, and throws `explain(err)`.
  */
 async function openGuard(
-  hostname: string,
-  port: number,
-  server: Deno.HttpServer<Deno.NetAddr>,
-  service: TelemetryService,
-  explain: (err: unknown) => unknown,
+  front: Front,
   options: ServerOptions,
-  pool: ConnectionPool,
-  warn: (message: string) => void,
+  service: TelemetryService,
+  server: Deno.HttpServer<Deno.NetAddr> | undefined,
+  explain: (err: unknown) => unknown,
 ): Promise<ConnectionGuard> {
-  let listener: Deno.TcpListener;
+  const { hostname, port, upstream } = front;
   try {
-    listener = Deno.listen({ hostname, port });
+    const listener = Deno.listen({ hostname, port });
+    return new ConnectionGuard({
+      listener,
+      // The internal server is listened again on its own port when it fails (keepListening).
+      ...(upstream ? { upstream: () => upstream } : { handler: front.handler }),
+      warn: front.warn,
+      where: `${hostForUrl(hostname)}:${listener.addr.port}`,
+      pool: front.pool,
+      ...(options.connectionLimits ? { limits: options.connectionLimits } : {}),
+    });
   } catch (err) {
-    await server.shutdown();
+    await server?.shutdown();
     await service.close();
     throw explain(err);
   }
-  // The internal server is listened again on its own port when it fails (keepListening).
-  const upstream = server.addr;
-  return new ConnectionGuard({
-    listener,
-    upstream: () => upstream,
-    plain: options.tlsCert === undefined,
-    warn,
-    where: `${hostForUrl(hostname)}:${listener.addr.port}`,
-    pool,
-    ...(options.connectionLimits ? { limits: options.connectionLimits } : {}),
-  });
 }
 
 /** Listens for the first time; when that fails, closes the service and throws `explain(err)`. */
