@@ -78,6 +78,7 @@ export type {
 } from "./wire/history.ts";
 // What the methods take and return, so that one import serves (docs/client.md).
 export {
+  type BatchSummary,
   type Envelope,
   type JsonObject,
   type RunRecord,

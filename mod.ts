@@ -25,6 +25,7 @@
  */
 
 export {
+  type BatchSummary,
   type Envelope,
   formatTimestamp,
   type JsonObject,

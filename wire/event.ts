@@ -66,6 +66,28 @@ export interface RunRecord {
   meta: JsonObject;
 }
 
+/**
+ * The minimal answer of `POST /events` (docs/http-api.md), asked for with
+ * `Prefer: return=minimal`: how many events were accepted, and the seqs of the first and the last
+ * of them in the stream they went to (the run stream during a run, else the site stream). A
+ * batch's events have consecutive seqs, so `last_seq - first_seq + 1 === accepted`; both are
+ * `null` for an empty batch.
+ *
+ * @example Usage
+ * ```ts
+ * import type { BatchSummary } from "@obs-utils/telemetry/event";
+ * const answer: BatchSummary = { accepted: 500, first_seq: 1201, last_seq: 1700 };
+ * ```
+ */
+export interface BatchSummary {
+  /** How many events were accepted. */
+  accepted: number;
+  /** The seq of the first, or `null` when there were none. */
+  first_seq: number | null;
+  /** The seq of the last, or `null` when there were none. */
+  last_seq: number | null;
+}
+
 /** The longest event type the service accepts, in UTF-16 code units (docs/http-api.md). */
 export const MAX_TYPE_LENGTH = 128;
 
