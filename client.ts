@@ -41,6 +41,7 @@ export type {
   FieldInfo,
   HealthInfo,
   PostEventOptions,
+  PostEventsOptions,
   PostOptions,
   ReadyInfo,
   RequestOptions,

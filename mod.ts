@@ -52,6 +52,7 @@ export {
   type HistoryOptions,
   type HistoryTruncated,
   type PostEventOptions,
+  type PostEventsOptions,
   type PostOptions,
   type ReadyInfo,
   type RequestOptions,
