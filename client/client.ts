@@ -482,10 +482,39 @@ export class TelemetryClient {
     items: readonly EventInput[],
     options: PostEventsOptions & { minimal: true },
   ): Promise<BatchSummary>;
+  /**
+   * Records several events in one request (`POST /events`) and returns their envelopes; see the
+   * first signature.
+   *
+   * @param items The events.
+   * @param options The post's `idempotencyKey`, `retries` and abort signal.
+   * @returns The envelopes as written, in the order of `items`.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const [event] = await new TelemetryClient().postEvents([{ type: "weather", data: {} }]);
+   * ```
+   */
   postEvents(
     items: readonly EventInput[],
     options?: PostEventsOptions & { minimal?: false | undefined },
   ): Promise<TelemetryEvent[]>;
+  /**
+   * Records several events in one request (`POST /events`), with `minimal` known only at run
+   * time; see the first signature.
+   *
+   * @param items The events.
+   * @param options As for the first signature.
+   * @returns The envelopes, or with `minimal: true` the minimal answer.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const quiet = Deno.args.includes("--quiet");
+   * const answer = await new TelemetryClient().postEvents([], { minimal: quiet });
+   * ```
+   */
   postEvents(
     items: readonly EventInput[],
     options?: PostEventsOptions,

@@ -1032,10 +1032,19 @@ interface KeyedLines {
 }
 
 /**
- * The minimal answer of a request's events (docs/http-api.md): their count and the seqs of the
- * first and the last, in the stream they went to (one stream per request, consecutive seqs).
+ * The minimal answer of a request's events (docs/http-api.md, `Prefer: return=minimal`): their
+ * count and the seqs of the first and the last, in the stream they went to (one stream per
+ * request, consecutive seqs).
+ *
+ * @param events The events of one request, as answered.
+ * @returns `{accepted, first_seq, last_seq}`; the seqs are `null` when there are no events.
+ *
+ * @example Usage
+ * ```ts ignore
+ * const { accepted, first_seq, last_seq } = summaryOf(await service.submit(commands));
+ * ```
  */
-function summaryOf(events: readonly CommittedEvent[]): BatchSummary {
+export function summaryOf(events: readonly CommittedEvent[]): BatchSummary {
   const n = events.length;
   return n === 0
     ? { accepted: 0, first_seq: null, last_seq: null }

@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { TelemetryService } from "../core/service.ts";
+import { summaryOf, type TelemetryService } from "../core/service.ts";
 import { HttpError } from "./problems.ts";
 import { isLoopback } from "./guards.ts";
 import { type BodyDeadlines, parseNdjsonLines, readJsonBody, readRequiredJson } from "./body.ts";
@@ -324,13 +324,7 @@ async function postEvents(
   if (key === undefined) {
     const events = await service.submit(parseEvents(items, true, lines));
     if (!minimal) return json(200, batchBody(events.map((e) => e.line)));
-    const n = events.length;
-    return minimalAnswer(
-      n === 0
-        ? NO_EVENTS
-        : { accepted: n, first_seq: events[0]!.seq, last_seq: events[n - 1]!.seq },
-      false,
-    );
+    return minimalAnswer(summaryOf(events), false);
   }
   // The hash is the body's, not the Prefer header's: a retry asking for the other answer is the
   // same request (docs/http-api.md, "Prefer: return=minimal").
@@ -350,7 +344,6 @@ function batchBody(lines: readonly string[]): string {
   return `{"accepted":${lines.length},"events":[${lines.join(",")}]}`;
 }
 
-const NO_EVENTS: BatchSummary = { accepted: 0, first_seq: null, last_seq: null };
 const MINIMAL_HEADERS = {
   "content-type": "application/json; charset=utf-8",
   "preference-applied": "return=minimal",
