@@ -41,6 +41,7 @@ export type {
   FieldInfo,
   HealthInfo,
   PostEventOptions,
+  PostEventsOptions,
   PostOptions,
   ReadyInfo,
   RequestOptions,
@@ -78,6 +79,7 @@ export type {
 } from "./wire/history.ts";
 // What the methods take and return, so that one import serves (docs/client.md).
 export {
+  type BatchSummary,
   type Envelope,
   type JsonObject,
   type RunRecord,

@@ -22,6 +22,7 @@
  */
 
 export {
+  type BatchSummary,
   checkEventType,
   daysInMonth,
   describe,

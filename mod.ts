@@ -25,6 +25,7 @@
  */
 
 export {
+  type BatchSummary,
   type Envelope,
   formatTimestamp,
   type JsonObject,
@@ -51,6 +52,7 @@ export {
   type HistoryOptions,
   type HistoryTruncated,
   type PostEventOptions,
+  type PostEventsOptions,
   type PostOptions,
   type ReadyInfo,
   type RequestOptions,

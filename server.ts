@@ -71,7 +71,7 @@ export type { SafetyChange, SafetyTypeVerdict, SafetyVerdict, WaiverView } from 
 export type { HubActor, HubVia, SafetyEvent, Waiver } from "./core/safety_events.ts";
 export { SafetyHubInputError } from "./core/safety_events.ts";
 export type { SafetyHubApi } from "./core/service.ts";
-export type { JsonObject, RunRecord } from "./wire/event.ts";
+export type { BatchSummary, JsonObject, RunRecord } from "./wire/event.ts";
 export { DEFAULT_HOST, DEFAULT_PORT } from "./wire/address.ts";
 export type { FsyncMode } from "./store/writer.ts";
 export { DiskWatch, type DiskWatchOptions } from "./store/disk_watch.ts";

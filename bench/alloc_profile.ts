@@ -5,13 +5,20 @@
  * included) while it takes `--events` more, and prints the bytes allocated per event by call site
  * (the function and its callers). `bench:commit` gives the total; this says which code to change.
  *
- * Usage: deno run -A bench/alloc_profile.ts [--mode single|batch] [--events 30000] [--top 25]
+ * `--mode batch-ts` sends batches of 500 six-field readings as a JSON array, each with a `ts` of its
+ * own in the stored form, and `Prefer: return=minimal` (`--full`: without it), as
+ * `bench:vs-influx`'s row 2 does; `--root DIR` profiles the service of another checkout (e.g.
+ * `git worktree add /tmp/base-main main`), for a before and after.
+ *
+ * Usage: deno run -A bench/alloc_profile.ts [--mode single|batch|batch-ts] [--events 30000]
+ *   [--top 25] [--full] [--root DIR]
  *
  * @module
  */
 
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
+import { resolve } from "node:path";
 import { freePort, serviceArgs, waitReady } from "./_util.ts";
 
 const { values: flags } = parseArgs({
@@ -20,19 +27,45 @@ const { values: flags } = parseArgs({
     mode: { type: "string", default: "single" },
     events: { type: "string", default: "30000" },
     top: { type: "string", default: "25" },
+    full: { type: "boolean", default: false },
+    root: { type: "string" },
   },
   strict: true,
 });
-const BATCH = flags.mode === "batch";
-if (!BATCH && flags.mode !== "single") throw new Error("--mode is single or batch");
+const WITH_TS = flags.mode === "batch-ts";
+const BATCH = flags.mode === "batch" || WITH_TS;
+if (!BATCH && flags.mode !== "single") throw new Error("--mode is single, batch or batch-ts");
 const EVENTS = Number(flags.events);
 const EVENT = JSON.stringify({
   type: "weather",
   data: { wind_mps: 2.1, temp_c: -3.5, humidity: 41, sky: "clear" },
 });
 const BATCH_BODY = Array.from({ length: 1000 }, () => EVENT).join("\n") + "\n";
-const PER_REQUEST = BATCH ? 1000 : 1;
+const PER_REQUEST = WITH_TS ? 500 : BATCH ? 1000 : 1;
 const CONNECTIONS = BATCH ? 4 : 16;
+const ROOT_DIR = flags.root === undefined ? undefined : resolve(flags.root);
+
+/** Batch `n` of `--mode batch-ts`: 500 readings 2 ms apart in a second of their own. */
+function tsBatch(n: number): string {
+  const second = Date.UTC(2026, 9, 1) + n * 1000;
+  const items = [];
+  for (let i = 0; i < 500; i++) {
+    items.push(JSON.stringify({
+      type: "weather",
+      ts: new Date(second + i * 2).toISOString(),
+      data: {
+        temp_c: 8.12 + i / 100,
+        humidity: 61.4,
+        pressure_hpa: 751.02,
+        wind_mps: 3.9,
+        gust_mps: 6.1,
+        sky_temp_c: -21.37,
+      },
+    }));
+  }
+  return `[${items.join(",")}]`;
+}
+let batches = 0;
 
 interface ProfileNode {
   callFrame: { functionName: string; url: string };
@@ -84,10 +117,14 @@ async function send(url: string, events: number): Promise<void> {
   await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
     while (sent < events) {
       sent += PER_REQUEST;
+      const headers: Record<string, string> = {
+        "content-type": BATCH && !WITH_TS ? "application/x-ndjson" : "application/json",
+      };
+      if (WITH_TS && !flags.full) headers.prefer = "return=minimal";
       const res = await fetch(`${url}${BATCH ? "/events" : "/event"}`, {
         method: "POST",
-        headers: { "content-type": BATCH ? "application/x-ndjson" : "application/json" },
-        body: BATCH ? BATCH_BODY : EVENT,
+        headers,
+        body: WITH_TS ? tsBatch(batches++) : BATCH ? BATCH_BODY : EVENT,
       });
       await res.arrayBuffer();
       if (!res.ok) throw new Error(`the service answered ${res.status}`);
@@ -115,7 +152,7 @@ async function main(): Promise<void> {
   const port = freePort();
   const inspectPort = freePort();
   const siteDir = await Deno.makeTempDir({ prefix: "bench-alloc-" });
-  const args = serviceArgs({ siteDir, port });
+  const args = serviceArgs({ siteDir, port, ...(ROOT_DIR ? { root: ROOT_DIR } : {}) });
   args.splice(1, 0, `--inspect=127.0.0.1:${inspectPort}`);
   const child = new Deno.Command(Deno.execPath(), { args, stdout: "null", stderr: "null" })
     .spawn();

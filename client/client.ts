@@ -4,7 +4,13 @@
  * @module
  */
 
-import { describe, isJsonObject, type JsonObject, type TelemetryEvent } from "../wire/event.ts";
+import {
+  type BatchSummary,
+  describe,
+  isJsonObject,
+  type JsonObject,
+  type TelemetryEvent,
+} from "../wire/event.ts";
 import { DEFAULT_HOST, DEFAULT_PORT, resolveBaseUrl, resolveToken } from "../wire/address.ts";
 import { type Answer, Transport } from "./transport.ts";
 import { Backoff } from "../wire/backoff.ts";
@@ -36,6 +42,7 @@ import type {
   EventInput,
   HealthInfo,
   PostEventOptions,
+  PostEventsOptions,
   PostOptions,
   ReadyInfo,
   RequestOptions,
@@ -448,8 +455,10 @@ export class TelemetryClient {
    * order.
    *
    * @param items The events; each is validated before anything is sent.
-   * @param options The post's `idempotencyKey` and `retries` (docs/client.md), and an abort signal.
-   * @returns The envelopes as written, in the order of `items`.
+   * @param options The post's `idempotencyKey` and `retries` (docs/client.md), an abort signal,
+   *   and `minimal: true` for the minimal answer instead of every envelope.
+   * @returns The envelopes as written, in the order of `items`; with `minimal: true`, how many
+   *   were accepted and the seqs of the first and the last.
    * @throws {TypeError} If `items` is not an array or an item is malformed (the message names its
    * index); no request is made.
    * @throws {TelemetryConnectionError} If no server answers within `timeoutMs`, on every try.
@@ -458,29 +467,93 @@ export class TelemetryClient {
    * @example Usage
    * ```ts ignore
    * import { TelemetryClient } from "@obs-utils/telemetry/client";
-   * const events = await new TelemetryClient().postEvents([
+   * const client = new TelemetryClient();
+   * const events = await client.postEvents([
    *   { type: "weather", data: { wind_mps: 2.1 } },
    *   { type: "environment", data: { humidity: 41 }, storePermanently: false },
    * ]);
+   * const { accepted, first_seq, last_seq } = await client.postEvents(
+   *   [{ type: "weather", data: { wind_mps: 2.3 } }],
+   *   { minimal: true },
+   * );
    * ```
    */
+  postEvents(
+    items: readonly EventInput[],
+    options: PostEventsOptions & { minimal: true },
+  ): Promise<BatchSummary>;
+  /**
+   * Records several events in one request (`POST /events`) and returns their envelopes; see the
+   * first signature.
+   *
+   * @param items The events.
+   * @param options The post's `idempotencyKey`, `retries` and abort signal.
+   * @returns The envelopes as written, in the order of `items`.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const [event] = await new TelemetryClient().postEvents([{ type: "weather", data: {} }]);
+   * ```
+   */
+  postEvents(
+    items: readonly EventInput[],
+    options?: PostEventsOptions & { minimal?: false | undefined },
+  ): Promise<TelemetryEvent[]>;
+  /**
+   * Records several events in one request (`POST /events`), with `minimal` known only at run
+   * time; see the first signature.
+   *
+   * @param items The events.
+   * @param options As for the first signature.
+   * @returns The envelopes, or with `minimal: true` the minimal answer.
+   *
+   * @example Usage
+   * ```ts ignore
+   * import { TelemetryClient } from "@obs-utils/telemetry/client";
+   * const quiet = Deno.args.includes("--quiet");
+   * const answer = await new TelemetryClient().postEvents([], { minimal: quiet });
+   * ```
+   */
+  postEvents(
+    items: readonly EventInput[],
+    options?: PostEventsOptions,
+  ): Promise<TelemetryEvent[] | BatchSummary>;
   async postEvents(
     items: readonly EventInput[],
-    options: PostOptions = {},
-  ): Promise<TelemetryEvent[]> {
+    options: PostEventsOptions = {},
+  ): Promise<TelemetryEvent[] | BatchSummary> {
     const action = "Cannot post events";
     const signal = this.#requestSignal(options, action);
+    const minimal = options.minimal;
+    if (minimal !== undefined && typeof minimal !== "boolean") {
+      throw new TypeError(`${action}: "minimal" must be true or false, not ${describe(minimal)}`);
+    }
     const body = eventsBody(items, action);
-    const { value, res } = await this.#post("/events", body, signal, options, action);
+    const headers = minimal ? MINIMAL_HEADERS : undefined;
+    const { value, res } = await this.#post("/events", body, signal, options, action, headers);
+    if (minimal && isSummary(value)) {
+      return { accepted: value.accepted, first_seq: value.first_seq, last_seq: value.last_seq };
+    }
     if (!isJsonObject(value) || !Array.isArray(value.events)) {
       throw this.#transport.shapeError(
         res,
         value,
         "/events",
-        'an object {"accepted": n, "events": [...]}',
+        minimal
+          ? 'an object {"accepted": n, "first_seq": seq, "last_seq": seq}'
+          : 'an object {"accepted": n, "events": [...]}',
       );
     }
-    return value.events.map((e: unknown) => this.#transport.toEvent({ value: e, res }, "/events"));
+    const events = value.events.map((e: unknown) =>
+      this.#transport.toEvent({ value: e, res }, "/events")
+    );
+    if (!minimal) return events;
+    // A server that predates the minimal answer sends every envelope: the same summary.
+    const n = events.length;
+    return n === 0
+      ? { accepted: 0, first_seq: null, last_seq: null }
+      : { accepted: n, first_seq: events[0]!.seq, last_seq: events[n - 1]!.seq };
   }
 
   /**
@@ -795,6 +868,7 @@ export class TelemetryClient {
     signal: AbortSignal | undefined,
     options: PostOptions,
     action: string,
+    headers?: Readonly<Record<string, string>>,
   ): Promise<Answer> {
     const idempotencyKey = checkIdempotencyKey(options.idempotencyKey, action) ??
       newIdempotencyKey();
@@ -802,7 +876,12 @@ export class TelemetryClient {
     let backoff: Backoff | undefined;
     for (let attempt = 0;; attempt++) {
       try {
-        return await this.#transport.call("POST", path, { signal, body, idempotencyKey });
+        return await this.#transport.call("POST", path, {
+          signal,
+          body,
+          idempotencyKey,
+          ...(headers ? { headers } : {}),
+        });
       } catch (err) {
         if (!(err instanceof TelemetryConnectionError) || attempt >= retries) throw err;
         backoff ??= new Backoff({ firstMs: RETRY_FIRST_MS, maxMs: RETRY_MAX_MS });
@@ -816,6 +895,17 @@ export class TelemetryClient {
     checkOptionsObject(options, action);
     return checkSignal(options.signal, action);
   }
+}
+
+/** The request header of a post that asks for the minimal answer (docs/http-api.md). */
+const MINIMAL_HEADERS: Readonly<Record<string, string>> = { prefer: "return=minimal" };
+
+/** Whether an answer is the minimal answer of `POST /events`. */
+function isSummary(value: unknown): value is BatchSummary {
+  if (!isJsonObject(value)) return false;
+  const seq = (x: unknown) => x === null || (Number.isSafeInteger(x) && (x as number) >= 0);
+  return Number.isSafeInteger(value.accepted) && (value.accepted as number) >= 0 &&
+    seq(value.first_seq) && seq(value.last_seq) && !("events" in value);
 }
 
 /** `?profile=P` of the safety routes, or nothing for the default (`site`). */

@@ -82,6 +82,18 @@ export interface PostOptions extends RequestOptions {
   retries?: number;
 }
 
+/** Options of {@linkcode TelemetryClient.postEvents}. */
+export interface PostEventsOptions extends PostOptions {
+  /**
+   * Ask for the minimal answer (`Prefer: return=minimal`, docs/http-api.md): how many events
+   * were accepted and the seqs of the first and the last, instead of every envelope. The service
+   * then sends about 60 bytes instead of every event back; a server that predates the minimal
+   * answer sends the envelopes, and the client counts them into the same summary.
+   * @default {false}
+   */
+  minimal?: boolean;
+}
+
 /** Options of {@linkcode TelemetryClient.postEvent}. */
 export interface PostEventOptions extends PostOptions {
   /**

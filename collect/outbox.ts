@@ -219,9 +219,12 @@ export class Outbox {
    * its back-off and its log lines, is the one that retries.
    */
   async #post(events: EventInput[], signal: AbortSignal | undefined): Promise<void> {
+    // The minimal answer: the collector needs only to know the batch was stored, not its
+    // envelopes back (docs/http-api.md, "Prefer: return=minimal").
     await this.#client.postEvents(events, {
       idempotencyKey: this.#flightKey!,
       retries: 0,
+      minimal: true,
       ...(signal ? { signal } : {}),
     });
   }

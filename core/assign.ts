@@ -34,8 +34,11 @@ export interface EventOp {
   resolve: (events: CommittedEvent[]) => void;
   /** Refuses the request. */
   reject: (err: unknown) => void;
-  /** The request's `Idempotency-Key` and the hash of its body, when it was sent with one. */
-  key?: { key: string; hash: string } | undefined;
+  /**
+   * The request's `Idempotency-Key` and the hash of its body, when it was sent with one, and
+   * whether it asked for the minimal answer (kept instead of its lines).
+   */
+  key?: { key: string; hash: string; minimal?: boolean | undefined } | undefined;
 }
 
 /** Seq accounting of one stream while a group is being assigned. */

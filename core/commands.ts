@@ -8,10 +8,9 @@
 import {
   checkEventType,
   describe,
-  formatTimestamp,
   isJsonObject,
   type JsonObject,
-  parseTimestamp,
+  normalizeTimestamp,
   RESERVED_TYPE_PREFIX,
   reservedTypeProblem,
 } from "../wire/event.ts";
@@ -223,7 +222,8 @@ function checkEvent(raw: unknown, index: number | undefined): EventCommand {
     );
   } else {
     try {
-      ts = formatTimestamp(parseTimestamp(raw.ts));
+      // A `ts` already in the envelope's form is kept as it came (wire/event.ts).
+      ts = normalizeTimestamp(raw.ts);
     } catch (err) {
       throw new InvalidRequestError(
         `${

@@ -18,7 +18,7 @@
  * @module
  */
 
-import type { JsonObject, RunRecord } from "../wire/event.ts";
+import type { BatchSummary, JsonObject, RunRecord } from "../wire/event.ts";
 import { IdempotencyConflictError, ShuttingDownError, StorageError } from "./errors.ts";
 import { type EventCommand, parseEvents, parseRunStart, type RunStartCommand } from "./commands.ts";
 import { checkTimeZone } from "../store/day_key.ts";
@@ -101,6 +101,7 @@ import { readLinesAfter, type StreamsNow } from "./latch_replay.ts";
 import { runLogEnd } from "../store/run_log.ts";
 import { IdempotencyKeys } from "./idempotency.ts";
 import { encodeKeyRecord, type KeyRef, type KeyStored } from "../store/key_journal.ts";
+import { readSeqAndType } from "../wire/ndjson.ts";
 import { MAX_LINE_BYTES } from "../store/site_files.ts";
 import { utf8Length } from "./snapshot.ts";
 
@@ -513,9 +514,11 @@ export class TelemetryService implements AsyncDisposable {
    * request that is refused or fails leaves no key behind.
    *
    * @param idempotency The key, and a hash of the request (its route and body) that tells a
-   *   retry from another request.
+   *   retry from another request; `minimal: true` keeps only the minimal answer of the request
+   *   (`Prefer: return=minimal` of `POST /events`, docs/http-api.md), not its lines.
    * @param parse Validates the request into commands; called only when the key is new.
-   * @returns The answered lines, and whether they are a replay of the first answer.
+   * @returns The answered lines (unless the first answer was the minimal one), the minimal
+   *   answer, and whether they are a replay of the first answer.
    * @throws {IdempotencyConflictError} When the key was answered for another request.
    * @throws {InvalidRequestError} From `parse`, or when `meta.run_id` does not name the active run.
    * @throws {TypeLimitError} When a new type would pass `maxTypes`.
@@ -532,7 +535,7 @@ export class TelemetryService implements AsyncDisposable {
    * ```
    */
   async submitOnce(
-    idempotency: { key: string; hash: string },
+    idempotency: { key: string; hash: string; minimal?: boolean | undefined },
     parse: () => EventCommand[],
   ): Promise<KeyedAnswer> {
     const { key, hash } = idempotency;
@@ -546,8 +549,15 @@ export class TelemetryService implements AsyncDisposable {
       if (claim.kind === "conflict") throw new IdempotencyConflictError(key, claim.entry.at);
       if (claim.kind === "replay") {
         // In the queue, so that no new generation of the journal begins under the read.
-        const lines = await this.#control(() => this.#store.keys.read(claim.entry.ref, key));
-        if (lines !== undefined) return { lines, replayed: true };
+        const kept = await this.#control(() => this.#store.keys.read(claim.entry.ref, key));
+        const summary = kept === undefined
+          ? undefined
+          : kept.lines === undefined
+          ? kept.minimal
+          : summaryOfLines(kept.lines);
+        if (kept !== undefined && summary !== undefined) {
+          return { lines: kept.lines, summary, replayed: true };
+        }
         throw new StorageError(
           `The first answer of Idempotency-Key ${
             JSON.stringify(key.slice(0, 60))
@@ -560,7 +570,11 @@ export class TelemetryService implements AsyncDisposable {
         const events = await new Promise<CommittedEvent[]>((resolve, reject) => {
           this.#queue.push({ items: commands, receivedAt, resolve, reject, key: idempotency });
         });
-        return { lines: events.map((event) => event.line), replayed: false };
+        return {
+          lines: idempotency.minimal ? undefined : events.map((event) => event.line),
+          summary: summaryOf(events),
+          replayed: false,
+        };
       } finally {
         this.#keys.release(key);
       }
@@ -911,13 +925,25 @@ export class TelemetryService implements AsyncDisposable {
           ? { run: run!.record.run_dir, seq: event.seq }
           : { night: this.#store.nightOf(op.receivedAt), seq: event.seq };
       }
-      const text = encodeKeyRecord({
-        key: op.key.key,
-        hash: op.key.hash,
-        at: keyed.at,
-        stored,
-        lines: out.map((event) => event.line),
-      });
+      // A request that asked for the minimal answer is answered so again: its lines are not kept.
+      const text = encodeKeyRecord(
+        op.key.minimal
+          ? {
+            key: op.key.key,
+            hash: op.key.hash,
+            at: keyed.at,
+            stored,
+            lines: null,
+            minimal: summaryOf(out),
+          }
+          : {
+            key: op.key.key,
+            hash: op.key.hash,
+            at: keyed.at,
+            stored,
+            lines: out.map((event) => event.line),
+          },
+      );
       const size = utf8Length(text);
       if (size > MAX_LINE_BYTES) {
         // A start would take such a line for damage: the request is stored without its key.
@@ -1003,4 +1029,37 @@ interface KeyedLines {
   bytes: number;
   /** Where they were written, once they were. */
   refs: KeyRef[];
+}
+
+/**
+ * The minimal answer of a request's events (docs/http-api.md, `Prefer: return=minimal`): their
+ * count and the seqs of the first and the last, in the stream they went to (one stream per
+ * request, consecutive seqs).
+ *
+ * @param events The events of one request, as answered.
+ * @returns `{accepted, first_seq, last_seq}`; the seqs are `null` when there are no events.
+ *
+ * @example Usage
+ * ```ts ignore
+ * const { accepted, first_seq, last_seq } = summaryOf(await service.submit(commands));
+ * ```
+ */
+export function summaryOf(events: readonly CommittedEvent[]): BatchSummary {
+  const n = events.length;
+  return n === 0
+    ? { accepted: 0, first_seq: null, last_seq: null }
+    : { accepted: n, first_seq: events[0]!.seq, last_seq: events[n - 1]!.seq };
+}
+
+/**
+ * The minimal answer of a key's first answer, read from its lines: the same seqs it claimed, or
+ * `undefined` when a line has none (the key line is not one the service wrote).
+ */
+function summaryOfLines(lines: readonly string[]): BatchSummary | undefined {
+  const n = lines.length;
+  if (n === 0) return { accepted: 0, first_seq: null, last_seq: null };
+  const first = readSeqAndType(lines[0]!)?.seq, last = readSeqAndType(lines[n - 1]!)?.seq;
+  return first === undefined || last === undefined
+    ? undefined
+    : { accepted: n, first_seq: first, last_seq: last };
 }

@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { JsonObject, RunRecord } from "../wire/event.ts";
+import type { BatchSummary, JsonObject, RunRecord } from "../wire/event.ts";
 import type { WriteError } from "./errors.ts";
 import type { FsyncMode } from "../store/writer.ts";
 import type { TypesRegistry } from "./types_registry.ts";
@@ -115,8 +115,14 @@ export interface CommittedEvent {
 
 /** The answer of a request sent with an `Idempotency-Key` (`TelemetryService.submitOnce`). */
 export interface KeyedAnswer {
-  /** The envelope lines answered, in order: exactly those of the key's first answer. */
-  lines: readonly string[];
+  /**
+   * The envelope lines answered, in order: exactly those of the key's first answer; `undefined`
+   * when the first answer was the minimal one (`Prefer: return=minimal`), whose lines were not
+   * kept.
+   */
+  lines: readonly string[] | undefined;
+  /** The minimal answer: how many events, the first and last seq (the same as in `lines`). */
+  summary: BatchSummary;
   /** `true` when the key had been answered before and nothing was stored now. */
   replayed: boolean;
 }

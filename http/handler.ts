@@ -226,7 +226,9 @@ class Dispatcher {
     const maxHistory = options.maxHistory ?? DEFAULT_MAX_HISTORY;
     const othersBusy = () => this.#answering > 0;
     const wrapCurrent = options.wrapCurrent ?? false;
-    const bodies = new BodyDeadlines(options.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS);
+    const bodies = new BodyDeadlines(options.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS, {
+      signal: shutdown.signal,
+    });
     this.#router = new Router(
       apiRoutes(service, {
         maxBody,

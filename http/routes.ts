@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { TelemetryService } from "../core/service.ts";
+import { summaryOf, type TelemetryService } from "../core/service.ts";
 import { HttpError } from "./problems.ts";
 import { isLoopback } from "./guards.ts";
 import { type BodyDeadlines, parseNdjsonLines, readJsonBody, readRequiredJson } from "./body.ts";
@@ -18,10 +18,16 @@ import type { TypesRegistry } from "../core/types_registry.ts";
 import { checkReport, type LatestEvent, typesReport } from "../core/freshness.ts";
 import type { DiskWatch } from "../store/disk_watch.ts";
 import { readTs } from "../wire/ndjson.ts";
+import type { BatchSummary } from "../wire/event.ts";
 import type { ShutdownLifecycle } from "./shutdown.ts";
 import { VERSION } from "./version.ts";
 import { historyRoute } from "./history.ts";
-import { idempotencyKeyOf, keyedAnswer, requestHash } from "./idempotent.ts";
+import {
+  idempotencyKeyOf,
+  IDEMPOTENT_REPLAYED_HEADER,
+  keyedAnswer,
+  requestHash,
+} from "./idempotent.ts";
 import { externalReasons, safetyRoutes } from "./safety_routes.ts";
 import { json, noStore } from "./answers.ts";
 
@@ -286,16 +292,23 @@ async function postEvent(
   }
   const hash = requestHash("/event", false, bytes);
   const answer = await service.submitOnce({ key, hash }, () => [parseEvent(value)]);
-  return keyedAnswer(answer.lines[0]!, answer.replayed);
+  // The hash holds the route: a key first answered by `POST /events` is a conflict here, so its
+  // answer always has its line.
+  return keyedAnswer(answer.lines![0]!, answer.replayed);
 }
 
-/** `POST /events` (docs/http-api.md), once per `Idempotency-Key` when it has one. */
+/**
+ * `POST /events` (docs/http-api.md), once per `Idempotency-Key` when it has one; with
+ * `Prefer: return=minimal`, answered `{"accepted", "first_seq", "last_seq"}` instead of every
+ * envelope.
+ */
 async function postEvents(
   service: TelemetryService,
   req: Request,
   { maxBody, bodies }: RouteDeps,
 ): Promise<Response> {
   const key = idempotencyKeyOf(req);
+  const minimal = prefersMinimal(req);
   const { value, ndjson, bytes } = await readJsonBody(req, maxBody, true, bodies);
   let items: unknown[];
   let lines: number[] | undefined;
@@ -310,16 +323,63 @@ async function postEvents(
   }
   if (key === undefined) {
     const events = await service.submit(parseEvents(items, true, lines));
-    return json(200, batchBody(events.map((e) => e.line)));
+    if (!minimal) return json(200, batchBody(events.map((e) => e.line)));
+    return minimalAnswer(summaryOf(events), false);
   }
+  // The hash is the body's, not the Prefer header's: a retry asking for the other answer is the
+  // same request (docs/http-api.md, "Prefer: return=minimal").
   const hash = requestHash("/events", ndjson !== undefined, bytes);
-  const answer = await service.submitOnce({ key, hash }, () => parseEvents(items, true, lines));
+  const answer = await service.submitOnce(
+    { key, hash, minimal },
+    () => parseEvents(items, true, lines),
+  );
+  // A key first answered minimally kept no lines: its retries get the minimal answer, whatever
+  // they ask for, with the same seqs.
+  if (minimal || answer.lines === undefined) return minimalAnswer(answer.summary, answer.replayed);
   return keyedAnswer(batchBody(answer.lines), answer.replayed);
 }
 
 /** The answer of `POST /events`: the envelope lines as they were stored. */
 function batchBody(lines: readonly string[]): string {
   return `{"accepted":${lines.length},"events":[${lines.join(",")}]}`;
+}
+
+const MINIMAL_HEADERS = {
+  "content-type": "application/json; charset=utf-8",
+  "preference-applied": "return=minimal",
+};
+const MINIMAL_REPLAY_HEADERS = {
+  ...MINIMAL_HEADERS,
+  [IDEMPOTENT_REPLAYED_HEADER.toLowerCase()]: "true",
+};
+
+/** The minimal answer of `POST /events`, saying so in `Preference-Applied` (RFC 7240). */
+function minimalAnswer(summary: BatchSummary, replayed: boolean): Response {
+  return new Response(
+    `{"accepted":${summary.accepted},"first_seq":${summary.first_seq},"last_seq":${summary.last_seq}}`,
+    { status: 200, headers: replayed ? MINIMAL_REPLAY_HEADERS : MINIMAL_HEADERS },
+  );
+}
+
+/**
+ * Whether the request's `Prefer` header (RFC 7240) asks for `return=minimal`: its preferences
+ * are separated by commas, parameters after `;`, names and the value matched without regard to
+ * case, the value quoted or not; the first `return` preference counts.
+ */
+function prefersMinimal(req: Request): boolean {
+  const prefer = req.headers.get("prefer");
+  if (prefer === null) return false;
+  for (const preference of prefer.split(",")) {
+    const token = preference.split(";", 1)[0]!;
+    const eq = token.indexOf("=");
+    if (eq < 0 || token.slice(0, eq).trim().toLowerCase() !== "return") continue;
+    let value = token.slice(eq + 1).trim();
+    if (value.length >= 2 && value.startsWith('"') && value.endsWith('"')) {
+      value = value.slice(1, -1);
+    }
+    return value.toLowerCase() === "minimal";
+  }
+  return false;
 }
 
 /** `DELETE /current/{type}` (docs/http-api.md): 204 once the forget is durable, 404 when absent. */

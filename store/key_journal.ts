@@ -31,6 +31,7 @@ import { type DamagedFileError, readLines, storedFile } from "./site_files.ts";
 import { errorText } from "../core/errors.ts";
 import { removeIfExists, syncDirectory } from "./fs.ts";
 import type { FsyncMode, NdjsonWriter } from "./writer.ts";
+import type { BatchSummary } from "../wire/event.ts";
 
 /**
  * Bytes after which a generation of the journal is closed and a new one begun: the journal's files
@@ -53,9 +54,19 @@ export interface KeyRecord {
   at: number;
   /** Where its last stored event is, or `null` when none of its events is stored. */
   stored: KeyStored | null;
-  /** The lines it was answered with, in order. */
-  lines: readonly string[];
+  /**
+   * The lines it was answered with, in order; `null` when it was answered with its
+   * {@linkcode KeyRecord.minimal} answer alone (`Prefer: return=minimal`, docs/http-api.md).
+   */
+  lines: readonly string[] | null;
+  /** The minimal answer it was answered with, when `lines` is `null`. */
+  minimal?: BatchSummary | undefined;
 }
+
+/** A key's first answer as the journal keeps it: its lines, or its minimal answer alone. */
+export type KeptAnswer =
+  | { lines: readonly string[]; minimal?: undefined }
+  | { lines?: undefined; minimal: BatchSummary };
 
 /** Where a key line is in the journal: its generation, offset and length in bytes. */
 export interface KeyRef {
@@ -98,12 +109,17 @@ export interface KeyJournalOptions {
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder("utf-8", { fatal: true });
-/** What every key line's head is followed by, before the lines it answered. */
-const LINES_FIELD = ',"lines":[';
+/**
+ * What every key line's head is followed by, before the lines it answered (`[`) or `null` when it
+ * was answered with its minimal answer alone. A version before that answer looks for `,"lines":[`
+ * and so skips a minimal key line: it does not know the key, and never replays a wrong answer.
+ */
+const LINES_FIELD = ',"lines":';
 
 /**
- * A key line as written: its head (key, hash, time, where its events end) and then the answered
- * lines, last, so that a start reads the head without parsing the lines.
+ * A key line as written: its head (key, hash, time, where its events end, the minimal answer if
+ * that was all it was answered with) and then the answered lines, last, so that a start reads the
+ * head without parsing the lines.
  *
  * @param record What to keep.
  * @returns The line, without `\n`.
@@ -117,18 +133,43 @@ const LINES_FIELD = ',"lines":[';
  *   encodeKeyRecord({ key: "k1", hash: "h", at: 5, stored: null, lines: ["{}"] }),
  *   '{"key":"k1","hash":"h","at":5,"stored":null,"lines":["{}"]}',
  * );
+ * assert.equal(
+ *   encodeKeyRecord({
+ *     key: "k2", hash: "h", at: 5, stored: null, lines: null,
+ *     minimal: { accepted: 0, first_seq: null, last_seq: null },
+ *   }),
+ *   '{"key":"k2","hash":"h","at":5,"stored":null,"minimal":{"accepted":0,"first_seq":null,"last_seq":null},"lines":null}',
+ * );
  * ```
  */
 export function encodeKeyRecord(record: KeyRecord): string {
+  const minimal = record.lines === null
+    ? `,"minimal":${
+      summaryJson(record.minimal ?? { accepted: 0, first_seq: null, last_seq: null })
+    }`
+    : "";
   return `{"key":${JSON.stringify(record.key)},"hash":${JSON.stringify(record.hash)},"at":${
     Number(record.at)
-  },"stored":${JSON.stringify(record.stored)}${LINES_FIELD.slice(0, -1)}${
-    JSON.stringify(record.lines)
+  },"stored":${JSON.stringify(record.stored)}${minimal}${LINES_FIELD}${
+    record.lines === null ? "null" : JSON.stringify(record.lines)
   }}`;
 }
 
+/** A minimal answer as JSON, its fields in the documented order. */
+function summaryJson(s: BatchSummary): string {
+  return `{"accepted":${s.accepted},"first_seq":${s.first_seq},"last_seq":${s.last_seq}}`;
+}
+
+/** Whether a value read back is a minimal answer. */
+function isSummary(value: unknown): value is BatchSummary {
+  if (typeof value !== "object" || value === null) return false;
+  const v = value as Record<string, unknown>;
+  const seq = (x: unknown) => x === null || Number.isSafeInteger(x);
+  return Number.isSafeInteger(v.accepted) && seq(v.first_seq) && seq(v.last_seq);
+}
+
 /** The head of a key line, or `undefined` when the line is not one. */
-function parseHead(text: string): Omit<KeyRecord, "lines"> | undefined {
+function parseHead(text: string): Omit<KeyRecord, "lines" | "minimal"> | undefined {
   // A `"` inside a JSON string is always escaped, so the first `,"lines":[` is the field.
   const end = text.indexOf(LINES_FIELD);
   if (end < 0) return undefined;
@@ -383,10 +424,10 @@ export class KeyJournal {
    *
    * @param ref Where its line is.
    * @param key The key, checked against the line found there.
-   * @returns The lines it was answered with, or `undefined` when the line is gone (its file
-   *   deleted or cut since).
+   * @returns The lines it was answered with, or the minimal answer when that was all it was
+   *   answered with; `undefined` when the line is gone (its file deleted or cut since).
    */
-  async read(ref: KeyRef, key: string): Promise<string[] | undefined> {
+  async read(ref: KeyRef, key: string): Promise<KeptAnswer | undefined> {
     let file: Deno.FsFile;
     try {
       file = await Deno.open(this.#path(ref.gen), { read: true });
@@ -408,8 +449,14 @@ export class KeyJournal {
     }
     try {
       const record = JSON.parse(decoder.decode(bytes));
-      if (record?.key !== key || !Array.isArray(record.lines)) return undefined;
-      return record.lines.every((l: unknown) => typeof l === "string") ? record.lines : undefined;
+      if (record?.key !== key) return undefined;
+      if (record.lines === null) {
+        return isSummary(record.minimal) ? { minimal: record.minimal } : undefined;
+      }
+      if (!Array.isArray(record.lines)) return undefined;
+      return record.lines.every((l: unknown) => typeof l === "string")
+        ? { lines: record.lines }
+        : undefined;
     } catch {
       return undefined;
     }

@@ -66,6 +66,28 @@ export interface RunRecord {
   meta: JsonObject;
 }
 
+/**
+ * The minimal answer of `POST /events` (docs/http-api.md), asked for with
+ * `Prefer: return=minimal`: how many events were accepted, and the seqs of the first and the last
+ * of them in the stream they went to (the run stream during a run, else the site stream). A
+ * batch's events have consecutive seqs, so `last_seq - first_seq + 1 === accepted`; both are
+ * `null` for an empty batch.
+ *
+ * @example Usage
+ * ```ts
+ * import type { BatchSummary } from "@obs-utils/telemetry/event";
+ * const answer: BatchSummary = { accepted: 500, first_seq: 1201, last_seq: 1700 };
+ * ```
+ */
+export interface BatchSummary {
+  /** How many events were accepted. */
+  accepted: number;
+  /** The seq of the first, or `null` when there were none. */
+  first_seq: number | null;
+  /** The seq of the last, or `null` when there were none. */
+  last_seq: number | null;
+}
+
 /** The longest event type the service accepts, in UTF-16 code units (docs/http-api.md). */
 export const MAX_TYPE_LENGTH = 128;
 
@@ -144,14 +166,13 @@ export function reservedTypeProblem(type: string): string {
   } is reserved: types starting with "${RESERVED_TYPE_PREFIX}" are written by the service itself (such as telemetry.safety); choose another type name.`;
 }
 
-const TIMESTAMP =
-  /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:(Z)|([+-])(\d{2}):(\d{2}))$/;
-
 /**
  * Parses an ISO 8601 date-time that names its zone (`Z` or `±HH:MM`) and a real calendar date,
  * and returns its instant in epoch milliseconds, truncating extra fraction digits.
  *
- * Stricter than `Date.parse`, which accepts zone-less and impossible dates.
+ * Stricter than `Date.parse`, which accepts zone-less and impossible dates. The form accepted is
+ * `YYYY-MM-DDTHH:MM:SS`, then optionally `.` and 1 to 9 digits, then `Z` or `±HH:MM`, with ASCII
+ * digits only; it is read character by character, without a regular expression or a `Date`.
  *
  * @param text The timestamp, for example `"2026-11-22T03:00:00.123456+01:00"`.
  * @returns Milliseconds since the Unix epoch.
@@ -169,36 +190,116 @@ const TIMESTAMP =
  * ```
  */
 export function parseTimestamp(text: string): number {
-  const m = TIMESTAMP.exec(text);
-  if (!m) {
+  const n = text.length;
+  // YYYY-MM-DDTHH:MM:SS: 19 characters, and at least `Z` after them.
+  const yHi = n >= 20 ? twoDigits(text, 0) : -1, yLo = n >= 20 ? twoDigits(text, 2) : -1;
+  const month = twoDigits(text, 5), day = twoDigits(text, 8);
+  const hour = twoDigits(text, 11), minute = twoDigits(text, 14), second = twoDigits(text, 17);
+  let at = 19;
+  let millis = 0;
+  let ok = yHi >= 0 && yLo >= 0 && month >= 0 && day >= 0 && hour >= 0 && minute >= 0 &&
+    second >= 0 && text.charCodeAt(4) === 45 /* - */ && text.charCodeAt(7) === 45 &&
+    text.charCodeAt(10) === 84 /* T */ && text.charCodeAt(13) === 58 /* : */ &&
+    text.charCodeAt(16) === 58;
+  if (ok && text.charCodeAt(at) === 46 /* . */) {
+    const start = ++at;
+    while (at < n && at - start < 9) {
+      const digit = text.charCodeAt(at) - 48;
+      if (digit < 0 || digit > 9) break;
+      if (at - start < 3) millis = millis * 10 + digit;
+      at++;
+    }
+    const count = at - start;
+    if (count === 0) ok = false;
+    else if (count < 3) millis *= count === 1 ? 100 : 10;
+  }
+  let sign = 0, offH = 0, offM = 0;
+  if (ok) {
+    const zone = text.charCodeAt(at);
+    if (zone === 90 /* Z */ && at + 1 === n) {
+      // UTC
+    } else if ((zone === 43 /* + */ || zone === 45 /* - */) && at + 6 === n) {
+      sign = zone === 45 ? -1 : 1;
+      offH = twoDigits(text, at + 1);
+      offM = twoDigits(text, at + 4);
+      ok = offH >= 0 && offM >= 0 && text.charCodeAt(at + 3) === 58;
+    } else ok = false;
+  }
+  if (!ok) {
     throw new SyntaxError(
       `Cannot parse timestamp "${
         truncate(text)
       }": expected YYYY-MM-DDTHH:MM:SS[.fff] ending in Z or ±HH:MM`,
     );
   }
-  const [, y, mo, d, h, mi, s, frac, , sign, oh, om] = m;
-  const year = Number(y), month = Number(mo), day = Number(d);
-  const hour = Number(h), minute = Number(mi), second = Number(s);
+  const year = yHi * 100 + yLo;
   if (year < 1 || month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month)) {
-    throw new RangeError(`Cannot use timestamp "${text}": ${y}-${mo}-${d} is not a calendar date`);
+    throw new RangeError(
+      `Cannot use timestamp "${text}": ${text.slice(0, 4)}-${text.slice(5, 7)}-${
+        text.slice(8, 10)
+      } is not a calendar date`,
+    );
   }
   if (hour > 23 || minute > 59 || second > 59) {
-    throw new RangeError(`Cannot use timestamp "${text}": ${h}:${mi}:${s} is not a time of day`);
+    throw new RangeError(
+      `Cannot use timestamp "${text}": ${text.slice(11, 13)}:${text.slice(14, 16)}:${
+        text.slice(17, 19)
+      } is not a time of day`,
+    );
   }
-  let offsetMinutes = 0;
-  if (sign !== undefined) {
-    const offH = Number(oh), offM = Number(om);
-    if (offH > 23 || offM > 59) {
-      throw new RangeError(`Cannot use timestamp "${text}": offset ${sign}${oh}:${om} is invalid`);
-    }
-    offsetMinutes = (sign === "-" ? -1 : 1) * (offH * 60 + offM);
+  if (sign !== 0 && (offH > 23 || offM > 59)) {
+    throw new RangeError(
+      `Cannot use timestamp "${text}": offset ${text.slice(at, at + 3)}:${
+        text.slice(at + 4, at + 6)
+      } is invalid`,
+    );
   }
-  const millis = frac === undefined ? 0 : Number(frac.slice(0, 3).padEnd(3, "0"));
-  const date = new Date(0);
-  date.setUTCFullYear(year, month - 1, day); // Date.UTC maps years 0-99 to 1900-1999
-  date.setUTCHours(hour, minute, second, millis);
-  return date.getTime() - offsetMinutes * 60_000;
+  const ms = daysFromCivil(year, month, day) * DAY_MS + hour * 3_600_000 + minute * 60_000 +
+    second * 1000 + millis;
+  return sign === 0 ? ms : ms - sign * (offH * 60 + offM) * 60_000;
+}
+
+/**
+ * Tells whether `text` is a `ts` exactly as the service writes it (`YYYY-MM-DDTHH:MM:SS.mmmZ`,
+ * a real date and time of day, years 0001 to 9999): then it is its own normal form.
+ */
+function isCanonicalTimestamp(text: string): boolean {
+  if (text.length !== 24) return false;
+  const yHi = twoDigits(text, 0), yLo = twoDigits(text, 2);
+  const month = twoDigits(text, 5), day = twoDigits(text, 8);
+  const hour = twoDigits(text, 11), minute = twoDigits(text, 14), second = twoDigits(text, 17);
+  const msHi = twoDigits(text, 20), msLo = text.charCodeAt(22) - 48;
+  return yHi >= 0 && yLo >= 0 && (yHi > 0 || yLo > 0) && month >= 1 && month <= 12 &&
+    day >= 1 && day <= daysInMonth(yHi * 100 + yLo, month) && hour >= 0 && hour <= 23 &&
+    minute >= 0 && minute <= 59 && second >= 0 && second <= 59 && msHi >= 0 && msLo >= 0 &&
+    msLo <= 9 && text.charCodeAt(4) === 45 && text.charCodeAt(7) === 45 &&
+    text.charCodeAt(10) === 84 && text.charCodeAt(13) === 58 && text.charCodeAt(16) === 58 &&
+    text.charCodeAt(19) === 46 && text.charCodeAt(23) === 90;
+}
+
+/**
+ * The envelope's form of a caller's `ts`: `formatTimestamp(parseTimestamp(text))`, with the
+ * same errors. A `ts` already in that form (`"2026-11-22T03:00:00.000Z"`, a real date and time)
+ * is answered as it is, the same string, without being parsed into a number and formatted back.
+ *
+ * @param text The timestamp, for example `"2026-11-22T04:00:00.5+01:00"`.
+ * @returns UTC with milliseconds and a trailing `Z`, for example `"2026-11-22T03:00:00.500Z"`.
+ * @throws {SyntaxError} If `text` is not an ISO 8601 date-time with a zone.
+ * @throws {RangeError} If a field is out of range, or the instant is outside the years 0001 to
+ *   9999.
+ *
+ * @example Usage
+ * ```ts
+ * import { normalizeTimestamp } from "./event.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(normalizeTimestamp("2026-11-22T04:00:00.5+01:00"), "2026-11-22T03:00:00.500Z");
+ * assert.equal(normalizeTimestamp("2026-11-22T03:00:00.000Z"), "2026-11-22T03:00:00.000Z");
+ * assert.throws(() => normalizeTimestamp("2026-13-01T00:00:00.000Z"), RangeError);
+ * ```
+ */
+export function normalizeTimestamp(text: string): string {
+  return isCanonicalTimestamp(text) ? text : formatTimestamp(parseTimestamp(text));
 }
 
 /**
@@ -217,11 +318,70 @@ export function parseTimestamp(text: string): number {
  * ```
  */
 export function formatTimestamp(epochMs: number): string {
+  if (Number.isInteger(epochMs) && epochMs >= MIN_FORMATTED_MS && epochMs <= MAX_FORMATTED_MS) {
+    // Date-free, as `toISOString` would write it (the calendar from days, Howard Hinnant's way).
+    const days = Math.floor(epochMs / DAY_MS);
+    let rest = epochMs - days * DAY_MS;
+    const hour = (rest / 3_600_000) | 0;
+    rest -= hour * 3_600_000;
+    const minute = (rest / 60_000) | 0;
+    rest -= minute * 60_000;
+    const second = (rest / 1000) | 0;
+    const ms = rest - second * 1000;
+    const z = days + 719468;
+    const era = Math.floor(z / 146097);
+    const doe = z - era * 146097;
+    const yoe = Math.floor(
+      (doe - Math.floor(doe / 1460) + Math.floor(doe / 36524) - Math.floor(doe / 146096)) / 365,
+    );
+    const doy = doe - (365 * yoe + Math.floor(yoe / 4) - Math.floor(yoe / 100));
+    const mp = Math.floor((5 * doy + 2) / 153);
+    const day = doy - Math.floor((153 * mp + 2) / 5) + 1;
+    const month = mp < 10 ? mp + 3 : mp - 9;
+    const year = yoe + era * 400 + (month <= 2 ? 1 : 0);
+    return TWO_DIGITS[(year / 100) | 0]! + TWO_DIGITS[year % 100]! + "-" + TWO_DIGITS[month]! +
+      "-" + TWO_DIGITS[day]! + "T" + TWO_DIGITS[hour]! + ":" + TWO_DIGITS[minute]! + ":" +
+      TWO_DIGITS[second]! + "." + THREE_DIGITS[ms]! + "Z";
+  }
   const text = new Date(epochMs).toISOString();
   if (text.length !== 24) {
     throw new RangeError(`Cannot format ${epochMs} as a timestamp: years 0001 to 9999 only`);
   }
   return text;
+}
+
+/** `"00"` to `"99"`: the two-digit fields of a formatted timestamp. */
+const TWO_DIGITS: readonly string[] = Array.from(
+  { length: 100 },
+  (_, i) => (i < 10 ? "0" : "") + i,
+);
+/** `"000"` to `"999"`: the milliseconds of a formatted timestamp. */
+const THREE_DIGITS: readonly string[] = Array.from(
+  { length: 1000 },
+  (_, i) => (i < 10 ? "00" : i < 100 ? "0" : "") + i,
+);
+/** 0001-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z in epoch milliseconds. */
+const MIN_FORMATTED_MS = -62135596800000;
+const MAX_FORMATTED_MS = 253402300799999;
+const DAY_MS = 86_400_000;
+
+/**
+ * The value of the ASCII digits `text[at]` and `text[at + 1]`, or -1 when either is not one
+ * (or is past the end).
+ */
+function twoDigits(text: string, at: number): number {
+  const a = text.charCodeAt(at) - 48, b = text.charCodeAt(at + 1) - 48;
+  return a >= 0 && a <= 9 && b >= 0 && b <= 9 ? a * 10 + b : -1;
+}
+
+/** Days from 1970-01-01 to a date of the proleptic Gregorian calendar, year 0 or later. */
+function daysFromCivil(year: number, month: number, day: number): number {
+  const y = month <= 2 ? year - 1 : year;
+  const era = Math.floor(y / 400);
+  const yoe = y - era * 400;
+  const doy = Math.floor((153 * (month > 2 ? month - 3 : month + 9) + 2) / 5) + day - 1;
+  const doe = yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy;
+  return era * 146097 + doe - 719468;
 }
 
 /**

@@ -152,6 +152,44 @@ Deno.test("TelemetryClient.postEvents() maps storePermanently to the wire per it
   assert.deepEqual(await readSiteLines(f.dir), [JSON.stringify(events[0])]);
 });
 
+Deno.test("TelemetryClient.postEvents() with minimal: true asks for the minimal answer and returns the seqs of the stored events", async () => {
+  await using f = await fixture();
+  await f.client.postEvent("status", {});
+  const summary = await f.client.postEvents([
+    { type: "weather", data: { wind_mps: 1 } },
+    { type: "weather", data: { wind_mps: 2 } },
+  ], { minimal: true });
+  assert.deepEqual(summary, { accepted: 2, first_seq: 2, last_seq: 3 });
+  const stored = (await readSiteLines(f.dir)).map((l) => JSON.parse(l));
+  assert.deepEqual(stored.map((e) => e.seq), [1, 2, 3]);
+});
+
+Deno.test("TelemetryClient.postEvents() with minimal: true counts the envelopes of a server that answers them all", async () => {
+  const envelope = (seq: number) => ({
+    seq,
+    ts: "2026-11-22T03:00:00.000Z",
+    type: "weather",
+    data: {},
+    meta: {},
+  });
+  let prefer: string | null = null;
+  const client = new TelemetryClient({
+    fetch: (_input, init) => {
+      prefer = new Headers(init?.headers).get("prefer");
+      const body = JSON.stringify({ accepted: 2, events: [envelope(7), envelope(8)] });
+      return Promise.resolve(
+        new Response(body, { headers: { "content-type": "application/json" } }),
+      );
+    },
+  });
+  const summary = await client.postEvents([{ type: "weather", data: {} }, {
+    type: "weather",
+    data: {},
+  }], { minimal: true });
+  assert.equal(prefer, "return=minimal");
+  assert.deepEqual(summary, { accepted: 2, first_seq: 7, last_seq: 8 });
+});
+
 // ---------------------------------------------------------------------------------------------
 // runs
 
@@ -601,6 +639,11 @@ const badCalls: [string, (c: TelemetryClient) => Promise<unknown>, RegExp][] = [
         data: null as unknown as Record<string, unknown>,
       }]),
     /items\[1\]: "data" must be a plain JSON object .* not null/,
+  ],
+  [
+    "postEvents() rejects a minimal option that is not a boolean",
+    (c) => c.postEvents([], { minimal: "yes" as unknown as true }),
+    /"minimal" must be true or false, not a string/,
   ],
   [
     "getCurrent() rejects a col that is not a string",

@@ -151,3 +151,24 @@ Deno.test("Outbox.run() posts a batch again with its Idempotency-Key after its a
   assert.equal(proxy.dropped(), 1, "the first answer was lost");
   assert.deepEqual((await storedEvents(site.path)).map((e) => e.data.i), [0, 1, 2]);
 });
+
+Deno.test("Outbox.run() asks the service for the minimal answer of each batch", async () => {
+  await using site = await tempDir();
+  await using service = await testServer({ siteDir: site.path });
+  const seen: (string | null)[] = [];
+  // A pass-through in front of the service that notes each post's Prefer header.
+  await using front = localServer(async (req) => {
+    seen.push(req.headers.get("prefer"));
+    const url = new URL(req.url);
+    return await fetch(`${service.url}${url.pathname}`, {
+      method: req.method,
+      headers: req.headers,
+      body: await req.arrayBuffer(),
+    });
+  });
+  const outbox = outboxTo(Number(new URL(front.url).port), []);
+  for (let i = 0; i < 3; i++) outbox.push({ type: "q", data: { i } });
+  await runUntilDrained(outbox, 30_000);
+  assert.deepEqual(seen, ["return=minimal"]);
+  assert.deepEqual((await storedEvents(site.path)).map((e) => e.data.i), [0, 1, 2]);
+});

@@ -91,6 +91,7 @@ Deno.test("TelemetryService.submitOnce() answers a key again for 24 hours and st
   now.ms += DAY_MS - 1;
   assert.deepEqual(await service.submitOnce({ key: "day", hash: "h" }, parse), {
     lines: first.lines,
+    summary: { accepted: 1, first_seq: 1, last_seq: 1 },
     replayed: true,
   });
   now.ms += 2;
@@ -153,6 +154,7 @@ Deno.test("TelemetryService.open() keeps a key answered during a run, whose even
   await using service = await openService(site.path);
   assert.deepEqual(await service.submitOnce({ key: "in-run", hash: "h" }, parse), {
     lines: first.lines,
+    summary: { accepted: 2, first_seq: 1, last_seq: 2 },
     replayed: true,
   });
   assert.equal((await readLines(join(site.path, "night-1", "telemetry.ndjson"))).length, 2);

@@ -8,6 +8,8 @@
 import assert from "node:assert/strict";
 import type { ServerHandle } from "../../server/serve.ts";
 import { slowBody, type SlowBodyResult, tempDir, testServer } from "../_shared/util.ts";
+import { BodyDeadlines } from "../../http/body.ts";
+import { BodyTimeoutError } from "../../http/problems.ts";
 
 /** The timeout these tests set, small so each waits for it at most a few times. */
 const TIMEOUT_MS = 400;
@@ -63,4 +65,17 @@ Deno.test("startServer() answers 408 to a chunked body that stalls, behind the g
   });
   assertTimedOut(result);
   assert.ok(result.closedMs !== undefined, `still open after ${LIMIT_MS} ms`);
+});
+
+Deno.test("BodyDeadlines ends a read at its own deadline, not at that of an earlier read that ended", async () => {
+  const deadlines = new BodyDeadlines(200);
+  await deadlines.race(Promise.resolve()); // arms the timer for 200 ms from now, and ends
+  await new Promise((resolve) => setTimeout(resolve, 120));
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const never = new Promise((resolve) => timer = setTimeout(resolve, 5000));
+  const started = Date.now();
+  await assert.rejects(deadlines.race(never), BodyTimeoutError);
+  clearTimeout(timer);
+  const waited = Date.now() - started;
+  assert.ok(waited >= 190, `ended after ${waited} ms, before its 200 ms`);
 });
