@@ -25,11 +25,12 @@ for (const p of points) {
   if (p.timeMs !== undefined) point.timestamp(new Date(p.timeMs));
   writeApi.writePoint(point);
 }
+let result;
 try {
   await writeApi.close();
-  console.log(JSON.stringify({ ok: true }));
+  result = { ok: true };
 } catch (err) {
-  console.log(
-    JSON.stringify({ error: { name: err.name, statusCode: err.statusCode, message: err.message } }),
-  );
+  result = { error: { name: err.name, statusCode: err.statusCode, message: err.message } };
 }
+// deno-lint-ignore no-console
+console.log(JSON.stringify(result));
