@@ -16,13 +16,14 @@
  * runs as `deno task start` runs it (bench/_util.ts), with `--fsync interval` (its default;
  * `--fsync always` to change); InfluxDB with its WAL fsynced per write (its default). wrk sends
  * the load over 4 keep-alive connections, `--warmup` seconds of each first, then `--rounds`
- * rounds of `--seconds` each. Beside the events per second, the server's CPU per event (user +
+ * rounds of `--seconds` each (many short rounds: the load of a shared machine moves within
+ * seconds, and the median of the rounds' ratios steadies with their number). Beside the events per second, the server's CPU per event (user +
  * system of all its threads, `/proc/<pid>/task/*\/schedstat`), which the load of a shared
  * machine moves less. The ratios are medians of each round's ratio. Before the load, one batch
  * of each kind is checked to be stored as the same events; after it, the site files must hold
  * every acknowledged event.
  *
- * Usage: deno task bench:line-protocol [-- --rounds 5] [--seconds 3] [--warmup 2]
+ * Usage: deno task bench:line-protocol [-- --rounds 8] [--seconds 2] [--warmup 2]
  *   [--fsync interval|always] [--seed 37] [--no-influxdb]
  *
  * @module
@@ -47,8 +48,8 @@ import {
 
 const USAGE = `Usage: deno task bench:line-protocol [-- options]
 
-  --rounds N       Measured rounds [default 5]
-  --seconds S      Each measured wrk run [default 3]
+  --rounds N       Measured rounds [default 8]
+  --seconds S      Each measured wrk run [default 2]
   --warmup S       Unmeasured load of each kind first [default 2]
   --fsync MODE     The service's --fsync: interval or always [default interval]
   --seed N         Seed of the readings [default 37]
@@ -64,8 +65,8 @@ const { values: flags } = (() => {
     return parseArgs({
       args: Deno.args.filter((a) => a !== "--"), // `deno task bench:line-protocol -- --rounds 3`
       options: {
-        rounds: { type: "string", default: "5" },
-        seconds: { type: "string", default: "3" },
+        rounds: { type: "string", default: "8" },
+        seconds: { type: "string", default: "2" },
         warmup: { type: "string", default: "2" },
         fsync: { type: "string", default: "interval" },
         seed: { type: "string", default: "37" },
