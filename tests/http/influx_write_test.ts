@@ -270,7 +270,7 @@ Deno.test("POST /write refuses a body marked gzip that is not, and an encoding i
   assert.equal(notGzip.status, 400);
   assert.match(
     errorOf(notGzip),
-    /^The body is sent with Content-Encoding: gzip but is not valid gzip \(.+\); send it compressed whole, or without Content-Encoding\.$/,
+    /^The body is sent with Content-Encoding: gzip but is not valid gzip \(.+\); send it compressed whole as one gzip member, or without Content-Encoding\.$/,
   );
   const cut = gzipSync("roof open=t\n".repeat(100));
   const truncated = await write(
