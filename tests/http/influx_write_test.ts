@@ -12,6 +12,7 @@ import { gzipSync } from "node:zlib";
 import type { Rejection } from "../../http/types.ts";
 import { INFLUXDB_VERSION } from "../../http/influx_routes.ts";
 import { parseEnvelope, readSiteLines, tempDir, testServer } from "../_shared/util.ts";
+import { curl, netns, netnsUnavailable } from "../_shared/net.ts";
 
 interface Answer {
   status: number;
@@ -400,6 +401,45 @@ Deno.test("POST /write needs the token under --public-read, and not from this ma
     assert.equal((await write(server.url, "/api/v2/write", "roof open=t")).status, 204);
   }
   assert.equal((await readSiteLines(site.path)).length, 2);
+});
+
+Deno.test({
+  name:
+    "POST /write from the LAN under --trust-loopback needs the token, in any of its forms, as POST /events does",
+  ignore: netnsUnavailable() !== undefined,
+  async fn() {
+    await using ns = await netns();
+    await using site = await tempDir();
+    await using server = await testServer({
+      siteDir: site.path,
+      hostname: "0.0.0.0",
+      token: TOKEN,
+      trustLoopback: true,
+    });
+    const lan = `http://${ns.hostAddr}:${server.addr.port}`;
+    const from = (path: string, headers: Record<string, string> = {}) =>
+      curl(`${lan}${path}`, { method: "POST", ns: ns.name, headers, body: "lan f=1" });
+    const events = await curl(`${lan}/events`, {
+      method: "POST",
+      ns: ns.name,
+      headers: { "content-type": "application/json" },
+      body: "[]",
+    });
+    assert.equal(events.status, 401, "POST /events from the LAN without the token");
+    assert.equal((await from("/write")).status, 401);
+    assert.equal((await from("/api/v2/write")).status, 401);
+    assert.equal((await from("/write", { authorization: `Token ${TOKEN}` })).status, 204);
+    assert.equal((await from(`/write?u=me&p=${TOKEN}`)).status, 204);
+    assert.equal(
+      (await from("/api/v2/write", { authorization: `Basic ${btoa(`me:${TOKEN}`)}` })).status,
+      204,
+    );
+    assert.equal(
+      (await write(`http://127.0.0.1:${server.addr.port}`, "/write", "local f=1")).status,
+      204,
+    );
+    assert.deepEqual((await stored(site.path)).map((e) => e.type), ["lan", "lan", "lan", "local"]);
+  },
 });
 
 Deno.test("POST /write refuses a foreign Origin with 403, as every route does", async () => {
