@@ -187,7 +187,7 @@ async function readLineProtocol(req: Request, deps: InfluxRouteDeps): Promise<Ui
       400,
       `The body is sent with Content-Encoding: gzip but is not valid gzip (${
         err instanceof Error ? err.message : String(err)
-      }); send it compressed whole, or without Content-Encoding.`,
+      }); send it compressed whole as one gzip member, or without Content-Encoding.`,
     );
   }
 }

@@ -165,11 +165,12 @@ const GZIP_PIECE = 1024;
  * output passes `max` bytes, so a gzip bomb costs about the bound in memory and time, never its
  * full size. Web APIs only (`DecompressionStream`).
  *
- * @param gzipped The gzip bytes (one or more members).
+ * @param gzipped The gzip bytes: one member, as every InfluxDB client sends (the runtime's
+ *   decompressor takes no second member).
  * @param max The bound: the most inflated bytes accepted.
  * @returns The inflated bytes.
  * @throws {BoundExceededError} When the bytes inflate to more than `max`.
- * @throws {TypeError} When the bytes are not valid gzip (the decompressor's error).
+ * @throws {TypeError} When the bytes are not one valid gzip member (the decompressor's error).
  *
  * @example Usage
  * ```ts
