@@ -527,3 +527,15 @@ Deno.test("GET /metrics counts the answers of the InfluxDB routes under their ro
   assert.match(text, /telemetry_http_responses_total\{route="\/write",code="400"\} 1/);
   assert.match(text, /telemetry_http_responses_total\{route="\/ping",code="204"\} 1/);
 });
+
+Deno.test("GET /metrics counts the line-protocol lines stored and refused, a replay not again", async () => {
+  await using site = await tempDir();
+  await using server = await testServer({ siteDir: site.path });
+  await write(server.url, "/write", "a f=1\nb f=2\nbad");
+  await write(server.url, "/api/v2/write", "c f=3\nworse", { "idempotency-key": "k" });
+  await write(server.url, "/api/v2/write", "c f=3\nworse", { "idempotency-key": "k" });
+  const text = await (await fetch(`${server.url}/metrics`)).text();
+  assert.match(text, /^# TYPE telemetry_line_protocol_lines_total counter$/m);
+  assert.match(text, /^telemetry_line_protocol_lines_total\{result="stored"\} 3$/m);
+  assert.match(text, /^telemetry_line_protocol_lines_total\{result="refused"\} 2$/m);
+});
