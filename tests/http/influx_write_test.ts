@@ -516,6 +516,22 @@ Deno.test("POST /write commits a body's valid lines as one group: a type cap the
   assert.deepEqual((await readSiteLines(site.path)).map(parseEnvelope).map((e) => e.seq), [1, 2]);
 });
 
+Deno.test("POST /write stores a body's lines in one group write, as a POST /events batch", async () => {
+  await using site = await tempDir();
+  await using server = await testServer({ siteDir: site.path });
+  const writes = async () =>
+    Number(
+      /^telemetry_write_seconds_count (\d+)$/m.exec(
+        await (await fetch(`${server.url}/metrics`)).text(),
+      )![1],
+    );
+  const before = await writes();
+  const body = Array.from({ length: 50 }, (_, i) => `t${i % 5},n=${i} f=${i}i`).join("\n");
+  assert.equal((await write(server.url, "/write", body)).status, 204);
+  assert.equal(await writes(), before + 1);
+  assert.equal((await readSiteLines(site.path)).length, 50);
+});
+
 Deno.test("GET /metrics counts the answers of the InfluxDB routes under their route", async () => {
   await using site = await tempDir();
   await using server = await testServer({ siteDir: site.path });
