@@ -29,6 +29,7 @@ import { type Route, route } from "./router.ts";
 import { VERSION } from "./version.ts";
 import { idempotencyKeyOf, IDEMPOTENT_REPLAYED_HEADER, requestHash } from "./idempotent.ts";
 import { closeAfterAnswer, closesAfterAnswer } from "./conn_guard.ts";
+import type { ServiceMetrics } from "./metrics.ts";
 
 /** What the InfluxDB routes need besides the service. */
 export interface InfluxRouteDeps {
@@ -36,6 +37,8 @@ export interface InfluxRouteDeps {
   maxBody: number;
   /** The deadline of every body read (`--body-timeout`). */
   bodies: BodyDeadlines;
+  /** Counts the lines stored and refused (`telemetry_line_protocol_lines_total`). */
+  metrics: ServiceMetrics;
 }
 
 /**
@@ -69,7 +72,7 @@ const JSON_TYPE = "application/json; charset=utf-8";
  *
  * @example Usage
  * ```ts ignore
- * const routes = [...influxRoutes(service, { maxBody, bodies })];
+ * const routes = [...influxRoutes(service, { maxBody, bodies, metrics })];
  * ```
  */
 export function influxRoutes(service: TelemetryService, deps: InfluxRouteDeps): Route[] {
@@ -142,14 +145,21 @@ async function write(
   const batch = new LineBatch();
   parseLineProtocol(body, batch, { precision });
   let replayed = false;
-  if (batch.commands.length > 0) {
-    if (key === undefined) await commitLines(service, batch.commands);
-    else {
-      // The answer of a retry is the first one's: the same body refuses the same lines.
-      const hash = requestHash(`${url.pathname} precision=${precision}`, false, body);
-      ({ replayed } = await service.submitOnce({ key, hash }, () => batch.commands));
+  try {
+    if (batch.commands.length > 0) {
+      if (key === undefined) await commitLines(service, batch.commands);
+      else {
+        // The answer of a retry is the first one's: the same body refuses the same lines.
+        const hash = requestHash(`${url.pathname} precision=${precision}`, false, body);
+        ({ replayed } = await service.submitOnce({ key, hash }, () => batch.commands));
+      }
     }
+  } catch (err) {
+    deps.metrics.countLines(0, batch.refused);
+    throw err;
   }
+  // A replay stored nothing: its lines were counted the first time.
+  if (!replayed) deps.metrics.countLines(batch.commands.length, batch.refused);
   return batch.answer(replayed);
 }
 

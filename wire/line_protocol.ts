@@ -275,7 +275,9 @@ const CONTROL = /[\u0000-\u001f\u007f]/g;
 
 /** The start of a line as a refusal quotes it: at most 80 characters, control characters visible. */
 function excerpt(line: string): string {
-  const cut = line.length > 80 ? `${line.slice(0, 80)}…` : line;
+  // Not between the two halves of a surrogate pair (an emoji), which would quote half a character.
+  const at = (line.charCodeAt(79) & 0xfc00) === 0xd800 ? 79 : 80;
+  const cut = line.length > 80 ? `${line.slice(0, at)}…` : line;
   return cut.replace(
     CONTROL,
     (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,

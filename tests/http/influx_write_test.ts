@@ -516,6 +516,22 @@ Deno.test("POST /write commits a body's valid lines as one group: a type cap the
   assert.deepEqual((await readSiteLines(site.path)).map(parseEnvelope).map((e) => e.seq), [1, 2]);
 });
 
+Deno.test("POST /write stores a body's lines in one group write, as a POST /events batch", async () => {
+  await using site = await tempDir();
+  await using server = await testServer({ siteDir: site.path });
+  const writes = async () =>
+    Number(
+      /^telemetry_write_seconds_count (\d+)$/m.exec(
+        await (await fetch(`${server.url}/metrics`)).text(),
+      )![1],
+    );
+  const before = await writes();
+  const body = Array.from({ length: 50 }, (_, i) => `t${i % 5},n=${i} f=${i}i`).join("\n");
+  assert.equal((await write(server.url, "/write", body)).status, 204);
+  assert.equal(await writes(), before + 1);
+  assert.equal((await readSiteLines(site.path)).length, 50);
+});
+
 Deno.test("GET /metrics counts the answers of the InfluxDB routes under their route", async () => {
   await using site = await tempDir();
   await using server = await testServer({ siteDir: site.path });
@@ -526,4 +542,16 @@ Deno.test("GET /metrics counts the answers of the InfluxDB routes under their ro
   assert.match(text, /telemetry_http_responses_total\{route="\/write",code="204"\} 1/);
   assert.match(text, /telemetry_http_responses_total\{route="\/write",code="400"\} 1/);
   assert.match(text, /telemetry_http_responses_total\{route="\/ping",code="204"\} 1/);
+});
+
+Deno.test("GET /metrics counts the line-protocol lines stored and refused, a replay not again", async () => {
+  await using site = await tempDir();
+  await using server = await testServer({ siteDir: site.path });
+  await write(server.url, "/write", "a f=1\nb f=2\nbad");
+  await write(server.url, "/api/v2/write", "c f=3\nworse", { "idempotency-key": "k" });
+  await write(server.url, "/api/v2/write", "c f=3\nworse", { "idempotency-key": "k" });
+  const text = await (await fetch(`${server.url}/metrics`)).text();
+  assert.match(text, /^# TYPE telemetry_line_protocol_lines_total counter$/m);
+  assert.match(text, /^telemetry_line_protocol_lines_total\{result="stored"\} 3$/m);
+  assert.match(text, /^telemetry_line_protocol_lines_total\{result="refused"\} 2$/m);
 });

@@ -310,6 +310,7 @@ Deno.test("parseLines() quotes at most 80 characters of a refused line, control 
   const long = refusal(`m${"x".repeat(200)}`);
   assert.equal(long.text, `m${"x".repeat(79)}…`);
   assert.equal(refusal("m\u0001 f=").text, "m\\u0001 f=");
+  assert.equal(refusal(`${"m".repeat(79)}🚀${"x".repeat(10)}`).text, `${"m".repeat(79)}…`);
 });
 
 Deno.test("parseLines() refuses a line with a NUL byte and keeps the others", () => {
