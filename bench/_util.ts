@@ -419,3 +419,188 @@ export async function rssMiB(pid: number): Promise<number> {
   const status = await Deno.readTextFile(`/proc/${pid}/status`);
   return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) / 1024;
 }
+
+/**
+ * Stops a child: SIGTERM, then SIGKILL if it has not exited within 15 s.
+ *
+ * @param child The process.
+ */
+export async function stopChild(child: Deno.ChildProcess): Promise<void> {
+  try {
+    child.kill("SIGTERM");
+  } catch {
+    // already gone
+  }
+  const timer = setTimeout(() => {
+    try {
+      child.kill("SIGKILL");
+    } catch {
+      // gone in the meantime
+    }
+  }, 15_000);
+  await child.status;
+  clearTimeout(timer);
+}
+
+/**
+ * The config `influxd config` prints (Debian's defaults) with its two addresses on the given
+ * loopback ports, its directories in `dir`, and its WAL fsynced per write (`wal-fsync-delay =
+ * "0s"`: nothing acknowledged before it is on disk, like the service's `--fsync always`).
+ *
+ * @param dir Where its meta, data and WAL directories go.
+ * @param httpPort The port of its HTTP API.
+ * @param rpcPort The port of its backup/restore RPC.
+ * @returns The config file's text.
+ * @throws {Error} When `influxd config` lacks a setting it edits (not InfluxDB 1.x).
+ */
+export async function influxdConfig(
+  dir: string,
+  httpPort: number,
+  rpcPort: number,
+): Promise<string> {
+  const out = await new Deno.Command("influxd", {
+    args: ["config"],
+    stdout: "piped",
+    stderr: "null",
+  }).output();
+  const edits: Record<string, Record<string, string>> = {
+    "": { "bind-address": `127.0.0.1:${rpcPort}` },
+    meta: { dir: join(dir, "meta") },
+    data: { dir: join(dir, "data"), "wal-dir": join(dir, "wal"), "wal-fsync-delay": "0s" },
+    http: { "bind-address": `127.0.0.1:${httpPort}` },
+  };
+  const done = new Set<string>();
+  let section = "";
+  const lines = new TextDecoder().decode(out.stdout).split("\n").map((line) => {
+    const header = /^\s*(\[\[?)([\w.-]+)\]\]?\s*$/.exec(line);
+    if (header) section = header[1] === "[" ? header[2]! : `[[${header[2]}]]`;
+    const m = /^(\s*)([\w-]+)\s*=/.exec(line);
+    const value = m ? edits[section]?.[m[2]!] : undefined;
+    if (value === undefined) return line;
+    done.add(`${section}.${m![2]}`);
+    return `${m![1]}${m![2]} = ${JSON.stringify(value)}`;
+  });
+  for (const [s, keys] of Object.entries(edits)) {
+    for (const key of Object.keys(keys)) {
+      if (!done.has(`${s}.${key}`)) {
+        throw new Error(`influxd config printed no ${key} in [${s}]: is influxd 1.x installed?`);
+      }
+    }
+  }
+  return lines.join("\n");
+}
+
+/** An `influxd` of our own, started by {@linkcode startInfluxd}. */
+export interface InfluxServer extends AsyncDisposable {
+  /** Its HTTP API, `http://127.0.0.1:<port>`. */
+  readonly url: string;
+  /** The port of its HTTP API. */
+  readonly port: number;
+  /** The process id of `influxd`. */
+  readonly pid: number;
+  /** Stops it (SIGTERM) and waits for it to exit; its directory stays. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Why `influxd` (Debian's `influxdb`, InfluxDB 1.6) cannot run here, or `undefined` when it can.
+ *
+ * @returns The reason, naming the package that brings it.
+ */
+export function influxdMissing(): string | undefined {
+  try {
+    const out = new Deno.Command("influxd", { args: ["version"], stdout: "null", stderr: "null" })
+      .outputSync();
+    return out.success ? undefined : "influxd version failed";
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) {
+      return "influxd is not installed (apt-get install influxdb, Debian's InfluxDB 1.6)";
+    }
+    throw err;
+  }
+}
+
+/**
+ * Starts `influxd` over `dir` (its config `influxdb.conf` and its log `influxd.log` there too)
+ * on free loopback ports, with authentication off, and creates `database`.
+ *
+ * @param dir An empty directory of its own.
+ * @param database The database to create.
+ * @returns The running server.
+ * @throws {Error} When it does not answer `/ping` within 15 s; the error holds its log's end.
+ */
+export async function startInfluxd(dir: string, database: string): Promise<InfluxServer> {
+  const port = freePort();
+  const config = join(dir, "influxdb.conf");
+  const log = join(dir, "influxd.log");
+  await Deno.writeTextFile(config, await influxdConfig(dir, port, freePort()));
+  // sh execs influxd (the pid is influxd's), its log (one line per request) into a file.
+  const child = new Deno.Command("sh", {
+    args: ["-c", 'exec influxd run -config "$0" 2>"$1"', config, log],
+    stdin: "null",
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  const url = `http://127.0.0.1:${port}`;
+  try {
+    await waitReady(url, "influxd", 15_000, "/ping");
+    await influxQuery(url, database, `CREATE DATABASE ${database}`, "POST");
+  } catch (err) {
+    child.kill("SIGKILL");
+    await child.status;
+    const tail = (await Deno.readTextFile(log).catch(() => "")).split("\n").slice(-10).join("\n");
+    throw new Error(`${(err as Error).message}; its log ends:\n${tail}`);
+  }
+  const stop = () => stopChild(child);
+  return { url, port, pid: child.pid, stop, [Symbol.asyncDispose]: stop };
+}
+
+/** InfluxDB's answer to a query (`/query`): one result per statement. */
+export interface InfluxAnswer {
+  results: {
+    series?: {
+      name: string;
+      tags?: Record<string, string>;
+      columns: string[];
+      values: unknown[][];
+    }[];
+    error?: string;
+  }[];
+}
+
+/**
+ * The URL of an InfluxQL query.
+ *
+ * @param url The server's base URL.
+ * @param database The database.
+ * @param q The query.
+ * @returns `<url>/query?db=...&q=...`.
+ */
+export function influxQueryUrl(url: string, database: string, q: string): string {
+  return `${url}/query?${new URLSearchParams({ db: database, q })}`;
+}
+
+/**
+ * Runs an InfluxQL query and answers its JSON.
+ *
+ * @param url The server's base URL.
+ * @param database The database.
+ * @param q The query.
+ * @param method `GET` for reads, `POST` for `CREATE` and the like.
+ * @returns The parsed answer (`{results: [{series: [...]}]}`).
+ * @throws {Error} When the server answers an error or the query's result holds one.
+ */
+export async function influxQuery(
+  url: string,
+  database: string,
+  q: string,
+  method = "GET",
+): Promise<InfluxAnswer> {
+  const res = await fetch(influxQueryUrl(url, database, q), { method });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`InfluxDB ${q}: ${res.status} ${text}`);
+  const json = JSON.parse(text);
+  const error = json.results?.[0]?.error;
+  if (error) throw new Error(`InfluxDB ${q}: ${error}`);
+  return json;
+}

@@ -63,6 +63,8 @@ import {
   cpuNanos,
   cpuSeconds,
   freePort,
+  influxQuery as sharedQuery,
+  influxQueryUrl as sharedQueryUrl,
   KeepAliveConnection,
   luaString,
   pacedLoad,
@@ -70,6 +72,8 @@ import {
   ROOT,
   runWrk,
   serviceArgs,
+  startInfluxd,
+  stopChild,
   waitReady,
   type WrkResult,
 } from "./_util.ts";
@@ -240,23 +244,6 @@ interface Server {
   stop(): Promise<void>;
 }
 
-async function stopChild(child: Deno.ChildProcess): Promise<void> {
-  try {
-    child.kill("SIGTERM");
-  } catch {
-    // already gone
-  }
-  const timer = setTimeout(() => {
-    try {
-      child.kill("SIGKILL");
-    } catch {
-      // gone in the meantime
-    }
-  }, 15_000);
-  await child.status;
-  clearTimeout(timer);
-}
-
 /** The service over `siteDir` as `deno task start` runs it, with `--fsync always`. */
 async function startService(siteDir: string, profileDir?: string): Promise<Server> {
   const port = freePort();
@@ -277,83 +264,25 @@ async function startService(siteDir: string, profileDir?: string): Promise<Serve
   return { store: "service", url, port, pid: child.pid, stop: () => stopChild(child) };
 }
 
-/**
- * The config `influxd config` prints (Debian's defaults) with its two addresses on free loopback
- * ports, its directories in `dir`, and its WAL fsynced per write.
- */
-async function influxConfig(dir: string, httpPort: number, rpcPort: number): Promise<string> {
-  const out = await new Deno.Command("influxd", {
-    args: ["config"],
-    stdout: "piped",
-    stderr: "null",
-  })
-    .output();
-  const edits: Record<string, Record<string, string>> = {
-    "": { "bind-address": `127.0.0.1:${rpcPort}` },
-    meta: { dir: join(dir, "meta") },
-    data: { dir: join(dir, "data"), "wal-dir": join(dir, "wal"), "wal-fsync-delay": "0s" },
-    http: { "bind-address": `127.0.0.1:${httpPort}` },
-  };
-  const done = new Set<string>();
-  let section = "";
-  const lines = new TextDecoder().decode(out.stdout).split("\n").map((line) => {
-    const header = /^\s*(\[\[?)([\w.-]+)\]\]?\s*$/.exec(line);
-    if (header) section = header[1] === "[" ? header[2]! : `[[${header[2]}]]`;
-    const m = /^(\s*)([\w-]+)\s*=/.exec(line);
-    const value = m ? edits[section]?.[m[2]!] : undefined;
-    if (value === undefined) return line;
-    done.add(`${section}.${m![2]}`);
-    return `${m![1]}${m![2]} = ${JSON.stringify(value)}`;
-  });
-  for (const [s, keys] of Object.entries(edits)) {
-    for (const key of Object.keys(keys)) {
-      if (!done.has(`${s}.${key}`)) {
-        throw new Error(`influxd config printed no ${key} in [${s}]: is influxd 1.x installed?`);
-      }
-    }
-  }
-  return lines.join("\n");
-}
-
-/** `influxd` over `dir` (its config and log there too), with the database `bench`. */
+/** `influxd` over `dir` (bench/_util.ts), with the database `bench`. */
 async function startInflux(dir: string): Promise<Server> {
-  const port = freePort();
-  const config = join(dir, "influxdb.conf");
-  const log = join(dir, "influxd.log");
-  await Deno.writeTextFile(config, await influxConfig(dir, port, freePort()));
-  // sh execs influxd (the pid is influxd's), its log (one line per request) into a file.
-  const child = new Deno.Command("sh", {
-    args: ["-c", 'exec influxd run -config "$0" 2>"$1"', config, log],
-    stdin: "null",
-    stdout: "null",
-    stderr: "null",
-  }).spawn();
-  const url = `http://127.0.0.1:${port}`;
-  try {
-    await waitReady(url, "influxd", 15_000, "/ping");
-    await influxQuery(url, `CREATE DATABASE ${DB}`, "POST");
-  } catch (err) {
-    child.kill("SIGKILL");
-    await child.status;
-    const tail = (await Deno.readTextFile(log).catch(() => "")).split("\n").slice(-10).join("\n");
-    throw new Error(`${(err as Error).message}; its log ends:\n${tail}`);
-  }
-  return { store: "influx", url, port, pid: child.pid, stop: () => stopChild(child) };
+  const influx = await startInfluxd(dir, DB);
+  return {
+    store: "influx",
+    url: influx.url,
+    port: influx.port,
+    pid: influx.pid,
+    stop: influx.stop,
+  };
 }
 
 function influxQueryUrl(url: string, q: string): string {
-  return `${url}/query?${new URLSearchParams({ db: DB, q })}`;
+  return sharedQueryUrl(url, DB, q);
 }
 
 // deno-lint-ignore no-explicit-any
-async function influxQuery(url: string, q: string, method = "GET"): Promise<any> {
-  const res = await fetch(influxQueryUrl(url, q), { method });
-  const text = await res.text();
-  if (!res.ok) throw new Error(`InfluxDB ${q}: ${res.status} ${text}`);
-  const json = JSON.parse(text);
-  const error = json.results?.[0]?.error;
-  if (error) throw new Error(`InfluxDB ${q}: ${error}`);
-  return json;
+function influxQuery(url: string, q: string): Promise<any> {
+  return sharedQuery(url, DB, q);
 }
 
 /** Starts both servers over `dirs`; `label` names the service's profile dir under `--profile`. */

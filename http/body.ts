@@ -488,3 +488,45 @@ export async function drainSmallBody(req: Request): Promise<void> {
     reader.releaseLock();
   }
 }
+
+/**
+ * Reads a request body of any content type as bytes, within the same limits as
+ * {@linkcode readJsonBody}: a declared length over `maxBody` is refused before a byte is read, an
+ * undeclared one is read up to the bound and no further, and the read ends at the body's
+ * deadline. For the routes whose bodies are not JSON (line protocol, docs/http-api.md).
+ *
+ * @param req The request.
+ * @param maxBody The largest body accepted, in bytes.
+ * @param deadlines The body's deadline (`--body-timeout`).
+ * @returns The body's bytes as received (empty when there is none).
+ * @throws {HttpError} 413 when it is larger than `maxBody`, 400 when it ended early.
+ * @throws {BodyTimeoutError} 408 when the body did not arrive in full within the timeout.
+ *
+ * @example Usage
+ * ```ts
+ * import { readBodyBytes } from "./body.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const req = new Request("http://localhost/write", { method: "POST", body: "roof open=t" });
+ * assert.equal((await readBodyBytes(req, 1024)).length, 11);
+ * await assert.rejects(readBodyBytes(new Request("http://localhost/write", { method: "POST", body: "x".repeat(20) }), 10), /larger than 10 bytes/);
+ * ```
+ */
+export async function readBodyBytes(
+  req: Request,
+  maxBody: number,
+  deadlines?: BodyDeadlines,
+): Promise<Uint8Array> {
+  const declared = contentLength(req);
+  if (declared !== undefined && declared > maxBody) throw tooLarge(maxBody);
+  try {
+    if (declared !== undefined) {
+      return deadlines ? await deadlines.race(req.bytes()) : await req.bytes();
+    }
+    return deadlines
+      ? await deadlines.within((signal) => readUndeclaredBody(req, maxBody, signal))
+      : await readUndeclaredBody(req, maxBody, undefined);
+  } catch (err) {
+    throw bodyReadError(err);
+  }
+}

@@ -151,6 +151,26 @@ export function closeAfterAnswer(res: Response): Response {
 }
 
 /**
+ * Tells whether an answer was marked by {@linkcode closeAfterAnswer}, so that an answer made
+ * from it (a route's own error shape) can keep the mark.
+ *
+ * @param res An answer.
+ * @returns `true` when its connection is to be closed once it is sent.
+ *
+ * @example Usage
+ * ```ts
+ * import { closeAfterAnswer, closesAfterAnswer } from "./conn_guard.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(closesAfterAnswer(closeAfterAnswer(new Response(null, { status: 408 }))), true);
+ * assert.equal(closesAfterAnswer(new Response(null, { status: 400 })), false);
+ * ```
+ */
+export function closesAfterAnswer(res: Response): boolean {
+  return closing.has(res);
+}
+
+/**
  * Where the service's `Deno.serve` listens behind the guard over HTTPS, on a port picked at start
  * (see {@linkcode GuardOptions.upstream}).
  *

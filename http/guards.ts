@@ -200,7 +200,7 @@ export function guardLoopback(req: Request, url: URL | null = parseRequestUrl(re
  */
 export function guardToken(req: Request, token: string, publicReads?: URL): void {
   const auth = req.headers.get("authorization");
-  const given = /^Bearer\s+(.+)$/i.exec(auth ?? "")?.[1]?.trim() || undefined;
+  const given = bearerToken(auth);
   if (given !== undefined && tokensEqual(given, token)) return;
   const route = publicReads ? ` for ${req.method} ${publicReads.pathname}` : "";
   if (given === undefined) {
@@ -217,6 +217,89 @@ export function guardToken(req: Request, token: string, publicReads?: URL): void
   throw new HttpError(
     401,
     `The token given${route} is not this server's; send the token the service was started with (its --token or OBS_TELEMETRY_TOKEN) as 'Authorization: Bearer <token>'.`,
+    { "www-authenticate": 'Bearer realm="telemetry", error="invalid_token"' },
+  );
+}
+
+function bearerToken(auth: string | null): string | undefined {
+  return /^Bearer\s+(.+)$/i.exec(auth ?? "")?.[1]?.trim() || undefined;
+}
+
+/**
+ * The paths that take line protocol as InfluxDB does (docs/http-api.md): the token is also
+ * accepted there in the forms InfluxDB clients send it.
+ *
+ * @example Usage
+ * ```ts
+ * import { INFLUX_WRITE_PATHS } from "./guards.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.ok(INFLUX_WRITE_PATHS.includes("/api/v2/write"));
+ * ```
+ */
+export const INFLUX_WRITE_PATHS: readonly string[] = ["/write", "/api/v2/write"];
+
+/**
+ * The token of a request to an InfluxDB write route, in the forms its clients send it
+ * (docs/http-api.md): `Authorization: Token <t>` (2.x clients, Telegraf), `Authorization:
+ * Bearer <t>`, the password of `Authorization: Basic` (1.x clients; the user is ignored), or the
+ * `p` query parameter (1.x; `u` is ignored). The header wins over the parameter.
+ *
+ * @param req The request.
+ * @param url Its URL.
+ * @returns The token given, or `undefined` when there is none in any form.
+ *
+ * @example Usage
+ * ```ts
+ * import { influxToken } from "./guards.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const basic = new Request("http://localhost/write", { headers: { authorization: `Basic ${btoa("me:s3cret")}` } });
+ * assert.equal(influxToken(basic, new URL(basic.url)), "s3cret");
+ * const query = new Request("http://localhost/write?db=x&u=me&p=s3cret");
+ * assert.equal(influxToken(query, new URL(query.url)), "s3cret");
+ * ```
+ */
+export function influxToken(req: Request, url: URL): string | undefined {
+  const auth = req.headers.get("authorization");
+  if (auth !== null) {
+    const scheme = /^(\w+)\s+(.+)$/.exec(auth.trim());
+    const kind = scheme?.[1]?.toLowerCase();
+    const value = scheme?.[2]?.trim();
+    if (kind === "token" || kind === "bearer") return value || undefined;
+    if (kind === "basic" && value !== undefined) {
+      let decoded: string;
+      try {
+        decoded = new TextDecoder().decode(Uint8Array.from(atob(value), (c) => c.charCodeAt(0)));
+      } catch {
+        return undefined;
+      }
+      const colon = decoded.indexOf(":");
+      return colon === -1 ? undefined : decoded.slice(colon + 1) || undefined;
+    }
+  }
+  return url.searchParams.get("p") || undefined;
+}
+
+/**
+ * The token guard of the InfluxDB write routes: {@linkcode guardToken} with the token in any of
+ * the forms of {@linkcode influxToken}, and 401s that name them.
+ */
+function guardInfluxToken(req: Request, url: URL, token: string): void {
+  const given = influxToken(req, url);
+  if (given !== undefined && tokensEqual(given, token)) return;
+  const forms =
+    "as 'Authorization: Token <token>', 'Authorization: Bearer <token>', the basic-auth password or the p query parameter";
+  if (given === undefined) {
+    throw new HttpError(
+      401,
+      `This server requires a token for ${req.method} ${url.pathname}, and none was given; send it ${forms}.`,
+      { "www-authenticate": 'Bearer realm="telemetry"' },
+    );
+  }
+  throw new HttpError(
+    401,
+    `The token given for ${req.method} ${url.pathname} is not this server's; send the token the service was started with (its --token or OBS_TELEMETRY_TOKEN) ${forms}.`,
     { "www-authenticate": 'Bearer realm="telemetry", error="invalid_token"' },
   );
 }
@@ -334,7 +417,7 @@ export function guardOrigin(req: Request, url: URL): void {
 
 /**
  * Decides whether a request needs the token, and checks it when it does (docs/http-api.md, docs/operations.md): not
- * for `/health`; not for a public read under `--public-read`; not, under `--trust-loopback`,
+ * for `/health` and `/ping`; not for a public read under `--public-read`; not, under `--trust-loopback`,
  * for a request from a loopback peer whose `Host` is a loopback name and whose `Origin`, if
  * any, is loopback. Host and Origin themselves are checked before this, in every mode.
  *
@@ -362,7 +445,8 @@ export function guardAccess(
   policy: AccessPolicy,
 ): void {
   const { token } = policy;
-  if (token === undefined || url.pathname === "/health") return;
+  // `/ping` is InfluxDB's `/health`: clients probe it before they send their token.
+  if (token === undefined || url.pathname === "/health" || url.pathname === "/ping") return;
   if (policy.publicRead && isPublicRead(req.method, url.pathname)) return;
   if (policy.trustLoopback && peer !== undefined && isLoopback(peer)) {
     const host = requestHost(req);
@@ -372,6 +456,7 @@ export function guardAccess(
       (origin === null || isLoopbackOrigin(origin))
     ) return;
   }
+  if (INFLUX_WRITE_PATHS.includes(url.pathname)) return guardInfluxToken(req, url, token);
   guardToken(req, token, policy.publicRead ? url : undefined);
 }
 

@@ -9,6 +9,7 @@
 import type { TelemetryService } from "../core/service.ts";
 import { ShuttingDownError } from "../core/errors.ts";
 import {
+  answerRefusals,
   BodyTimeoutError,
   HttpError,
   IncompleteBodyError,
@@ -34,7 +35,14 @@ import {
   DEFAULT_MAX_BODY,
   drainSmallBody,
 } from "./body.ts";
-import { type Route, type RouteContext, type RouteHandler, routeLabel, Router } from "./router.ts";
+import {
+  errorAnswers,
+  type Route,
+  type RouteContext,
+  type RouteHandler,
+  routeLabel,
+  Router,
+} from "./router.ts";
 import { DEFAULT_HOST } from "../wire/address.ts";
 import { ServiceMetrics } from "./metrics.ts";
 import type { NotificationCounts } from "./metrics.ts";
@@ -192,6 +200,8 @@ class Dispatcher {
   #access: AccessPolicy;
   #metrics: ServiceMetrics;
   #router: Router;
+  /** The routes whose error answers have their own shape, by label. */
+  #errorAnswers: Map<string, (res: Response) => Response>;
   #onError: ((err: unknown) => void) | undefined;
   #onRejected: ((rejection: Rejection) => void) | undefined;
   /** Requests other than `GET /history` being answered now. */
@@ -229,21 +239,21 @@ class Dispatcher {
     const bodies = new BodyDeadlines(options.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS, {
       signal: shutdown.signal,
     });
-    this.#router = new Router(
-      apiRoutes(service, {
-        maxBody,
-        maxHistory,
-        othersBusy,
-        bodies,
-        shutdown,
-        streams,
-        metrics,
-        types,
-        disk,
-        wrapCurrent,
-        pages,
-      }),
-    );
+    const routes = apiRoutes(service, {
+      maxBody,
+      maxHistory,
+      othersBusy,
+      bodies,
+      shutdown,
+      streams,
+      metrics,
+      types,
+      disk,
+      wrapCurrent,
+      pages,
+    });
+    this.#router = new Router(routes);
+    this.#errorAnswers = errorAnswers(routes);
   }
 
   /** Answers a request: guards, route, error answer; then counts and reports the answer. */
@@ -259,8 +269,9 @@ class Dispatcher {
       await drainSmallBody(req);
       res = this.#handleError(err);
     }
-    const status = res.status;
     route ??= this.#routeOf(req);
+    if (res.status >= 400) res = this.#errorAnswers.get(route)?.(res) ?? res;
+    const status = res.status;
     this.#metrics.countResponse(route, status);
     if (status >= 400 && this.#onRejected) this.#report(req, info, res, route, status);
     return req.method === "HEAD" ? headOnly(res) : res;
@@ -356,13 +367,13 @@ class Dispatcher {
     // (docs/operations.md, "Logs").
     if (status === 503 && this.#stopping()) return;
     try {
-      this.#onRejected?.({
-        method: req.method,
-        route,
-        status,
-        peer: peerHost(info) ?? "unknown",
-        detail: problemDetail(res) ?? "",
-      });
+      const peer = peerHost(info) ?? "unknown";
+      // An answer that refused parts of its request (the lines of a line-protocol write) is
+      // logged one line per part refused.
+      const parts = answerRefusals(res) ?? [problemDetail(res) ?? ""];
+      for (const detail of parts) {
+        this.#onRejected?.({ method: req.method, route, status, peer, detail });
+      }
     } catch {
       // A log that cannot be written (stderr closed) must not turn the answer into a failure.
     }
@@ -372,7 +383,7 @@ class Dispatcher {
 function notFound(url: URL): HttpError {
   return new HttpError(
     404,
-    `No endpoint at ${url.pathname}; the API has / (dashboard), /health, /ready, /run, /run/start, /run/stop, /event, /events, /current, /types, /check, /safety, /safety/indi, /safety/events, /safety/waivers, /stream, /history, /metrics and /shutdown.`,
+    `No endpoint at ${url.pathname}; the API has / (dashboard), /health, /ready, /run, /run/start, /run/stop, /event, /events, /write, /api/v2/write, /ping, /current, /types, /check, /safety, /safety/indi, /safety/events, /safety/waivers, /stream, /history, /metrics and /shutdown.`,
   );
 }
 

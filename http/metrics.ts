@@ -166,6 +166,10 @@ export class ServiceMetrics {
   writeErrors = 0;
   /** Bytes appended to NDJSON files. */
   bytesWritten = 0;
+  /** Line-protocol lines stored (`POST /write`, `POST /api/v2/write`). */
+  linesStored = 0;
+  /** Line-protocol lines refused. */
+  linesRefused = 0;
   /** Group write durations in seconds. */
   readonly writeSeconds: Histogram = new Histogram([
     0.0005,
@@ -237,6 +241,18 @@ export class ServiceMetrics {
     let codes = this.#responses.get(route);
     if (codes === undefined) this.#responses.set(route, codes = new Map());
     codes.set(code, (codes.get(code) ?? 0) + 1);
+  }
+
+  /**
+   * Counts the lines of one line-protocol write for `telemetry_line_protocol_lines_total`
+   * (docs/http-api.md#line-protocol).
+   *
+   * @param stored The lines stored.
+   * @param refused The lines refused.
+   */
+  countLines(stored: number, refused: number): void {
+    this.linesStored += stored;
+    this.linesRefused += refused;
   }
 
   /** Answers counted so far per `"<route>\u0000<code>"`, as `telemetry_http_responses_total` reports them. */
@@ -491,6 +507,13 @@ export class ServiceMetrics {
         out += sample("telemetry_http_responses_total", count, { route, code: String(code) });
       }
     }
+
+    out += family(
+      "telemetry_line_protocol_lines_total",
+      "counter",
+      "Line-protocol lines received on POST /write and /api/v2/write, stored or refused.",
+    ) + sample("telemetry_line_protocol_lines_total", this.linesStored, { result: "stored" }) +
+      sample("telemetry_line_protocol_lines_total", this.linesRefused, { result: "refused" });
 
     if (options.streams) {
       out += family("telemetry_stream_clients", "gauge", "Open GET /stream connections.") +

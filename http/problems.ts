@@ -118,6 +118,49 @@ export function problemDetail(res: Response): string | undefined {
   return details.get(res);
 }
 
+/** The refusals of an answer that refused parts of its request, one log line each. */
+const refusalsOf = new WeakMap<Response, readonly string[]>();
+
+/**
+ * Marks an answer that is not problem+json (InfluxDB's `{"error": ...}`, docs/http-api.md)
+ * with its `detail` for the log line of a rejection, and with the refusals of the parts of the
+ * request it refused, which the log then reports one by one instead.
+ *
+ * @param res The answer.
+ * @param detail What went wrong, as its body says it.
+ * @param refusals The parts refused, one sentence each, when it refused only parts.
+ * @returns The same answer.
+ *
+ * @example Usage
+ * ```ts
+ * import { answerRefusals, problemDetail, withDetail } from "./problems.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const res = withDetail(new Response('{"error":"partial write"}', { status: 400 }), "partial write", ["line 2: missing fields"]);
+ * assert.equal(problemDetail(res), "partial write");
+ * assert.deepEqual(answerRefusals(res), ["line 2: missing fields"]);
+ * ```
+ */
+export function withDetail(
+  res: Response,
+  detail: string,
+  refusals?: readonly string[],
+): Response {
+  details.set(res, detail);
+  if (refusals !== undefined) refusalsOf.set(res, refusals);
+  return res;
+}
+
+/**
+ * The refusals an answer was marked with by {@linkcode withDetail}, one per refused part.
+ *
+ * @param res A response.
+ * @returns The refusals, or `undefined` for an answer that refused the request as a whole.
+ */
+export function answerRefusals(res: Response): readonly string[] | undefined {
+  return refusalsOf.get(res);
+}
+
 /** The detail of every unexpected 500: what failed stays in the server's log, not the answer. */
 export const UNEXPECTED_DETAIL =
   "The server failed unexpectedly; nothing is known to be stored. Retry, and if it persists, check the server's log.";

@@ -28,6 +28,11 @@ export interface Route {
   pattern: URLPattern;
   /** Its handler per method; HEAD is served by GET. */
   methods: Partial<Record<"GET" | "POST" | "PUT" | "DELETE", RouteHandler>>;
+  /**
+   * Reshapes its error answers (problem+json by default), the guards' refusals included: the
+   * InfluxDB routes answer `{"error": ...}` as InfluxDB does (docs/http-api.md).
+   */
+  errorAnswer?: (res: Response) => Response;
 }
 
 const EMPTY_PARAMS: Record<string, string | undefined> = {};
@@ -75,10 +80,28 @@ export class Router {
  *
  * @param pathname A `URLPattern` pathname such as `"/current/:type(.*)"`.
  * @param methods A handler per method.
+ * @param errorAnswer Reshapes the route's error answers (see {@linkcode Route.errorAnswer}).
  * @returns The row.
  */
-export function route(pathname: string, methods: Route["methods"]): Route {
-  return { pattern: new URLPattern({ pathname }), methods };
+export function route(
+  pathname: string,
+  methods: Route["methods"],
+  errorAnswer?: (res: Response) => Response,
+): Route {
+  const pattern = new URLPattern({ pathname });
+  return errorAnswer ? { pattern, methods, errorAnswer } : { pattern, methods };
+}
+
+/**
+ * Finds the error shape of each route label that has its own (see {@linkcode Route.errorAnswer}).
+ *
+ * @param routes The route table.
+ * @returns The reshapers by route label.
+ */
+export function errorAnswers(routes: readonly Route[]): Map<string, (res: Response) => Response> {
+  const map = new Map<string, (res: Response) => Response>();
+  for (const row of routes) if (row.errorAnswer) map.set(routeLabel(row), row.errorAnswer);
+  return map;
 }
 
 const labels = new WeakMap<Route, string>();

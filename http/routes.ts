@@ -30,6 +30,7 @@ import {
 } from "./idempotent.ts";
 import { externalReasons, safetyRoutes } from "./safety_routes.ts";
 import { json, noStore } from "./answers.ts";
+import { influxRoutes } from "./influx_routes.ts";
 
 /** What the API routes need besides the service. */
 export interface RouteDeps {
@@ -90,12 +91,17 @@ function runRoutes(service: TelemetryService, { maxBody, bodies }: RouteDeps): R
   ];
 }
 
-/** What is written and what is read of it live: `/event`, `/events`, `/current`, `/stream`. */
+/**
+ * What is written and what is read of it live: `/event`, `/events`, the InfluxDB write API
+ * (`/write`, `/api/v2/write`, `/ping`), `/current`, `/stream`.
+ */
 function eventRoutes(service: TelemetryService, deps: RouteDeps): Route[] {
   const { streams, wrapCurrent } = deps;
   return [
     route("/event", { POST: ({ req }) => postEvent(service, req, deps) }),
     route("/events", { POST: ({ req }) => postEvents(service, req, deps) }),
+    // Line protocol, into the same commit path (docs/http-api.md).
+    ...influxRoutes(service, deps),
     // Streamed in chunks: a snapshot of any size is answered, and no answer holds the loop long.
     route("/current", {
       GET: ({ url }) => {

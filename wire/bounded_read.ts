@@ -152,3 +152,48 @@ export function concatBytes(parts: readonly Uint8Array[]): Uint8Array {
   }
   return out;
 }
+
+/**
+ * The compressed bytes handed to the decompressor at a time. A decompressor inflates each piece
+ * it is given in full before the bound is looked at, and deflate inflates at most 1,032 times:
+ * 1 KiB pieces keep what a gzip bomb makes between two looks near 1 MiB.
+ */
+const GZIP_PIECE = 1024;
+
+/**
+ * Inflates a gzip body with a bound on what it inflates to: the inflation stops as soon as the
+ * output passes `max` bytes, so a gzip bomb costs about the bound in memory and time, never its
+ * full size. Web APIs only (`DecompressionStream`).
+ *
+ * @param gzipped The gzip bytes: one member, as every InfluxDB client sends (the runtime's
+ *   decompressor takes no second member).
+ * @param max The bound: the most inflated bytes accepted.
+ * @returns The inflated bytes.
+ * @throws {BoundExceededError} When the bytes inflate to more than `max`.
+ * @throws {TypeError} When the bytes are not one valid gzip member (the decompressor's error).
+ *
+ * @example Usage
+ * ```ts
+ * import { BoundExceededError, gunzipAtMost } from "./bounded_read.ts";
+ * import assert from "node:assert/strict";
+ * import { gzipSync } from "node:zlib";
+ *
+ * const text = "weather wind_mps=2.1\n";
+ * const inflated = await gunzipAtMost(gzipSync(text), 1024);
+ * assert.equal(new TextDecoder().decode(inflated), text);
+ * const bomb = gzipSync(new Uint8Array(10 * 1024 * 1024)); // 10 KB that inflate to 10 MiB
+ * await assert.rejects(gunzipAtMost(bomb, 1024 * 1024), BoundExceededError);
+ * ```
+ */
+export async function gunzipAtMost(gzipped: Uint8Array, max: number): Promise<Uint8Array> {
+  let at = 0;
+  const pieces = new ReadableStream<Uint8Array<ArrayBuffer>>({
+    pull(controller) {
+      if (at >= gzipped.length) return controller.close();
+      // A body's bytes are never a SharedArrayBuffer's.
+      controller.enqueue(gzipped.subarray(at, at + GZIP_PIECE) as Uint8Array<ArrayBuffer>);
+      at += GZIP_PIECE;
+    },
+  }, { highWaterMark: 0 });
+  return await readAtMost(pieces.pipeThrough(new DecompressionStream("gzip")), max);
+}

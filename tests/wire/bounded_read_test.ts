@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { BoundExceededError, concatBytes, readAtMost } from "../../wire/bounded_read.ts";
+import { gzipSync } from "node:zlib";
+import {
+  BoundExceededError,
+  concatBytes,
+  gunzipAtMost,
+  readAtMost,
+} from "../../wire/bounded_read.ts";
 
 const bytes = (text: string): Uint8Array => new TextEncoder().encode(text);
 
@@ -128,4 +134,30 @@ Deno.test("concatBytes joins chunks into one array, in order", () => {
 
 Deno.test("concatBytes returns an empty array for no chunks", () => {
   assert.equal(concatBytes([]).length, 0);
+});
+
+Deno.test("gunzipAtMost() inflates a gzip member up to its bound", async () => {
+  const text = "weather wind_mps=2.1\n".repeat(1000);
+  assert.equal(new TextDecoder().decode(await gunzipAtMost(gzipSync(text), text.length)), text);
+  await assert.rejects(gunzipAtMost(gzipSync(text), text.length - 1), BoundExceededError);
+});
+
+Deno.test("gunzipAtMost() stops a bomb at its bound, inflating little more than the bound", async () => {
+  const bomb = gzipSync(new Uint8Array(64 * 1024 * 1024));
+  const before = Deno.memoryUsage().rss;
+  await assert.rejects(
+    gunzipAtMost(bomb, 1024 * 1024),
+    (err) => err instanceof BoundExceededError && err.bound === 1024 * 1024,
+  );
+  const grown = Deno.memoryUsage().rss - before;
+  assert.ok(grown < 32 * 1024 * 1024, `grew by ${grown} bytes`);
+});
+
+Deno.test("gunzipAtMost() rejects bytes that are not one gzip member, and a cut one, with a TypeError", async () => {
+  await assert.rejects(gunzipAtMost(bytes("not gzip at all"), 100), TypeError);
+  await assert.rejects(gunzipAtMost(new Uint8Array(0), 100), TypeError);
+  const two = concatBytes([gzipSync("a f=1\n"), gzipSync("b f=2\n")]);
+  await assert.rejects(gunzipAtMost(two, 100), TypeError);
+  const gz = gzipSync("x".repeat(10_000));
+  await assert.rejects(gunzipAtMost(gz.subarray(0, gz.length - 8), 100_000), TypeError);
 });
