@@ -65,7 +65,10 @@ interface PendingBody {
  * One timer serves all the reads (a timer per request costs 3 to 4 µs, more than the rest of a
  * body's read), armed for the oldest pending deadline and unref'd, so it never keeps a process
  * alive: a read that only this timer could end is a server's, and its listener keeps the process
- * alive.
+ * alive. A read that ends leaves the timer armed: at a steady load the reads come one after
+ * another, and arming and clearing a timer for each cost about a tenth of an event's CPU (issue
+ * 35, bench/RESULTS.md). When it fires with no read pending it is not armed again, so an idle or
+ * stopped server holds at most one unref'd timer, for at most the timeout.
  *
  * @example Usage
  * ```ts
@@ -139,14 +142,12 @@ export class BodyDeadlines {
   }
 
   /**
-   * A read ended: with none left, the timer goes too, so a stopped server leaves no timer
-   * behind for its deadline (tests run with `--trace-leaks`).
+   * A read ended. The timer stays armed even with no read left: the next read's deadline is
+   * later than the one it was armed for, and {@linkcode BodyDeadlines.#expire} arms it again for
+   * that read, or not at all when none is pending.
    */
   #leave(pending: PendingBody): void {
     this.#pending.delete(pending);
-    if (this.#pending.size > 0 || this.#timer === undefined) return;
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
   }
 
   #enter(abort: (reason: BodyTimeoutError) => void): PendingBody {
