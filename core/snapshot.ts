@@ -96,6 +96,8 @@ class Entries extends Map<string, Entry> {
   #bytes = 2;
   /** Types whose entry was set since the size was last asked for. */
   #unmeasured = new Set<string>();
+  /** The most the entries not measured yet can add: 3 bytes per UTF-16 unit of each. */
+  #unmeasuredBound = 0;
 
   /** Size of the `GET /current` body in bytes. */
   get bytes(): number {
@@ -108,8 +110,17 @@ class Entries extends Map<string, Entry> {
         this.#bytes += entry.size;
       }
       this.#unmeasured.clear();
+      this.#unmeasuredBound = 0;
     }
     return this.#bytes;
+  }
+
+  /**
+   * At least {@linkcode Entries.bytes}, without measuring: what is not measured yet counts 3
+   * bytes per UTF-16 code unit, the most UTF-8 takes for one.
+   */
+  get bytesAtMost(): number {
+    return this.#bytes + this.#unmeasuredBound;
   }
 
   override set(type: string, entry: Entry): this {
@@ -122,22 +133,34 @@ class Entries extends Map<string, Entry> {
     // A new type adds its comma; a replaced entry that was measured leaves its size.
     if (old === undefined) this.#bytes += 1;
     else if (old.size !== undefined) this.#bytes -= old.size;
-    if (entry.size === undefined) this.#unmeasured.add(type);
-    else this.#bytes += entry.size;
+    else this.#unmeasuredBound -= unmeasuredBound(old);
+    if (entry.size === undefined) {
+      this.#unmeasured.add(type);
+      this.#unmeasuredBound += unmeasuredBound(entry);
+    } else this.#bytes += entry.size;
     return super.set(type, entry);
   }
 
   override delete(type: string): boolean {
     const old = this.get(type);
-    if (old) this.#bytes -= (old.size ?? 0) + 1;
+    if (old) {
+      this.#bytes -= (old.size ?? 0) + 1;
+      if (old.size === undefined) this.#unmeasuredBound -= unmeasuredBound(old);
+    }
     return super.delete(type);
   }
 
   override clear(): void {
     this.#bytes = 2;
     this.#unmeasured.clear();
+    this.#unmeasuredBound = 0;
     super.clear();
   }
+}
+
+/** The most an entry not measured yet can take in the body, in bytes. */
+function unmeasuredBound(entry: Entry): number {
+  return 3 * (entry.key!.length + entry.line.length);
 }
 
 // deno-lint-ignore no-control-regex -- the class is every ASCII character, controls included
@@ -279,6 +302,16 @@ export class Snapshot {
   /** Size in bytes of the `GET /current` body (UTF-8, all types). */
   get bytes(): number {
     return this.#entries.bytes;
+  }
+
+  /**
+   * At least {@linkcode Snapshot.bytes}, found without measuring the entries set since the size
+   * was last asked for: an admission that fits even this bound needs no exact size.
+   *
+   * @returns Bytes.
+   */
+  get bytesAtMost(): number {
+    return this.#entries.bytesAtMost;
   }
 
   /**
