@@ -244,7 +244,13 @@ class Dispatcher {
     );
   }
 
-  /** Answers a request: guards, route, error answer; then counts and reports the answer. */
+  /**
+   * Answers a request: guards, route, error answer; then counts and reports the answer. The
+   * requests being answered other than `GET /history` are counted while their handler runs:
+   * while any is, the history answers give the event loop to it first (docs/history.md). The
+   * count is kept here rather than in a function of its own: an async frame per request is
+   * a promise and a context more for every event.
+   */
   async dispatch(req: Request, info: Deno.ServeHandlerInfo | undefined): Promise<Response> {
     let route: string | undefined;
     let res: Response;
@@ -252,7 +258,15 @@ class Dispatcher {
       const admitted = this.#admit(req, info);
       route = admitted.label;
       if (admitted.refused) throw admitted.refused;
-      res = await this.#answer(admitted);
+      if (route === HISTORY_ROUTE) res = await admitted.handler(admitted.ctx);
+      else {
+        this.#answering++;
+        try {
+          res = await admitted.handler(admitted.ctx);
+        } finally {
+          this.#answering--;
+        }
+      }
     } catch (err) {
       await drainSmallBody(req);
       res = this.#handleError(err);
@@ -262,20 +276,6 @@ class Dispatcher {
     this.#metrics.countResponse(route, status);
     if (status >= 400 && this.#onRejected) this.#report(req, info, res, route, status);
     return req.method === "HEAD" ? headOnly(res) : res;
-  }
-
-  /**
-   * Runs the route's handler, counting the requests being answered other than `GET /history`:
-   * while any is, the history answers give the event loop to it first (docs/history.md).
-   */
-  async #answer(admitted: Admitted & { refused?: undefined }): Promise<Response> {
-    if (admitted.label === HISTORY_ROUTE) return await admitted.handler(admitted.ctx);
-    this.#answering++;
-    try {
-      return await admitted.handler(admitted.ctx);
-    } finally {
-      this.#answering--;
-    }
   }
 
   #stopping(): boolean {
