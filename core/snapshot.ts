@@ -137,6 +137,7 @@ class Entries extends Map<string, Entry> {
     if (entry.size === undefined) {
       this.#unmeasured.add(type);
       this.#unmeasuredBound += unmeasuredBound(entry);
+      flatten(entry.line);
     } else this.#bytes += entry.size;
     return super.set(type, entry);
   }
@@ -156,6 +157,21 @@ class Entries extends Map<string, Entry> {
     this.#unmeasuredBound = 0;
     super.clear();
   }
+}
+
+/** A pattern that matches at the first character of an envelope line, and only there. */
+const LINE_START = /^\{/;
+
+/**
+ * Has V8 keep a line built by concatenation (the envelope's parts) as one piece rather than a
+ * tree of them: a regular expression runs on a flat string, and V8 flattens the tree in place.
+ * Every `GET /current` copies each entry's line into its chunks, which costs half as much again
+ * from a tree (measured with 10,000 types: 1.5 ms against 1.0 ms of CPU per body); measuring
+ * the entry used to flatten it as a side effect, and the admission no longer measures every one.
+ * Unlike an unused read of a character, a regular expression's test is not optimized away.
+ */
+function flatten(line: string): void {
+  LINE_START.test(line);
 }
 
 /** The most an entry not measured yet can take in the body, in bytes. */
