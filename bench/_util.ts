@@ -275,7 +275,8 @@ export async function cpuNanos(pid: number): Promise<number> {
 /**
  * CPU time of one thread so far, in nanoseconds (`/proc/<pid>/task/<tid>/schedstat`): for the
  * event-loop time of work done in this process, read on its main thread around the work. Unlike
- * wall time it does not count the moments another process held the core.
+ * wall time it does not count the moments another process held the core. The kernel adds the
+ * time up at scheduler ticks and switches: read it around many calls, not one of a millisecond.
  *
  * @param pid The process (default this one).
  * @param tid The thread (default the main thread, whose id is the process's).
