@@ -30,6 +30,8 @@ interface Entry {
   /** `"<type>":`, the same string for every event of the type, and its size in UTF-8 bytes. */
   key?: string;
   keySize?: number;
+  /** Until it is measured: the most it can take in the body (see `Entries.bytesAtMost`). */
+  bound?: number;
 }
 
 /** The snapshot as saved on a clean shutdown, with the seqs it reflects (docs/storage.md). */
@@ -133,10 +135,12 @@ class Entries extends Map<string, Entry> {
     // A new type adds its comma; a replaced entry that was measured leaves its size.
     if (old === undefined) this.#bytes += 1;
     else if (old.size !== undefined) this.#bytes -= old.size;
-    else this.#unmeasuredBound -= unmeasuredBound(old);
+    else this.#unmeasuredBound -= old.bound!;
     if (entry.size === undefined) {
       this.#unmeasured.add(type);
-      this.#unmeasuredBound += unmeasuredBound(entry);
+      // Kept on the entry: taking it back when the entry is replaced reads no cold string.
+      entry.bound = 3 * (entry.key!.length + entry.line.length);
+      this.#unmeasuredBound += entry.bound;
       flatten(entry.line);
     } else this.#bytes += entry.size;
     return super.set(type, entry);
@@ -146,7 +150,7 @@ class Entries extends Map<string, Entry> {
     const old = this.get(type);
     if (old) {
       this.#bytes -= (old.size ?? 0) + 1;
-      if (old.size === undefined) this.#unmeasuredBound -= unmeasuredBound(old);
+      if (old.size === undefined) this.#unmeasuredBound -= old.bound!;
     }
     return super.delete(type);
   }
@@ -172,11 +176,6 @@ const LINE_START = /^\{/;
  */
 function flatten(line: string): void {
   LINE_START.test(line);
-}
-
-/** The most an entry not measured yet can take in the body, in bytes. */
-function unmeasuredBound(entry: Entry): number {
-  return 3 * (entry.key!.length + entry.line.length);
 }
 
 // deno-lint-ignore no-control-regex -- the class is every ASCII character, controls included
