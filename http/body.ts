@@ -67,8 +67,10 @@ interface PendingBody {
  * alive: a read that only this timer could end is a server's, and its listener keeps the process
  * alive. A read that ends leaves the timer armed: at a steady load the reads come one after
  * another, and arming and clearing a timer for each cost about a tenth of an event's CPU (issue
- * 35, bench/RESULTS.md). When it fires with no read pending it is not armed again, so an idle or
- * stopped server holds at most one unref'd timer, for at most the timeout.
+ * 35, bench/RESULTS.md). When it fires with no read pending it is not armed again, so an idle
+ * server holds at most one unref'd timer, for at most the timeout; once
+ * {@linkcode BodyDeadlines.close} was called (a server's shutdown began), the last read to end
+ * clears it, and a stopped server leaves none behind.
  *
  * @example Usage
  * ```ts
@@ -89,6 +91,8 @@ export class BodyDeadlines {
   /** The reads in progress, oldest (so soonest deadline) first. */
   #pending = new Set<PendingBody>();
   #timer: ReturnType<typeof setTimeout> | undefined;
+  /** Set by {@linkcode BodyDeadlines.close}: the timer goes as soon as no read is pending. */
+  #closing = false;
 
   /**
    * Creates the deadlines of one listener's bodies.
@@ -142,12 +146,29 @@ export class BodyDeadlines {
   }
 
   /**
+   * The server is stopping: from now on the timer is cleared as soon as no read is pending (at
+   * once if none is), so that nothing of it outlives the server. Reads still go on under their
+   * deadlines. Safe to call twice.
+   */
+  close(): void {
+    this.#closing = true;
+    if (this.#pending.size === 0) this.#clear();
+  }
+
+  /**
    * A read ended. The timer stays armed even with no read left: the next read's deadline is
    * later than the one it was armed for, and {@linkcode BodyDeadlines.#expire} arms it again for
-   * that read, or not at all when none is pending.
+   * that read, or not at all when none is pending. Once closing, the last read clears it.
    */
   #leave(pending: PendingBody): void {
     this.#pending.delete(pending);
+    if (this.#closing && this.#pending.size === 0) this.#clear();
+  }
+
+  #clear(): void {
+    if (this.#timer === undefined) return;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
   }
 
   #enter(abort: (reason: BodyTimeoutError) => void): PendingBody {

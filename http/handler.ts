@@ -227,6 +227,8 @@ class Dispatcher {
     const othersBusy = () => this.#answering > 0;
     const wrapCurrent = options.wrapCurrent ?? false;
     const bodies = new BodyDeadlines(options.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS);
+    // The deadlines' timer outlives a read (see BodyDeadlines): not the server.
+    shutdown.signal.addEventListener("abort", () => bodies.close(), { once: true });
     this.#router = new Router(
       apiRoutes(service, {
         maxBody,
