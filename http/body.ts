@@ -148,7 +148,8 @@ export class BodyDeadlines {
   /**
    * The server is stopping: from now on the timer is cleared as soon as no read is pending (at
    * once if none is), so that nothing of it outlives the server. Reads still go on under their
-   * deadlines. Safe to call twice.
+   * deadlines, and later reads arm it again as needed: called at once, the deadlines never keep
+   * the timer between reads (for a listener whose reads are rare). Safe to call twice.
    */
   close(): void {
     this.#closing = true;
