@@ -140,6 +140,8 @@ export async function createAlpacaHandler(options: AlpacaHandlerOptions): Promis
   const configured = await configuredDevices(options.siteId, devices.devices);
   const loopback = isLoopback(options.hostname);
   const bodies = new BodyDeadlines(options.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS);
+  // PUTs come seldom and this handler is told no shutdown: the timer goes with the last read.
+  bodies.close();
   let serverTransaction = 0;
   const nextTransaction = () =>
     serverTransaction = serverTransaction >= UINT32_MAX ? 1 : serverTransaction + 1;

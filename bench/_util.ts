@@ -272,6 +272,21 @@ export async function cpuNanos(pid: number): Promise<number> {
   return ns;
 }
 
+/**
+ * CPU time of one thread so far, in nanoseconds (`/proc/<pid>/task/<tid>/schedstat`): for the
+ * event-loop time of work done in this process, read on its main thread around the work. Unlike
+ * wall time it does not count the moments another process held the core. The kernel adds the
+ * time up at scheduler ticks and switches: read it around many calls, not one of a millisecond.
+ *
+ * @param pid The process (default this one).
+ * @param tid The thread (default the main thread, whose id is the process's).
+ * @returns Nanoseconds on a CPU.
+ */
+export function threadCpuNanos(pid: number = Deno.pid, tid: number = pid): number {
+  const text = Deno.readTextFileSync(`/proc/${pid}/task/${tid}/schedstat`);
+  return Number(text.slice(0, text.indexOf(" ")));
+}
+
 /** The one request a {@linkcode KeepAliveConnection} sends again and again. */
 export interface PostRequest {
   /** The path with its query, such as `/event` or `/write?db=bench`. */

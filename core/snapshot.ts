@@ -30,6 +30,8 @@ interface Entry {
   /** `"<type>":`, the same string for every event of the type, and its size in UTF-8 bytes. */
   key?: string;
   keySize?: number;
+  /** Until it is measured: the most it can take in the body (see `Entries.bytesAtMost`). */
+  bound?: number;
 }
 
 /** The snapshot as saved on a clean shutdown, with the seqs it reflects (docs/storage.md). */
@@ -96,6 +98,8 @@ class Entries extends Map<string, Entry> {
   #bytes = 2;
   /** Types whose entry was set since the size was last asked for. */
   #unmeasured = new Set<string>();
+  /** The most the entries not measured yet can add: 3 bytes per UTF-16 unit of each. */
+  #unmeasuredBound = 0;
 
   /** Size of the `GET /current` body in bytes. */
   get bytes(): number {
@@ -108,8 +112,17 @@ class Entries extends Map<string, Entry> {
         this.#bytes += entry.size;
       }
       this.#unmeasured.clear();
+      this.#unmeasuredBound = 0;
     }
     return this.#bytes;
+  }
+
+  /**
+   * At least {@linkcode Entries.bytes}, without measuring: what is not measured yet counts 3
+   * bytes per UTF-16 code unit, the most UTF-8 takes for one.
+   */
+  get bytesAtMost(): number {
+    return this.#bytes + this.#unmeasuredBound;
   }
 
   override set(type: string, entry: Entry): this {
@@ -122,22 +135,50 @@ class Entries extends Map<string, Entry> {
     // A new type adds its comma; a replaced entry that was measured leaves its size.
     if (old === undefined) this.#bytes += 1;
     else if (old.size !== undefined) this.#bytes -= old.size;
-    if (entry.size === undefined) this.#unmeasured.add(type);
-    else this.#bytes += entry.size;
+    else this.#unmeasuredBound -= old.bound!;
+    if (entry.size === undefined) {
+      this.#unmeasured.add(type);
+      // Kept on the entry: taking it back when the entry is replaced reads no cold string.
+      entry.bound = 3 * (entry.key!.length + entry.line.length);
+      this.#unmeasuredBound += entry.bound;
+    } else this.#bytes += entry.size;
     return super.set(type, entry);
   }
 
   override delete(type: string): boolean {
     const old = this.get(type);
-    if (old) this.#bytes -= (old.size ?? 0) + 1;
+    if (old) {
+      this.#bytes -= (old.size ?? 0) + 1;
+      if (old.size === undefined) this.#unmeasuredBound -= old.bound!;
+    }
     return super.delete(type);
   }
 
   override clear(): void {
     this.#bytes = 2;
     this.#unmeasured.clear();
+    this.#unmeasuredBound = 0;
     super.clear();
   }
+}
+
+/** A pattern that matches at the first character of a fragment (its key's quote), only there. */
+const FRAGMENT_START = /^"/;
+
+/**
+ * An entry's `"<type>":<line>` as one piece of text rather than a tree of pieces: a line is built
+ * by concatenation (the envelope's parts), and every `GET /current` copies each fragment into its
+ * chunks, which costs half as much again from a tree (10,000 types: 2.5 ms of CPU per body
+ * against 1.4 ms). A regular expression runs on a flat string, so V8 flattens the tree in place;
+ * unlike an unused read of a character, its test is not optimized away. Done when the fragment is
+ * first needed, not when the entry is set: of a batch of events of one type only the last one's
+ * is ever made (measuring an entry's size used to flatten its line as a side effect, and the
+ * admission no longer measures every entry).
+ */
+function fragmentOf(entry: Entry): string {
+  const fragment = entry.key! + entry.line;
+  FRAGMENT_START.test(fragment);
+  return fragment;
 }
 
 // deno-lint-ignore no-control-regex -- the class is every ASCII character, controls included
@@ -282,6 +323,16 @@ export class Snapshot {
   }
 
   /**
+   * At least {@linkcode Snapshot.bytes}, found without measuring the entries set since the size
+   * was last asked for: an admission that fits even this bound needs no exact size.
+   *
+   * @returns Bytes.
+   */
+  get bytesAtMost(): number {
+    return this.#entries.bytesAtMost;
+  }
+
+  /**
    * Size in bytes of one type's member of the `GET /current` body, with its comma.
    *
    * @param type The event type.
@@ -306,7 +357,7 @@ export class Snapshot {
     const fragments: string[] = [];
     // In the snapshot's order, filtered or not, so that both bodies list types alike.
     for (const [type, entry] of this.#entries) {
-      if (!types || types.has(type)) fragments.push(entry.fragment ??= entry.key! + entry.line);
+      if (!types || types.has(type)) fragments.push(entry.fragment ??= fragmentOf(entry));
     }
     return objectStream(fragments, prefix, suffix);
   }

@@ -65,13 +65,12 @@ interface PendingBody {
  * One timer serves all the reads (a timer per request costs 3 to 4 µs, more than the rest of a
  * body's read), armed for the oldest pending deadline and unref'd, so it never keeps a process
  * alive: a read that only this timer could end is a server's, and its listener keeps the process
- * alive. Given a `signal` (the listener's shutdown), it is not cleared when the last read ends:
- * the reads of single events over a few connections end before the next begins, and clearing and
- * arming it again for each cost 5 to 8 % of the service's CPU at 10,000 requests a second
- * (bench:vs-influx's row 1). When it fires it ends the reads past their deadline and is armed
- * again for the oldest one left, if any, so it is armed about once per timeout under load. Once the
- * signal aborts (or without one) it goes as soon as no read is left, so a stopped server leaves no
- * timer behind (tests run with `--trace-leaks`).
+ * alive. A read that ends leaves the timer armed: at a steady load the reads come one after
+ * another, and arming and clearing a timer for each cost about a tenth of an event's CPU (issue
+ * 35, bench/RESULTS.md). When it fires with no read pending it is not armed again, so an idle
+ * server holds at most one unref'd timer, for at most the timeout; once
+ * {@linkcode BodyDeadlines.close} was called (a server's shutdown began), the last read to end
+ * clears it, and a stopped server leaves none behind.
  *
  * @example Usage
  * ```ts
@@ -92,27 +91,16 @@ export class BodyDeadlines {
   /** The reads in progress, oldest (so soonest deadline) first. */
   #pending = new Set<PendingBody>();
   #timer: ReturnType<typeof setTimeout> | undefined;
-  /** Whether the timer stays armed with no read pending (until the signal aborts). */
-  #linger: boolean;
+  /** Set by {@linkcode BodyDeadlines.close}: the timer goes as soon as no read is pending. */
+  #closing = false;
 
   /**
    * Creates the deadlines of one listener's bodies.
    *
    * @param timeoutMs How long a body may take from its head.
-   * @param options `signal`: the listener's shutdown; until it aborts, the timer stays armed
-   *   between reads.
    */
-  constructor(
-    timeoutMs: number = DEFAULT_BODY_TIMEOUT_MS,
-    options: { signal?: AbortSignal | undefined } = {},
-  ) {
+  constructor(timeoutMs: number = DEFAULT_BODY_TIMEOUT_MS) {
     this.timeoutMs = timeoutMs;
-    const { signal } = options;
-    this.#linger = signal !== undefined && !signal.aborted;
-    signal?.addEventListener("abort", () => {
-      this.#linger = false;
-      if (this.#pending.size === 0) this.#clear();
-    }, { once: true });
   }
 
   /**
@@ -158,13 +146,24 @@ export class BodyDeadlines {
   }
 
   /**
-   * A read ended. Until the signal aborts the timer stays, even with no read left: the next read,
-   * most often a moment later, needs it, and it ends by itself when it fires with nothing pending.
-   * Afterwards, with none left, the timer goes too.
+   * The server is stopping: from now on the timer is cleared as soon as no read is pending (at
+   * once if none is), so that nothing of it outlives the server. Reads still go on under their
+   * deadlines, and later reads arm it again as needed: called at once, the deadlines never keep
+   * the timer between reads (for a listener whose reads are rare). Safe to call twice.
+   */
+  close(): void {
+    this.#closing = true;
+    if (this.#pending.size === 0) this.#clear();
+  }
+
+  /**
+   * A read ended. The timer stays armed even with no read left: the next read's deadline is
+   * later than the one it was armed for, and {@linkcode BodyDeadlines.#expire} arms it again for
+   * that read, or not at all when none is pending. Once closing, the last read clears it.
    */
   #leave(pending: PendingBody): void {
     this.#pending.delete(pending);
-    if (!this.#linger && this.#pending.size === 0) this.#clear();
+    if (this.#closing && this.#pending.size === 0) this.#clear();
   }
 
   #clear(): void {

@@ -236,9 +236,9 @@ class Dispatcher {
     const maxHistory = options.maxHistory ?? DEFAULT_MAX_HISTORY;
     const othersBusy = () => this.#answering > 0;
     const wrapCurrent = options.wrapCurrent ?? false;
-    const bodies = new BodyDeadlines(options.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS, {
-      signal: shutdown.signal,
-    });
+    const bodies = new BodyDeadlines(options.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS);
+    // The deadlines' timer outlives a read (see BodyDeadlines): not the server.
+    shutdown.signal.addEventListener("abort", () => bodies.close(), { once: true });
     const routes = apiRoutes(service, {
       maxBody,
       maxHistory,
@@ -256,7 +256,13 @@ class Dispatcher {
     this.#errorAnswers = errorAnswers(routes);
   }
 
-  /** Answers a request: guards, route, error answer; then counts and reports the answer. */
+  /**
+   * Answers a request: guards, route, error answer; then counts and reports the answer. The
+   * requests being answered other than `GET /history` are counted while their handler runs:
+   * while any is, the history answers give the event loop to it first (docs/history.md). The
+   * count is kept here rather than in a function of its own: an async frame per request is
+   * a promise and a context more for every event.
+   */
   async dispatch(req: Request, info: Deno.ServeHandlerInfo | undefined): Promise<Response> {
     let route: string | undefined;
     let res: Response;
@@ -264,7 +270,15 @@ class Dispatcher {
       const admitted = this.#admit(req, info);
       route = admitted.label;
       if (admitted.refused) throw admitted.refused;
-      res = await this.#answer(admitted);
+      if (route === HISTORY_ROUTE) res = await admitted.handler(admitted.ctx);
+      else {
+        this.#answering++;
+        try {
+          res = await admitted.handler(admitted.ctx);
+        } finally {
+          this.#answering--;
+        }
+      }
     } catch (err) {
       await drainSmallBody(req);
       res = this.#handleError(err);
@@ -275,20 +289,6 @@ class Dispatcher {
     this.#metrics.countResponse(route, status);
     if (status >= 400 && this.#onRejected) this.#report(req, info, res, route, status);
     return req.method === "HEAD" ? headOnly(res) : res;
-  }
-
-  /**
-   * Runs the route's handler, counting the requests being answered other than `GET /history`:
-   * while any is, the history answers give the event loop to it first (docs/history.md).
-   */
-  async #answer(admitted: Admitted & { refused?: undefined }): Promise<Response> {
-    if (admitted.label === HISTORY_ROUTE) return await admitted.handler(admitted.ctx);
-    this.#answering++;
-    try {
-      return await admitted.handler(admitted.ctx);
-    } finally {
-      this.#answering--;
-    }
   }
 
   #stopping(): boolean {

@@ -184,6 +184,41 @@ Deno.test("TelemetryService.record() counts requests committed together against 
   assert.deepEqual(Object.keys(JSON.parse(service.currentJson())), ["img"]);
 });
 
+Deno.test("TelemetryService.record() refuses growth past maxSnapshotBytes while the snapshot's entries are not measured yet", async () => {
+  await using dir = await tempDir();
+  await using service = await open(dir.path, { maxSnapshotBytes: 10_000 });
+  // Set, never measured: nothing has asked for the snapshot's size since.
+  await service.record([{ type: "a", data: { text: "x".repeat(9_000) } }]);
+  await assert.rejects(
+    service.record([{ type: "b", data: { text: "x".repeat(1_000) } }]),
+    SnapshotLimitError,
+  );
+  assert.deepEqual(Object.keys(JSON.parse(service.currentJson())), ["a"]);
+});
+
+Deno.test("TelemetryService.record() counts characters outside ASCII at their UTF-8 size against maxSnapshotBytes", async () => {
+  await using dir = await tempDir();
+  // 1,000 euro signs are 1,000 UTF-16 units but 3,000 bytes: two such entries do not fit 5,000.
+  await using service = await open(dir.path, { maxSnapshotBytes: 5_000 });
+  await service.record([{ type: "a", data: { text: "\u20ac".repeat(1_000) } }]);
+  await assert.rejects(
+    service.record([{ type: "b", data: { text: "\u20ac".repeat(700) } }]),
+    SnapshotLimitError,
+  );
+  // Replacing the entry with one of the same size grows nothing: accepted, though a bound of
+  // 3 bytes per unit over both would not fit.
+  await service.record([{ type: "a", data: { text: "\u20ac".repeat(1_000) } }]);
+  assert.deepEqual(Object.keys(JSON.parse(service.currentJson())), ["a"]);
+});
+
+Deno.test("TelemetryService.record() accepts a single request that fits maxSnapshotBytes only by its exact UTF-8 size", async () => {
+  await using dir = await tempDir();
+  await using service = await open(dir.path, { maxSnapshotBytes: 2_000 });
+  // 1,500 ASCII bytes: fits, though 3 bytes per character would not.
+  await service.record([{ type: "big", data: { text: "x".repeat(1_500) } }]);
+  assert.deepEqual(Object.keys(JSON.parse(service.currentJson())), ["big"]);
+});
+
 /** Runs one service session in a child process; returns the snapshot it saw on opening. */
 async function session(dir: string, mode: "close" | "crash", ops: unknown[] = []) {
   const out = await new Deno.Command(Deno.execPath(), {

@@ -78,4 +78,25 @@ Deno.test("BodyDeadlines ends a read at its own deadline, not at that of an earl
   clearTimeout(timer);
   const waited = Date.now() - started;
   assert.ok(waited >= 190, `ended after ${waited} ms, before its 200 ms`);
+  deadlines.close();
+});
+
+Deno.test("startServer() gives a slow body its whole --body-timeout after a quick request left the deadline timer armed", async () => {
+  await using tmp = await tempDir();
+  await using srv = await server(tmp.path, false);
+  // A body read in full arms the shared timer for its own deadline and leaves it armed.
+  const res = await fetch(`http://127.0.0.1:${srv.addr.port}/event`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ type: "weather", data: { wind_mps: 2.1 } }),
+  });
+  assert.equal(res.status, 200, await res.text());
+  // The slow body starts well before that deadline: the timer firing then must not end it.
+  await new Promise((resolve) => setTimeout(resolve, TIMEOUT_MS * 0.6));
+  const result = await slowBody(srv.addr.port, SLOW_EVENT, {
+    everyMs: 100,
+    limitMs: LIMIT_MS,
+    untilAnswered: true,
+  });
+  assertTimedOut(result);
 });
