@@ -38,10 +38,19 @@ function ephemeralRangeStart(): number | undefined {
 
 const EPHEMERAL_FROM = ephemeralRangeStart();
 
+/**
+ * The ports at or above {@linkcode FREE_PORTS_FROM} that `fetch` refuses to connect to (the
+ * Fetch standard's "bad port" list): a test server there could not be reached by `fetch`.
+ */
+const FETCH_BAD_PORTS: ReadonlySet<number> = new Set([10080]);
+
 /** A random port below the kernel's ephemeral range, or `undefined` where that range is unknown. */
 function belowEphemeral(): number | undefined {
   if (EPHEMERAL_FROM === undefined) return undefined;
-  return FREE_PORTS_FROM + Math.floor(Math.random() * (EPHEMERAL_FROM - FREE_PORTS_FROM));
+  for (;;) {
+    const port = FREE_PORTS_FROM + Math.floor(Math.random() * (EPHEMERAL_FROM - FREE_PORTS_FROM));
+    if (!FETCH_BAD_PORTS.has(port)) return port;
+  }
 }
 
 /** How many random ports {@linkcode freePort} and {@linkcode freeUdpPort} try. */
