@@ -120,6 +120,55 @@ export function luaString(s: string): string {
   return `"${s.replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("\n", "\\n")}"`;
 }
 
+/**
+ * Where {@linkcode secondSlotScript}'s `request()` writes the second of its request: a batch body
+ * carries it once per time, followed by the time's milliseconds.
+ */
+export const SECOND_SLOT = "\u00a7";
+
+/**
+ * A wrk script that posts a batch whose times wrk fills in per request, a second of their own
+ * (`base + n * 8 + thread`, wrk's threads numbered from 1, at most 8), so that no request repeats
+ * an earlier one's points: every {@linkcode SECOND_SLOT} of `body` becomes that second, as
+ * `2026-12-07T01:02:03.` for `POST /events` (`"events"`) or as Unix seconds for line protocol
+ * (`"lines"`).
+ *
+ * @param body The batch, with {@linkcode SECOND_SLOT} where each time's second goes.
+ * @param base The first second.
+ * @param kind What the body is: JSON events (sent with `Prefer: return=minimal`) or line protocol.
+ * @returns The Lua script.
+ */
+export function secondSlotScript(body: string, base: number, kind: "events" | "lines"): string {
+  // Fixed text in the odd places, the second's text in the even ones (filled per request).
+  const parts = body.split(SECOND_SLOT).flatMap((text, i) => i === 0 ? [text] : ['""', text]);
+  const table = parts.map((p) => p === '""' ? p : luaString(p)).join(",\n");
+  const second = kind === "events"
+    ? 'os.date("!%Y-%m-%dT%H:%M:%S.", sec)'
+    : 'string.format("%d", sec)';
+  const headers = kind === "events"
+    ? `wrk.headers["Content-Type"] = "application/json"\nwrk.headers["Prefer"] = "return=minimal"`
+    : `wrk.headers["Content-Type"] = "text/plain; charset=utf-8"`;
+  return `wrk.method = "POST"
+${headers}
+local parts = {
+${table}
+}
+local threads = 0
+function setup(thread)
+  threads = threads + 1
+  thread:set("tid", threads)
+end
+local n = 0
+function request()
+  local sec = ${base} + n * 8 + tid
+  n = n + 1
+  local text = ${second}
+  for i = 2, #parts, 2 do parts[i] = text end
+  return wrk.format(nil, nil, nil, table.concat(parts))
+end
+`;
+}
+
 /** What one wrk run measured. */
 export interface WrkResult {
   requests: number;

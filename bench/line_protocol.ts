@@ -38,8 +38,9 @@ import {
   freePort,
   influxdMissing,
   type InfluxServer,
-  luaString,
   runWrk,
+  SECOND_SLOT,
+  secondSlotScript,
   serviceArgs,
   startInfluxd,
   stopChild,
@@ -137,8 +138,7 @@ function readings(count: number, seed: number): number[][] {
 
 const READINGS = readings(BATCH, SEED);
 
-/** Where {@linkcode requestScript}'s `request()` writes the second of its request. */
-const SLOT = "\u00a7";
+const SLOT = SECOND_SLOT;
 
 /**
  * A batch body of the 500 readings, the second of each time left as {@linkcode SLOT}: item i at
@@ -177,33 +177,7 @@ function fillBody(kind: Kind, second: number): string {
  * (`base + n * 8 + thread`, wrk's threads numbered from 1, at most 8).
  */
 function requestScript(kind: Kind, base: number): string {
-  const parts = batchBody(kind).split(SLOT).flatMap((text, i) => i === 0 ? [text] : ['""', text]);
-  const table = parts.map((p) => p === '""' ? p : luaString(p)).join(",\n");
-  const second = kind === "events"
-    ? 'os.date("!%Y-%m-%dT%H:%M:%S.", sec)'
-    : 'string.format("%d", sec)';
-  const headers = kind === "events"
-    ? `wrk.headers["Content-Type"] = "application/json"\nwrk.headers["Prefer"] = "return=minimal"`
-    : `wrk.headers["Content-Type"] = "text/plain; charset=utf-8"`;
-  return `wrk.method = "POST"
-${headers}
-local parts = {
-${table}
-}
-local threads = 0
-function setup(thread)
-  threads = threads + 1
-  thread:set("tid", threads)
-end
-local n = 0
-function request()
-  local sec = ${base} + n * 8 + tid
-  n = n + 1
-  local text = ${second}
-  for i = 2, #parts, 2 do parts[i] = text end
-  return wrk.format(nil, nil, nil, table.concat(parts))
-end
-`;
+  return secondSlotScript(batchBody(kind), base, kind === "events" ? "events" : "lines");
 }
 
 // ---------------------------------------------------------------------------------------------

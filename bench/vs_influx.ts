@@ -71,6 +71,8 @@ import {
   type PostRequest,
   ROOT,
   runWrk,
+  SECOND_SLOT,
+  secondSlotScript,
   serviceArgs,
   startInfluxd,
   stopChild,
@@ -371,8 +373,7 @@ function singleScript(store: Store): string {
   }\nwrk.headers["Content-Type"] = "${type}"\n`;
 }
 
-/** Where `request()` of the batch script writes the second of its request. */
-const SLOT = "\u00a7";
+const SLOT = SECOND_SLOT;
 
 /**
  * The wrk script of row 2: a batch of 500 readings whose times wrk fills in per request, a
@@ -386,34 +387,7 @@ function batchScript(store: Store, base: number): string {
     NIGHT.slice(0, BATCH),
     (i) => ({ iso: `${SLOT}${mmm(i)}Z`, ns: `${SLOT}${mmm(i)}000000` }),
   );
-  // Fixed text in the odd places, the second's text in the even ones (filled per request).
-  const parts = body.split(SLOT).flatMap((text, i) => i === 0 ? [text] : ['""', text]);
-  const table = parts.map((p) => p === '""' ? p : luaString(p)).join(",\n");
-  const second = store === "service"
-    ? 'os.date("!%Y-%m-%dT%H:%M:%S.", sec)'
-    : 'string.format("%d", sec)';
-  const headers = store === "service"
-    ? `wrk.headers["Content-Type"] = "application/json"\nwrk.headers["Prefer"] = "return=minimal"`
-    : `wrk.headers["Content-Type"] = "text/plain; charset=utf-8"`;
-  return `wrk.method = "POST"
-${headers}
-local parts = {
-${table}
-}
-local threads = 0
-function setup(thread)
-  threads = threads + 1
-  thread:set("tid", threads)
-end
-local n = 0
-function request()
-  local sec = ${base} + n * 8 + tid
-  n = n + 1
-  local text = ${second}
-  for i = 2, #parts, 2 do parts[i] = text end
-  return wrk.format(nil, nil, nil, table.concat(parts))
-end
-`;
+  return secondSlotScript(body, base, store === "service" ? "events" : "lines");
 }
 
 async function wrkRows(row: 1 | 2): Promise<void> {
