@@ -53,6 +53,23 @@ export interface BucketOptions {
   maxCells?: number | undefined;
 }
 
+/**
+ * A flat `data` given by its keys and values, for {@linkcode BucketSet.addFlat}: held by the
+ * caller and filled anew for each event.
+ */
+export interface FlatRow {
+  /** The keys, in order. */
+  keys: readonly string[];
+  /** Each key's number, or `NaN` for any other value. */
+  numbers: Float64Array;
+  /** Each key's string, where its value is one and strings may count. */
+  strings: readonly (string | undefined)[] | undefined;
+  /** How many keys the event has. */
+  n: number;
+  /** Changes whenever the keys change. */
+  shape: number;
+}
+
 interface FieldAcc {
   n: number;
   sum: number;
@@ -114,6 +131,10 @@ export class BucketSet {
   /** The start an event is being counted into (its new field aggregates are its cells). */
   #current: Start | undefined;
   #cutoff = Infinity;
+  /** The fields of the keys of the last {@linkcode addFlat}, in its bucket and shape. */
+  #flatAcc: TypeAcc | undefined;
+  #flatShape = -1;
+  #flatNodes: (Node | undefined)[] = [];
 
   /**
    * Creates an empty set.
@@ -145,8 +166,80 @@ export class BucketSet {
    * @param data The event's `data`.
    */
   add(tsMs: number, type: string, data: unknown): void {
+    const acc = this.#count(tsMs, type);
+    if (acc === undefined) return;
+    this.#walk(acc.root, type, data, 0);
+    if (this.#cells > this.#maxCells) this.#giveUpLatest();
+  }
+
+  /**
+   * Counts one event whose `data` is a flat object, given as its keys and values in order:
+   * what {@linkcode add} does with `data` built from them, without building it (the bucket scan
+   * of stored lines, `bucket_scan.ts`). The keys must be distinct and none an array index (those
+   * an object would enumerate first). A number stands in `numbers`; any other value (a string, a
+   * boolean, `null`) is `NaN` there, and a string is in `strings` when strings may count.
+   *
+   * @param tsMs The event's `ts` in epoch milliseconds.
+   * @param type The event's type.
+   * @param row The keys and values (only the first `row.n` count); `row.shape` changes whenever
+   *   the keys do, so that the fields of the keys are looked up once per bucket, not per event.
+   *
+   * @example Usage
+   * ```ts
+   * import { BucketSet } from "./buckets.ts";
+   * import assert from "node:assert/strict";
+   *
+   * const set = new BucketSet({ everyMs: 60_000, aggregates: ["mean"] });
+   * const row = { keys: ["temp", "sky"], numbers: new Float64Array([2, NaN]), strings: undefined, n: 2, shape: 1 };
+   * set.addFlat(0, "weather", row);
+   * row.numbers[0] = 4;
+   * set.addFlat(1_000, "weather", row);
+   * assert.deepEqual([...set.drain()][0]!.fields, { temp: { mean: 3 } });
+   * ```
+   */
+  addFlat(tsMs: number, type: string, row: FlatRow): void {
+    const acc = this.#count(tsMs, type);
+    if (acc === undefined) return;
+    const n = row.n;
+    let nodes = this.#flatNodes;
+    if (acc !== this.#flatAcc || row.shape !== this.#flatShape || n > nodes.length) {
+      nodes = [];
+      for (let i = 0; i < n; i++) nodes.push(this.#child(acc.root, row.keys[i]!));
+      this.#flatAcc = acc;
+      this.#flatShape = row.shape;
+      this.#flatNodes = nodes;
+    }
+    const numbers = row.numbers, strings = row.strings;
+    for (let i = 0; i < n; i++) {
+      const node = nodes[i];
+      if (node === undefined) continue;
+      const v = numbers[i]!;
+      if (v !== v) { // NaN: not a number
+        const text = strings?.[i];
+        if (text !== undefined) this.#walk(node, type, text, 1);
+        continue;
+      }
+      if (v === Infinity || v === -Infinity) continue;
+      const f = node.acc;
+      if (!f) {
+        node.acc = { n: 1, sum: v, min: v, max: v, last: v };
+        this.#current!.cells++;
+        this.#cells++;
+      } else {
+        f.n++;
+        f.sum += v;
+        if (v < f.min) f.min = v;
+        if (v > f.max) f.max = v;
+        f.last = v;
+      }
+    }
+    if (this.#cells > this.#maxCells) this.#giveUpLatest();
+  }
+
+  /** Counts an event into its bucket: the bucket's type, or `undefined` when given up. */
+  #count(tsMs: number, type: string): TypeAcc | undefined {
     const start = Math.floor(tsMs / this.#every) * this.#every;
-    if (start >= this.#cutoff || !Number.isFinite(start)) return;
+    if (start >= this.#cutoff || !Number.isFinite(start)) return undefined;
     let held = this.#starts.get(start);
     if (!held) this.#starts.set(start, held = { types: new Map(), cells: 0 });
     let acc = held.types.get(type);
@@ -157,13 +250,24 @@ export class BucketSet {
       this.#cells++;
       if (++this.#held > this.#max) {
         this.#giveUpLatest();
-        if (start >= this.#cutoff) return;
+        if (start >= this.#cutoff) return undefined;
       }
     }
     acc.count++;
     this.#current = held;
-    this.#walk(acc.root, type, data, 0);
-    if (this.#cells > this.#maxCells) this.#giveUpLatest();
+    return acc;
+  }
+
+  /** The node of `key` below `node`, made when first met; `undefined` for a field not asked. */
+  #child(node: Node, key: string): Node | undefined {
+    let child = node.children?.get(key);
+    if (!child) {
+      const path = node.path === "" ? key : `${node.path}.${key}`;
+      if (this.#fields && !this.#fields.some((f) => related(f, path))) return undefined;
+      child = { path, children: undefined, acc: undefined };
+      (node.children ??= new Map()).set(key, child);
+    }
+    return child;
   }
 
   /**
@@ -228,14 +332,10 @@ export class BucketSet {
     if (typeof value === "object" && value !== null && !Array.isArray(value)) {
       if (depth >= MAX_DEPTH) return;
       for (const key in value) {
-        let child = node.children?.get(key);
-        if (!child) {
-          const path = node.path === "" ? key : `${node.path}.${key}`;
-          if (this.#fields && !this.#fields.some((f) => related(f, path))) continue;
-          child = { path, children: undefined, acc: undefined };
-          (node.children ??= new Map()).set(key, child);
+        const child = this.#child(node, key);
+        if (child !== undefined) {
+          this.#walk(child, type, (value as Record<string, unknown>)[key], depth + 1);
         }
-        this.#walk(child, type, (value as Record<string, unknown>)[key], depth + 1);
       }
       return;
     }
