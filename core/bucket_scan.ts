@@ -407,7 +407,7 @@ export class BucketScan {
         }
         const c = b[pos]!;
         if (c === MINUS || isDigit(c)) {
-          pos = this.#number(b, pos, n);
+          pos = readNumber(b, pos, row.numbers, n);
           if (pos < 0) return Took.Other;
           if (strings !== undefined) strings[n] = undefined;
         } else if (c === QUOTE) {
@@ -456,57 +456,56 @@ export class BucketScan {
     this.#set.addFlat(start, type, row);
     return Took.Counted;
   }
+}
 
-  /**
-   * Reads the JSON number at `pos` into the `n`-th value: digit by digit when it has at most 15
-   * digits and no exponent, else by `Number()` of its text (after checking JSON's grammar).
-   *
-   * @returns Where the number ends, or -1 when it is not a JSON number.
-   */
-  #number(b: Uint8Array, pos: number, n: number): number {
-    const begin = pos;
-    const negative = b[pos] === MINUS;
-    if (negative) pos++;
-    let c = b[pos]!;
-    if (!isDigit(c)) return -1;
-    let mantissa = 0, digits = 0, scale = 0;
-    if (c === ZERO) {
-      pos++;
-      digits = 1;
-      if (isDigit(b[pos]!)) return -1; // a leading zero
-    } else {
-      while (isDigit(c = b[pos]!)) {
-        mantissa = mantissa * 10 + (c - ZERO);
-        digits++;
-        pos++;
-      }
-    }
-    if (b[pos] === DOT) {
-      pos++;
-      if (!isDigit(b[pos]!)) return -1;
-      while (isDigit(c = b[pos]!)) {
-        mantissa = mantissa * 10 + (c - ZERO);
-        digits++;
-        scale++;
-        pos++;
-      }
-    }
+/**
+ * Reads the JSON number at `pos` into `out[n]`: digit by digit when it has at most 15 digits and
+ * no exponent, else by `Number()` of its text (after checking JSON's grammar).
+ *
+ * @returns Where the number ends, or -1 when it is not a JSON number.
+ */
+function readNumber(b: Uint8Array, pos: number, out: Float64Array, n: number): number {
+  const begin = pos;
+  const negative = b[pos] === MINUS;
+  if (negative) pos++;
+  let c = b[pos]!;
+  if (!isDigit(c)) return -1;
+  let mantissa = 0, digits = 0, scale = 0;
+  if (c === ZERO) {
+    pos++;
+    digits = 1;
     c = b[pos]!;
-    let exact = digits <= MAX_DIGITS;
-    if (c === 0x65 || c === 0x45) {
-      exact = false;
-      pos++;
-      c = b[pos]!;
-      if (c === 0x2b || c === MINUS) pos++;
-      if (!isDigit(b[pos]!)) return -1;
-      while (isDigit(b[pos]!)) pos++;
+    if (isDigit(c)) return -1; // a leading zero
+  } else {
+    while (c >= ZERO && c <= NINE) {
+      mantissa = mantissa * 10 + (c - ZERO);
+      digits++;
+      c = b[++pos]!;
     }
-    if (exact) {
-      const value = scale === 0 ? mantissa : mantissa / POW10[scale]!;
-      this.#row.numbers[n] = negative ? -value : value;
-    } else this.#row.numbers[n] = Number(String.fromCharCode(...b.subarray(begin, pos)));
-    return pos;
   }
+  if (c === DOT) {
+    c = b[++pos]!;
+    if (!isDigit(c)) return -1;
+    while (c >= ZERO && c <= NINE) {
+      mantissa = mantissa * 10 + (c - ZERO);
+      digits++;
+      scale++;
+      c = b[++pos]!;
+    }
+  }
+  let exact = digits <= MAX_DIGITS;
+  if (c === 0x65 || c === 0x45) {
+    exact = false;
+    c = b[++pos]!;
+    if (c === 0x2b || c === MINUS) c = b[++pos]!;
+    if (!isDigit(c)) return -1;
+    while (isDigit(b[pos]!)) pos++;
+  }
+  if (exact) {
+    const value = scale === 0 ? mantissa : mantissa / POW10[scale]!;
+    out[n] = negative ? -value : value;
+  } else out[n] = Number(String.fromCharCode(...b.subarray(begin, pos)));
+  return pos;
 }
 
 const TRUE = encoder.encode("true");

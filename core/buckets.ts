@@ -134,6 +134,9 @@ export class BucketSet {
   /** The fields of the keys of the last {@linkcode addFlat}, in its bucket and shape. */
   #flatAcc: TypeAcc | undefined;
   #flatShape = -1;
+  #flatStart = NaN;
+  #flatType = "";
+  #flatHeld: Start | undefined;
   #flatNodes: (Node | undefined)[] = [];
 
   /**
@@ -198,8 +201,20 @@ export class BucketSet {
    * ```
    */
   addFlat(tsMs: number, type: string, row: FlatRow): void {
-    const acc = this.#count(tsMs, type);
-    if (acc === undefined) return;
+    const start = Math.floor(tsMs / this.#every) * this.#every;
+    let acc = this.#flatAcc;
+    if (acc !== undefined && start === this.#flatStart && type === this.#flatType) {
+      // The bucket of the last event (never one given up: those are at or past the cutoff).
+      if (start >= this.#cutoff) return;
+      acc.count++;
+      this.#current = this.#flatHeld;
+    } else {
+      acc = this.#count(tsMs, type);
+      if (acc === undefined) return;
+      this.#flatStart = start;
+      this.#flatType = type;
+      this.#flatHeld = this.#current;
+    }
     const n = row.n;
     let nodes = this.#flatNodes;
     if (acc !== this.#flatAcc || row.shape !== this.#flatShape || n > nodes.length) {
@@ -292,6 +307,7 @@ export class BucketSet {
     }
     this.#held = 0;
     this.#cells = 0;
+    this.#flatAcc = undefined;
   }
 
   #aggregatesOf(f: FieldAcc): FieldAggregates {
