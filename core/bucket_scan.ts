@@ -3,10 +3,11 @@
  * (docs/history.md, "Buckets"). A line in the exact layout the service writes
  * (`{"seq":N,"ts":"<24>","type":"…","data":{…},"meta":…}`, `wire/ndjson.ts`) is read as bytes:
  * its type and `ts` tested against the range where they always stand (other types' lines end
- * there), and when it is kept and its `data` is flat, its keys compared with the last line's and
- * its numbers read digit by digit; nothing of the line is built but the values. Any other line
- * (fields in another order, a nested `data`, an escape or a non-ASCII byte in a string, a `ts`
- * not in the canonical form, whitespace) is decoded, tested and parsed whole, as before: both
+ * there), and when it is kept, the keys of its `data` (nested objects too) compared with the last
+ * line's of its type and its numbers read digit by digit; nothing of the line is built but the
+ * values (a string's text only for a field with a unit). Any other line (fields in another order,
+ * an array, an escape or a non-ASCII byte in a string, a `ts` not in the canonical form,
+ * whitespace) is decoded, tested and parsed whole, as before: both
  * paths keep and count exactly the same events the same way. `GET /history?every=` and
  * `read --every` both count through it.
  *
@@ -64,7 +65,7 @@ const POW10 = Array.from({ length: 23 }, (_, k) => 10 ** k);
 const MAX_DIGITS = 15;
 const DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
 const encoder = new TextEncoder();
-const decoder = new TextDecoder();
+const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
 /** The layout's fixed parts as bytes (`wire/ndjson.ts`). */
 const HEAD = encoder.encode(LINE_HEAD);
 const TS_KEY = encoder.encode(',"ts":"');
@@ -128,14 +129,17 @@ function canonicalTsAt(bytes: Uint8Array, at: number): boolean {
  */
 export function isCanonicalTs(ts: string): boolean {
   if (ts.length !== 24) return false;
-  const bytes = new Uint8Array(24);
+  const scratch = TS_SCRATCH;
   for (let i = 0; i < 24; i++) {
     const c = ts.charCodeAt(i);
     if (c > 0x7f) return false;
-    bytes[i] = c;
+    scratch[i] = c;
   }
-  return canonicalTsAt(bytes, 0);
+  return canonicalTsAt(scratch, 0);
 }
+
+/** The bytes of a `ts` tested by {@linkcode isCanonicalTs} (one at a time: it is synchronous). */
+const TS_SCRATCH = new Uint8Array(24);
 
 /**
  * The 24 bytes at `at` against a canonical `ts` as bytes: negative, zero or positive, as the
@@ -147,6 +151,33 @@ function compareTs(bytes: Uint8Array, at: number, ts: Uint8Array): number {
     if (d !== 0) return d;
   }
   return 0;
+}
+
+/** The deepest objects of `data` read in place (deeper ones are parsed whole). */
+const MAX_NESTING = 8;
+/** The most types the scan keeps apart (more are read each time they come back). */
+const MAX_TYPES = 64;
+
+/** A type met by the byte path: its head, the filter's verdict, its last keys and its row. */
+interface TypeEntry {
+  /** Its JSON and the `,` after it, as bytes. */
+  head: Uint8Array;
+  type: string;
+  /** Whether the current filter keeps it. */
+  wanted: boolean;
+  /** The keys of its last flat `data` (distinct), each with its JSON and colon as bytes. */
+  keys: string[];
+  keyHeads: Uint8Array[];
+  /** The object of each key (its index among the keys), or -1 for a key of `data`. */
+  parents: number[];
+  /** How many of `keys` are known (a prefix of one line's keys). */
+  shape: number;
+  /** The objects around the key being read (kept to be reused). */
+  stack: number[];
+  /** The row handed to the set: its keys are `keys`. */
+  row: FlatRow & { numbers: Float64Array };
+  /** Where each key's string value begins and ends in the bytes of the line (-1: no string). */
+  spans: Int32Array;
 }
 
 /** How a line was taken by the byte path. */
@@ -191,15 +222,16 @@ export class BucketScan {
   #sinceBytes: Uint8Array | undefined;
   #untilBytes: Uint8Array | undefined;
   #inside = false;
-  /** The last type read in place, and its JSON and the `,` after it as bytes. */
-  #type = "";
-  #typeHead = new Uint8Array(0);
-  /** The keys of the last flat `data` (distinct), each with its JSON and colon as bytes. */
-  #keys: string[] = [];
-  #keyHeads: Uint8Array[] = [];
-  #shape = 0;
-  /** The row handed to the set: its keys are `#keys`, its shape changes with them. */
-  #row: FlatRow & { numbers: Float64Array; strings: (string | undefined)[] | undefined };
+  /** The types read in place, each with its keys and row. */
+  #types: TypeEntry[] = [];
+  /** The last shape number handed out (each list of keys of each type gets its own). */
+  #shapes = 0;
+  #strings: boolean;
+  /** The bytes of the line being counted, for the text of its strings. */
+  #bytes: Uint8Array = new Uint8Array(0);
+  /** The region being counted, and its text once it was needed (`""`: not one byte a character). */
+  #region: Uint8Array = new Uint8Array(0);
+  #regionText: string | undefined;
   #kept = 0;
 
   /**
@@ -211,13 +243,83 @@ export class BucketScan {
   constructor(set: BucketSet, options: BucketScanOptions) {
     this.#set = set;
     this.#every = options.everyMs;
-    this.#row = {
-      keys: this.#keys,
-      numbers: new Float64Array(16),
-      strings: options.strings ? [] : undefined,
-      n: 0,
+    this.#strings = options.strings ?? false;
+  }
+
+  /**
+   * The ASCII text of `[from, to)` of the region being counted: a slice of the region decoded
+   * once, when every character of it is one byte; else made of these bytes alone.
+   */
+  #textOf(b: Uint8Array, from: number, to: number): string {
+    const text = b === this.#region ? this.#text() : "";
+    return text !== "" ? text.slice(from, to) : String.fromCharCode(...b.subarray(from, to));
+  }
+
+  /** The line `[from, to)` of the region being counted, decoded. */
+  #lineOf(from: number, to: number): string {
+    const text = this.#text();
+    return text !== "" ? text.slice(from, to) : decoder.decode(this.#region.subarray(from, to));
+  }
+
+  /** The region being counted decoded once, or `""` when a character of it is not one byte. */
+  #text(): string {
+    if (this.#regionText === undefined) {
+      const text = decoder.decode(this.#region);
+      this.#regionText = text.length === this.#region.length ? text : "";
+    }
+    return this.#regionText;
+  }
+
+  /** The entry of the type whose JSON stands at `typeAt`, read and kept when it is new. */
+  #typeAt(b: Uint8Array, typeAt: number, e: number): TypeEntry | undefined {
+    const types = this.#types;
+    for (let i = 0; i < types.length; i++) {
+      const entry = types[i]!;
+      if (holds(b, typeAt, entry.head)) return entry;
+    }
+    if (b[typeAt] !== QUOTE) return undefined;
+    const end = asciiStringEnd(b, typeAt + 1, e);
+    if (end < 0 || b[end + 1] !== COMMA) return undefined;
+    const head = b.slice(typeAt, end + 2);
+    const entry: TypeEntry = {
+      head,
+      type: decoder.decode(b.subarray(typeAt + 1, end)),
+      wanted: this.#wanted(head),
+      keys: [],
+      keyHeads: [],
+      parents: [],
       shape: 0,
+      stack: [],
+      spans: new Int32Array(32),
+      row: {
+        keys: [],
+        parents: [],
+        numbers: new Float64Array(16),
+        text: undefined,
+        n: 0,
+        shape: ++this.#shapes,
+      },
     };
+    entry.row.keys = entry.keys;
+    if (this.#strings) {
+      entry.row.text = (i) => {
+        const from = entry.spans[2 * i]!;
+        return from < 0
+          ? undefined
+          : decoder.decode(this.#bytes.subarray(from, entry.spans[2 * i + 1]));
+      };
+    }
+    entry.row.parents = entry.parents;
+    if (types.length >= MAX_TYPES) types.shift();
+    types.push(entry);
+    return entry;
+  }
+
+  /** Whether the filter keeps a type, by its head. */
+  #wanted(head: Uint8Array): boolean {
+    const heads = this.#filter?.typeHeads ?? [];
+    return heads.length === 0 ||
+      heads.some((h) => h.length === head.length && holds(head, 0, h));
   }
 
   /** The lines {@linkcode addRegion} kept (the filter's), counted or not. */
@@ -271,16 +373,23 @@ export class BucketScan {
       this.#sinceBytes = filter.since === "" ? undefined : encoder.encode(filter.since);
       this.#untilBytes = filter.until === undefined ? undefined : encoder.encode(filter.until);
       this.#inside = this.#within();
+      for (const entry of this.#types) entry.wanted = this.#wanted(entry.head);
     }
     let budget = maxLines;
     let start = from;
+    // The region as text, decoded once when a line must be parsed whole; its positions are the
+    // bytes' when every character is one byte (else each such line is decoded on its own).
+    if (bytes !== this.#region) {
+      this.#region = bytes;
+      this.#regionText = undefined;
+    }
     while (start < bytes.length && budget > 0) {
       const nl = bytes.indexOf(NL, start);
       if (nl < 0) return bytes.length;
       if (nl > start) {
-        let took = this.#inPlace(bytes, start, nl, filter);
+        let took = this.#inPlace(bytes, start, nl);
         if (took === Took.Other) {
-          const line = decoder.decode(bytes.subarray(start, nl));
+          const line = this.#lineOf(start, nl);
           if (filter.keep(line)) {
             this.add(line);
             took = Took.Counted;
@@ -332,7 +441,7 @@ export class BucketScan {
    * kept, counted with its flat `data`, without decoding it. {@linkcode Took.Other} (nothing
    * counted) for anything else.
    */
-  #inPlace(b: Uint8Array, s: number, e: number, filter: RawLineFilter): Took {
+  #inPlace(b: Uint8Array, s: number, e: number): Took {
     if (!holds(b, s, HEAD)) return Took.Other;
     // The seq: digits without a leading zero, then the `ts` key.
     let pos = s + HEAD.length;
@@ -345,28 +454,12 @@ export class BucketScan {
     const tsAt = pos + TS_KEY.length;
     if (!canonicalTsAt(b, tsAt) || !holds(b, tsAt + 24, TYPE_KEY)) return Took.Other;
     const typeAt = tsAt + 24 + TYPE_KEY.length;
-    // The type: the last line's, or read (ASCII, no escapes) and kept for the next.
-    let type: string;
-    const last = this.#typeHead;
-    if (last.length > 0 && holds(b, typeAt, last)) {
-      type = this.#type;
-      pos = typeAt + last.length - 1;
-    } else {
-      if (b[typeAt] !== QUOTE) return Took.Other;
-      const end = asciiStringEnd(b, typeAt + 1, e);
-      if (end < 0 || b[end + 1] !== COMMA) return Took.Other;
-      type = decoder.decode(b.subarray(typeAt + 1, end));
-      this.#type = type;
-      this.#typeHead = b.slice(typeAt, end + 2);
-      pos = end + 1;
-    }
-    // The filter, as the line filter of the store tests a canonical line.
-    const heads = filter.typeHeads;
-    if (heads.length > 0) {
-      let wanted = false;
-      for (let i = 0; i < heads.length && !wanted; i++) wanted = holds(b, typeAt, heads[i]!);
-      if (!wanted) return Took.Left;
-    }
+    // The type (ASCII, no escapes) as one met before, and the filter's test of it: as the line
+    // filter of the store tests a canonical line.
+    const entry = this.#typeAt(b, typeAt, e);
+    if (entry === undefined) return Took.Other;
+    if (!entry.wanted) return Took.Left;
+    pos = typeAt + entry.head.length - 1;
     // The `ts`: in the last bucket, and that bucket within the range, needs no other test.
     const inBucket = this.#fromBytes.length > 0 && compareTs(b, tsAt, this.#fromBytes) >= 0 &&
       compareTs(b, tsAt, this.#toBytes) < 0;
@@ -380,23 +473,29 @@ export class BucketScan {
     pos += DATA.length;
     if (b[pos] !== OPEN) return Took.Other;
     pos++;
-    const keys = this.#keys, keyHeads = this.#keyHeads, row = this.#row;
-    const strings = row.strings;
+    const { keys, keyHeads, parents, row, stack } = entry;
+    let spans = entry.spans;
+    this.#bytes = b;
     let n = 0;
     let changed = false;
+    // The object the next key is in (-1: `data` itself), and those around it.
+    let parent = -1;
+    stack.length = 0;
     if (b[pos] === CLOSE) pos++;
     else {
-      while (true) {
-        if (n < this.#shape && holds(b, pos, keyHeads[n]!)) pos += keyHeads[n]!.length;
-        else {
+      members: while (true) {
+        if (n < entry.shape && parents[n] === parent && holds(b, pos, keyHeads[n]!)) {
+          pos += keyHeads[n]!.length;
+        } else {
           if (b[pos] !== QUOTE) return Took.Other;
           const end = asciiStringEnd(b, pos + 1, e);
           // An array-index key is enumerated first by an object: such data is parsed whole.
           if (end <= pos + 1 || isDigit(b[pos + 1]!) || b[end + 1] !== COLON) return Took.Other;
           // The kept keys stay a prefix of a line's distinct keys, whatever this line turns out.
-          if (this.#shape > n) this.#shape = n;
+          if (entry.shape > n) entry.shape = n;
           keys[n] = decoder.decode(b.subarray(pos + 1, end));
           keyHeads[n] = b.slice(pos, end + 2);
+          parents[n] = parent;
           changed = true;
           pos = end + 2;
         }
@@ -404,35 +503,62 @@ export class BucketScan {
           const grown = new Float64Array(2 * n);
           grown.set(row.numbers);
           row.numbers = grown;
+          const wider = new Int32Array(4 * n);
+          wider.set(spans);
+          entry.spans = spans = wider;
         }
         const c = b[pos]!;
-        if (c === MINUS || isDigit(c)) {
-          pos = readNumber(b, pos, row.numbers, n);
-          if (pos < 0) return Took.Other;
-          if (strings !== undefined) strings[n] = undefined;
-        } else if (c === QUOTE) {
-          const end = asciiStringEnd(b, pos + 1, e);
-          if (end < 0) return Took.Other;
+        if (c === OPEN) {
+          // An object: its keys follow, each naming it as its parent.
           row.numbers[n] = NaN;
-          if (strings !== undefined) strings[n] = decoder.decode(b.subarray(pos + 1, end));
-          pos = end + 1;
+          spans[2 * n] = -1;
+          n++;
+          if (stack.length >= MAX_NESTING) return Took.Other;
+          stack.push(parent);
+          parent = n - 1;
+          pos++;
+          if (b[pos] !== CLOSE) continue members;
+          pos++;
+          parent = stack.pop()!;
         } else {
-          const word = c === 0x74 ? TRUE : c === 0x66 ? FALSE : c === 0x6e ? NULL : undefined;
-          if (word === undefined || !holds(b, pos, word)) return Took.Other; // object, array
-          row.numbers[n] = NaN;
-          if (strings !== undefined) strings[n] = undefined;
-          pos += word.length;
+          if (c === MINUS || isDigit(c)) {
+            inexactFrom = -1;
+            pos = readNumber(b, pos, row.numbers, n);
+            if (pos < 0) return Took.Other;
+            // Past 15 digits or with an exponent: V8 reads the text, correctly rounded.
+            if (inexactFrom >= 0) row.numbers[n] = Number(this.#textOf(b, inexactFrom, pos));
+            spans[2 * n] = -1;
+          } else if (c === QUOTE) {
+            const end = asciiStringEnd(b, pos + 1, e);
+            if (end < 0) return Took.Other;
+            row.numbers[n] = NaN;
+            spans[2 * n] = pos + 1;
+            spans[2 * n + 1] = end;
+            pos = end + 1;
+          } else {
+            const word = c === 0x74 ? TRUE : c === 0x66 ? FALSE : c === 0x6e ? NULL : undefined;
+            if (word === undefined || !holds(b, pos, word)) return Took.Other; // an array
+            row.numbers[n] = NaN;
+            spans[2 * n] = -1;
+            pos += word.length;
+          }
+          n++;
         }
-        n++;
-        const next = b[pos++];
-        if (next === CLOSE) break;
-        if (next !== COMMA) return Took.Other;
+        // After a value: the next key of its object, or the end of objects.
+        while (true) {
+          const next = b[pos++];
+          if (next === COMMA) continue members;
+          if (next !== CLOSE) return Took.Other;
+          if (stack.length === 0) break members;
+          parent = stack.pop()!;
+        }
       }
     }
     if (changed) {
-      if (!distinct(keys, n)) return Took.Other; // JSON.parse keeps the last of a repeated key
-      this.#shape = n;
-      row.shape++;
+      // JSON.parse keeps the last of a repeated key
+      if (!distinct(keys, parents, n)) return Took.Other;
+      entry.shape = n;
+      row.shape = ++this.#shapes;
     }
     // The rest: `,"meta":` and any JSON value, then the line's `}`.
     if (!holds(b, pos, META) || b[e - 1] !== CLOSE) return Took.Other;
@@ -453,7 +579,7 @@ export class BucketScan {
       start = found;
     }
     row.n = n;
-    this.#set.addFlat(start, type, row);
+    this.#set.addFlat(start, entry.type, row);
     return Took.Counted;
   }
 }
@@ -504,9 +630,15 @@ function readNumber(b: Uint8Array, pos: number, out: Float64Array, n: number): n
   if (exact) {
     const value = scale === 0 ? mantissa : mantissa / POW10[scale]!;
     out[n] = negative ? -value : value;
-  } else out[n] = Number(String.fromCharCode(...b.subarray(begin, pos)));
+  } else {
+    out[n] = NaN;
+    inexactFrom = begin;
+  }
   return pos;
 }
+
+/** Where the last number {@linkcode readNumber} could not read by hand begins, or -1. */
+let inexactFrom = -1;
 
 const TRUE = encoder.encode("true");
 const FALSE = encoder.encode("false");
@@ -525,11 +657,15 @@ function asciiStringEnd(b: Uint8Array, from: number, end: number): number {
   return -1;
 }
 
-/** Whether the first `n` keys are all different. */
-function distinct(keys: readonly string[], n: number): boolean {
-  if (n > 32) return new Set(keys.slice(0, n)).size === n;
+/** Whether the first `n` keys are all different within their objects. */
+function distinct(keys: readonly string[], parents: readonly number[], n: number): boolean {
+  if (n > 32) {
+    const seen = new Set<string>();
+    for (let i = 0; i < n; i++) seen.add(`${parents[i]}\u0000${keys[i]}`);
+    return seen.size === n;
+  }
   for (let i = 1; i < n; i++) {
-    for (let j = 0; j < i; j++) if (keys[i] === keys[j]) return false;
+    for (let j = 0; j < i; j++) if (keys[i] === keys[j] && parents[i] === parents[j]) return false;
   }
   return true;
 }

@@ -58,15 +58,20 @@ export interface BucketOptions {
  * caller and filled anew for each event.
  */
 export interface FlatRow {
-  /** The keys, in order. */
+  /** The keys, in the order they stand in `data` (an object's keys right after it). */
   keys: readonly string[];
-  /** Each key's number, or `NaN` for any other value. */
+  /** The index of each key's object among the keys, or -1 for a key of `data` itself. */
+  parents: readonly number[];
+  /** Each key's number, or `NaN` for any other value (an object too). */
   numbers: Float64Array;
-  /** Each key's string, where its value is one and strings may count. */
-  strings: readonly (string | undefined)[] | undefined;
+  /**
+   * The text of a key's value when it is a string (else `undefined`), asked only for a field
+   * whose registered unit may make it count; absent when no string may count.
+   */
+  text: ((i: number) => string | undefined) | undefined;
   /** How many keys the event has. */
   n: number;
-  /** Changes whenever the keys change. */
+  /** Another number for every other list of keys (of any row handed to the same set). */
   shape: number;
 }
 
@@ -92,6 +97,9 @@ interface Node {
 interface TypeAcc {
   count: number;
   root: Node;
+  /** The shape of the last {@linkcode BucketSet.addFlat} into it, and the nodes of its keys. */
+  flatShape: number;
+  flatNodes: (Node | undefined)[];
 }
 
 /** The buckets of one start, and the cells they hold. */
@@ -131,13 +139,11 @@ export class BucketSet {
   /** The start an event is being counted into (its new field aggregates are its cells). */
   #current: Start | undefined;
   #cutoff = Infinity;
-  /** The fields of the keys of the last {@linkcode addFlat}, in its bucket and shape. */
+  /** The bucket of the last {@linkcode addFlat}: its start, type and place. */
   #flatAcc: TypeAcc | undefined;
-  #flatShape = -1;
   #flatStart = NaN;
   #flatType = "";
   #flatHeld: Start | undefined;
-  #flatNodes: (Node | undefined)[] = [];
 
   /**
    * Creates an empty set.
@@ -176,16 +182,18 @@ export class BucketSet {
   }
 
   /**
-   * Counts one event whose `data` is a flat object, given as its keys and values in order:
-   * what {@linkcode add} does with `data` built from them, without building it (the bucket scan
-   * of stored lines, `bucket_scan.ts`). The keys must be distinct and none an array index (those
-   * an object would enumerate first). A number stands in `numbers`; any other value (a string, a
-   * boolean, `null`) is `NaN` there, and a string is in `strings` when strings may count.
+   * Counts one event whose `data` is given as its keys and values in order (an object's keys
+   * right after it, each naming its object in `parents`): what {@linkcode add} does with `data`
+   * built from them, without building it (the bucket scan of stored lines, `bucket_scan.ts`). The
+   * keys of one object must be distinct and none an array index (those an object would enumerate
+   * first); no value is an array. A number stands in `numbers`; any other value (an object, a
+   * string, a boolean, `null`) is `NaN` there, and a string's text is given by `text`.
    *
    * @param tsMs The event's `ts` in epoch milliseconds.
    * @param type The event's type.
-   * @param row The keys and values (only the first `row.n` count); `row.shape` changes whenever
-   *   the keys do, so that the fields of the keys are looked up once per bucket, not per event.
+   * @param row The keys and values (only the first `row.n` count); `row.shape` is another number
+   *   for every other list of keys (of any row handed to the same set), so that the fields of the
+   *   keys are looked up once per bucket and type, not per event.
    *
    * @example Usage
    * ```ts
@@ -193,7 +201,14 @@ export class BucketSet {
    * import assert from "node:assert/strict";
    *
    * const set = new BucketSet({ everyMs: 60_000, aggregates: ["mean"] });
-   * const row = { keys: ["temp", "sky"], numbers: new Float64Array([2, NaN]), strings: undefined, n: 2, shape: 1 };
+   * const row = {
+   *   keys: ["temp", "sky"],
+   *   parents: [-1, -1],
+   *   numbers: new Float64Array([2, NaN]),
+   *   text: undefined,
+   *   n: 2,
+   *   shape: 1,
+   * };
    * set.addFlat(0, "weather", row);
    * row.numbers[0] = 4;
    * set.addFlat(1_000, "weather", row);
@@ -215,23 +230,32 @@ export class BucketSet {
       this.#flatType = type;
       this.#flatHeld = this.#current;
     }
+    this.#flatAcc = acc;
     const n = row.n;
-    let nodes = this.#flatNodes;
-    if (acc !== this.#flatAcc || row.shape !== this.#flatShape || n > nodes.length) {
+    let nodes = acc.flatNodes;
+    if (row.shape !== acc.flatShape || n > nodes.length) {
       nodes = [];
-      for (let i = 0; i < n; i++) nodes.push(this.#child(acc.root, row.keys[i]!));
-      this.#flatAcc = acc;
-      this.#flatShape = row.shape;
-      this.#flatNodes = nodes;
+      const parents = row.parents;
+      for (let i = 0; i < n; i++) {
+        const p = parents[i]!;
+        const parent = p < 0 ? acc.root : nodes[p];
+        // Below an object the fields leave out, nothing is a field either.
+        nodes.push(parent === undefined ? undefined : this.#child(parent, row.keys[i]!));
+      }
+      acc.flatShape = row.shape;
+      acc.flatNodes = nodes;
     }
-    const numbers = row.numbers, strings = row.strings;
+    const numbers = row.numbers, text = this.#unitOf && row.text;
     for (let i = 0; i < n; i++) {
       const node = nodes[i];
       if (node === undefined) continue;
       const v = numbers[i]!;
       if (v !== v) { // NaN: not a number
-        const text = strings?.[i];
-        if (text !== undefined) this.#walk(node, type, text, 1);
+        // A string counts only for a field with a unit: its text is made only then.
+        if (text && this.#unitOf!(type, node.path) !== undefined) {
+          const value = text(i);
+          if (value !== undefined) this.#walk(node, type, value, 1);
+        }
         continue;
       }
       if (v === Infinity || v === -Infinity) continue;
@@ -260,7 +284,7 @@ export class BucketSet {
     let acc = held.types.get(type);
     if (!acc) {
       const root: Node = { path: "", children: undefined, acc: undefined };
-      held.types.set(type, acc = { count: 0, root });
+      held.types.set(type, acc = { count: 0, root, flatShape: -1, flatNodes: [] });
       held.cells++;
       this.#cells++;
       if (++this.#held > this.#max) {

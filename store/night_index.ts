@@ -104,7 +104,7 @@ function fnv(bytes: Uint8Array): string {
 }
 
 const encoder = new TextEncoder();
-const decoder = new TextDecoder();
+const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
 
 function sumOf(index: Omit<IndexFile, "sum">): string {
   const { v, file, size, fileSize, mtimeMs, ino, dev, step, blocks, tail } = index;
@@ -296,16 +296,6 @@ function asciiTsAt(b: Uint8Array, s: number, e: number): number {
   return -1;
 }
 
-/** Bytes against ASCII text, as the texts compare. */
-function compareAscii(b: Uint8Array, at: number, length: number, text: string): number {
-  const n = Math.min(length, text.length);
-  for (let i = 0; i < n; i++) {
-    const d = b[at + i]! - text.charCodeAt(i);
-    if (d !== 0) return d;
-  }
-  return length - text.length;
-}
-
 /** Builds the blocks of a file from its regions, read in order from a block's start. */
 class IndexBuilder {
   blocks: Block[];
@@ -320,25 +310,37 @@ class IndexBuilder {
   }
 
   feed({ bytes, start: base }: StoredRegion): void {
+    let block = this.blocks.at(-1);
+    // The earliest and latest `ts` of the block met in this region, by where they stand: made
+    // text once per block and region, not once per line.
+    let minAt = -1, maxAt = -1;
+    const flush = () => {
+      if (block === undefined) return;
+      if (minAt >= 0) {
+        const min = String.fromCharCode(...bytes.subarray(minAt, minAt + 24));
+        if (block[1] === "" || min < block[1]) block[1] = min;
+      }
+      if (maxAt >= 0) {
+        const max = String.fromCharCode(...bytes.subarray(maxAt, maxAt + 24));
+        if (block[2] === "" || max > block[2]) block[2] = max;
+      }
+      minAt = maxAt = -1;
+    };
     let s = 0;
     while (s < bytes.length) {
       const e = bytes.indexOf(0x0a, s);
       if (e < 0) break;
       const start = base + s;
-      let block = this.blocks.at(-1);
       if (block === undefined || start - this.#blockStart >= INDEX_STEP) {
+        flush();
         block = [start, "", ""];
         this.blocks.push(block);
         this.#blockStart = start;
       }
       const at = asciiTsAt(bytes, s, e);
       if (at >= 0) {
-        if (block[1] === "" || compareAscii(bytes, at, 24, block[1]) < 0) {
-          block[1] = String.fromCharCode(...bytes.subarray(at, at + 24));
-        }
-        if (block[2] === "" || compareAscii(bytes, at, 24, block[2]) > 0) {
-          block[2] = String.fromCharCode(...bytes.subarray(at, at + 24));
-        }
+        if (minAt < 0 || compareBytes(bytes, at, minAt) < 0) minAt = at;
+        if (maxAt < 0 || compareBytes(bytes, at, maxAt) > 0) maxAt = at;
       } else if (e > s) {
         const key = lineTsKey(decoder.decode(bytes.subarray(s, e)));
         if (key !== undefined) {
@@ -349,7 +351,17 @@ class IndexBuilder {
       s = e + 1;
       this.end = base + s;
     }
+    flush();
   }
+}
+
+/** The 24 bytes at `a` against the 24 at `b` of the same bytes, as their texts compare. */
+function compareBytes(bytes: Uint8Array, a: number, b: number): number {
+  for (let i = 0; i < 24; i++) {
+    const d = bytes[a + i]! - bytes[b + i]!;
+    if (d !== 0) return d;
+  }
+  return 0;
 }
 
 /** Writes the index of what a builder covers, with the file's state from `info`. */

@@ -89,9 +89,13 @@ export function oddLines(seed: number, count: number, step = 2000): string[] {
       out.push(layoutLine(seq, ms, "weather", { temp: 1 }).replace(":1}", ":1e400}"));
     } else if (r < 0.9) {
       out.push(layoutLine(seq, ms, "weather", { temp: 1 }).replace(":1}", ":01}"));
-    } else {out.push(
-        layoutLine(seq, ms, "weather", { temp: seededNumber(rng), hum: seededNumber(rng) }),
-      );}
+    } else if (r < 0.91) out.push("\uFEFF" + line); // a byte order mark: no JSON
+    else if (r < 0.93) {
+      const deep = { a: { b: { c: seededNumber(rng), d: "1.5 m/s" }, e: {} }, temp: 2 };
+      out.push(layoutLine(seq, ms, "weather", rng.next() < 0.5 ? deep : { ...deep, a: 1 }));
+    } else {
+      out.push(layoutLine(seq, ms, "weather", { temp: seededNumber(rng), hum: seededNumber(rng) }));
+    }
   }
   return out;
 }

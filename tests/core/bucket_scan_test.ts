@@ -16,7 +16,7 @@ import { layoutLine, ODD_T0, oddLines, seededNumber, writeOddNight } from "../_s
 
 const EVERY = 60_000;
 const T0 = ODD_T0;
-const UNITS: Record<string, string> = { "wind": "m/s" };
+const UNITS: Record<string, string> = { "wind": "m/s", "a.b.d": "m/s" };
 
 function newSet(fields?: string[]): BucketSet {
   return new BucketSet({
@@ -76,10 +76,13 @@ Deno.test("BucketScan counts seeded lines exactly as parsing each whole line doe
         `seed ${seed}, ${JSON.stringify(options)}`,
       );
     }
-    assert.deepEqual(
-      await scanned(tmp.path, { types: ["weather"] }, ["temp", "wind"]),
-      await parsedWhole(tmp.path, { types: ["weather"] }, ["temp", "wind"]),
-    );
+    for (const fields of [["temp", "wind"], ["a.b"], ["a.b.c", "hum"]]) {
+      assert.deepEqual(
+        await scanned(tmp.path, { types: ["weather"] }, fields),
+        await parsedWhole(tmp.path, { types: ["weather"] }, fields),
+        `seed ${seed}, fields ${fields}`,
+      );
+    }
   }
 });
 
