@@ -185,6 +185,36 @@ export async function readNightIndex(file: StoredFile): Promise<NightIndex | und
   return loaded && { size: loaded.size, blocks: loaded.blocks };
 }
 
+/**
+ * Indexes checked in this process, by night file, with the state of the night file and of the
+ * index file they were checked against: both in exactly that state again (the same inode, device,
+ * size and time) need no second check. A few nights only: an entry is dropped when the file changes or past the bound.
+ */
+const checked = new Map<string, { state: string; index: IndexFile }>();
+const CHECKED_MAX = 16;
+
+function stateOf(info: Deno.FileInfo): string {
+  return `${info.ino}:${info.dev}:${info.size}:${info.mtime?.getTime()}`;
+}
+
+/** {@linkcode loadIndex}, or an index checked before against the file in the state `info`. */
+async function checkedIndex(file: StoredFile, info: Deno.FileInfo): Promise<IndexFile | undefined> {
+  // The index file's own state too: one deleted, edited or written again is read again.
+  const indexPath = nightIndexPath(file.night!, dirname(file.path));
+  const state = stateOf(info) + "/" + await Deno.lstat(indexPath).then(stateOf, () => "none");
+  const memo = checked.get(file.path);
+  if (memo?.state === state) return memo.index;
+  const index = await loadIndex(file);
+  checked.delete(file.path);
+  const now = (await Deno.lstat(file.path).then(stateOf, () => "")) + "/" +
+    await Deno.lstat(indexPath).then(stateOf, () => "none");
+  if (index !== undefined && now === state) {
+    if (checked.size >= CHECKED_MAX) checked.delete(checked.keys().next().value!);
+    checked.set(file.path, { state, index });
+  }
+  return index;
+}
+
 async function loadIndex(file: StoredFile): Promise<IndexFile | undefined> {
   if (file.compressed || file.night === undefined) return undefined;
   let value: unknown;
@@ -442,7 +472,7 @@ export async function* readNightRange(
     if (err instanceof Deno.errors.NotFound) return;
     throw err;
   }
-  const index = await loadIndex(file);
+  const index = await checkedIndex(file, info);
   const spans = index && await spansOf(file, index, since, until);
   if (index === undefined || spans === undefined) {
     // Read whole, and indexed on the way when it was read to its end.
@@ -462,7 +492,9 @@ export async function* readNightRange(
     const last = spans.at(-1);
     const from = last !== undefined && last[1] === index.size ? last[0] : index.size;
     const grown = info.size - index.size > index.size * REWRITE_FRACTION;
-    const builder = grown ? new IndexBuilder(index.blocks, index.size) : undefined;
+    const builder = grown
+      ? new IndexBuilder(index.blocks.map((b) => [...b] as Block), index.size)
+      : undefined;
     for await (const region of readRegions(file, { ...read, offset: from })) {
       if (builder && region.start + region.bytes.length > index.size) {
         const skip = Math.max(0, index.size - region.start);
