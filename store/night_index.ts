@@ -475,13 +475,14 @@ export async function* readNightRange(
   const index = await checkedIndex(file, info);
   const spans = index && await spansOf(file, index, since, until);
   if (index === undefined || spans === undefined) {
-    // Read whole, and indexed on the way when it was read to its end.
-    const builder = new IndexBuilder([], 0);
+    // Read whole, and indexed on the way when it was read to its end (by a reader that may
+    // write the index: else the work would be lost).
+    const builder = mayWrite(dirname(file.path)) ? new IndexBuilder([], 0) : undefined;
     for await (const region of readRegions(file, read)) {
-      builder.feed(region);
+      builder?.feed(region);
       yield region;
     }
-    await saveIndex(file, builder, info);
+    if (builder) await saveIndex(file, builder, info);
     return;
   }
   try {
@@ -491,7 +492,8 @@ export async function* readNightRange(
     }
     const last = spans.at(-1);
     const from = last !== undefined && last[1] === index.size ? last[0] : index.size;
-    const grown = info.size - index.size > index.size * REWRITE_FRACTION;
+    const grown = info.size - index.size > index.size * REWRITE_FRACTION &&
+      mayWrite(dirname(file.path));
     const builder = grown
       ? new IndexBuilder(index.blocks.map((b) => [...b] as Block), index.size)
       : undefined;
