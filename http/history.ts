@@ -544,8 +544,11 @@ async function* bucketChunks(
     if (out.length >= CHUNK_CHARS || performance.now() > deadline) {
       yield out;
       out = "";
-      await reader.pacer.pause();
-      deadline = performance.now() + SLICE_MS;
+      // A turn is given back once a slice of work has passed, not for every chunk handed out.
+      if (performance.now() > deadline) {
+        await reader.pacer.pause();
+        deadline = performance.now() + SLICE_MS;
+      }
     }
   }
   const cut = set.truncatedAt;
