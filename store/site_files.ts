@@ -522,15 +522,25 @@ async function* fileChunks(
       reader.releaseLock();
     }
   }
+  // Two buffers in turn: the next read runs on the file system's thread while the consumer works
+  // on the chunk before it. A buffer is read into again two steps later, once the consumer asked
+  // for the chunk after the one it held (consumers copy what they keep: the splitter its carry).
+  const bufs = [new Uint8Array(chunkSize), new Uint8Array(chunkSize)];
+  let turn = 0;
+  let pending: Promise<number | null> | undefined = handle.read(bufs[0]!);
   try {
-    const buf = new Uint8Array(chunkSize);
     while (true) {
-      const n = await handle.read(buf);
+      const n = await pending;
+      pending = undefined;
       if (n === null) return;
-      // The buffer is reused: consumers copy what they keep (the splitter copies its carry).
+      const buf = bufs[turn]!;
+      turn ^= 1;
+      pending = handle.read(bufs[turn]!);
       yield buf.subarray(0, n);
     }
   } finally {
+    // A read still under way when the reader stops: its end (or failure) is nobody's.
+    if (pending) await pending.catch(() => null);
     handle.close();
   }
 }
