@@ -20,6 +20,7 @@ import {
   parseTimeBound,
   readHistoryLines,
   type ReadHistoryOptions,
+  readHistoryRegions,
   RunNotFoundError,
 } from "../store/history.ts";
 import { RUN_ID_PATTERN } from "../store/layout.ts";
@@ -33,6 +34,7 @@ import {
   parseEvery,
 } from "../wire/history.ts";
 import { BucketSet } from "../core/buckets.ts";
+import { BucketScan } from "../core/bucket_scan.ts";
 import { loadTypes, NO_TYPES, TypesFileError, type TypesRegistry } from "../core/types_registry.ts";
 
 // The cells of a data field, here since `read` had it first; wire/csv.ts owns it now.
@@ -201,6 +203,7 @@ export async function readCommand(args: string[]): Promise<number> {
       options,
       format,
       new BucketSet({ ...buckets, fields, unitOf }),
+      buckets.everyMs,
     );
   }
   return await printEvents(siteDir, options, format, fields);
@@ -468,18 +471,14 @@ async function printBuckets(
   options: ReadHistoryOptions,
   format: Format,
   set: BucketSet,
+  everyMs: number,
 ): Promise<number> {
+  // Lines in the service's own layout are counted without parsing them whole (core/bucket_scan.ts);
+  // a line that is no event (hand-damaged) is passed over.
+  const scan = new BucketScan(set, { everyMs, strings: true });
   try {
-    for await (const line of readHistoryLines(siteDir, { ...options, onDamage: warnDamage })) {
-      let event: { ts?: unknown; type?: unknown; data?: unknown };
-      try {
-        event = JSON.parse(line);
-      } catch {
-        continue; // a hand-damaged line: not an event
-      }
-      if (typeof event?.ts !== "string" || typeof event.type !== "string") continue;
-      set.add(Date.parse(event.ts), event.type, event.data);
-    }
+    const raw = readHistoryRegions(siteDir, { ...options, onDamage: warnDamage });
+    for await (const { bytes } of raw.regions) scan.addRegion(bytes, raw.filter);
   } catch (err) {
     if (err instanceof RunNotFoundError) throw new Failure(err.message);
     throw err;

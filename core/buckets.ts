@@ -53,6 +53,28 @@ export interface BucketOptions {
   maxCells?: number | undefined;
 }
 
+/**
+ * A flat `data` given by its keys and values, for {@linkcode BucketSet.addFlat}: held by the
+ * caller and filled anew for each event.
+ */
+export interface FlatRow {
+  /** The keys, in the order they stand in `data` (an object's keys right after it). */
+  keys: readonly string[];
+  /** The index of each key's object among the keys, or -1 for a key of `data` itself. */
+  parents: readonly number[];
+  /** Each key's number, or `NaN` for any other value (an object too). */
+  numbers: Float64Array;
+  /**
+   * The text of a key's value when it is a string (else `undefined`), asked only for a field
+   * whose registered unit may make it count; absent when no string may count.
+   */
+  text: ((i: number) => string | undefined) | undefined;
+  /** How many keys the event has. */
+  n: number;
+  /** Another number for every other list of keys (of any row handed to the same set). */
+  shape: number;
+}
+
 interface FieldAcc {
   n: number;
   sum: number;
@@ -75,6 +97,9 @@ interface Node {
 interface TypeAcc {
   count: number;
   root: Node;
+  /** The shape of the last {@linkcode BucketSet.addFlat} into it, and the nodes of its keys. */
+  flatShape: number;
+  flatNodes: (Node | undefined)[];
 }
 
 /** The buckets of one start, and the cells they hold. */
@@ -114,6 +139,11 @@ export class BucketSet {
   /** The start an event is being counted into (its new field aggregates are its cells). */
   #current: Start | undefined;
   #cutoff = Infinity;
+  /** The bucket of the last {@linkcode addFlat}: its start, type and place. */
+  #flatAcc: TypeAcc | undefined;
+  #flatStart = NaN;
+  #flatType = "";
+  #flatHeld: Start | undefined;
 
   /**
    * Creates an empty set.
@@ -145,25 +175,138 @@ export class BucketSet {
    * @param data The event's `data`.
    */
   add(tsMs: number, type: string, data: unknown): void {
+    const acc = this.#count(tsMs, type);
+    if (acc === undefined) return;
+    this.#walk(acc.root, type, data, 0);
+    if (this.#cells > this.#maxCells) this.#giveUpLatest();
+  }
+
+  /**
+   * Counts one event whose `data` is given as its keys and values in order (an object's keys
+   * right after it, each naming its object in `parents`): what {@linkcode add} does with `data`
+   * built from them, without building it (the bucket scan of stored lines, `bucket_scan.ts`). The
+   * keys of one object must be distinct and none an array index (those an object would enumerate
+   * first); no value is an array. A number stands in `numbers`; any other value (an object, a
+   * string, a boolean, `null`) is `NaN` there, and a string's text is given by `text`.
+   *
+   * @param tsMs The event's `ts` in epoch milliseconds.
+   * @param type The event's type.
+   * @param row The keys and values (only the first `row.n` count); `row.shape` is another number
+   *   for every other list of keys (of any row handed to the same set), so that the fields of the
+   *   keys are looked up once per bucket and type, not per event.
+   *
+   * @example Usage
+   * ```ts
+   * import { BucketSet } from "./buckets.ts";
+   * import assert from "node:assert/strict";
+   *
+   * const set = new BucketSet({ everyMs: 60_000, aggregates: ["mean"] });
+   * const row = {
+   *   keys: ["temp", "sky"],
+   *   parents: [-1, -1],
+   *   numbers: new Float64Array([2, NaN]),
+   *   text: undefined,
+   *   n: 2,
+   *   shape: 1,
+   * };
+   * set.addFlat(0, "weather", row);
+   * row.numbers[0] = 4;
+   * set.addFlat(1_000, "weather", row);
+   * assert.deepEqual([...set.drain()][0]!.fields, { temp: { mean: 3 } });
+   * ```
+   */
+  addFlat(tsMs: number, type: string, row: FlatRow): void {
     const start = Math.floor(tsMs / this.#every) * this.#every;
-    if (start >= this.#cutoff || !Number.isFinite(start)) return;
+    let acc = this.#flatAcc;
+    if (acc !== undefined && start === this.#flatStart && type === this.#flatType) {
+      // The bucket of the last event (never one given up: those are at or past the cutoff).
+      if (start >= this.#cutoff) return;
+      acc.count++;
+      this.#current = this.#flatHeld;
+    } else {
+      acc = this.#count(tsMs, type);
+      if (acc === undefined) return;
+      this.#flatStart = start;
+      this.#flatType = type;
+      this.#flatHeld = this.#current;
+    }
+    this.#flatAcc = acc;
+    const n = row.n;
+    let nodes = acc.flatNodes;
+    if (row.shape !== acc.flatShape || n > nodes.length) {
+      nodes = [];
+      const parents = row.parents;
+      for (let i = 0; i < n; i++) {
+        const p = parents[i]!;
+        const parent = p < 0 ? acc.root : nodes[p];
+        // Below an object the fields leave out, nothing is a field either.
+        nodes.push(parent === undefined ? undefined : this.#child(parent, row.keys[i]!));
+      }
+      acc.flatShape = row.shape;
+      acc.flatNodes = nodes;
+    }
+    const numbers = row.numbers, text = this.#unitOf && row.text;
+    for (let i = 0; i < n; i++) {
+      const node = nodes[i];
+      if (node === undefined) continue;
+      const v = numbers[i]!;
+      if (v !== v) { // NaN: not a number
+        // A string counts only for a field with a unit: its text is made only then.
+        if (text && this.#unitOf!(type, node.path) !== undefined) {
+          const value = text(i);
+          if (value !== undefined) this.#walk(node, type, value, 1);
+        }
+        continue;
+      }
+      if (v === Infinity || v === -Infinity) continue;
+      const f = node.acc;
+      if (!f) {
+        node.acc = { n: 1, sum: v, min: v, max: v, last: v };
+        this.#current!.cells++;
+        this.#cells++;
+      } else {
+        f.n++;
+        f.sum += v;
+        if (v < f.min) f.min = v;
+        if (v > f.max) f.max = v;
+        f.last = v;
+      }
+    }
+    if (this.#cells > this.#maxCells) this.#giveUpLatest();
+  }
+
+  /** Counts an event into its bucket: the bucket's type, or `undefined` when given up. */
+  #count(tsMs: number, type: string): TypeAcc | undefined {
+    const start = Math.floor(tsMs / this.#every) * this.#every;
+    if (start >= this.#cutoff || !Number.isFinite(start)) return undefined;
     let held = this.#starts.get(start);
     if (!held) this.#starts.set(start, held = { types: new Map(), cells: 0 });
     let acc = held.types.get(type);
     if (!acc) {
       const root: Node = { path: "", children: undefined, acc: undefined };
-      held.types.set(type, acc = { count: 0, root });
+      held.types.set(type, acc = { count: 0, root, flatShape: -1, flatNodes: [] });
       held.cells++;
       this.#cells++;
       if (++this.#held > this.#max) {
         this.#giveUpLatest();
-        if (start >= this.#cutoff) return;
+        if (start >= this.#cutoff) return undefined;
       }
     }
     acc.count++;
     this.#current = held;
-    this.#walk(acc.root, type, data, 0);
-    if (this.#cells > this.#maxCells) this.#giveUpLatest();
+    return acc;
+  }
+
+  /** The node of `key` below `node`, made when first met; `undefined` for a field not asked. */
+  #child(node: Node, key: string): Node | undefined {
+    let child = node.children?.get(key);
+    if (!child) {
+      const path = node.path === "" ? key : `${node.path}.${key}`;
+      if (this.#fields && !this.#fields.some((f) => related(f, path))) return undefined;
+      child = { path, children: undefined, acc: undefined };
+      (node.children ??= new Map()).set(key, child);
+    }
+    return child;
   }
 
   /**
@@ -188,6 +331,7 @@ export class BucketSet {
     }
     this.#held = 0;
     this.#cells = 0;
+    this.#flatAcc = undefined;
   }
 
   #aggregatesOf(f: FieldAcc): FieldAggregates {
@@ -228,14 +372,10 @@ export class BucketSet {
     if (typeof value === "object" && value !== null && !Array.isArray(value)) {
       if (depth >= MAX_DEPTH) return;
       for (const key in value) {
-        let child = node.children?.get(key);
-        if (!child) {
-          const path = node.path === "" ? key : `${node.path}.${key}`;
-          if (this.#fields && !this.#fields.some((f) => related(f, path))) continue;
-          child = { path, children: undefined, acc: undefined };
-          (node.children ??= new Map()).set(key, child);
+        const child = this.#child(node, key);
+        if (child !== undefined) {
+          this.#walk(child, type, (value as Record<string, unknown>)[key], depth + 1);
         }
-        this.#walk(child, type, (value as Record<string, unknown>)[key], depth + 1);
       }
       return;
     }

@@ -20,9 +20,17 @@ import {
   parseAggregates,
   parseEvery,
 } from "../wire/history.ts";
-import { parseTimeBound, readHistoryBatches, RunNotFoundError } from "../store/history.ts";
+import {
+  parseTimeBound,
+  type RawLineFilter,
+  readHistoryBatches,
+  readHistoryRegions,
+  RunNotFoundError,
+} from "../store/history.ts";
+import type { StoredRegion } from "../store/site_files.ts";
 import { RUN_ID_PATTERN } from "../store/layout.ts";
 import { BucketSet } from "../core/buckets.ts";
+import { BucketScan } from "../core/bucket_scan.ts";
 import type { TypesRegistry } from "../core/types_registry.ts";
 import { ShuttingDownError } from "../core/errors.ts";
 import { Slots, SlotsBusyError } from "../wire/slots.ts";
@@ -314,7 +322,7 @@ async function historyResponse(
   reader: Reader,
   release: () => void,
 ): Promise<Response> {
-  const batches = readHistoryBatches(reader.siteDir, {
+  const options = {
     types: query.types,
     since: query.sinceMs,
     until: query.untilMs,
@@ -322,8 +330,12 @@ async function historyResponse(
     timeZone: reader.timeZone,
     // A damaged file is read as far as it can be, like `read` does (docs/history.md).
     onDamage: () => {},
-  });
-  let first: IteratorResult<string[]>;
+  };
+  // Buckets read the lines as bytes, in place (core/bucket_scan.ts); the other answers as text.
+  const raw = query.everyMs === undefined ? undefined : readHistoryRegions(reader.siteDir, options);
+  const batches: AsyncGenerator<string[] | StoredRegion> = raw?.regions ??
+    readHistoryBatches(reader.siteDir, options);
+  let first: IteratorResult<string[] | StoredRegion>;
   try {
     first = await batches.next();
   } catch (err) {
@@ -338,9 +350,9 @@ async function historyResponse(
     release();
   };
   const source = sliced(batches, first, reading, reader.pacer);
-  const chunks = query.everyMs === undefined
-    ? lineChunks(source, query)
-    : bucketChunks(source, query, reader, reading);
+  const chunks = raw === undefined
+    ? lineChunks(source as AsyncGenerator<string[]>, query)
+    : bucketChunks(source as AsyncGenerator<StoredRegion>, raw.filter, query, reader, reading);
   const encoder = new TextEncoder();
   let cancelled = false;
   const body = new ReadableStream<Uint8Array>({
@@ -423,12 +435,12 @@ class Pacer {
  * batch is a whole 64 KiB chunk). It ends early once the reading is stopped, and closes the files
  * however it ends.
  */
-async function* sliced(
-  batches: AsyncGenerator<string[]>,
-  first: IteratorResult<string[]>,
+async function* sliced<T>(
+  batches: AsyncGenerator<T>,
+  first: IteratorResult<T>,
   reading: Reading,
   pacer: Pacer,
-): AsyncGenerator<string[]> {
+): AsyncGenerator<T> {
   try {
     let deadline = performance.now() + SLICE_MS;
     for (let r = first; !r.done && !reading.stopped; r = await batches.next()) {
@@ -498,7 +510,8 @@ async function* lineChunks(
  * {@linkcode HISTORY_LOOKAHEAD_LINES}), and then the reading stops.
  */
 async function* bucketChunks(
-  batches: AsyncGenerator<string[]>,
+  regions: AsyncGenerator<StoredRegion>,
+  filter: RawLineFilter,
   query: HistoryQuery,
   reader: Reader,
   reading: Reading,
@@ -511,31 +524,16 @@ async function* bucketChunks(
     maxBuckets: query.limit,
     maxCells: reader.cells,
   });
-  // The bucket of the last event, as canonical ts text: a ts between these two strings (they
-  // sort as time does) is in the same bucket without parsing the date again.
-  let from = "", to = "", start = 0;
-  const every = query.everyMs!;
-  let read = 0, stopAt = Infinity;
-  scan: for await (const batch of batches) {
-    for (const line of batch) {
-      if (++read > stopAt) break scan;
-      let event: { ts?: unknown; type?: unknown; data?: unknown };
-      try {
-        event = JSON.parse(line);
-      } catch {
-        continue; // a hand-damaged line: not an event
-      }
-      const ts = event?.ts;
-      if (typeof ts !== "string" || typeof event.type !== "string") continue;
-      if (!(ts >= from && ts < to && ts.length === 24 && ts[23] === "Z" && ts[19] === ".")) {
-        const ms = Date.parse(ts);
-        if (Number.isNaN(ms)) continue;
-        start = Math.floor(ms / every) * every;
-        from = formatTimestamp(start);
-        to = formatTimestamp(start + every);
-      }
-      set.add(start, event.type, event.data);
-      if (stopAt === Infinity && set.truncatedAt !== undefined) stopAt = read + lookahead(read);
+  // Lines in the service's own layout are counted without parsing them whole (core/bucket_scan.ts).
+  const scan = new BucketScan(set, { everyMs: query.everyMs!, strings: true });
+  let stopAt = Infinity;
+  scan: for await (const { bytes } of regions) {
+    let at = 0;
+    while (at < bytes.length) {
+      const cut = set.truncatedAt !== undefined;
+      at = scan.addRegion(bytes, filter, at, stopAt - scan.kept, !cut);
+      if (!cut && set.truncatedAt !== undefined) stopAt = scan.kept + lookahead(scan.kept);
+      if (scan.kept >= stopAt) break scan;
     }
   }
   if (reading.stopped) return; // the client went away: nothing more to send
@@ -546,8 +544,11 @@ async function* bucketChunks(
     if (out.length >= CHUNK_CHARS || performance.now() > deadline) {
       yield out;
       out = "";
-      await reader.pacer.pause();
-      deadline = performance.now() + SLICE_MS;
+      // A turn is given back once a slice of work has passed, not for every chunk handed out.
+      if (performance.now() > deadline) {
+        await reader.pacer.pause();
+        deadline = performance.now() + SLICE_MS;
+      }
     }
   }
   const cut = set.truncatedAt;

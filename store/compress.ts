@@ -24,7 +24,8 @@
 
 import { basename, dirname, join } from "node:path";
 import { syncDirectory } from "./fs.ts";
-import { GZ_SUFFIX } from "./layout.ts";
+import { GZ_SUFFIX, STORED_SITE_FILE } from "./layout.ts";
+import { removeNightIndex } from "./night_index.ts";
 import { writeFull } from "./writer.ts";
 
 /** Bytes read and compressed per step. */
@@ -318,5 +319,8 @@ export async function compressFile(
   await syncDirectory(dir);
   await Deno.remove(path);
   await syncDirectory(dir);
+  // A night's time index covers the plain file only (store/night_index.ts).
+  const night = STORED_SITE_FILE.exec(basename(path))?.[1];
+  if (night !== undefined) await removeNightIndex(dir, night).catch(() => {});
   return gz;
 }

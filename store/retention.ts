@@ -34,6 +34,7 @@ import { chooseForms, type StoredFile, storedFile } from "./site_files.ts";
 import { GZ_SUFFIX, RUN_FILE, STORED_SITE_FILE } from "./layout.ts";
 import { readRunLog } from "./run_log.ts";
 import { compressFile, gzSize, isCompressionTemp } from "./compress.ts";
+import { nightOfIndexFile } from "./night_index.ts";
 
 /** Options of {@linkcode runRetentionPass} and {@linkcode RetentionScheduler}. */
 export interface RetentionOptions {
@@ -281,9 +282,14 @@ async function passedByCursors(
  */
 async function siteNights(siteDir: string): Promise<Map<string, NightForms>> {
   const forms = new Map<string, NightForms>();
+  const indexes: string[] = [];
   for await (const entry of Deno.readDir(siteDir)) {
     if (isCompressionTemp(entry.name) && entry.isFile) {
       await Deno.remove(join(siteDir, entry.name)).catch(() => {});
+      continue;
+    }
+    if (nightOfIndexFile(entry.name) !== undefined && entry.isFile) {
+      indexes.push(entry.name);
       continue;
     }
     const m = STORED_SITE_FILE.exec(entry.name);
@@ -292,6 +298,13 @@ async function siteNights(siteDir: string): Promise<Map<string, NightForms>> {
     const slot = forms.get(night) ?? {};
     slot[m[2] ? "gz" : "plain"] = storedFile(join(siteDir, entry.name));
     forms.set(night, slot);
+  }
+  // A night's time index goes with its plain file (compressed or deleted), and a temporary one
+  // a reader left (store/night_index.ts).
+  for (const name of indexes) {
+    if (name.includes(".tmp-") || !forms.get(nightOfIndexFile(name)!)?.plain) {
+      await Deno.remove(join(siteDir, name)).catch(() => {});
+    }
   }
   return forms;
 }

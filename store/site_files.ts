@@ -315,11 +315,23 @@ export async function listRunFiles(runDir: string): Promise<StoredFile[]> {
 }
 
 /**
- * Splits bytes into complete lines, counting each line's end in bytes. One decode per chunk:
- * when the decoded text has as many characters as bytes, every character is one byte and the
- * text's positions are byte offsets; otherwise each line is decoded on its own. A line longer
- * than `maxLine` is never gathered: its bytes are dropped as they come, and it is reported as
- * damage once (its start offset).
+ * Complete lines of a stored file as its bytes, from {@linkcode readRegions}: one or more whole
+ * lines, each ended by `\n`, never an over-long one.
+ */
+export interface StoredRegion {
+  /**
+   * The bytes, ending with `\n`. They may be a view of a buffer that the next step of the reader
+   * reads into: use them (or copy them) before asking for the next region.
+   */
+  bytes: Uint8Array;
+  /** The offset of the first byte, in the file's uncompressed bytes. */
+  start: number;
+}
+
+/**
+ * Splits bytes into regions of complete lines, counting offsets in bytes. A line longer than
+ * `maxLine` is never gathered: its bytes are dropped as they come, and it is reported as damage
+ * once (its start offset).
  */
 class ByteLineSplitter {
   #carry: Uint8Array[] = [];
@@ -337,7 +349,7 @@ class ByteLineSplitter {
     this.#overlong = overlong;
   }
 
-  push(chunk: Uint8Array, out: StoredLine[]): void {
+  push(chunk: Uint8Array, out: StoredRegion[]): void {
     if (this.#skipping) {
       const nl = chunk.indexOf(NL);
       if (nl < 0) {
@@ -364,18 +376,21 @@ class ByteLineSplitter {
     }
     let region = chunk.subarray(0, last + 1);
     if (this.#carryLength > 0) {
-      const joined = new Uint8Array(this.#carryLength + region.length);
+      // Only the line the carry begins is joined: the rest of the chunk is handed out in place.
+      const first = region.indexOf(NL) + 1;
+      const joined = new Uint8Array(this.#carryLength + first);
       let at = 0;
       for (const piece of this.#carry) {
         joined.set(piece, at);
         at += piece.length;
       }
-      joined.set(region, at);
-      region = joined;
+      joined.set(region.subarray(0, first), at);
       this.#carry = [];
       this.#carryLength = 0;
+      this.#emit(joined, out);
+      region = region.subarray(first);
     }
-    this.#emit(region, out);
+    if (region.length > 0) this.#emit(region, out);
     if (last + 1 < chunk.length) {
       const rest = chunk.slice(last + 1);
       this.#carry.push(rest);
@@ -383,31 +398,68 @@ class ByteLineSplitter {
     }
   }
 
-  /** Hands out the lines of `region`, which ends with `\n`. */
-  #emit(region: Uint8Array, out: StoredLine[]): void {
+  /** Hands out the lines of `region`, which ends with `\n`, less any over-long one. */
+  #emit(region: Uint8Array, out: StoredRegion[]): void {
     const base = this.#pos;
     const max = this.#maxLine;
-    const text = decoder.decode(region);
-    if (text.length === region.length) {
-      let start = 0;
-      let nl = text.indexOf("\n");
-      while (nl !== -1) {
-        if (nl - start > max) this.#overlong(base + start);
-        else out.push({ text: text.slice(start, nl), end: base + nl + 1 });
-        start = nl + 1;
-        nl = text.indexOf("\n", start);
-      }
-    } else {
-      let start = 0;
-      let nl = region.indexOf(NL);
-      while (nl !== -1) {
-        if (nl - start > max) this.#overlong(base + start);
-        else out.push({ text: decoder.decode(region.subarray(start, nl)), end: base + nl + 1 });
-        start = nl + 1;
-        nl = region.indexOf(NL, start);
-      }
-    }
     this.#pos += region.length;
+    // No line of a region this short can be over-long.
+    if (region.length <= max + 1) {
+      out.push({ bytes: region, start: base });
+      return;
+    }
+    let from = 0, start = 0;
+    let nl = region.indexOf(NL);
+    while (nl !== -1) {
+      if (nl - start > max) {
+        if (start > from) out.push({ bytes: region.subarray(from, start), start: base + from });
+        this.#overlong(base + start);
+        from = nl + 1;
+      }
+      start = nl + 1;
+      nl = region.indexOf(NL, start);
+    }
+    if (start > from) out.push({ bytes: region.subarray(from, start), start: base + from });
+  }
+}
+
+/**
+ * The lines of a region with their end offsets, added to `out`. One decode per region: when the
+ * decoded text has as many characters as bytes, every character is one byte and the text's
+ * positions are byte offsets; otherwise each line is decoded on its own.
+ *
+ * @param region A region from {@linkcode readRegions}.
+ * @param out Where the lines are added, in order.
+ *
+ * @example Usage
+ * ```ts
+ * import { linesOf, type StoredLine } from "./site_files.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const out: StoredLine[] = [];
+ * linesOf({ bytes: new TextEncoder().encode("a\nbc\n"), start: 10 }, out);
+ * assert.deepEqual(out, [{ text: "a", end: 12 }, { text: "bc", end: 15 }]);
+ * ```
+ */
+export function linesOf(region: StoredRegion, out: StoredLine[]): void {
+  const { bytes, start: base } = region;
+  const text = decoder.decode(bytes);
+  if (text.length === bytes.length) {
+    let start = 0;
+    let nl = text.indexOf("\n");
+    while (nl !== -1) {
+      out.push({ text: text.slice(start, nl), end: base + nl + 1 });
+      start = nl + 1;
+      nl = text.indexOf("\n", start);
+    }
+  } else {
+    let start = 0;
+    let nl = bytes.indexOf(NL);
+    while (nl !== -1) {
+      out.push({ text: decoder.decode(bytes.subarray(start, nl)), end: base + nl + 1 });
+      start = nl + 1;
+      nl = bytes.indexOf(NL, start);
+    }
   }
 }
 
@@ -470,15 +522,25 @@ async function* fileChunks(
       reader.releaseLock();
     }
   }
+  // Two buffers in turn: the next read runs on the file system's thread while the consumer works
+  // on the chunk before it. A buffer is read into again two steps later, once the consumer asked
+  // for the chunk after the one it held (consumers copy what they keep: the splitter its carry).
+  const bufs = [new Uint8Array(chunkSize), new Uint8Array(chunkSize)];
+  let turn = 0;
+  let pending: Promise<number | null> | undefined = handle.read(bufs[0]!);
   try {
-    const buf = new Uint8Array(chunkSize);
     while (true) {
-      const n = await handle.read(buf);
+      const n = await pending;
+      pending = undefined;
       if (n === null) return;
-      // The buffer is reused: consumers copy what they keep (the splitter copies its carry).
+      const buf = bufs[turn]!;
+      turn ^= 1;
+      pending = handle.read(bufs[turn]!);
       yield buf.subarray(0, n);
     }
   } finally {
+    // A read still under way when the reader stops: its end (or failure) is nobody's.
+    if (pending) await pending.catch(() => null);
     handle.close();
   }
 }
@@ -508,10 +570,66 @@ export async function* readLines(
   file: StoredFile,
   options: ReadLinesOptions = {},
 ): AsyncGenerator<StoredLine[]> {
+  for await (const regions of readRegionBatches(file, options)) {
+    const out: StoredLine[] = [];
+    for (const region of regions) linesOf(region, out);
+    if (out.length > 0) yield out;
+  }
+}
+
+/** Options of {@linkcode readRegions}: those of {@linkcode readLines}, and where to stop. */
+export interface ReadRegionsOptions extends ReadLinesOptions {
+  /**
+   * Where to stop, in the file's uncompressed bytes: the end of a line (the byte before it a
+   * `\n`); the lines that end there or before are read.
+   * @default {the end of the file}
+   */
+  end?: number | undefined;
+}
+
+/**
+ * Reads the complete lines of a stored file as their bytes, in regions of whole lines, from a
+ * byte offset to another: {@linkcode readLines} for readers that look at a line's bytes before
+ * (or instead of) decoding it (`GET /history?every=`, docs/history.md). A region's bytes may be
+ * reused by the next step: use them before asking for the next.
+ *
+ * @param file A file from {@linkcode listSiteFiles}, {@linkcode listRunFiles} or
+ *   {@linkcode findStored}.
+ * @param options Where to start and to stop, how much to read per step, what to do with damage.
+ * @returns The regions, in file order.
+ * @throws {OffsetMismatchError} If `offset` or `end` is past the end or not just after a `\n`.
+ * @throws {DamagedFileError} As {@linkcode readLines} does.
+ *
+ * @example Usage
+ * ```ts ignore
+ * import { findStored, readRegions } from "./site_files.ts";
+ * const file = await findStored("./telemetry", "site_20260510.ndjson");
+ * for await (const { bytes, start } of readRegions(file!, { offset: 4096, end: 8192 })) {
+ *   console.log(start, bytes.length);
+ * }
+ * ```
+ */
+export async function* readRegions(
+  file: StoredFile,
+  options: ReadRegionsOptions = {},
+): AsyncGenerator<StoredRegion> {
+  for await (const regions of readRegionBatches(file, options)) yield* regions;
+}
+
+/** The regions of {@linkcode readRegions}, one batch per chunk read. */
+async function* readRegionBatches(
+  file: StoredFile,
+  options: ReadRegionsOptions,
+): AsyncGenerator<StoredRegion[]> {
   const offset = options.offset ?? 0;
   if (!Number.isSafeInteger(offset) || offset < 0) {
     throw new RangeError(`Cannot read ${file.path} from byte ${offset}: not a byte offset`);
   }
+  const end = options.end ?? Infinity;
+  if (end !== Infinity && (!Number.isSafeInteger(end) || end < offset)) {
+    throw new RangeError(`Cannot read ${file.path} up to byte ${end}: not a byte offset`);
+  }
+  if (end === offset) return;
   const maxLine = options.maxLine ?? MAX_LINE_BYTES;
   const damaged: DamagedFileError[] = [];
   const splitter = new ByteLineSplitter(offset, maxLine, (start) => {
@@ -533,6 +651,7 @@ export async function* readLines(
   const seekTo = file.compressed || offset === 0 ? 0 : offset - 1;
   let skip = offset - seekTo;
   let lastSkipped = NL;
+  let reached = offset; // the end of the last region handed out
   try {
     for await (let chunk of fileChunks(file, options.chunkSize ?? 64 * 1024, seekTo)) {
       if (skip > 0) {
@@ -546,10 +665,35 @@ export async function* readLines(
         }
         if (chunk.length === 0) continue;
       }
-      const out: StoredLine[] = [];
+      let out: StoredRegion[] = [];
       splitter.push(chunk, out);
+      let done = false;
+      if (end !== Infinity) {
+        const kept: StoredRegion[] = [];
+        for (const region of out) {
+          if (region.start >= end) {
+            done = true;
+            break;
+          }
+          const stop = region.start + region.bytes.length;
+          if (stop > end) {
+            if (region.bytes[end - region.start - 1] !== NL) {
+              throw new OffsetMismatchError(file.path, end, "the byte before it is not a line end");
+            }
+            kept.push({ bytes: region.bytes.subarray(0, end - region.start), start: region.start });
+            done = true;
+            break;
+          }
+          kept.push(region);
+          if (stop === end) done = true;
+        }
+        out = kept;
+      }
+      const last = out.at(-1);
+      if (last) reached = last.start + last.bytes.length;
       if (out.length > 0) yield out;
       for (const damage of damaged.splice(0)) report(damage);
+      if (done) return;
     }
   } catch (err) {
     // A broken .gz ends the file: its lines so far were handed out, nothing after can be read.
@@ -559,6 +703,9 @@ export async function* readLines(
   }
   if (skip > 0) {
     throw new OffsetMismatchError(file.path, offset, `the file holds ${offset - skip} bytes`);
+  }
+  if (end !== Infinity && reached < end) {
+    throw new OffsetMismatchError(file.path, end, `the file holds its lines up to byte ${reached}`);
   }
 }
 

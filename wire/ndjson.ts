@@ -56,6 +56,34 @@ const TS_LENGTH = 24;
 const TAIL_TYPE = '","type":';
 
 /**
+ * What follows the type in a line {@linkcode buildTail} builds: the `data` key, then the data
+ * object. For readers that take a line apart without parsing all of it (`core/bucket_scan.ts`).
+ *
+ * @example Usage
+ * ```ts
+ * import { buildTail, DATA_KEY } from "./ndjson.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.ok(buildTail("2026-11-22T03:00:00.000Z", '"a"', "{}", "{}").includes(`"a"${DATA_KEY}{}`));
+ * ```
+ */
+export const DATA_KEY = ',"data":';
+
+/**
+ * What follows the data object in a line {@linkcode buildTail} builds: the `meta` key, then the
+ * meta object and the line's closing `}`.
+ *
+ * @example Usage
+ * ```ts
+ * import { buildTail, META_KEY } from "./ndjson.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.ok(buildTail("2026-11-22T03:00:00.000Z", '"a"', "{}", "{}").endsWith(`{}${META_KEY}{}}`));
+ * ```
+ */
+export const META_KEY = ',"meta":';
+
+/**
  * Where the type starts in a line in the form {@linkcode buildLine} writes
  * (`{"seq":N,"ts":"<24 characters>","type":…`), found without parsing it: the fast path of readers
  * that pick lines by type and time. The `ts` is the 24 characters that end 9 before it.
