@@ -19,10 +19,8 @@
  *
  * const set = new BucketSet({ everyMs: 60_000, aggregates: ["mean"] });
  * const scan = new BucketScan(set, { everyMs: 60_000 });
- * const lines = '{"seq":1,"ts":"2026-05-10T03:00:10.000Z","type":"w","data":{"t":2},"meta":{}}
-' +
- *   '{"type":"w","ts":"2026-05-10T03:00:20Z","data":{"t":4},"seq":2}
-';
+ * const lines = '{"seq":1,"ts":"2026-05-10T03:00:10.000Z","type":"w","data":{"t":2},"meta":{}}\n' +
+ *   '{"type":"w","ts":"2026-05-10T03:00:20Z","data":{"t":4},"seq":2}\n';
  * const all = { typeHeads: [], since: "", until: undefined, keep: () => true };
  * scan.addRegion(new TextEncoder().encode(lines), all);
  * assert.deepEqual([...set.drain()][0]!.fields, { t: { mean: 3 } });
