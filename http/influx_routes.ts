@@ -55,6 +55,22 @@ export interface InfluxRouteDeps {
  */
 export const INFLUXDB_VERSION: string = `1.8.0-obs-telemetry.${VERSION}`;
 
+/**
+ * The most lines (points and refused lines together) one write may hold: line protocol packs about
+ * five times as many events into `--max-body` as JSON does, and each costs about a kilobyte and a
+ * half of memory until its group is written; more is refused whole, 413, before anything is
+ * stored. InfluxDB's clients send far fewer (Telegraf 1,000, the `influx` shell's `-import` 5,000).
+ *
+ * @example Usage
+ * ```ts
+ * import { MAX_WRITE_LINES } from "./influx_routes.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(MAX_WRITE_LINES, 50_000);
+ * ```
+ */
+export const MAX_WRITE_LINES = 50_000;
+
 /** The refused lines an answer names; the rest are counted. */
 const NAMED_REFUSALS = 20;
 /** The refused lines logged one by one; the rest are one log line with their count. */
@@ -210,14 +226,25 @@ class LineBatch {
   #said: string[] = [];
 
   point(point: LinePoint): void {
+    this.#count();
     this.commands.push(commandOf(point));
   }
 
   refuse(refusal: { line: number; text: string; reason: string }): void {
+    this.#count();
     this.refused++;
     if (this.#said.length < LOGGED_REFUSALS) {
       this.#said.push(`line ${refusal.line}: unable to parse '${refusal.text}': ${refusal.reason}`);
     }
+  }
+
+  /** Refuses the whole write once it holds more than {@linkcode MAX_WRITE_LINES} lines. */
+  #count(): void {
+    if (this.commands.length + this.refused < MAX_WRITE_LINES) return;
+    throw new HttpError(
+      413,
+      `The write holds more than ${MAX_WRITE_LINES} lines; nothing of it was stored. Send at most ${MAX_WRITE_LINES} lines a request (Telegraf's metric_batch_size, the batch_size of Python's write_points).`,
+    );
   }
 
   /** 204, or InfluxDB's 400 partial write naming the refused lines. */

@@ -12,6 +12,7 @@ import { gzipSync } from "node:zlib";
 import { freePort, readSiteLines, slowBody, tempDir, testServer } from "../_shared/util.ts";
 import { spawnCliServer } from "../_shared/fault_util.ts";
 import { MAX_LINE_FIELDS } from "../../wire/line_protocol.ts";
+import { MAX_WRITE_LINES } from "../../http/influx_routes.ts";
 
 const MIB = 1024 * 1024;
 
@@ -185,4 +186,25 @@ Deno.test("an endless slow body is refused 408 at the body timeout, and nothing 
   );
   assert.deepEqual(await readSiteLines(site.path), []);
   await assertHealthy(server.url, site.path, 0);
+});
+
+Deno.test("a write of more lines than MAX_WRITE_LINES within the body bound is refused 413 whole, and nothing of it is stored", async () => {
+  await using site = await tempDir();
+  await using server = await testServer({ siteDir: site.path });
+  // The shortest lines line protocol allows: five times more than JSON events in the same bytes.
+  const body = "m f=1\n".repeat(MAX_WRITE_LINES + 1);
+  assert.ok(body.length < MIB, "under the body bound: the line cap refuses it, not the bound");
+  const answer = await write(server.url, body);
+  assert.equal(answer.status, 413, answer.text);
+  assert.match(JSON.parse(answer.text).error, new RegExp(`more than ${MAX_WRITE_LINES} lines`));
+  assert.deepEqual(await readSiteLines(site.path), []);
+  await assertHealthy(server.url, site.path, 0);
+});
+
+Deno.test("a write of exactly MAX_WRITE_LINES lines is stored whole", async () => {
+  await using site = await tempDir();
+  await using server = await testServer({ siteDir: site.path });
+  const answer = await write(server.url, "m f=1\n".repeat(MAX_WRITE_LINES));
+  assert.equal(answer.status, 204, answer.text);
+  assert.equal((await readSiteLines(site.path)).length, MAX_WRITE_LINES);
 });
