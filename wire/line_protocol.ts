@@ -296,6 +296,26 @@ function setOwn<T>(object: Record<string, T>, key: string, value: T): void {
   } else object[key] = value;
 }
 
+/** 10^0 to 10^15, each an exact double. */
+const POWERS_OF_TEN: readonly number[] = [
+  1e0,
+  1e1,
+  1e2,
+  1e3,
+  1e4,
+  1e5,
+  1e6,
+  1e7,
+  1e8,
+  1e9,
+  1e10,
+  1e11,
+  1e12,
+  1e13,
+  1e14,
+  1e15,
+];
+
 function isDigit(c: number): boolean {
   return c >= ZERO && c <= NINE;
 }
@@ -314,6 +334,8 @@ class LineParser {
   #hasNul = false;
   /** Why the current line is refused, once known. */
   #reason: string | undefined;
+  /** The last measurement that passed the event type's checks. */
+  #validMeasurement: string | undefined;
 
   constructor(sink: LineSink, precision: LinePrecision) {
     this.#sink = sink;
@@ -401,14 +423,18 @@ class LineParser {
     const measurement = this.#name(MEASUREMENT);
     if (measurement === "") return this.#fail("missing measurement");
     if (this.#i >= end) return this.#fail("missing fields");
-    const typeProblem = checkEventType(measurement);
-    if (typeProblem !== undefined) {
-      return this.#fail(
-        `the measurement is not a valid event type: ${typeProblem.replace('"type"', "it")}`,
-      );
-    }
-    if (measurement.startsWith(RESERVED_TYPE_PREFIX)) {
-      return this.#fail(reservedTypeProblem(measurement));
+    if (measurement !== this.#validMeasurement) {
+      // The lines of a body mostly share a measurement: it is checked once while they do.
+      const typeProblem = checkEventType(measurement);
+      if (typeProblem !== undefined) {
+        return this.#fail(
+          `the measurement is not a valid event type: ${typeProblem.replace('"type"', "it")}`,
+        );
+      }
+      if (measurement.startsWith(RESERVED_TYPE_PREFIX)) {
+        return this.#fail(reservedTypeProblem(measurement));
+      }
+      this.#validMeasurement = measurement;
     }
     let tags: Record<string, string> | undefined;
     let tagCount = 0;
@@ -598,14 +624,30 @@ class LineParser {
     }
     // A float: -?(digits[.digits]|.digits)([eE][+-]?digits)?
     let i = start;
-    if (s.charCodeAt(i) === MINUS) i++;
+    const negative = s.charCodeAt(i) === MINUS;
+    if (negative) i++;
     let mantissa = 0;
-    while (i < end && isDigit(s.charCodeAt(i))) (i++, mantissa++);
+    // The digits as an integer, and how many of them follow the dot.
+    let digits = 0;
+    let fraction = 0;
+    while (i < end && isDigit(s.charCodeAt(i))) {
+      digits = digits * 10 + (s.charCodeAt(i) - ZERO);
+      i++, mantissa++;
+    }
     if (i < end && s.charCodeAt(i) === DOT) {
       i++;
-      while (i < end && isDigit(s.charCodeAt(i))) (i++, mantissa++);
+      while (i < end && isDigit(s.charCodeAt(i))) {
+        digits = digits * 10 + (s.charCodeAt(i) - ZERO);
+        i++, mantissa++, fraction++;
+      }
     }
     if (mantissa === 0) return this.#badNumber(key, start, end);
+    if (i === end && mantissa <= 15) {
+      // Up to 15 digits are an exact integer and 10^fraction an exact power: their quotient is
+      // the correctly rounded double, the same as Number() of the text.
+      const value = fraction === 0 ? digits : digits / POWERS_OF_TEN[fraction]!;
+      return negative ? -value : value;
+    }
     if (i < end && (s.charCodeAt(i) | 0x20) === 0x65 /* e */) {
       i++;
       if (i < end && (s.charCodeAt(i) === 0x2b /* + */ || s.charCodeAt(i) === MINUS)) i++;

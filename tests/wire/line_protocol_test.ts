@@ -5,6 +5,7 @@
  */
 
 import assert from "node:assert/strict";
+import { Rng } from "../_shared/fault_util.ts";
 import {
   type LinePoint,
   type LinePrecision,
@@ -376,4 +377,41 @@ Deno.test("parseLineProtocol() hands the lines over in order and counts them", (
 Deno.test("parseLineProtocol() reads an empty body as no lines", () => {
   assert.deepEqual(parseLines(""), { points: [], refusals: [] });
   assert.deepEqual(parseLines("\n\n"), { points: [], refusals: [] });
+});
+
+Deno.test("parseLines() reads every decimal float as Number() reads its text, over 200,000 seeded ones", () => {
+  const rng = new Rng(37);
+  const digit = () => String.fromCharCode(0x30 + Math.floor(rng.next() * 10));
+  const texts: string[] = [
+    "0",
+    "-0",
+    "0.0",
+    "-0.0",
+    ".5",
+    "5.",
+    "-.5",
+    "000123.4500",
+    "999999999999999",
+    "9999999999999999",
+    "0.1",
+    "0.3",
+    "123456789012345.6",
+    "1.000000000000001",
+  ];
+  for (let n = 0; n < 200_000; n++) {
+    const length = 1 + Math.floor(rng.next() * 20); // up to 20 digits: past the fast path's 15 too
+    let body = "";
+    for (let k = 0; k < length; k++) body += digit();
+    const dot = Math.floor(rng.next() * (length + 2)); // past the end: no dot
+    const text = dot <= length ? `${body.slice(0, dot)}.${body.slice(dot)}` : body;
+    texts.push(rng.next() < 0.3 ? `-${text}` : text);
+  }
+  const lines = texts.map((t, i) => `m f=${t} ${i}`).join("\n");
+  const { points, refusals } = parseLines(lines);
+  assert.deepEqual(refusals, []);
+  assert.equal(points.length, texts.length);
+  for (let i = 0; i < texts.length; i++) {
+    const got = points[i]!.fields.f;
+    assert.ok(Object.is(got, Number(texts[i])), `${texts[i]}: ${got} is not ${Number(texts[i])}`);
+  }
 });
