@@ -227,7 +227,49 @@ class LineBatch {
 
   point(point: LinePoint): void {
     this.#count();
-    this.commands.push(commandOf(point));
+    this.commands.push(this.#command(point));
+  }
+
+  /** The tags and the second of the line before, and what they were written as. */
+  #tags: LinePoint["tags"];
+  #metaJson = "{}";
+  #second = NaN;
+  #secondText = "";
+
+  /**
+   * The event of a line: `type` = measurement, `data` = fields, `meta.tags` = tags. The lines of a
+   * body mostly share their tags (one object, `LinePoint.tags`) and their second: each is written
+   * once while they do.
+   */
+  #command(point: LinePoint): EventCommand {
+    if (point.tags !== this.#tags) {
+      this.#tags = point.tags;
+      this.#metaJson = point.tags === undefined ? "{}" : `{"tags":${JSON.stringify(point.tags)}}`;
+    }
+    return {
+      type: point.measurement,
+      data: point.fields,
+      dataJson: JSON.stringify(point.fields),
+      metaJson: this.#metaJson,
+      callerRunId: undefined,
+      ts: point.timeMs === undefined ? undefined : this.#timestamp(point.timeMs),
+      storePermanently: true,
+      makeCurrent: true,
+      item: undefined,
+    };
+  }
+
+  /** `formatTimestamp(ms)`, its second's text kept for the next line in the same second. */
+  #timestamp(ms: number): string {
+    const second = Math.floor(ms / 1000);
+    if (second !== this.#second) {
+      const text = formatTimestamp(second * 1000); // 2026-12-07T08:00:00.000Z
+      if (!text.endsWith(".000Z") || text.length !== 24) return formatTimestamp(ms);
+      this.#second = second;
+      this.#secondText = text.slice(0, 20);
+    }
+    const below = ms - second * 1000;
+    return `${this.#secondText}${below < 10 ? "00" : below < 100 ? "0" : ""}${below}Z`;
   }
 
   refuse(refusal: { line: number; text: string; reason: string }): void {
@@ -270,21 +312,6 @@ class LineBatch {
     });
     return withDetail(res, message, log);
   }
-}
-
-/** The event of a line: `type` = measurement, `data` = fields, `meta.tags` = tags. */
-function commandOf(point: LinePoint): EventCommand {
-  return {
-    type: point.measurement,
-    data: point.fields,
-    dataJson: JSON.stringify(point.fields),
-    metaJson: point.tags === undefined ? "{}" : `{"tags":${JSON.stringify(point.tags)}}`,
-    callerRunId: undefined,
-    ts: point.timeMs === undefined ? undefined : formatTimestamp(point.timeMs),
-    storePermanently: true,
-    makeCurrent: true,
-    item: undefined,
-  };
 }
 
 /** `GET /ping`: 204 with the version; `?verbose=true` 200 with it in JSON, as InfluxDB 1.x. */

@@ -91,8 +91,11 @@ export interface LinePoint {
   line: number;
   /** The measurement, unescaped. */
   measurement: string;
-  /** The tags in the order written, unescaped; `undefined` when the line has none. */
-  tags: Record<string, string> | undefined;
+  /**
+   * The tags in the order written, unescaped; `undefined` when the line has none. Lines of a body
+   * that write the same tags the same way share one object: treat it as read-only.
+   */
+  tags: Readonly<Record<string, string>> | undefined;
   /** The fields in the order written (a repeated key keeps its first place and its last value). */
   fields: Record<string, LineFieldValue>;
   /** The timestamp in epoch milliseconds; `undefined` when the line has none (the receive time). */
@@ -336,6 +339,9 @@ class LineParser {
   #reason: string | undefined;
   /** The last measurement that passed the event type's checks. */
   #validMeasurement: string | undefined;
+  /** The tags of the last line that had some, and their text as written (from the first comma). */
+  #lastTags: Record<string, string> | undefined;
+  #lastTagsText: string | undefined;
 
   constructor(sink: LineSink, precision: LinePrecision) {
     this.#sink = sink;
@@ -438,6 +444,17 @@ class LineParser {
     }
     let tags: Record<string, string> | undefined;
     let tagCount = 0;
+    const tagsFrom = this.#i;
+    const lastTags = this.#lastTagsText;
+    if (
+      lastTags !== undefined && s.startsWith(lastTags, tagsFrom) &&
+      s.charCodeAt(tagsFrom + lastTags.length) === SPACE
+    ) {
+      // The same tags, written the same way, as the line before: read the same, so given the
+      // same (a body's lines mostly share theirs).
+      tags = this.#lastTags;
+      this.#i = tagsFrom + lastTags.length;
+    }
     while (s.charCodeAt(this.#i) === COMMA) {
       this.#i++;
       const key = this.#name(KEY);
@@ -459,6 +476,10 @@ class LineParser {
       setOwn(tags, key, value);
     }
     if (this.#i >= end) return this.#fail("missing fields");
+    if (tags !== undefined && tags !== this.#lastTags) {
+      this.#lastTags = tags;
+      this.#lastTagsText = s.slice(tagsFrom, this.#i);
+    }
     this.#skipBlanks(); // the space after the measurement and tags, and any more
     if (this.#i >= end) return this.#fail("missing fields");
     const fields: Record<string, LineFieldValue> = {};

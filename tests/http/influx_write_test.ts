@@ -13,6 +13,7 @@ import type { Rejection } from "../../http/types.ts";
 import { INFLUXDB_VERSION } from "../../http/influx_routes.ts";
 import { parseEnvelope, readSiteLines, tempDir, testServer } from "../_shared/util.ts";
 import { curl, netns, netnsUnavailable } from "../_shared/net.ts";
+import { Rng } from "../_shared/fault_util.ts";
 
 interface Answer {
   status: number;
@@ -554,4 +555,41 @@ Deno.test("GET /metrics counts the line-protocol lines stored and refused, a rep
   assert.match(text, /^# TYPE telemetry_line_protocol_lines_total counter$/m);
   assert.match(text, /^telemetry_line_protocol_lines_total\{result="stored"\} 3$/m);
   assert.match(text, /^telemetry_line_protocol_lines_total\{result="refused"\} 2$/m);
+});
+
+Deno.test("POST /write stores each line's time and tags as its own, when lines share a second or tags and when they do not", async () => {
+  await using site = await tempDir();
+  await using server = await testServer({ siteDir: site.path });
+  const rng = new Rng(4242);
+  const base = Date.UTC(2026, 11, 6, 20, 0, 0);
+  let ms = base;
+  const expected = new Map<number, { ts: string; tags: Record<string, string> }>();
+  const lines: string[] = [];
+  for (let n = 0; n < 2000; n++) {
+    // Mostly the same second and the same tags as the line before; now and then not.
+    const step = rng.next();
+    ms += step < 0.6
+      ? Math.floor(rng.next() * 3)
+      : step < 0.9
+      ? 1000
+      : Math.floor(rng.next() * 90_000_000);
+    const tags: Record<string, string> = rng.next() < 0.8
+      ? { station: "ws1" }
+      : { station: `ws${n % 7}`, dome: "north" };
+    const tagText = Object.entries(tags).map(([k, v]) => `,${k}=${v}`).join("");
+    lines.push(`w${tagText} n=${n}i ${ms}`);
+    expected.set(n, { ts: new Date(ms).toISOString(), tags });
+  }
+  const answer = await write(server.url, "/write?db=x&precision=ms", lines.join("\n"));
+  assert.equal(answer.status, 204, answer.text);
+  const events = await stored(site.path);
+  assert.equal(events.length, expected.size);
+  for (const event of events) {
+    const n = (event.data as { n: number }).n;
+    assert.deepEqual(
+      { ts: event.ts, tags: (event.meta as { tags: unknown }).tags },
+      expected.get(n),
+      `line ${n}`,
+    );
+  }
 });
