@@ -8,6 +8,7 @@
  */
 
 import { join } from "node:path";
+import { Rng } from "../tests/_shared/fault_util.ts";
 import { SERVICE_V8_FLAGS } from "../cli/spawn.ts";
 
 /** The checkout these benchmarks belong to. */
@@ -167,6 +168,46 @@ function request()
   return wrk.format(nil, nil, nil, table.concat(parts))
 end
 `;
+}
+
+/** The six numeric fields of a weather station, the data of {@linkcode weatherReadings}. */
+export const WEATHER_FIELDS: readonly string[] = [
+  "temp_c",
+  "humidity",
+  "pressure_hpa",
+  "wind_mps",
+  "gust_mps",
+  "sky_temp_c",
+];
+
+/**
+ * `count` readings of the six {@linkcode WEATHER_FIELDS}, a seeded random walk rounded as a
+ * station sends them: the same data for every benchmark that compares the service with InfluxDB.
+ *
+ * @param count How many readings.
+ * @param seed The seed of the walk.
+ * @returns One array of six numbers a reading.
+ */
+export function weatherReadings(count: number, seed: number): number[][] {
+  const rng = new Rng(seed);
+  const round = (x: number, d: number) => Math.round(x * 10 ** d) / 10 ** d;
+  let temp = 8, humidity = 60, pressure = 751, wind = 4;
+  const out: number[][] = [];
+  for (let i = 0; i < count; i++) {
+    temp += (rng.next() - 0.5) * 0.1;
+    humidity = Math.min(100, Math.max(5, humidity + (rng.next() - 0.5) * 0.4));
+    pressure += (rng.next() - 0.5) * 0.02;
+    wind = Math.max(0, wind + (rng.next() - 0.5) * 0.6);
+    out.push([
+      round(temp, 2),
+      round(humidity, 1),
+      round(pressure, 2),
+      round(wind, 1),
+      round(wind + rng.next() * 5, 1),
+      round(temp - 25 - rng.next() * 10, 2),
+    ]);
+  }
+  return out;
 }
 
 /** What one wrk run measured. */

@@ -32,7 +32,6 @@
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
 import { join } from "node:path";
-import { Rng } from "../tests/_shared/fault_util.ts";
 import {
   cpuNanos,
   freePort,
@@ -45,6 +44,8 @@ import {
   startInfluxd,
   stopChild,
   waitReady,
+  WEATHER_FIELDS,
+  weatherReadings,
 } from "./_util.ts";
 
 const USAGE = `Usage: deno task bench:line-protocol [-- options]
@@ -104,7 +105,7 @@ const BATCH = 500;
 const CONNECTIONS = 4;
 const TYPE = "weather";
 const TAGS = { station: "ws1" };
-const FIELDS = ["temp_c", "humidity", "pressure_hpa", "wind_mps", "gust_mps", "sky_temp_c"];
+const FIELDS = WEATHER_FIELDS;
 
 type Kind = "events" | "write" | "influxdb";
 const NAME: Record<Kind, string> = {
@@ -113,30 +114,7 @@ const NAME: Record<Kind, string> = {
   influxdb: "InfluxDB 1.6 /write",
 };
 
-/** `count` readings of the six fields, a seeded random walk rounded as a station sends them. */
-function readings(count: number, seed: number): number[][] {
-  const rng = new Rng(seed);
-  const round = (x: number, d: number) => Math.round(x * 10 ** d) / 10 ** d;
-  let temp = 8, humidity = 60, pressure = 751, wind = 4;
-  const out: number[][] = [];
-  for (let i = 0; i < count; i++) {
-    temp += (rng.next() - 0.5) * 0.1;
-    humidity = Math.min(100, Math.max(5, humidity + (rng.next() - 0.5) * 0.4));
-    pressure += (rng.next() - 0.5) * 0.02;
-    wind = Math.max(0, wind + (rng.next() - 0.5) * 0.6);
-    out.push([
-      round(temp, 2),
-      round(humidity, 1),
-      round(pressure, 2),
-      round(wind, 1),
-      round(wind + rng.next() * 5, 1),
-      round(temp - 25 - rng.next() * 10, 2),
-    ]);
-  }
-  return out;
-}
-
-const READINGS = readings(BATCH, SEED);
+const READINGS = weatherReadings(BATCH, SEED);
 
 const SLOT = SECOND_SLOT;
 

@@ -58,7 +58,6 @@
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
 import { join, resolve } from "node:path";
-import { Rng } from "../tests/_shared/fault_util.ts";
 import {
   cpuNanos,
   cpuSeconds,
@@ -77,6 +76,8 @@ import {
   startInfluxd,
   stopChild,
   waitReady,
+  WEATHER_FIELDS,
+  weatherReadings,
   type WrkResult,
 } from "./_util.ts";
 
@@ -176,32 +177,9 @@ const TYPE = "weather";
 // ---------------------------------------------------------------------------------------------
 // The data: six numeric fields of a weather station, seeded.
 
-const FIELDS = ["temp_c", "humidity", "pressure_hpa", "wind_mps", "gust_mps", "sky_temp_c"];
+const FIELDS = WEATHER_FIELDS;
 
-/** `count` readings of the six fields, a seeded random walk rounded as a station sends them. */
-function readings(count: number, seed: number): number[][] {
-  const rng = new Rng(seed);
-  const round = (x: number, d: number) => Math.round(x * 10 ** d) / 10 ** d;
-  let temp = 8, humidity = 60, pressure = 751, wind = 4;
-  const out: number[][] = [];
-  for (let i = 0; i < count; i++) {
-    temp += (rng.next() - 0.5) * 0.1;
-    humidity = Math.min(100, Math.max(5, humidity + (rng.next() - 0.5) * 0.4));
-    pressure += (rng.next() - 0.5) * 0.02;
-    wind = Math.max(0, wind + (rng.next() - 0.5) * 0.6);
-    out.push([
-      round(temp, 2),
-      round(humidity, 1),
-      round(pressure, 2),
-      round(wind, 1),
-      round(wind + rng.next() * 5, 1),
-      round(temp - 25 - rng.next() * 10, 2),
-    ]);
-  }
-  return out;
-}
-
-const NIGHT = readings(NIGHT_POINTS, SEED);
+const NIGHT = weatherReadings(NIGHT_POINTS, SEED);
 
 function dataOf(values: readonly number[]): Record<string, number> {
   return Object.fromEntries(FIELDS.map((f, k) => [f, values[k]!]));

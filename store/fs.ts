@@ -251,3 +251,33 @@ export async function exists(path: string): Promise<boolean> {
     throw err;
   }
 }
+
+/**
+ * Reads `length` bytes of an open file at `position`, fewer only where the file ends.
+ *
+ * @param file The open file (its position is moved).
+ * @param position The byte to start at.
+ * @param length How many bytes to read at most.
+ * @returns The bytes read.
+ *
+ * @example Usage
+ * ```ts ignore
+ * using file = await Deno.open(path);
+ * const lastByte = await readAt(file, size - 1, 1);
+ * ```
+ */
+export async function readAt(
+  file: Deno.FsFile,
+  position: number,
+  length: number,
+): Promise<Uint8Array> {
+  const out = new Uint8Array(length);
+  await file.seek(position, Deno.SeekMode.Start);
+  let filled = 0;
+  while (filled < length) {
+    const n = await file.read(out.subarray(filled));
+    if (n === null) break;
+    filled += n;
+  }
+  return out.subarray(0, filled);
+}

@@ -30,6 +30,7 @@ import {
   type StoredFile,
   type StoredRegion,
 } from "./site_files.ts";
+import { readAt } from "./fs.ts";
 
 /** Bytes per block of the index (a block ends at the first line end past it). */
 export const INDEX_STEP = 32 * 1024;
@@ -115,27 +116,15 @@ function sumOf(index: Omit<IndexFile, "sum">): string {
   );
 }
 
-/** Reads `length` bytes at `position` (fewer where the file ends). */
-async function readAt(path: string, position: number, length: number): Promise<Uint8Array> {
-  const file = await Deno.open(path, { read: true });
-  try {
-    const out = new Uint8Array(length);
-    await file.seek(position, Deno.SeekMode.Start);
-    let filled = 0;
-    while (filled < length) {
-      const n = await file.read(out.subarray(filled));
-      if (n === null) break;
-      filled += n;
-    }
-    return out.subarray(0, filled);
-  } finally {
-    file.close();
-  }
+/** Reads `length` bytes of the file at `path` at `position` (fewer where the file ends). */
+async function readPathAt(path: string, position: number, length: number): Promise<Uint8Array> {
+  using file = await Deno.open(path, { read: true });
+  return await readAt(file, position, length);
 }
 
 async function tailHash(path: string, size: number): Promise<string | undefined> {
   const from = Math.max(0, size - TAIL_BYTES);
-  const bytes = await readAt(path, from, size - from);
+  const bytes = await readPathAt(path, from, size - from);
   if (bytes.length !== size - from || (size > 0 && bytes[bytes.length - 1] !== 0x0a)) {
     return undefined;
   }
@@ -532,7 +521,7 @@ async function spansOf(
   try {
     for (const edge of new Set(spans.flat())) {
       if (edge === 0) continue;
-      const before = await readAt(file.path, edge - 1, 1);
+      const before = await readPathAt(file.path, edge - 1, 1);
       if (before[0] !== 0x0a) return undefined;
     }
   } catch {

@@ -14,6 +14,7 @@
 import { readSeqAndType } from "../wire/ndjson.ts";
 import { DamagedFileError, MAX_LINE_BYTES, readLines, storedFile } from "./site_files.ts";
 import { GZ_SUFFIX } from "./layout.ts";
+import { readAt } from "./fs.ts";
 
 /**
  * The lines of a compressed (`.gz`) stream file from its start, with their end offsets in its
@@ -108,19 +109,6 @@ interface BackLine {
   start: number;
   /** The offset just after its `\n`. */
   end: number;
-}
-
-/** Reads `length` bytes at `position`, fewer only where the file ends. */
-async function readAt(file: Deno.FsFile, position: number, length: number): Promise<Uint8Array> {
-  const out = new Uint8Array(length);
-  await file.seek(position, Deno.SeekMode.Start);
-  let filled = 0;
-  while (filled < length) {
-    const n = await file.read(out.subarray(filled));
-    if (n === null) break;
-    filled += n;
-  }
-  return out.subarray(0, filled);
 }
 
 /**
