@@ -467,6 +467,7 @@ function drawChart(fig, type, field, f, axis) {
   svg.dataset.hi = String(hi);
   svg.dataset.t0 = String(t0);
   svg.dataset.span = String(span);
+  svg.dataset.every = String(every); // the bucket: tells the ranges apart when both zoom to 1 h
   const parts = [];
   const now = Date.now();
   for (const m of runMarks.values()) {

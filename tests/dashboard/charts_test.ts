@@ -365,7 +365,9 @@ Deno.test({
     await waitFor(page, (sel) => {
       const svg = (globalThis as unknown as { document: PageDocument }).document
         .querySelector(sel + " svg");
-      return svg?.dataset.span === "3600000" && svg.dataset.vertices === "1";
+      // The 1-hour range (10 s buckets), not a longer range zoomed to the hour of data.
+      return svg?.dataset.span === "3600000" && svg.dataset.every === "10000" &&
+        svg.dataset.vertices === "1";
     }, WIND);
     // The bucket of 10 s holding ts, shown at its middle, in Honolulu (UTC-10).
     const mid = new Date(Math.floor(ts.getTime() / 10_000) * 10_000 + 5000);
@@ -487,12 +489,13 @@ async function seedEvery2Min(
   return events.length;
 }
 
-/** Waits until the chart spans the 1-hour range with `n` vertices. */
+/** Waits until the chart shows the 1-hour range (10 s buckets) with `n` vertices. */
 function waitForHour(page: Page, chart: string, n: number): Promise<unknown> {
   return waitFor(page, ([sel, want]) => {
     const svg = (globalThis as unknown as { document: PageDocument }).document
       .querySelector(sel + " svg");
-    return svg?.dataset.span === "3600000" && svg.dataset.vertices === String(want);
+    return svg?.dataset.span === "3600000" && svg.dataset.every === "10000" &&
+      svg.dataset.vertices === String(want);
   }, [chart, n] as const);
 }
 
